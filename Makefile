@@ -1,0 +1,129 @@
+# crun: a torchrun-style elastic launcher. See README.md.
+#
+#   make            build build/crun and build/libcrun.a
+#   make test       install what is missing, build, run every test
+#   make demo       install what is missing, build, run a real multi-worker job
+#   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
+#   make bench      benchmarks against the torchrun anchor (tests/bench/)
+#   make fuzz       longer libFuzzer runs of the wire and config parsers
+#   make install    PREFIX=/usr/local DESTDIR=
+
+CC ?= cc
+PKG_CONFIG ?= pkg-config
+PREFIX ?= /usr/local
+BUILD ?= build
+VERSION = 0.1.0
+
+PKGS = libuv libcurl inih jansson
+
+# Make calls the idempotent installer only when a build dependency is missing.
+ifneq ($(shell $(PKG_CONFIG) --exists $(PKGS) criterion 2>/dev/null && echo ok),ok)
+$(info crun: build dependencies missing, running scripts/install-deps.sh)
+$(shell sh scripts/install-deps.sh 1>&2)
+endif
+
+STD = -std=c11 -D_GNU_SOURCE
+WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+       -Wwrite-strings -Wformat=2 -Wvla -Wimplicit-fallthrough -fno-common \
+       -Wno-unused-parameter
+WERROR ?= 1
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+OPT ?= -O2 -g
+ifneq ($(SANITIZE),)
+OPT += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDSAN = -fsanitize=$(SANITIZE)
+endif
+
+DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS))
+DEP_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS))
+CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion)
+ALL_CFLAGS = $(STD) $(WARN) $(OPT) -Iinclude -DCRUN_VERSION='"$(VERSION)"' $(DEP_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(LDSAN) $(LDFLAGS)
+
+LIB_SRC := $(wildcard src/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+BIN_SRC := $(wildcard launcher/*.c agent/*.c)
+BIN_OBJ := $(BIN_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+HELPER_SRC := $(wildcard tests/helpers/*.c)
+HELPER_BIN := $(HELPER_SRC:tests/helpers/%.c=$(BUILD)/tests/%)
+BENCH_SRC := $(wildcard tests/bench/*.c)
+BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/tests/%)
+
+all: $(BUILD)/crun $(BUILD)/libcrun.a
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libcrun.a: $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/crun: $(BIN_OBJ) $(BUILD)/libcrun.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $(BIN_OBJ) $(BUILD)/libcrun.a $(DEP_LIBS) -lm
+
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libcrun.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -o $@ $< $(BUILD)/libcrun.a $(ALL_LDFLAGS) $(DEP_LIBS) $(CRITERION_LIBS) -lm
+
+$(BUILD)/tests/%: tests/helpers/%.c $(BUILD)/libcrun.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libcrun.a $(ALL_LDFLAGS) $(DEP_LIBS) -lm
+
+$(BUILD)/tests/%: tests/bench/%.c $(BUILD)/libcrun.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libcrun.a $(ALL_LDFLAGS) $(DEP_LIBS) -lm
+
+deps:
+	@sh scripts/install-deps.sh
+
+check-build: all $(UNIT_BIN) $(HELPER_BIN) $(BENCH_BIN)
+
+# The README's test command. Unit tests, then integration suites that run
+# the real build/crun (some start real daemons or network namespaces).
+test check: deps check-build
+	@BUILD=$(BUILD) sh tests/run.sh
+
+asan:
+	$(MAKE) BUILD=build-asan SANITIZE=address,undefined OPT='-O1 -g' test
+
+ubsan:
+	$(MAKE) BUILD=build-ubsan SANITIZE=undefined test
+
+demo: deps all
+	@BUILD=$(BUILD) sh scripts/demo.sh
+
+bench: deps check-build
+	@BUILD=$(BUILD) sh tests/bench/run.sh
+
+FUZZ_TARGETS := $(wildcard tests/fuzz/fuzz_*.c)
+fuzz: deps
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} sh tests/fuzz/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+		$(DESTDIR)$(PREFIX)/include/crun $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BUILD)/crun $(DESTDIR)$(PREFIX)/bin/crun
+	install -m 644 $(BUILD)/libcrun.a $(DESTDIR)$(PREFIX)/lib/libcrun.a
+	install -m 644 include/crun/*.h $(DESTDIR)$(PREFIX)/include/crun/
+	install -m 644 docs/crun.1 $(DESTDIR)$(PREFIX)/share/man/man1/crun.1
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
+		scripts/libcrun.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libcrun.pc
+
+format:
+	clang-format -i $(LIB_SRC) $(BIN_SRC) include/crun/*.h
+
+format-check:
+	clang-format --dry-run -Werror $(LIB_SRC) $(BIN_SRC) include/crun/*.h
+
+clean:
+	rm -rf build build-asan build-ubsan build-fuzz
+
+.PHONY: all deps check-build test check asan ubsan demo bench fuzz install format format-check clean
+.SECONDARY:
+
+-include $(LIB_OBJ:.o=.d) $(BIN_OBJ:.o=.d) $(UNIT_BIN:=.d) $(HELPER_BIN:=.d) $(BENCH_BIN:=.d)

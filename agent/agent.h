@@ -1,0 +1,84 @@
+/*
+ * The per-node agent: one libuv loop that runs rounds of "meet the other
+ * nodes, start the worker group, watch it, stop it" until the job succeeds,
+ * fails for good, or is told to stop. worker.c holds one worker (its process
+ * and output streams); agent.c the group's lifecycle. Private to agent/.
+ */
+#ifndef CRUN_AGENT_H
+#define CRUN_AGENT_H
+
+#include <uv.h>
+
+#include "crun/cfg.h"
+#include "crun/env.h"
+#include "crun/linebuf.h"
+#include "crun/proc.h"
+#include "crun/tail.h"
+
+struct agent;
+
+/* One output stream of a worker: a pipe the agent reads, or nothing. */
+struct wstream {
+	struct worker *w;
+	uv_pipe_t pipe;
+	int open;		/* the pipe handle is initialised */
+	int console_fd;		/* 1, 2, or -1: not on the console */
+	int file_fd;		/* tee copy, or -1 */
+	int is_err;
+	struct crun_linebuf lb;
+};
+
+struct worker {
+	struct agent *a;
+	int local_rank;
+	struct crun_proc *proc;
+	pid_t pid;
+	int exited, status, signal;
+	int stopped;		/* the agent signalled it */
+	double exit_time;
+	int handles;		/* open uv handles (pipes) */
+	struct wstream out, err;
+	struct crun_tail tail;	/* last bytes of stderr */
+	char *dir;		/* <attempt>/<local_rank>, or NULL */
+	char *stderr_file;	/* stderr.log when stderr goes only there */
+	char *error_file;
+};
+
+/** Everything the workers of one round need to know. */
+struct round {
+	struct crun_ranks ranks;
+	const char *master_addr;
+	int master_port;
+	int use_agent_store;
+	int restart_count;
+	const char *attempt_dir; /* NULL: no log files */
+};
+
+/** Start local_rank's worker for round r; 0 or a negative error. */
+int worker_start(struct agent *a, struct worker *w, int local_rank,
+		 const struct round *r, char *errmsg, size_t errlen);
+
+/** Send sig to the worker's process group if it is still running. */
+void worker_signal(struct worker *w, int sig);
+
+/** Release what the worker holds once it has exited and its pipes closed. */
+void worker_release(struct worker *w);
+
+/* Called by worker.c. */
+void agent_on_worker_exit(struct agent *a, struct worker *w);
+void agent_on_worker_done(struct agent *a, struct worker *w);
+
+/* Agent internals worker.c needs. */
+const struct crun_cfg *agent_cfg(const struct agent *a);
+struct crun_procs *agent_procs(const struct agent *a);
+uv_loop_t *agent_loop(const struct agent *a);
+
+/** Wall-clock time in epoch seconds (for reports, not for timeouts). */
+double agent_wall_time(void);
+char **agent_base_env(const struct agent *a);
+void agent_console(struct agent *a, int fd, const char *line, size_t len);
+
+/** Run the agent for cfg until the job ends; returns crun's exit status. */
+int agent_run(struct crun_cfg *cfg);
+
+#endif

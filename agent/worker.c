@@ -1,0 +1,416 @@
+/*
+ * One worker: its command line and environment (built completely before the
+ * spawn), its process, and its two output streams.
+ *
+ * Each stream goes where --redirects/--tee/--local_ranks_filter say: straight
+ * into a log file when only the file wants it (the agent never touches those
+ * bytes), to /dev/null when nobody wants stdout, and otherwise through a pipe
+ * the agent reads on its loop. Piped bytes are framed into whole lines, copied
+ * raw to the tee file, and written to the console one batch of whole lines at
+ * a time, so lines from different workers never mix. stderr always feeds a
+ * bounded tail for the failure report (from the pipe, or later from the file).
+ *
+ * A worker is done when its process has been reaped and its pipes closed;
+ * at exit the pipes are drained synchronously, so nothing the worker wrote
+ * before exiting is lost and a grandchild holding the pipe cannot delay us.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "crun/err.h"
+#include "agent.h"
+
+#define LINE_MAX_BYTES (64 * 1024)
+#define TAIL_BYTES (16 * 1024)
+
+static char readbuf[64 * 1024];
+
+static void worker_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	(void)h;
+	(void)hint;
+	/* One loop thread consumes each read before the next alloc. */
+	buf->base = readbuf;
+	buf->len = sizeof(readbuf);
+}
+
+static void stream_on_line(void *ctx, const char *line, size_t len)
+{
+	struct wstream *s = ctx;
+
+	agent_console(s->w->a, s->console_fd, line, len);
+}
+
+/* Route one chunk of a stream's bytes to its tee file, console and tail. */
+static void stream_consume(struct wstream *s, const char *data, size_t n)
+{
+	if (s->file_fd >= 0) {
+		size_t off = 0;
+
+		while (off < n) {
+			ssize_t k = write(s->file_fd, data + off, n - off);
+
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				break; /* a full disk must not stop the job */
+			off += (size_t)k;
+		}
+	}
+	if (s->console_fd >= 0)
+		linebuf_feed(&s->lb, data, n, stream_on_line, s);
+	if (s->is_err)
+		tail_write(&s->w->tail, data, n);
+}
+
+static void stream_on_close(uv_handle_t *h)
+{
+	struct wstream *s = h->data;
+	struct worker *w = s->w;
+
+	if (--w->handles == 0 && w->exited)
+		agent_on_worker_done(w->a, w);
+}
+
+static void stream_finish(struct wstream *s)
+{
+	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe))
+		return;
+	if (s->console_fd >= 0)
+		linebuf_flush(&s->lb, stream_on_line, s);
+	uv_close((uv_handle_t *)&s->pipe, stream_on_close);
+}
+
+static void stream_on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
+{
+	struct wstream *s = h->data;
+
+	if (n > 0)
+		stream_consume(s, buf->base, (size_t)n);
+	else if (n < 0)
+		stream_finish(s); /* EOF or error: nothing more will come */
+}
+
+/* Read whatever is still in the pipe; the writer has exited. */
+static void stream_drain(struct wstream *s)
+{
+	uv_os_fd_t fd;
+	ssize_t n;
+
+	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe) ||
+	    uv_fileno((uv_handle_t *)&s->pipe, &fd))
+		return;
+	for (;;) {
+		n = read(fd, readbuf, sizeof(readbuf));
+		if (n > 0) {
+			stream_consume(s, readbuf, (size_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		break;
+	}
+}
+
+static void worker_on_exit(struct crun_proc *p, int status, int sig)
+{
+	struct worker *w = proc_data(p);
+
+	w->proc = NULL;
+	w->exited = 1;
+	w->status = status;
+	w->signal = sig;
+	w->exit_time = agent_wall_time();
+	stream_drain(&w->out);
+	stream_drain(&w->err);
+	stream_finish(&w->out);
+	stream_finish(&w->err);
+	agent_on_worker_exit(w->a, w);
+	if (w->handles == 0)
+		agent_on_worker_done(w->a, w);
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = malloc(n);
+
+	if (p)
+		snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+/* Replace every "${local_rank}" in arg (torchrun's template substitution). */
+static char *subst_local_rank(const char *arg, int local_rank)
+{
+	static const char key[] = "${local_rank}";
+	char num[16], *out, *o;
+	const char *p;
+	size_t n = 0, klen = sizeof(key) - 1, nlen;
+
+	nlen = (size_t)snprintf(num, sizeof(num), "%d", local_rank);
+	for (p = arg; (p = strstr(p, key)) != NULL; p += klen)
+		n++;
+	out = malloc(strlen(arg) + n * nlen + 1);
+	if (out == NULL)
+		return NULL;
+	for (o = out, p = arg;;) {
+		const char *hit = strstr(p, key);
+		size_t k = hit ? (size_t)(hit - p) : strlen(p);
+
+		memcpy(o, p, k);
+		o += k;
+		if (hit == NULL)
+			break;
+		memcpy(o, num, nlen);
+		o += nlen;
+		p = hit + klen;
+	}
+	*o = '\0';
+	return out;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+
+	return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* torchrun's command: [python, -u, (-m), script, args...] or [script, args...]. */
+static char **build_argv(const struct crun_cfg *cfg, int local_rank)
+{
+	const char *py = getenv("PYTHON");
+	char **argv = calloc((size_t)cfg->argc + 4, sizeof(char *));
+	int n = 0, python;
+
+	if (argv == NULL)
+		return NULL;
+	python = !cfg->no_python && (cfg->module || ends_with(cfg->argv[0], ".py"));
+	if (python) {
+		argv[n++] = strdup(py && *py ? py : "python3");
+		argv[n++] = strdup("-u");
+		if (cfg->module)
+			argv[n++] = strdup("-m");
+	}
+	for (int i = 0; i < cfg->argc; i++)
+		argv[n++] = subst_local_rank(cfg->argv[i], local_rank);
+	return argv;
+}
+
+static void free_argv(char **argv)
+{
+	for (int i = 0; argv && argv[i]; i++)
+		free(argv[i]);
+	free(argv);
+}
+
+static int open_log(const char *dir, const char *name, char **path_out)
+{
+	char *path = path_join(dir, name);
+	int fd;
+
+	if (path == NULL)
+		return -1;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+	if (path_out && fd >= 0)
+		*path_out = path;
+	else
+		free(path);
+	return fd;
+}
+
+/*
+ * Decide where one stream goes and set up the pipe end the agent reads.
+ * *child_fd is what the worker gets as fd 1 or 2 (-1: inherit).
+ */
+static int stream_setup(struct worker *w, struct wstream *s, int bit,
+			const struct round *r, int *child_fd, int *close_fd)
+{
+	const struct crun_cfg *cfg = agent_cfg(w->a);
+	int rbits = cfg_std_for(&cfg->redirects, w->local_rank);
+	int tbits = cfg_std_for(&cfg->tee, w->local_rank);
+	int to_file = w->dir && ((rbits | tbits) & bit);
+	int to_console = !(rbits & bit) && cfg_rank_on_console(cfg, w->local_rank);
+	const char *name = bit == CRUN_STD_OUT ? "stdout.log" : "stderr.log";
+	int fds[2], rc;
+
+	s->w = w;
+	s->is_err = bit == CRUN_STD_ERR;
+	s->file_fd = -1;
+	s->console_fd = -1;
+	*child_fd = -1;
+	*close_fd = -1;
+
+	if (to_file && !to_console) {
+		/* Only the file wants it: give it to the worker directly. */
+		*child_fd = open_log(w->dir, name, s->is_err ? &w->stderr_file : NULL);
+		*close_fd = *child_fd;
+		return *child_fd < 0 ? -errno : 0;
+	}
+	if (!to_file && !to_console && !s->is_err) {
+		*child_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		*close_fd = *child_fd;
+		return *child_fd < 0 ? -errno : 0;
+	}
+	if (to_file) {
+		s->file_fd = open_log(w->dir, name, NULL);
+		if (s->file_fd < 0)
+			return -errno;
+	}
+	if (to_console) {
+		char prefix[128] = "";
+
+		if (tbits & bit)
+			snprintf(prefix, sizeof(prefix), "[%s%d]:", cfg->role, w->local_rank);
+		s->console_fd = s->is_err ? 2 : 1;
+		rc = linebuf_init(&s->lb, prefix, LINE_MAX_BYTES);
+		if (rc)
+			return rc;
+	}
+	if (pipe2(fds, O_CLOEXEC))
+		return -errno;
+	/* A roomy pipe absorbs bursts from fast writers. */
+	fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
+	rc = uv_pipe_init(agent_loop(w->a), &s->pipe, 0);
+	if (rc == 0)
+		rc = uv_pipe_open(&s->pipe, fds[0]);
+	if (rc) {
+		close(fds[0]);
+		close(fds[1]);
+		return rc;
+	}
+	s->open = 1;
+	s->pipe.data = s;
+	w->handles++;
+	*child_fd = fds[1];
+	*close_fd = fds[1];
+	return uv_read_start((uv_stream_t *)&s->pipe, worker_on_alloc, stream_on_read);
+}
+
+int worker_start(struct agent *a, struct worker *w, int local_rank,
+		 const struct round *r, char *errmsg, size_t errlen)
+{
+	const struct crun_cfg *cfg = agent_cfg(a);
+	struct crun_worker_ctx ctx;
+	struct crun_env env;
+	struct proc_opts po;
+	char **argv = NULL;
+	int out_fd, err_fd, close_out = -1, close_err = -1, rc;
+
+	memset(w, 0, sizeof(*w));
+	w->a = a;
+	w->local_rank = local_rank;
+	w->out.file_fd = w->err.file_fd = -1;
+	env.v = NULL;
+	if ((rc = tail_init(&w->tail, TAIL_BYTES)))
+		goto fail;
+	if (r->attempt_dir) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "%d", local_rank);
+		w->dir = path_join(r->attempt_dir, name);
+		if (w->dir == NULL || mkdir(w->dir, 0755)) {
+			rc = -errno;
+			snprintf(errmsg, errlen, "cannot create log directory '%s': %s",
+				 w->dir ? w->dir : r->attempt_dir, strerror(errno));
+			goto fail;
+		}
+		w->error_file = path_join(w->dir, "error.json");
+	}
+	if ((rc = stream_setup(w, &w->out, CRUN_STD_OUT, r, &out_fd, &close_out)) ||
+	    (rc = stream_setup(w, &w->err, CRUN_STD_ERR, r, &err_fd, &close_err))) {
+		snprintf(errmsg, errlen, "cannot set up output of local rank %d: %s",
+			 local_rank, crun_strerror(rc));
+		goto fail;
+	}
+
+	if ((rc = env_init(&env, agent_base_env(a))))
+		goto fail;
+	for (int i = 0; i < cfg->nenv; i++)
+		env_put(&env, cfg->env[i]);
+	ctx.role = cfg->role;
+	ctx.local_rank = local_rank;
+	ctx.master_addr = r->master_addr;
+	ctx.master_port = r->master_port;
+	ctx.restart_count = r->restart_count;
+	ctx.max_restarts = cfg->max_restarts;
+	ctx.run_id = cfg->rdzv_id;
+	ctx.use_agent_store = r->use_agent_store;
+	ctx.error_file = w->error_file;
+	ctx.nproc = r->ranks.local_world_size;
+	if ((rc = env_add_contract(&env, &r->ranks, &ctx)))
+		goto fail;
+
+	argv = build_argv(cfg, local_rank);
+	if (argv == NULL) {
+		rc = UV_ENOMEM;
+		goto fail;
+	}
+	memset(&po, 0, sizeof(po));
+	po.argv = argv;
+	po.envp = env.v;
+	po.fd_in = 0;
+	po.fd_out = out_fd;
+	po.fd_err = err_fd;
+	po.pdeath_signal = SIGKILL;
+	po.own_group = 1;
+	po.exit_cb = worker_on_exit;
+	po.data = w;
+	rc = proc_spawn(agent_procs(a), &po, &w->proc);
+	if (rc) {
+		snprintf(errmsg, errlen, "cannot execute '%s': %s", argv[0], crun_strerror(rc));
+		goto fail;
+	}
+	w->pid = proc_pid(w->proc);
+	rc = 0;
+fail:
+	/* The child holds its own copies of these now. */
+	if (close_out >= 0)
+		close(close_out);
+	if (close_err >= 0)
+		close(close_err);
+	free_argv(argv);
+	if (env.v)
+		env_release(&env);
+	if (rc) {
+		/* Never started: no exit event will come; close what is open. */
+		w->exited = 1;
+		w->status = 127;
+		stream_finish(&w->out);
+		stream_finish(&w->err);
+	}
+	return rc;
+}
+
+void worker_signal(struct worker *w, int sig)
+{
+	if (w->proc == NULL)
+		return;
+	w->stopped = 1;
+	proc_kill(w->proc, sig);
+}
+
+void worker_release(struct worker *w)
+{
+	if (w->out.file_fd >= 0)
+		close(w->out.file_fd);
+	if (w->err.file_fd >= 0)
+		close(w->err.file_fd);
+	if (w->out.lb.buf)
+		linebuf_release(&w->out.lb);
+	if (w->err.lb.buf)
+		linebuf_release(&w->err.lb);
+	tail_release(&w->tail);
+	free(w->dir);
+	free(w->stderr_file);
+	free(w->error_file);
+	w->dir = w->stderr_file = w->error_file = NULL;
+}

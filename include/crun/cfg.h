@@ -1,0 +1,195 @@
+/*
+ * The launch configuration: every torchrun flag plus crun's own, the sources
+ * they may come from (command line, PET_* / CRUN_* environment, job file,
+ * defaults), validation, and printing. The launcher fills a crun_cfg and hands
+ * it to the agent; nothing else parses flags.
+ */
+#ifndef CRUN_CFG_H
+#define CRUN_CFG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Bits of a redirect/tee value, as torchrun's Std: 1 stdout, 2 stderr. */
+enum crun_std { CRUN_STD_NONE = 0, CRUN_STD_OUT = 1, CRUN_STD_ERR = 2, CRUN_STD_ALL = 3 };
+
+/* Where a value came from, for --print-config. Higher wins. */
+enum crun_src { CRUN_SRC_DEFAULT = 0, CRUN_SRC_DERIVED, CRUN_SRC_FILE, CRUN_SRC_ENV, CRUN_SRC_CLI };
+
+#define CRUN_MAX_LOCAL_RANKS 1024
+#define CRUN_CFG_MAX_OPTS 96
+
+/* "3" or "0:1,1:2": one value for every local rank, or a per-rank map. */
+struct crun_std_spec {
+	int all;	/* applies to local ranks not in the map */
+	int nmap;
+	int rank[64];
+	unsigned char val[64];
+};
+
+/* rdzv_conf keys, in seconds; -1 means "backend default". */
+struct crun_rdzv_conf {
+	double join_timeout;
+	double last_call_timeout;
+	double close_timeout;
+	double read_timeout;
+	double heartbeat_timeout;
+	double keep_alive_interval;
+	int keep_alive_max_attempt;
+	double timeout;		/* static backend: wait for all agents */
+	int is_host;		/* -1 auto, 0, 1 */
+	char *store_type;	/* "tcp" (only tcp is supported) */
+	char *local_addr;
+};
+
+/* Limits of the agent's store (issue: the crun store). */
+struct crun_store_limits {
+	size_t max_key;		/* bytes per key */
+	size_t max_value;	/* bytes per value */
+	size_t max_keys;	/* keys in one request */
+	size_t max_memory;	/* total bytes of keys and values */
+	size_t max_conns;	/* concurrent connections */
+};
+
+struct crun_cfg {
+	/* Nodes and workers. */
+	int nnodes_min, nnodes_max;
+	char *nproc_spec;	/* as given: "4", "cpu", "gpu", "auto" */
+	int nproc_per_node;	/* resolved */
+	int standalone;
+	int max_restarts;
+	double monitor_interval;
+	char *start_method;
+	char *role;
+
+	/* Entrypoint. */
+	int module;
+	int no_python;
+	int run_path;
+	char **argv;		/* training script (or binary) and its args */
+	int argc;
+
+	/* Rendezvous. */
+	char *rdzv_backend;	/* "static", "c10d", "etcd", "etcd-v2" */
+	char *rdzv_endpoint;
+	char *rdzv_id;
+	char *rdzv_conf_str;
+	struct crun_rdzv_conf rdzv;
+	int node_rank;
+	char *master_addr;
+	int master_port;	/* -1 when not given */
+	char *local_addr;
+
+	/* Logs. */
+	char *log_dir;
+	struct crun_std_spec redirects;
+	struct crun_std_spec tee;
+	char *local_ranks_filter_str;
+	int *local_ranks_filter; /* NULL: every rank reaches the console */
+	int nfilter;
+
+	/* Lifecycle. */
+	double shutdown_timeout;
+	char *signals_str;
+	int signals[32];
+	int nsignals;
+
+	/* crun's own. */
+	int agent_store;	/* 1: the agent hosts the workers' store */
+	struct crun_store_limits store;
+	char *config_file;
+	int print_config;
+	int slurm;		/* -1 auto, 0 off, 1 on */
+
+	/* Extra environment for workers ([env] in a job file), NAME=VALUE. */
+	char **env;
+	int nenv;
+
+	/*
+	 * Every option as text, indexed by option id: the value (NULL when
+	 * unset), where it came from (enum crun_src) and a human-readable origin
+	 * ("--nnodes", "PET_NNODES", "job.ini:3") for error messages and
+	 * --print-config. Typed fields above are derived from these by
+	 * cfg_finalize, so precedence is decided in one place (cfg_set).
+	 */
+	char *raw[CRUN_CFG_MAX_OPTS];
+	char *origin[CRUN_CFG_MAX_OPTS];
+	unsigned char src[CRUN_CFG_MAX_OPTS];
+	int nargs_override;	/* entrypoint args given after a job file */
+};
+
+/** Fill cfg with torchrun's defaults. Release with cfg_release. */
+void cfg_init(struct crun_cfg *cfg);
+
+/** Free every string and array cfg owns. */
+void cfg_release(struct crun_cfg *cfg);
+
+/**
+ * Parse a command line (argv[0] is the program name) into cfg, reading
+ * PET_<NAME> from envp (NULL: environ) for options not on the command line.
+ * On error returns CRUN_EUSAGE with a one-line message in errmsg naming the
+ * flag and the value. Sets *done to 1 if --help or --version was handled
+ * (text written to stdout).
+ */
+int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
+		   int *done, char *errmsg, size_t errlen);
+
+/**
+ * Check cross-option rules and resolve derived values (nproc "cpu"/"gpu"/
+ * "auto", standalone, static endpoint). CRUN_EUSAGE with errmsg on failure.
+ */
+int cfg_finalize(struct crun_cfg *cfg, char *errmsg, size_t errlen);
+
+/** Parse "N" or "MIN:MAX". */
+int cfg_parse_nnodes(const char *s, int *min, int *max);
+
+/** Parse "3" or "0:1,1:2" into spec. */
+int cfg_parse_std(const char *s, struct crun_std_spec *spec);
+
+/** The redirect/tee bits for one local rank. */
+int cfg_std_for(const struct crun_std_spec *spec, int local_rank);
+
+/** Parse "k=v,k2=v2" into conf (unknown keys and bad values fail). */
+int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
+			char *errmsg, size_t errlen);
+
+/** Parse "SIGTERM,SIGUSR1,15" into a list of signal numbers. */
+int cfg_parse_signals(const char *s, int *sigs, int max, int *n);
+
+/** Number of NVIDIA GPUs visible (honours CUDA_VISIBLE_DEVICES), no CUDA. */
+int cfg_gpu_count(void);
+
+/** Whether local_rank's output reaches the console. */
+int cfg_rank_on_console(const struct crun_cfg *cfg, int local_rank);
+
+/**
+ * Offer value (owned by the caller, copied) for option id from source src
+ * (enum crun_src); it is kept only if no higher-precedence source set it.
+ * origin names where it came from for messages. Returns 1 if kept.
+ */
+int cfg_set(struct crun_cfg *cfg, int id, const char *value, int src,
+	    const char *origin);
+
+/** Read PET_* / CRUN_* variables from envp into cfg (source: environment). */
+int cfg_apply_env(struct crun_cfg *cfg, char **envp);
+
+/**
+ * Load an INI job file into cfg (source: job file). ${VAR} and ${VAR:-dflt}
+ * in values expand from envp. Errors fill errmsg as "file:line: message".
+ */
+int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
+		 char *errmsg, size_t errlen);
+
+/** Parse a boolean: 1/0, true/false, t/f, yes/no, y/n, on/off. */
+int cfg_parse_bool(const char *s, int *out);
+
+/** Split "host[:port]" or "[v6]:port"; *port is -1 when absent. */
+int cfg_split_endpoint(const char *ep, char *host, size_t hostlen, int *port);
+
+/** "SIGTERM" for 15, "SIG70" for unnamed numbers (static buffer). */
+const char *cfg_signame(int sig);
+
+/** Write the effective configuration and each value's source to fp. */
+void cfg_print(const struct crun_cfg *cfg, FILE *fp);
+
+#endif

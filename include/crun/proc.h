@@ -1,0 +1,67 @@
+/*
+ * Child processes on a libuv loop, the way git's run-command and libuv's
+ * uv_spawn do it, plus what uv_spawn cannot do: the child gets a parent-death
+ * signal (so workers die with their agent, even when the agent is SIGKILLed)
+ * and its own process group (so a signal reaches the worker's whole tree).
+ * Exits arrive as events: one SIGCHLD watcher per registry reaps registered
+ * children with waitpid(pid, WNOHANG); nothing polls.
+ */
+#ifndef CRUN_PROC_H
+#define CRUN_PROC_H
+
+#include <sys/types.h>
+#include <uv.h>
+
+struct crun_procs;
+struct crun_proc;
+
+/**
+ * Called once when the child has exited and been reaped. status is the exit
+ * code, or 128+N when the child died of signal N (term_signal is then N,
+ * otherwise 0). After the callback the crun_proc is freed.
+ */
+typedef void (*proc_exit_cb)(struct crun_proc *p, int status, int term_signal);
+
+struct proc_opts {
+	char **argv;		/* argv[0] is looked up in PATH if it has no '/' */
+	char **envp;		/* the complete environment; NULL: inherit */
+	const char *cwd;	/* NULL: inherit */
+	int fd_in, fd_out, fd_err; /* child's 0/1/2; -1: /dev/null for 0, inherit for 1/2 */
+	int pdeath_signal;	/* sent to the child when crun dies; 0: SIGKILL */
+	int own_group;		/* 1: setpgid(0, 0) in the child */
+	proc_exit_cb exit_cb;
+	void *data;
+};
+
+/** Create a registry on loop; it owns the SIGCHLD watcher. */
+int procs_new(uv_loop_t *loop, struct crun_procs **out);
+
+/**
+ * Close the registry once every child has been reaped; cb (may be NULL) runs
+ * when its handle is closed and the registry freed. Live children are not
+ * signalled: stop them first (procs_kill_all).
+ */
+void procs_close(struct crun_procs *r, void (*cb)(void *), void *arg);
+
+/**
+ * Fork and exec opts->argv. Returns 0 with *out set (owned by the registry
+ * until exit_cb returns), or a negative error, e.g. UV_ENOENT when the
+ * program cannot be executed; on error exit_cb never runs. The caller keeps
+ * ownership of its fds and may close them after the call.
+ */
+int proc_spawn(struct crun_procs *r, const struct proc_opts *opts,
+	       struct crun_proc **out);
+
+/** Send sig to the child's process group (or to the child alone). */
+int proc_kill(struct crun_proc *p, int sig);
+
+/** Signal every live child of the registry (their groups). */
+void procs_kill_all(struct crun_procs *r, int sig);
+
+/** Number of children not yet reaped. */
+int procs_live(const struct crun_procs *r);
+
+pid_t proc_pid(const struct crun_proc *p);
+void *proc_data(const struct crun_proc *p);
+
+#endif

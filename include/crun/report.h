@@ -1,0 +1,47 @@
+/*
+ * Failure reports: what failed, where, and why, without any change to user
+ * code. A report entry carries the worker's identity, its exit code or
+ * signal, the time, and either the content of the error file it wrote
+ * (torchelastic's error.json schema) or the last lines of its stderr. The
+ * report prints as one block in torchrun's layout and saves as JSON.
+ */
+#ifndef CRUN_REPORT_H
+#define CRUN_REPORT_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+struct crun_failure {
+	int rank, local_rank, group_rank;
+	pid_t pid;
+	char host[256];
+	int exitcode;		/* 128+N for signal N */
+	int signal;		/* 0 when the worker exited */
+	double time;		/* epoch seconds: error file's, else detection */
+	char *error_file;	/* path, or NULL when none was written */
+	char *message;		/* error file's message, or NULL */
+	char *traceback;	/* error file's py_callstack, else stderr tail */
+};
+
+void failure_release(struct crun_failure *f);
+
+/**
+ * Read a torchelastic error file into f->message, f->traceback and f->time.
+ * Both the nested {"message": {"message", "extraInfo": {"py_callstack",
+ * "timestamp"}}} and the flat {"message", "timestamp"} forms are accepted.
+ * Returns 0, or a negative error if the file is missing or not that JSON.
+ */
+int failure_read_error_file(struct crun_failure *f, const char *path);
+
+/** Index of the root cause: the failure observed first (ties: lowest). */
+int report_root(const struct crun_failure *f, int n);
+
+/** Print the failure block (torchrun's layout) for the entrypoint name. */
+void report_print(FILE *fp, const char *entrypoint, const struct crun_failure *f,
+		  int n);
+
+/** Write the failures as JSON ({"entrypoint", "root_cause", "failures"}). */
+int report_write_json(const char *path, const char *entrypoint,
+		      const struct crun_failure *f, int n);
+
+#endif

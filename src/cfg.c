@@ -1,0 +1,1074 @@
+/*
+ * The launch configuration. One table lists every option once: its spellings,
+ * its job-file section, its default, its environment fallback and its help
+ * text. Command line, environment and job file all go through cfg_set, which
+ * keeps the value with the highest-precedence source; cfg_finalize then turns
+ * the winning texts into typed fields and checks the rules between options.
+ * Error messages name the option and where its value came from.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "crun/cfg.h"
+#include "crun/err.h"
+#include "crun/banned.h"
+#include "cfg_opts.h"
+
+extern char **environ;
+
+const struct cfg_opt cfg_opts[CFG_NOPTS] = {
+#define X(id, name, shrt, type, sect, def, env, group, help)                  \
+	{CFG_##id, name, shrt, CFG_T_##type, sect, def, env, group, help},
+	CFG_OPTS(X)
+#undef X
+};
+
+/* Format into errmsg; returns CRUN_EUSAGE so callers can `return err(...)`. */
+static int err(char *errmsg, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errmsg && len) {
+		va_start(ap, fmt);
+		vsnprintf(errmsg, len, fmt, ap);
+		va_end(ap);
+	}
+	return CRUN_EUSAGE;
+}
+
+static char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	if (p == NULL)
+		abort();
+	return p;
+}
+
+/* Replace *slot with a copy of s (or NULL). */
+static void set_str(char **slot, const char *s)
+{
+	free(*slot);
+	*slot = s ? xstrdup(s) : NULL;
+}
+
+void cfg_init(struct crun_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->master_port = -1;
+	cfg->slurm = -1;
+	cfg->agent_store = 1;
+	cfg->rdzv.is_host = -1;
+}
+
+void cfg_release(struct crun_cfg *cfg)
+{
+	int i;
+
+	for (i = 0; i < CRUN_CFG_MAX_OPTS; i++) {
+		free(cfg->raw[i]);
+		free(cfg->origin[i]);
+	}
+	free(cfg->nproc_spec);
+	free(cfg->start_method);
+	free(cfg->role);
+	for (i = 0; i < cfg->argc; i++)
+		free(cfg->argv[i]);
+	free(cfg->argv);
+	free(cfg->rdzv_backend);
+	free(cfg->rdzv_endpoint);
+	free(cfg->rdzv_id);
+	free(cfg->rdzv_conf_str);
+	free(cfg->rdzv.store_type);
+	free(cfg->rdzv.local_addr);
+	free(cfg->master_addr);
+	free(cfg->local_addr);
+	free(cfg->log_dir);
+	free(cfg->local_ranks_filter_str);
+	free(cfg->local_ranks_filter);
+	free(cfg->signals_str);
+	free(cfg->config_file);
+	for (i = 0; i < cfg->nenv; i++)
+		free(cfg->env[i]);
+	free(cfg->env);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+int cfg_set(struct crun_cfg *cfg, int id, const char *value, int src,
+	    const char *origin)
+{
+	assert_opt_id(id);
+	if (cfg->raw[id] && cfg->src[id] > src)
+		return 0;
+	set_str(&cfg->raw[id], value);
+	set_str(&cfg->origin[id], origin);
+	cfg->src[id] = (unsigned char)src;
+	return 1;
+}
+
+const struct cfg_opt *cfg_opt_by_name(const char *name, size_t len,
+				      int *ambiguous)
+{
+	const struct cfg_opt *hit = NULL;
+	char norm[64];
+	size_t i;
+	int n = 0;
+
+	*ambiguous = 0;
+	if (len == 0 || len >= sizeof(norm))
+		return NULL;
+	/* Dash and underscore spellings are the same option. */
+	for (i = 0; i < len; i++)
+		norm[i] = name[i] == '-' ? '_' : name[i];
+	norm[len] = '\0';
+	for (i = 0; i < CFG_NOPTS; i++) {
+		const char *o = cfg_opts[i].name;
+
+		if (strcmp(o, norm) == 0)
+			return &cfg_opts[i];
+		if (strncmp(o, norm, len) == 0) {
+			hit = &cfg_opts[i];
+			n++;
+		}
+	}
+	/* argparse accepts unique prefixes of long options. */
+	if (n > 1)
+		*ambiguous = 1;
+	return n == 1 ? hit : NULL;
+}
+
+/* --- value parsers ------------------------------------------------------ */
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	long v;
+
+	if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end != '\0' || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_double(const char *s, double lo, double *out)
+{
+	char *end;
+	double v;
+
+	if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end != '\0' || !isfinite(v) || v < lo)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int cfg_parse_bool(const char *s, int *out)
+{
+	static const char *yes[] = {"1", "true", "t", "yes", "y", "on"};
+	static const char *no[] = {"0", "false", "f", "no", "n", "off"};
+	size_t i;
+
+	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = 1;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = 0;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int cfg_parse_nnodes(const char *s, int *min, int *max)
+{
+	const char *colon = strchr(s, ':');
+	long lo, hi;
+	char buf[32];
+
+	if (colon == NULL) {
+		if (parse_long(s, 1, INT_MAX, &lo))
+			return CRUN_EUSAGE;
+		*min = *max = (int)lo;
+		return 0;
+	}
+	if (strchr(colon + 1, ':') || (size_t)(colon - s) >= sizeof(buf))
+		return CRUN_EUSAGE;
+	memcpy(buf, s, (size_t)(colon - s));
+	buf[colon - s] = '\0';
+	if (parse_long(buf, 1, INT_MAX, &lo) ||
+	    parse_long(colon + 1, 1, INT_MAX, &hi) || lo > hi)
+		return CRUN_EUSAGE;
+	*min = (int)lo;
+	*max = (int)hi;
+	return 0;
+}
+
+int cfg_parse_std(const char *s, struct crun_std_spec *spec)
+{
+	const char *p = s;
+	long r, v;
+
+	memset(spec, 0, sizeof(*spec));
+	if (parse_long(s, 0, 3, &v) == 0) {
+		spec->all = (int)v;
+		return 0;
+	}
+	/* A map "LOCAL_RANK:VALUE,…"; ranks not named get 0 (as torchrun). */
+	while (*p) {
+		char *end;
+
+		if (!isdigit((unsigned char)*p))
+			return CRUN_EUSAGE;
+		errno = 0;
+		r = strtol(p, &end, 10);
+		if (errno || r >= CRUN_MAX_LOCAL_RANKS || *end != ':')
+			return CRUN_EUSAGE;
+		p = end + 1;
+		if (*p < '0' || *p > '3')
+			return CRUN_EUSAGE;
+		v = *p++ - '0';
+		if (*p != ',' && *p != '\0')
+			return CRUN_EUSAGE;
+		if (*p == ',' && *++p == '\0')
+			return CRUN_EUSAGE;
+		if (spec->nmap == (int)(sizeof(spec->rank) / sizeof(spec->rank[0])))
+			return CRUN_EUSAGE;
+		spec->rank[spec->nmap] = (int)r;
+		spec->val[spec->nmap++] = (unsigned char)v;
+	}
+	return spec->nmap ? 0 : CRUN_EUSAGE;
+}
+
+int cfg_std_for(const struct crun_std_spec *spec, int local_rank)
+{
+	int i;
+
+	for (i = spec->nmap - 1; i >= 0; i--)
+		if (spec->rank[i] == local_rank)
+			return spec->val[i];
+	return spec->all;
+}
+
+static const struct {
+	const char *name;
+	int sig;
+} signames[] = {
+	{"SIGHUP", SIGHUP},   {"SIGINT", SIGINT},   {"SIGQUIT", SIGQUIT},
+	{"SIGTERM", SIGTERM}, {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2},
+	{"SIGCONT", SIGCONT}, {"SIGALRM", SIGALRM}, {"SIGWINCH", SIGWINCH},
+	{"SIGXCPU", SIGXCPU}, {"SIGPWR", SIGPWR},   {"SIGTSTP", SIGTSTP},
+};
+
+int cfg_parse_signals(const char *s, int *sigs, int max, int *n)
+{
+	char buf[256], *tok, *save = NULL;
+	size_t i;
+
+	if (strlen(s) >= sizeof(buf))
+		return CRUN_EUSAGE;
+	memcpy(buf, s, strlen(s) + 1);
+	*n = 0;
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		long v = -1;
+
+		while (isspace((unsigned char)*tok))
+			tok++;
+		for (i = strlen(tok); i > 0 && isspace((unsigned char)tok[i - 1]); i--)
+			tok[i - 1] = '\0';
+		for (i = 0; i < sizeof(signames) / sizeof(signames[0]); i++) {
+			if (strcasecmp(tok, signames[i].name) == 0 ||
+			    strcasecmp(tok, signames[i].name + 3) == 0)
+				v = signames[i].sig;
+		}
+		/* SIGKILL and SIGSTOP cannot be trapped; SIGCHLD is crun's. */
+		if (v < 0 && parse_long(tok, 1, 64, &v))
+			return CRUN_EUSAGE;
+		if (v == SIGKILL || v == SIGSTOP || v == SIGCHLD || *n >= max)
+			return CRUN_EUSAGE;
+		sigs[(*n)++] = (int)v;
+	}
+	return *n ? 0 : CRUN_EUSAGE;
+}
+
+const char *cfg_signame(int sig)
+{
+	static char buf[16];
+	size_t i;
+
+	for (i = 0; i < sizeof(signames) / sizeof(signames[0]); i++)
+		if (signames[i].sig == sig)
+			return signames[i].name;
+	switch (sig) {
+	case SIGKILL: return "SIGKILL";
+	case SIGSEGV: return "SIGSEGV";
+	case SIGABRT: return "SIGABRT";
+	case SIGBUS: return "SIGBUS";
+	case SIGFPE: return "SIGFPE";
+	case SIGILL: return "SIGILL";
+	case SIGPIPE: return "SIGPIPE";
+	case SIGSTOP: return "SIGSTOP";
+	case SIGTRAP: return "SIGTRAP";
+	case SIGSYS: return "SIGSYS";
+	}
+	snprintf(buf, sizeof(buf), "SIG%d", sig);
+	return buf;
+}
+
+/* rdzv_conf keys: name, offset kind. */
+int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
+			char *errmsg, size_t errlen)
+{
+	char *copy = xstrdup(s), *tok, *save = NULL;
+	int rc = 0;
+
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '='), *k = tok, *v, *e;
+		double d;
+		long l;
+		int b;
+
+		if (eq == NULL) {
+			rc = err(errmsg, errlen, "rdzv_conf: '%s' is not key=value", tok);
+			goto out;
+		}
+		*eq = '\0';
+		v = eq + 1;
+		while (isspace((unsigned char)*k))
+			k++;
+		for (e = eq; e > k && isspace((unsigned char)e[-1]); e--)
+			e[-1] = '\0';
+		while (isspace((unsigned char)*v))
+			v++;
+		for (e = v + strlen(v); e > v && isspace((unsigned char)e[-1]); e--)
+			e[-1] = '\0';
+		if (*k == '\0' || *v == '\0') {
+			rc = err(errmsg, errlen, "rdzv_conf: empty key or value in '%s=%s'", k, v);
+			goto out;
+		}
+#define DUR(name, field, lo)                                                   \
+	if (strcmp(k, name) == 0) {                                            \
+		if (parse_double(v, lo, &d) || d <= 0)                         \
+			goto bad;                                              \
+		conf->field = d;                                               \
+		continue;                                                      \
+	}
+		DUR("join_timeout", join_timeout, 0)
+		DUR("last_call_timeout", last_call_timeout, 0)
+		DUR("close_timeout", close_timeout, 0)
+		DUR("read_timeout", read_timeout, 0)
+		DUR("heartbeat_timeout", heartbeat_timeout, 0)
+		DUR("keep_alive_interval", keep_alive_interval, 0)
+		DUR("timeout", timeout, 0)
+#undef DUR
+		if (strcmp(k, "keep_alive_max_attempt") == 0) {
+			if (parse_long(v, 1, 1000000, &l))
+				goto bad;
+			conf->keep_alive_max_attempt = (int)l;
+		} else if (strcmp(k, "is_host") == 0) {
+			if (cfg_parse_bool(v, &b))
+				goto bad;
+			conf->is_host = b;
+		} else if (strcmp(k, "store_type") == 0) {
+			if (strcmp(v, "tcp") != 0)
+				goto bad;
+			set_str(&conf->store_type, v);
+		} else if (strcmp(k, "local_addr") == 0) {
+			set_str(&conf->local_addr, v);
+		} else if (strcmp(k, "rank") == 0 || strcmp(k, "use_libuv") == 0) {
+			/* Accepted for torchrun compatibility; crun needs neither. */
+		} else {
+			rc = err(errmsg, errlen,
+				 "rdzv_conf: unknown key '%s' (known: join_timeout, "
+				 "last_call_timeout, close_timeout, read_timeout, "
+				 "heartbeat_timeout, keep_alive_interval, "
+				 "keep_alive_max_attempt, is_host, store_type, "
+				 "local_addr, timeout)", k);
+			goto out;
+		}
+		continue;
+bad:
+		rc = err(errmsg, errlen, "rdzv_conf: invalid value '%s' for '%s'", v, k);
+		goto out;
+	}
+out:
+	free(copy);
+	return rc;
+}
+
+/* Count entries of CUDA_VISIBLE_DEVICES the way CUDA does: stop at the first
+ * invalid one. */
+static int visible_devices(const char *cvd, int physical)
+{
+	char *copy = xstrdup(cvd), *tok, *save = NULL;
+	int n = 0;
+
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		long idx;
+
+		while (isspace((unsigned char)*tok))
+			tok++;
+		if (strncmp(tok, "GPU-", 4) == 0 || strncmp(tok, "MIG-", 4) == 0) {
+			n++;
+			continue;
+		}
+		if (parse_long(tok, 0, INT_MAX, &idx) || idx >= physical)
+			break;
+		n++;
+	}
+	free(copy);
+	return n;
+}
+
+int cfg_gpu_count(void)
+{
+	const char *root = getenv("CRUN_NVIDIA_PROC");
+	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	/* The NVIDIA kernel driver lists one directory per GPU here; no CUDA
+	 * library is needed to read it. CRUN_NVIDIA_PROC lets tests point
+	 * elsewhere. */
+	d = opendir(root ? root : "/proc/driver/nvidia/gpus");
+	if (d) {
+		while ((de = readdir(d)) != NULL)
+			if (de->d_name[0] != '.')
+				n++;
+		closedir(d);
+	}
+	if (cvd)
+		return visible_devices(cvd, n);
+	return n;
+}
+
+static int parse_filter(const char *s, int **out, int *n)
+{
+	char *copy = xstrdup(s), *tok, *save = NULL;
+	int cap = 8, *v = malloc(sizeof(int) * (size_t)cap);
+
+	*n = 0;
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		long r;
+
+		while (isspace((unsigned char)*tok))
+			tok++;
+		if (parse_long(tok, 0, CRUN_MAX_LOCAL_RANKS - 1, &r)) {
+			free(copy);
+			free(v);
+			return CRUN_EUSAGE;
+		}
+		if (*n == cap) {
+			cap *= 2;
+			v = realloc(v, sizeof(int) * (size_t)cap);
+		}
+		v[(*n)++] = (int)r;
+	}
+	free(copy);
+	*out = v;
+	return 0;
+}
+
+int cfg_rank_on_console(const struct crun_cfg *cfg, int local_rank)
+{
+	int i;
+
+	if (cfg->local_ranks_filter == NULL)
+		return 1;
+	for (i = 0; i < cfg->nfilter; i++)
+		if (cfg->local_ranks_filter[i] == local_rank)
+			return 1;
+	return 0;
+}
+
+/* host[:port] or [v6]:port; port 0..65535. */
+int cfg_split_endpoint(const char *ep, char *host, size_t hostlen, int *port)
+{
+	const char *h = ep, *colon;
+	size_t n;
+	long p;
+
+	*port = -1;
+	if (*ep == '[') {
+		const char *close = strchr(ep, ']');
+
+		if (close == NULL)
+			return CRUN_EUSAGE;
+		h = ep + 1;
+		n = (size_t)(close - h);
+		colon = close[1] == ':' ? close + 1 : NULL;
+		if (close[1] != '\0' && colon == NULL)
+			return CRUN_EUSAGE;
+	} else {
+		colon = strrchr(ep, ':');
+		if (colon && strchr(ep, ':') != colon)
+			colon = NULL; /* a bare IPv6 address */
+		n = colon ? (size_t)(colon - ep) : strlen(ep);
+	}
+	if (n == 0 || n >= hostlen)
+		return CRUN_EUSAGE;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)host[i];
+
+		if (!isalnum(c) && c != '-' && c != '.' && c != '_' && c != ':' &&
+		    c != '%')
+			return CRUN_EUSAGE;
+	}
+	if (colon) {
+		if (parse_long(colon + 1, 0, 65535, &p))
+			return CRUN_EUSAGE;
+		*port = (int)p;
+	}
+	return 0;
+}
+
+/* Split a job file's args= value like a shell would: quotes and backslash. */
+int cfg_split_words(const char *s, char ***out, int *n)
+{
+	size_t len = strlen(s);
+	char *word = malloc(len + 1), **v = NULL;
+	int cap = 0, have = 0;
+	size_t w = 0;
+	char q = 0;
+
+	*n = 0;
+	for (const char *p = s;; p++) {
+		char c = *p;
+
+		if (c == '\0' || (!q && isspace((unsigned char)c))) {
+			if (c == '\0' && q) {
+				free(word);
+				for (int i = 0; i < *n; i++)
+					free(v[i]);
+				free(v);
+				return CRUN_EUSAGE;
+			}
+			if (have) {
+				if (*n + 1 >= cap) {
+					cap = cap ? cap * 2 : 8;
+					v = realloc(v, sizeof(char *) * (size_t)cap);
+				}
+				word[w] = '\0';
+				v[(*n)++] = xstrdup(word);
+				w = 0;
+				have = 0;
+			}
+			if (c == '\0')
+				break;
+			continue;
+		}
+		have = 1;
+		if (q) {
+			if (c == q)
+				q = 0;
+			else if (c == '\\' && q == '"' && p[1])
+				word[w++] = *++p;
+			else
+				word[w++] = c;
+		} else if (c == '"' || c == '\'') {
+			q = c;
+		} else if (c == '\\' && p[1]) {
+			word[w++] = *++p;
+		} else {
+			word[w++] = c;
+		}
+	}
+	free(word);
+	if (v == NULL)
+		v = calloc(1, sizeof(char *));
+	v[*n] = NULL;
+	*out = v;
+	return 0;
+}
+
+/* --- command line ------------------------------------------------------- */
+
+static void usage(FILE *fp)
+{
+	const char *group = NULL;
+	size_t i;
+
+	fprintf(fp,
+		"usage: crun [options] training_script [args...]\n"
+		"       crun job.ini [args...]\n"
+		"       crun store --port PORT [options]\n\n"
+		"Start nproc_per_node workers on this node, meet the other nodes in a\n"
+		"rendezvous, and restart the workers when they fail or nodes come and\n"
+		"go. A .py script runs under python3 -u ($PYTHON), -m runs a module,\n"
+		"anything else is executed directly. ${local_rank} in an argument is\n"
+		"replaced per worker. Options also read PET_<NAME> (crun's own:\n"
+		"CRUN_<NAME>) from the environment; both - and _ spellings work.\n");
+	for (i = 0; i < CFG_NOPTS; i++) {
+		const struct cfg_opt *o = &cfg_opts[i];
+		char spell[96];
+		int n;
+
+		if (o->help == NULL)
+			continue;
+		if (group == NULL || strcmp(group, o->group) != 0) {
+			group = o->group;
+			fprintf(fp, "\n%s:\n", group);
+		}
+		n = snprintf(spell, sizeof(spell), "  %s%c%s--%s", o->shrt ? "-" : "",
+			     o->shrt ? o->shrt : ' ', o->shrt ? ", " : "", o->name);
+		if (!o->shrt)
+			n = snprintf(spell, sizeof(spell), "  --%s", o->name);
+		if (o->type != CFG_T_BOOL)
+			snprintf(spell + n, sizeof(spell) - (size_t)n, " %s",
+				 o->type == CFG_T_INT ? "N" : "VALUE");
+		if (strlen(spell) > 30)
+			fprintf(fp, "%s\n%32s", spell, "");
+		else
+			fprintf(fp, "%-32s", spell);
+		fprintf(fp, "%s", o->help);
+		if (o->def && *o->def)
+			fprintf(fp, " (default: %s)", o->def);
+		fputc('\n', fp);
+	}
+	fprintf(fp, "\n  -h, --help                    show this help and exit\n"
+		    "  --version                     show the version and exit\n"
+		    "\nExit status: 0 on success, 2 for usage errors, else the failed\n"
+		    "worker's exit code (128+N when it died of signal N), 1 otherwise.\n"
+		    "See crun(1) for the full reference.\n");
+}
+
+static void env_name(const struct cfg_opt *o, char *buf, size_t len)
+{
+	size_t i, n;
+
+	n = (size_t)snprintf(buf, len, "%s_", o->env == CFG_ENV_PET ? "PET" : "CRUN");
+	for (i = 0; o->name[i] && n + 1 < len; i++)
+		buf[n++] = (char)toupper((unsigned char)o->name[i]);
+	buf[n] = '\0';
+}
+
+static const char *envp_get(char **envp, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (; envp && *envp; envp++)
+		if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+			return *envp + n + 1;
+	return NULL;
+}
+
+int cfg_apply_env(struct crun_cfg *cfg, char **envp)
+{
+	char name[80];
+	size_t i;
+
+	for (i = 0; i < CFG_NOPTS; i++) {
+		const struct cfg_opt *o = &cfg_opts[i];
+		const char *v;
+
+		if (o->env == CFG_ENV_NONE)
+			continue;
+		env_name(o, name, sizeof(name));
+		v = envp_get(envp, name);
+		/* An empty value is ignored, as torchrun's env action does. */
+		if (v && *v)
+			cfg_set(cfg, o->id, v, CRUN_SRC_ENV, name);
+	}
+	return 0;
+}
+
+static int is_job_file(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 4 && strcmp(s + n - 4, ".ini") == 0;
+}
+
+int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
+		   int *done, char *errmsg, size_t errlen)
+{
+	int i;
+
+	*done = 0;
+	if (envp == NULL)
+		envp = environ;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = NULL, *name;
+		const struct cfg_opt *o = NULL;
+		char origin[80];
+		size_t nlen;
+		int amb = 0;
+
+		if (strcmp(a, "--") == 0) {
+			i++;
+			break;
+		}
+		if (a[0] != '-' || a[1] == '\0')
+			break;
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout);
+			*done = 1;
+			return 0;
+		}
+		if (strcmp(a, "--version") == 0) {
+			printf("crun %s\n", CRUN_VERSION);
+			*done = 1;
+			return 0;
+		}
+		if (a[1] != '-') {
+			/* Short options: -m, -r VALUE, -r3, -t VALUE. */
+			for (size_t k = 0; k < CFG_NOPTS; k++)
+				if (cfg_opts[k].shrt == a[1])
+					o = &cfg_opts[k];
+			if (o == NULL)
+				return err(errmsg, errlen, "unrecognized argument '%s'", a);
+			if (o->type != CFG_T_BOOL && a[2])
+				val = a + 2;
+			else if (o->type == CFG_T_BOOL && a[2])
+				return err(errmsg, errlen, "unrecognized argument '%s'", a);
+			snprintf(origin, sizeof(origin), "argument -%c/--%s", o->shrt, o->name);
+		} else {
+			name = a + 2;
+			nlen = strcspn(name, "=");
+			if (name[nlen] == '=')
+				val = name + nlen + 1;
+			o = cfg_opt_by_name(name, nlen, &amb);
+			if (o == NULL)
+				return err(errmsg, errlen, "%s argument '--%.*s'",
+					   amb ? "ambiguous" : "unrecognized",
+					   (int)nlen, name);
+			snprintf(origin, sizeof(origin), "argument --%s", o->name);
+		}
+		if (o->type == CFG_T_BOOL) {
+			if (val)
+				return err(errmsg, errlen,
+					   "%s: ignored explicit value '%s'", origin, val);
+			val = "1";
+		} else if (val == NULL) {
+			if (i + 1 >= argc)
+				return err(errmsg, errlen, "%s: expected one value", origin);
+			val = argv[++i];
+		}
+		cfg_set(cfg, o->id, val, CRUN_SRC_CLI, origin);
+	}
+
+	/* The first positional is the training script, or a job file. */
+	if (i < argc && is_job_file(argv[i]) && cfg->raw[CFG_config] == NULL) {
+		cfg_set(cfg, CFG_config, argv[i], CRUN_SRC_CLI, "job file argument");
+		i++;
+		cfg->nargs_override = 1;
+	}
+	if (i < argc) {
+		cfg->argc = argc - i;
+		cfg->argv = calloc((size_t)cfg->argc + 1, sizeof(char *));
+		for (int k = 0; k < cfg->argc; k++)
+			cfg->argv[k] = xstrdup(argv[i + k]);
+	}
+	cfg_apply_env(cfg, envp);
+	if (cfg->raw[CFG_config]) {
+		int rc = cfg_load_ini(cfg, cfg->raw[CFG_config], envp, errmsg, errlen);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* --- finalize ----------------------------------------------------------- */
+
+#define RAW(id) (cfg->raw[CFG_##id])
+
+/* One line naming the option, where the value came from, and why it is bad. */
+static int bad(struct crun_cfg *cfg, int id, char *errmsg, size_t len,
+	       const char *why)
+{
+	const char *origin = cfg->origin[id] ? cfg->origin[id] : cfg_opts[id].name;
+
+	return err(errmsg, len, "%s: invalid value '%s'%s%s", origin,
+		   cfg->raw[id] ? cfg->raw[id] : "", why ? ": " : "", why ? why : "");
+}
+
+static int get_bool(struct crun_cfg *cfg, int id, int *out, char *e, size_t l)
+{
+	if (cfg->raw[id] == NULL) {
+		*out = 0;
+		return 0;
+	}
+	if (cfg_parse_bool(cfg->raw[id], out))
+		return bad(cfg, id, e, l, "expected 0/1 or true/false");
+	return 0;
+}
+
+static int get_int(struct crun_cfg *cfg, int id, long lo, long hi, int *out,
+		   char *e, size_t l)
+{
+	long v;
+
+	if (cfg->raw[id] == NULL)
+		return 0;
+	if (parse_long(cfg->raw[id], lo, hi, &v)) {
+		char why[80];
+
+		snprintf(why, sizeof(why), "expected an integer in %ld..%ld", lo, hi);
+		return bad(cfg, id, e, l, why);
+	}
+	*out = (int)v;
+	return 0;
+}
+
+static int get_size(struct crun_cfg *cfg, int id, size_t *out, char *e,
+		    size_t l)
+{
+	const char *s = cfg->raw[id];
+	unsigned long long v, mul = 1;
+	char *end;
+
+	if (s == NULL)
+		return 0;
+	errno = 0;
+	if (!isdigit((unsigned char)*s))
+		return bad(cfg, id, e, l, "expected a size like 8192, 64K, 8M, 1G");
+	v = strtoull(s, &end, 10);
+	switch (*end) {
+	case 'k': case 'K': mul = 1ULL << 10; end++; break;
+	case 'm': case 'M': mul = 1ULL << 20; end++; break;
+	case 'g': case 'G': mul = 1ULL << 30; end++; break;
+	}
+	if (errno || *end || v == 0 || v > (1ULL << 40) / mul)
+		return bad(cfg, id, e, l, "expected a size like 8192, 64K, 8M, 1G");
+	*out = (size_t)(v * mul);
+	return 0;
+}
+
+static int get_double(struct crun_cfg *cfg, int id, double lo, int positive,
+		      double *out, char *e, size_t l)
+{
+	double v;
+
+	if (cfg->raw[id] == NULL)
+		return 0;
+	if (parse_double(cfg->raw[id], lo, &v) || (positive && v <= 0))
+		return bad(cfg, id, e, l,
+			   positive ? "expected a number > 0" : "expected a number >= 0");
+	*out = v;
+	return 0;
+}
+
+static int cpu_count(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int)n : 1;
+}
+
+/* Derive a value (standalone, static endpoint) unless the user gave one. */
+static void derive(struct crun_cfg *cfg, int id, const char *v, const char *why)
+{
+	if (cfg->src[id] < CRUN_SRC_DERIVED || cfg->raw[id] == NULL)
+		cfg_set(cfg, id, v, CRUN_SRC_DERIVED, why);
+}
+
+int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
+{
+	char host[256];
+	long v;
+	int rc, port;
+
+	/* Fill in the defaults of options nobody set. */
+	for (size_t i = 0; i < CFG_NOPTS; i++)
+		if (cfg->raw[i] == NULL && cfg_opts[i].def)
+			cfg_set(cfg, (int)i, cfg_opts[i].def, CRUN_SRC_DEFAULT, cfg_opts[i].name);
+
+	if ((rc = get_bool(cfg, CFG_standalone, &cfg->standalone, e, l)) ||
+	    (rc = get_bool(cfg, CFG_module, &cfg->module, e, l)) ||
+	    (rc = get_bool(cfg, CFG_no_python, &cfg->no_python, e, l)) ||
+	    (rc = get_bool(cfg, CFG_run_path, &cfg->run_path, e, l)) ||
+	    (rc = get_bool(cfg, CFG_print_config, &cfg->print_config, e, l)) ||
+	    (rc = get_bool(cfg, CFG_no_agent_store, &cfg->agent_store, e, l)))
+		return rc;
+	cfg->agent_store = !cfg->agent_store;
+	if (RAW(slurm)) {
+		if (cfg_parse_bool(RAW(slurm), &cfg->slurm))
+			return bad(cfg, CFG_slurm, e, l, "expected 0/1 or true/false");
+	}
+
+	if (cfg->standalone) {
+		/* As torchrun: a single-node c10d rendezvous with a fresh id. */
+		cfg_set(cfg, CFG_rdzv_backend, "c10d", CRUN_SRC_DERIVED, "--standalone");
+		cfg_set(cfg, CFG_rdzv_endpoint, "localhost:0", CRUN_SRC_DERIVED, "--standalone");
+	}
+
+	if (cfg_parse_nnodes(RAW(nnodes), &cfg->nnodes_min, &cfg->nnodes_max))
+		return bad(cfg, CFG_nnodes, e, l, "expected N or MIN:MAX with 0 < MIN <= MAX");
+	if (cfg->standalone && cfg->nnodes_max != 1)
+		return bad(cfg, CFG_nnodes, e, l, "--standalone runs exactly one node");
+
+	set_str(&cfg->nproc_spec, RAW(nproc_per_node));
+	if (strcmp(RAW(nproc_per_node), "cpu") == 0) {
+		cfg->nproc_per_node = cpu_count();
+	} else if (strcmp(RAW(nproc_per_node), "gpu") == 0) {
+		cfg->nproc_per_node = cfg_gpu_count();
+		if (cfg->nproc_per_node == 0)
+			return bad(cfg, CFG_nproc_per_node, e, l,
+				   "no NVIDIA GPU is visible (see CUDA_VISIBLE_DEVICES)");
+	} else if (strcmp(RAW(nproc_per_node), "auto") == 0) {
+		cfg->nproc_per_node = cfg_gpu_count();
+		if (cfg->nproc_per_node == 0)
+			cfg->nproc_per_node = cpu_count();
+	} else if (parse_long(RAW(nproc_per_node), 1, CRUN_MAX_LOCAL_RANKS, &v)) {
+		return bad(cfg, CFG_nproc_per_node, e, l,
+			   "expected a count 1..1024, cpu, gpu or auto");
+	} else {
+		cfg->nproc_per_node = (int)v;
+	}
+
+	if ((rc = get_int(cfg, CFG_max_restarts, 0, INT_MAX, &cfg->max_restarts, e, l)) ||
+	    (rc = get_double(cfg, CFG_monitor_interval, 0, 1, &cfg->monitor_interval, e, l)) ||
+	    (rc = get_int(cfg, CFG_node_rank, 0, INT_MAX, &cfg->node_rank, e, l)) ||
+	    (rc = get_int(cfg, CFG_master_port, 0, 65535, &cfg->master_port, e, l)) ||
+	    (rc = get_double(cfg, CFG_shutdown_timeout, 0, 0, &cfg->shutdown_timeout, e, l)))
+		return rc;
+
+	if (strcmp(RAW(start_method), "spawn") && strcmp(RAW(start_method), "fork") &&
+	    strcmp(RAW(start_method), "forkserver"))
+		return bad(cfg, CFG_start_method, e, l, "expected spawn, fork or forkserver");
+	set_str(&cfg->start_method, RAW(start_method));
+	if (*RAW(role) == '\0')
+		return bad(cfg, CFG_role, e, l, "must not be empty");
+	set_str(&cfg->role, RAW(role));
+
+	if (cfg->module && cfg->no_python)
+		return err(e, l, "argument -m/--module: not allowed with --no_python");
+
+	if (strcmp(RAW(rdzv_backend), "static") && strcmp(RAW(rdzv_backend), "c10d") &&
+	    strcmp(RAW(rdzv_backend), "etcd") && strcmp(RAW(rdzv_backend), "etcd-v2"))
+		return bad(cfg, CFG_rdzv_backend, e, l, "expected static, c10d, etcd or etcd-v2");
+	if (strncmp(RAW(rdzv_backend), "etcd", 4) == 0)
+		return bad(cfg, CFG_rdzv_backend, e, l,
+			   "the etcd backends are not supported yet; use c10d or static");
+	set_str(&cfg->rdzv_backend, RAW(rdzv_backend));
+
+	/* The static backend meets at master_addr:master_port. */
+	if (strcmp(cfg->rdzv_backend, "static") == 0 && *RAW(rdzv_endpoint) == '\0') {
+		char ep[300];
+
+		snprintf(ep, sizeof(ep), strchr(RAW(master_addr), ':') ? "[%s]:%d" : "%s:%d",
+			 RAW(master_addr), cfg->master_port < 0 ? 29500 : cfg->master_port);
+		derive(cfg, CFG_rdzv_endpoint, ep, "--master_addr:--master_port");
+	}
+	if (*RAW(rdzv_endpoint) &&
+	    cfg_split_endpoint(RAW(rdzv_endpoint), host, sizeof(host), &port))
+		return bad(cfg, CFG_rdzv_endpoint, e, l, "expected HOST[:PORT] with PORT in 0..65535");
+	set_str(&cfg->rdzv_endpoint, RAW(rdzv_endpoint));
+	set_str(&cfg->rdzv_id, RAW(rdzv_id));
+	set_str(&cfg->master_addr, RAW(master_addr));
+	set_str(&cfg->local_addr, RAW(local_addr));
+
+	cfg->rdzv.join_timeout = 600;
+	cfg->rdzv.last_call_timeout = 30;
+	cfg->rdzv.close_timeout = 30;
+	cfg->rdzv.read_timeout = 60;
+	cfg->rdzv.heartbeat_timeout = 5;
+	cfg->rdzv.keep_alive_interval = 0.5;
+	cfg->rdzv.keep_alive_max_attempt = 3;
+	cfg->rdzv.timeout = 900;
+	cfg->rdzv.is_host = -1;
+	set_str(&cfg->rdzv_conf_str, RAW(rdzv_conf));
+	if (*RAW(rdzv_conf)) {
+		char why[400];
+
+		if (cfg_parse_rdzv_conf(RAW(rdzv_conf), &cfg->rdzv, why, sizeof(why)))
+			return err(e, l, "%s: %s", cfg->origin[CFG_rdzv_conf], why);
+	}
+
+	set_str(&cfg->log_dir, RAW(log_dir));
+	if (cfg_parse_std(RAW(redirects), &cfg->redirects))
+		return bad(cfg, CFG_redirects, e, l, "expected 0-3 or a map like 0:1,1:2");
+	if (cfg_parse_std(RAW(tee), &cfg->tee))
+		return bad(cfg, CFG_tee, e, l, "expected 0-3 or a map like 0:1,1:2");
+	free(cfg->local_ranks_filter);
+	cfg->local_ranks_filter = NULL;
+	set_str(&cfg->local_ranks_filter_str, RAW(local_ranks_filter));
+	if (*RAW(local_ranks_filter) &&
+	    parse_filter(RAW(local_ranks_filter), &cfg->local_ranks_filter, &cfg->nfilter))
+		return bad(cfg, CFG_local_ranks_filter, e, l, "expected local ranks like 0,2");
+
+	set_str(&cfg->signals_str, RAW(signals_to_handle));
+	if (cfg_parse_signals(RAW(signals_to_handle), cfg->signals, 32, &cfg->nsignals))
+		return bad(cfg, CFG_signals_to_handle, e, l,
+			   "expected signal names or numbers like SIGTERM,SIGUSR1");
+
+	if ((rc = get_size(cfg, CFG_store_max_key_size, &cfg->store.max_key, e, l)) ||
+	    (rc = get_size(cfg, CFG_store_max_value_size, &cfg->store.max_value, e, l)) ||
+	    (rc = get_size(cfg, CFG_store_max_keys, &cfg->store.max_keys, e, l)) ||
+	    (rc = get_size(cfg, CFG_store_max_memory, &cfg->store.max_memory, e, l)) ||
+	    (rc = get_size(cfg, CFG_store_max_conns, &cfg->store.max_conns, e, l)))
+		return rc;
+
+	set_str(&cfg->config_file, RAW(config));
+
+	if (strcmp(cfg->rdzv_backend, "static") == 0 && cfg->nnodes_min != cfg->nnodes_max)
+		return bad(cfg, CFG_nnodes, e, l, "the static backend needs a fixed node count");
+	if (strcmp(cfg->rdzv_backend, "static") == 0 && cfg->node_rank >= cfg->nnodes_max)
+		return bad(cfg, CFG_node_rank, e, l, "must be below --nnodes");
+
+	/* The entrypoint: "crun" with nothing to run is a usage error. */
+	if (cfg->argc == 0 && !cfg->print_config)
+		return err(e, l, "the following arguments are required: training_script");
+	return 0;
+}
+
+static const char *src_name(int src)
+{
+	switch (src) {
+	case CRUN_SRC_CLI: return "command line";
+	case CRUN_SRC_ENV: return "environment";
+	case CRUN_SRC_FILE: return "job file";
+	case CRUN_SRC_DERIVED: return "derived";
+	default: return "default";
+	}
+}
+
+void cfg_print(const struct crun_cfg *cfg, FILE *fp)
+{
+	size_t i;
+
+	fprintf(fp, "# crun %s: effective configuration (value  # source)\n", CRUN_VERSION);
+	for (i = 0; i < CFG_NOPTS; i++) {
+		const struct cfg_opt *o = &cfg_opts[i];
+
+		if (o->id == CFG_print_config || o->help == NULL)
+			continue;
+		fprintf(fp, "%-24s = %-28s # %s", o->name, cfg->raw[i] ? cfg->raw[i] : "",
+			src_name(cfg->src[i]));
+		if (cfg->src[i] != CRUN_SRC_DEFAULT && cfg->origin[i])
+			fprintf(fp, " (%s)", cfg->origin[i]);
+		fputc('\n', fp);
+	}
+	fprintf(fp, "%-24s = %d\n", "nproc_per_node (resolved)", cfg->nproc_per_node);
+	fprintf(fp, "%-24s =", "entrypoint");
+	for (int k = 0; k < cfg->argc; k++)
+		fprintf(fp, " %s", cfg->argv[k]);
+	fputc('\n', fp);
+	for (int k = 0; k < cfg->nenv; k++)
+		fprintf(fp, "env: %s\n", cfg->env[k]);
+}

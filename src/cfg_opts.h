@@ -1,0 +1,127 @@
+/*
+ * Private to the cfg module (cfg.c, cfg_ini.c): the one table of options.
+ * Each row: id, long name (underscore spelling; the dash spelling is
+ * accepted too), short letter, value type, job-file section, default text,
+ * environment fallback (PET_<NAME> for torchrun's flags, CRUN_<NAME> for
+ * crun's own), --help group and help text.
+ */
+#ifndef CRUN_CFG_OPTS_H
+#define CRUN_CFG_OPTS_H
+
+#include <assert.h>
+
+#include "crun/cfg.h"
+
+enum { CFG_T_BOOL, CFG_T_STR, CFG_T_INT };
+enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
+
+#define G_SIZE "Worker/node size"
+#define G_RDZV "Rendezvous"
+#define G_LAUNCH "User-code launch"
+#define G_LOGS "Logs"
+#define G_LIFE "Lifecycle and signals"
+#define G_STORE "Store (crun)"
+#define G_JOB "Job files and SLURM (crun)"
+
+#define CFG_OPTS(X)                                                            \
+	X(nnodes, "nnodes", 0, STR, "job", "1:1", CFG_ENV_PET, G_SIZE,        \
+	  "number of nodes, N or MIN:MAX")                                     \
+	X(nproc_per_node, "nproc_per_node", 0, STR, "job", "1", CFG_ENV_PET,  \
+	  G_SIZE, "workers per node: a count, cpu, gpu or auto")               \
+	X(rdzv_backend, "rdzv_backend", 0, STR, "rendezvous", "static",       \
+	  CFG_ENV_PET, G_RDZV, "rendezvous backend: c10d or static")           \
+	X(rdzv_endpoint, "rdzv_endpoint", 0, STR, "rendezvous", "",           \
+	  CFG_ENV_PET, G_RDZV, "rendezvous HOST[:PORT] (c10d port 29400)")     \
+	X(rdzv_id, "rdzv_id", 0, STR, "rendezvous", NULL, CFG_ENV_PET, G_RDZV, \
+	  "job id shared by all nodes (default: a fresh unique id)")           \
+	X(rdzv_conf, "rdzv_conf", 0, STR, "rendezvous", "", CFG_ENV_PET,      \
+	  G_RDZV, "extra settings, key=value,... (see crun(1))")               \
+	X(standalone, "standalone", 0, BOOL, "job", NULL, CFG_ENV_PET, G_RDZV,  \
+	  "single node: local rendezvous on a free port, unique id")           \
+	X(max_restarts, "max_restarts", 0, INT, "job", "0", CFG_ENV_PET,      \
+	  G_LIFE, "worker-group restarts before failing")                      \
+	X(monitor_interval, "monitor_interval", 0, STR, "job", "0.1",         \
+	  CFG_ENV_PET, G_LIFE,                                                 \
+	  "accepted for compatibility; crun never polls workers")              \
+	X(start_method, "start_method", 0, STR, "job", "spawn", CFG_ENV_PET,  \
+	  G_LAUNCH, "accepted for compatibility (spawn, fork, forkserver)")    \
+	X(role, "role", 0, STR, "job", "default", CFG_ENV_PET, G_LAUNCH,      \
+	  "worker role: ROLE_NAME and the [<role><rank>]: prefix")             \
+	X(module, "module", 'm', BOOL, "job", NULL, CFG_ENV_PET, G_LAUNCH,      \
+	  "run the entrypoint as python3 -u -m MODULE")                        \
+	X(no_python, "no_python", 0, BOOL, "job", NULL, CFG_ENV_PET, G_LAUNCH,  \
+	  "execute the entrypoint directly, even a .py file")                  \
+	X(run_path, "run_path", 0, BOOL, "job", NULL, CFG_ENV_PET, G_LAUNCH,    \
+	  "accepted for compatibility; crun always starts a fresh process")    \
+	X(log_dir, "log_dir", 0, STR, "logs", NULL, CFG_ENV_PET, G_LOGS,        \
+	  "write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log") \
+	X(redirects, "redirects", 'r', STR, "logs", "0", CFG_ENV_PET, G_LOGS, \
+	  "streams to files only: 0 none, 1 out, 2 err, 3 both, or 0:1,1:2")  \
+	X(tee, "tee", 't', STR, "logs", "0", CFG_ENV_PET, G_LOGS,             \
+	  "streams to files and console, with [<role><rank>]: prefixes")      \
+	X(local_ranks_filter, "local_ranks_filter", 0, STR, "logs", "",       \
+	  CFG_ENV_PET, G_LOGS, "local ranks whose output reaches the console") \
+	X(node_rank, "node_rank", 0, INT, "rendezvous", "0", CFG_ENV_PET,     \
+	  G_RDZV, "this node's rank (static backend only)")                    \
+	X(master_addr, "master_addr", 0, STR, "rendezvous", "127.0.0.1",      \
+	  CFG_ENV_PET, G_RDZV, "node 0's address (static backend only)")       \
+	X(master_port, "master_port", 0, INT, "rendezvous", NULL,             \
+	  CFG_ENV_PET, G_RDZV, "node 0's port (static backend; default 29500)") \
+	X(local_addr, "local_addr", 0, STR, "rendezvous", NULL, CFG_ENV_PET,    \
+	  G_RDZV, "address naming this node; MASTER_ADDR when it is rank 0")  \
+	X(shutdown_timeout, "shutdown_timeout", 0, STR, "job", "30",          \
+	  CFG_ENV_PET, G_LIFE, "seconds between the stop signal and SIGKILL")  \
+	X(signals_to_handle, "signals_to_handle", 0, STR, "job",              \
+	  "SIGTERM,SIGINT,SIGHUP,SIGQUIT", CFG_ENV_PET, G_LIFE,                \
+	  "signals forwarded to the workers")                                  \
+	X(no_agent_store, "no_agent_store", 0, BOOL, "store", NULL,           \
+	  CFG_ENV_CRUN, G_STORE,                                               \
+	  "worker rank 0 hosts its own TCPStore, as plain torch.distributed")  \
+	X(store_max_key_size, "store_max_key_size", 0, STR, "store", "64K",   \
+	  CFG_ENV_CRUN, G_STORE, "largest key the store accepts")             \
+	X(store_max_value_size, "store_max_value_size", 0, STR, "store",      \
+	  "64M", CFG_ENV_CRUN, G_STORE, "largest value the store accepts")     \
+	X(store_max_keys, "store_max_keys", 0, STR, "store", "128K",          \
+	  CFG_ENV_CRUN, G_STORE, "most keys in one request")                   \
+	X(store_max_memory, "store_max_memory", 0, STR, "store", "1G",        \
+	  CFG_ENV_CRUN, G_STORE, "total bytes of keys and values held")        \
+	X(store_max_conns, "store_max_conns", 0, STR, "store", "65536",       \
+	  CFG_ENV_CRUN, G_STORE, "concurrent store connections")               \
+	X(config, "config", 0, STR, "job", NULL, CFG_ENV_CRUN, G_JOB,           \
+	  "read options from an INI job file (also: crun job.ini)")            \
+	X(print_config, "print_config", 0, BOOL, "job", NULL, CFG_ENV_NONE,     \
+	  G_JOB, "print the effective configuration and its sources, then exit") \
+	X(slurm, "slurm", 0, BOOL, "job", NULL, CFG_ENV_CRUN, G_JOB,            \
+	  "take nodes, id and endpoint from SLURM (auto inside a step)")
+
+enum cfg_opt_id {
+#define X(id, ...) CFG_##id,
+	CFG_OPTS(X)
+#undef X
+	CFG_NOPTS
+};
+
+struct cfg_opt {
+	int id;
+	const char *name;
+	char shrt;
+	int type;
+	const char *section;
+	const char *def;
+	int env;
+	const char *group;
+	const char *help;
+};
+
+extern const struct cfg_opt cfg_opts[CFG_NOPTS];
+
+#define assert_opt_id(id) assert((id) >= 0 && (id) < CFG_NOPTS)
+
+/** Find an option by long name (dash or underscore; unique prefix). */
+const struct cfg_opt *cfg_opt_by_name(const char *name, size_t len,
+				      int *ambiguous);
+
+/** Split a shell-like word list (quotes, backslashes) into a NULL-ended array. */
+int cfg_split_words(const char *s, char ***out, int *n);
+
+#endif

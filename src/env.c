@@ -1,0 +1,167 @@
+/*
+ * Worker environments and rank arithmetic (see env.h). The contract's value
+ * formats follow torchrun exactly: decimal integers, "True"/"False".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "crun/env.h"
+#include "crun/err.h"
+
+static int env_grow(struct crun_env *e)
+{
+	char **v;
+	int cap;
+
+	if (e->n + 1 < e->cap)
+		return 0;
+	cap = e->cap ? e->cap * 2 : 64;
+	v = realloc(e->v, sizeof(char *) * (size_t)cap);
+	if (v == NULL)
+		return UV_ENOMEM;
+	e->v = v;
+	e->cap = cap;
+	return 0;
+}
+
+int env_init(struct crun_env *e, char *const *envp)
+{
+	memset(e, 0, sizeof(*e));
+	if (env_grow(e))
+		return UV_ENOMEM;
+	e->v[0] = NULL;
+	for (; envp && *envp; envp++)
+		if (strchr(*envp, '=') && env_put(e, *envp))
+			return UV_ENOMEM;
+	return 0;
+}
+
+void env_release(struct crun_env *e)
+{
+	for (int i = 0; i < e->n; i++)
+		free(e->v[i]);
+	free(e->v);
+	memset(e, 0, sizeof(*e));
+}
+
+static int env_find(const struct crun_env *e, const char *name, size_t len)
+{
+	for (int i = 0; i < e->n; i++)
+		if (strncmp(e->v[i], name, len) == 0 && e->v[i][len] == '=')
+			return i;
+	return -1;
+}
+
+int env_put(struct crun_env *e, const char *assignment)
+{
+	const char *eq = strchr(assignment, '=');
+	char *copy;
+	int i;
+
+	if (eq == NULL || eq == assignment)
+		return CRUN_EUSAGE;
+	copy = strdup(assignment);
+	if (copy == NULL)
+		return UV_ENOMEM;
+	i = env_find(e, assignment, (size_t)(eq - assignment));
+	if (i >= 0) {
+		free(e->v[i]);
+		e->v[i] = copy;
+		return 0;
+	}
+	if (env_grow(e)) {
+		free(copy);
+		return UV_ENOMEM;
+	}
+	e->v[e->n++] = copy;
+	e->v[e->n] = NULL;
+	return 0;
+}
+
+int env_set(struct crun_env *e, const char *name, const char *value)
+{
+	size_t n = strlen(name) + strlen(value) + 2;
+	char *s = malloc(n);
+	int rc;
+
+	if (s == NULL)
+		return UV_ENOMEM;
+	snprintf(s, n, "%s=%s", name, value);
+	rc = env_put(e, s);
+	free(s);
+	return rc;
+}
+
+const char *env_get(const struct crun_env *e, const char *name)
+{
+	size_t len = strlen(name);
+	int i = env_find(e, name, len);
+
+	return i < 0 ? NULL : e->v[i] + len + 1;
+}
+
+void env_compute_ranks(const struct crun_node_info *nodes, int n,
+		       int group_rank, struct crun_ranks *out)
+{
+	const char *role = nodes[group_rank].role;
+
+	memset(out, 0, sizeof(*out));
+	out->group_rank = group_rank;
+	out->group_world_size = n;
+	out->local_world_size = nodes[group_rank].local_world_size;
+	for (int i = 0; i < n; i++) {
+		int same = strcmp(nodes[i].role, role) == 0;
+
+		out->world_size += nodes[i].local_world_size;
+		if (i < group_rank)
+			out->base_rank += nodes[i].local_world_size;
+		if (same) {
+			out->role_world_size += nodes[i].local_world_size;
+			if (i < group_rank)
+				out->base_role_rank += nodes[i].local_world_size;
+		}
+	}
+}
+
+static int set_int(struct crun_env *e, const char *name, long v)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "%ld", v);
+	return env_set(e, name, buf);
+}
+
+int env_add_contract(struct crun_env *e, const struct crun_ranks *r,
+		     const struct crun_worker_ctx *w)
+{
+	int rc = 0;
+
+	rc |= set_int(e, "LOCAL_RANK", w->local_rank);
+	rc |= set_int(e, "RANK", r->base_rank + w->local_rank);
+	rc |= set_int(e, "GROUP_RANK", r->group_rank);
+	rc |= set_int(e, "ROLE_RANK", r->base_role_rank + w->local_rank);
+	rc |= env_set(e, "ROLE_NAME", w->role);
+	rc |= set_int(e, "LOCAL_WORLD_SIZE", r->local_world_size);
+	rc |= set_int(e, "WORLD_SIZE", r->world_size);
+	rc |= set_int(e, "GROUP_WORLD_SIZE", r->group_world_size);
+	rc |= set_int(e, "ROLE_WORLD_SIZE", r->role_world_size);
+	rc |= env_set(e, "MASTER_ADDR", w->master_addr);
+	rc |= set_int(e, "MASTER_PORT", w->master_port);
+	rc |= set_int(e, "TORCHELASTIC_RESTART_COUNT", w->restart_count);
+	rc |= set_int(e, "TORCHELASTIC_MAX_RESTARTS", w->max_restarts);
+	rc |= env_set(e, "TORCHELASTIC_RUN_ID", w->run_id);
+	rc |= env_set(e, "TORCHELASTIC_USE_AGENT_STORE",
+		      w->use_agent_store ? "True" : "False");
+	rc |= env_set(e, "TORCHELASTIC_ERROR_FILE", w->error_file ? w->error_file : "");
+	/* Inherited values win; otherwise turn async error handling on. */
+	if (env_get(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING") == NULL)
+		rc |= env_set(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+	if (env_get(e, "NCCL_ASYNC_ERROR_HANDLING") == NULL)
+		rc |= env_set(e, "NCCL_ASYNC_ERROR_HANDLING", "1");
+	if (env_get(e, "OMP_NUM_THREADS") == NULL && w->nproc > 1)
+		rc |= env_set(e, "OMP_NUM_THREADS", "1");
+	return rc ? UV_ENOMEM : 0;
+}

@@ -1,0 +1,69 @@
+/*
+ * Line framing for worker output (see linebuf.h). The buffer holds the prefix
+ * followed by the partial line, so a finished line is emitted straight from
+ * it with no copy; lines found whole inside one read are copied once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "crun/err.h"
+#include "crun/linebuf.h"
+
+int linebuf_init(struct crun_linebuf *lb, const char *prefix, size_t max)
+{
+	lb->plen = strlen(prefix);
+	lb->max = max;
+	lb->len = lb->plen;
+	lb->buf = malloc(lb->plen + max + 1);
+	if (lb->buf == NULL)
+		return CRUN_ETOOBIG;
+	memcpy(lb->buf, prefix, lb->plen);
+	return 0;
+}
+
+void linebuf_release(struct crun_linebuf *lb)
+{
+	free(lb->buf);
+	lb->buf = NULL;
+}
+
+/* Emit what is pending plus a newline, then start a new line. */
+static void emit_pending(struct crun_linebuf *lb, linebuf_emit_cb emit, void *ctx)
+{
+	lb->buf[lb->len++] = '\n';
+	emit(ctx, lb->buf, lb->len);
+	lb->len = lb->plen;
+}
+
+void linebuf_feed(struct crun_linebuf *lb, const char *data, size_t n,
+		  linebuf_emit_cb emit, void *ctx)
+{
+	while (n > 0) {
+		size_t room = lb->max - (lb->len - lb->plen);
+		size_t take = n < room ? n : room;
+		const char *nl = memchr(data, '\n', take);
+
+		if (nl) {
+			take = (size_t)(nl - data);
+			memcpy(lb->buf + lb->len, data, take);
+			lb->len += take;
+			emit_pending(lb, emit, ctx);
+			data += take + 1;
+			n -= take + 1;
+			continue;
+		}
+		memcpy(lb->buf + lb->len, data, take);
+		lb->len += take;
+		data += take;
+		n -= take;
+		/* Too long for one line: cut it here. */
+		if (lb->len - lb->plen == lb->max)
+			emit_pending(lb, emit, ctx);
+	}
+}
+
+void linebuf_flush(struct crun_linebuf *lb, linebuf_emit_cb emit, void *ctx)
+{
+	if (lb->len > lb->plen)
+		emit_pending(lb, emit, ctx);
+}

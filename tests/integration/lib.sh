@@ -1,0 +1,40 @@
+# Shared helpers for integration scripts: sourced, never run. Each script gets
+# its own temporary directory (named with $$) that is removed on exit, and
+# fails with a message naming the check that did not hold.
+set -u
+BUILD=${BUILD:-build}
+CRUN=${CRUN:-$PWD/$BUILD/crun}
+PYTHON=${PYTHON:-/usr/bin/python3}
+FAKE_WORKER=$PWD/$BUILD/tests/fake_worker
+TOP=$PWD
+T=$(mktemp -d "/tmp/crun-test-$(basename "$0" .sh)-$$-XXXX")
+_cleanups=""
+
+# Run "$@" at exit (last registered first).
+at_exit() { _cleanups="$*; $_cleanups"; }
+_on_exit() { rc=$?; eval "$_cleanups" >/dev/null 2>&1; rm -rf "$T"; exit $rc; }
+trap _on_exit EXIT
+trap 'exit 130' INT TERM
+
+fail() { echo "FAIL: $(basename "$0"): $*" >&2; exit 1; }
+skip() { echo "SKIP: $(basename "$0"): $*" >&2; exit 77; }
+note() { echo "   $*"; }
+
+# expect_eq WHAT GOT WANT
+expect_eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; }
+# expect_grep WHAT PATTERN FILE
+expect_grep() { grep -q -e "$2" "$3" || { echo "--- $3:" >&2; tail -n 30 "$3" >&2; fail "$1: '$2' not found in $3"; }; }
+expect_nogrep() { ! grep -q -e "$2" "$3" || { echo "--- $3:" >&2; tail -n 30 "$3" >&2; fail "$1: '$2' unexpectedly found in $3"; }; }
+
+need_root() { [ "$(id -u)" -eq 0 ] || skip "needs root ($1)"; }
+need_torch() { "$PYTHON" -c 'import torch.distributed' 2>/dev/null || skip "no PyTorch in $PYTHON"; }
+
+# A TCP port on 127.0.0.1 that is free right now (the kernel picks it).
+free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# wait_for SECONDS CMD...: poll a condition in a test script (not in crun).
+wait_for() {
+	_n=$(( $1 * 10 )); shift
+	while [ $_n -gt 0 ]; do "$@" && return 0; sleep 0.1; _n=$((_n-1)); done
+	return 1
+}
