@@ -17,8 +17,7 @@
 
 static int usage_error(const char *msg)
 {
-	fprintf(stderr, "crun: error: %s\n", msg);
-	fprintf(stderr, "crun: try 'crun --help'\n");
+	fprintf(stderr, "crun: error: %s (see crun --help)\n", msg);
 	return 2;
 }
 

@@ -912,9 +912,13 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	}
 
 	if (cfg->standalone) {
+		cfg->src[CFG_rdzv_backend] = cfg->src[CFG_rdzv_endpoint] = CRUN_SRC_DEFAULT;
 		/* As torchrun: a single-node c10d rendezvous with a fresh id. */
 		cfg_set(cfg, CFG_rdzv_backend, "c10d", CRUN_SRC_DERIVED, "--standalone");
 		cfg_set(cfg, CFG_rdzv_endpoint, "localhost:0", CRUN_SRC_DERIVED, "--standalone");
+		/* torchrun overrides explicit rendezvous flags here, the id too. */
+		cfg->src[CFG_rdzv_backend] = cfg->src[CFG_rdzv_endpoint] = CRUN_SRC_DERIVED;
+		set_str(&cfg->raw[CFG_rdzv_id], NULL);
 	}
 
 	if (cfg_parse_nnodes(RAW(nnodes), &cfg->nnodes_min, &cfg->nnodes_max))

@@ -1,0 +1,165 @@
+/*
+ * A controllable worker for integration tests (libuv's test-spawn re-runs a
+ * helper the same way). Arguments are actions run left to right:
+ *
+ *   env FILE            write the environment, sorted, to FILE.<LOCAL_RANK>
+ *   pid FILE            append "<pid>\n" to FILE
+ *   append FILE TEXT    append "TEXT <RANK> <TORCHELASTIC_RESTART_COUNT>\n" to FILE
+ *   trap FILE           on SIGTERM/SIGINT/SIGUSR1 append "<signame> <RANK>\n" to FILE and exit 0
+ *   ignore SIG          ignore SIGTERM or SIGINT (to test escalation)
+ *   print N             write N numbered lines to stdout as fast as possible
+ *   eprint TEXT         write TEXT and a newline to stderr
+ *   errorfile MSG       write torchelastic's error.json to $TORCHELASTIC_ERROR_FILE
+ *   fail-if-attempt N C exit C when TORCHELASTIC_RESTART_COUNT is N
+ *   fail-if-rank R C    exit C when RANK is R
+ *   sleep MS            sleep MS milliseconds
+ *   hang                wait for signals forever
+ *   signal SIG          kill itself with SIG (SEGV, ABRT, KILL, TERM)
+ *   exit C              exit with status C
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *trap_file;
+
+static int num(const char *s)
+{
+	return (int)strtol(s, NULL, 10);
+}
+
+static const char *envs(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v ? v : "";
+}
+
+static int cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int signum(const char *s)
+{
+	if (strcmp(s, "SEGV") == 0) return SIGSEGV;
+	if (strcmp(s, "ABRT") == 0) return SIGABRT;
+	if (strcmp(s, "KILL") == 0) return SIGKILL;
+	if (strcmp(s, "TERM") == 0) return SIGTERM;
+	if (strcmp(s, "INT") == 0) return SIGINT;
+	if (strcmp(s, "USR1") == 0) return SIGUSR1;
+	return num(s);
+}
+
+static void on_signal(int sig)
+{
+	char line[64];
+	const char *name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGUSR1";
+	FILE *fp = fopen(trap_file, "a");
+
+	snprintf(line, sizeof(line), "%s %s\n", name, envs("RANK"));
+	if (fp) {
+		fputs(line, fp);
+		fclose(fp);
+	}
+	_exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "env") == 0 && i + 1 < argc) {
+			char path[4096];
+			int n = 0;
+			FILE *fp;
+
+			while (environ[n])
+				n++;
+			qsort(environ, (size_t)n, sizeof(char *), cmp);
+			snprintf(path, sizeof(path), "%s.%s", argv[++i], envs("LOCAL_RANK"));
+			fp = fopen(path, "w");
+			if (fp == NULL)
+				return 100;
+			for (int k = 0; k < n; k++)
+				fprintf(fp, "%s\n", environ[k]);
+			fclose(fp);
+		} else if (strcmp(a, "pid") == 0 && i + 1 < argc) {
+			FILE *fp = fopen(argv[++i], "a");
+
+			if (fp == NULL)
+				return 100;
+			fprintf(fp, "%d\n", (int)getpid());
+			fclose(fp);
+		} else if (strcmp(a, "append") == 0 && i + 2 < argc) {
+			FILE *fp = fopen(argv[i + 1], "a");
+
+			if (fp == NULL)
+				return 100;
+			fprintf(fp, "%s %s %s\n", argv[i + 2], envs("RANK"),
+				envs("TORCHELASTIC_RESTART_COUNT"));
+			fclose(fp);
+			i += 2;
+		} else if (strcmp(a, "trap") == 0 && i + 1 < argc) {
+			trap_file = argv[++i];
+			signal(SIGTERM, on_signal);
+			signal(SIGINT, on_signal);
+			signal(SIGUSR1, on_signal);
+		} else if (strcmp(a, "ignore") == 0 && i + 1 < argc) {
+			signal(signum(argv[++i]), SIG_IGN);
+		} else if (strcmp(a, "print") == 0 && i + 1 < argc) {
+			int n = num(argv[++i]);
+			const char *r = envs("RANK");
+
+			for (int k = 0; k < n; k++)
+				printf("rank %s line %d abcdefghijklmnopqrstuvwxyz0123456789 end\n", r, k);
+			fflush(stdout);
+		} else if (strcmp(a, "eprint") == 0 && i + 1 < argc) {
+			fprintf(stderr, "%s\n", argv[++i]);
+		} else if (strcmp(a, "errorfile") == 0 && i + 1 < argc) {
+			FILE *fp = fopen(envs("TORCHELASTIC_ERROR_FILE"), "w");
+
+			if (fp == NULL)
+				return 100;
+			fprintf(fp, "{\"message\": {\"message\": \"RuntimeError: %s\", "
+				    "\"extraInfo\": {\"py_callstack\": \"Traceback (most recent call last):\\n"
+				    "  File \\\"train.py\\\", line 1\\nRuntimeError: %s\\n\", "
+				    "\"timestamp\": \"%ld\"}}}\n",
+				argv[i + 1], argv[i + 1], (long)time(NULL));
+			fclose(fp);
+			i++;
+		} else if (strcmp(a, "fail-if-attempt") == 0 && i + 2 < argc) {
+			if (strcmp(envs("TORCHELASTIC_RESTART_COUNT"), argv[i + 1]) == 0)
+				return num(argv[i + 2]);
+			i += 2;
+		} else if (strcmp(a, "fail-if-rank") == 0 && i + 2 < argc) {
+			if (strcmp(envs("RANK"), argv[i + 1]) == 0)
+				return num(argv[i + 2]);
+			i += 2;
+		} else if (strcmp(a, "sleep") == 0 && i + 1 < argc) {
+			usleep((useconds_t)num(argv[++i]) * 1000);
+		} else if (strcmp(a, "hang") == 0) {
+			for (;;)
+				pause();
+		} else if (strcmp(a, "signal") == 0 && i + 1 < argc) {
+			int sig = signum(argv[++i]);
+
+			signal(sig, SIG_DFL);
+			fflush(NULL);
+			raise(sig);
+		} else if (strcmp(a, "exit") == 0 && i + 1 < argc) {
+			fflush(NULL);
+			return num(argv[++i]);
+		} else {
+			fprintf(stderr, "fake_worker: unknown action '%s'\n", a);
+			return 99;
+		}
+	}
+	return 0;
+}

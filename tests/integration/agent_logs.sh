@@ -1,0 +1,48 @@
+#!/bin/sh
+# Output handling: tee prefixes under many fast writers (no split or mixed
+# lines), the log directory layout, redirects, and --local_ranks_filter.
+. tests/integration/lib.sh
+
+# 8 workers each print 20000 lines as fast as they can, teed.
+"$CRUN" --nproc_per_node=8 --tee=3 --log_dir="$T/logs" --rdzv_id=tee \
+	"$FAKE_WORKER" print 20000 eprint "bye" >"$T/out" 2>"$T/err" || fail "tee run exited $?"
+expect_eq "console lines" "$(wc -l <"$T/out")" 160000
+# Every console line is whole and carries the prefix of the rank that wrote it.
+bad=$(grep -cvE '^\[default([0-7])\]:rank \1 line [0-9]+ abcdefghijklmnopqrstuvwxyz0123456789 end$' "$T/out")
+expect_eq "split or mixed lines" "$bad" 0
+for r in 0 1 2 3 4 5 6 7; do
+	n=$(grep -c "^\[default$r\]:" "$T/out")
+	expect_eq "lines of rank $r" "$n" 20000
+	f="$T/logs/tee/attempt_0/$r/stdout.log"
+	expect_eq "file lines of rank $r" "$(wc -l <"$f")" 20000
+	# The file holds the worker's raw bytes, without prefixes, in order.
+	expect_eq "file order of rank $r" "$(sed -n '20000s/.* line \([0-9]*\) .*/\1/p' "$f")" 19999
+	expect_grep "stderr file of rank $r" "^bye$" "$T/logs/tee/attempt_0/$r/stderr.log"
+done
+expect_eq "stderr console" "$(grep -c '^\[default[0-7]\]:bye$' "$T/err")" 8
+
+# Redirect stdout of rank 1 only: its lines go only to its file; the
+# other rank's stdout reaches the console unprefixed (not teed).
+"$CRUN" --nproc_per_node=2 --redirects=1:1 --log_dir="$T/logs" --rdzv_id=redir \
+	"$FAKE_WORKER" print 3 >"$T/out2" 2>&1 || fail "redirect run"
+expect_eq "console has rank 0 only" "$(grep -c '^rank 0 line' "$T/out2")" 3
+expect_nogrep "rank 1 not on console" "^rank 1 line" "$T/out2"
+expect_eq "rank 1 file" "$(grep -c '^rank 1 line' "$T/logs/redir/attempt_0/1/stdout.log")" 3
+[ ! -e "$T/logs/redir/attempt_0/0/stdout.log" ] || fail "rank 0 stdout was not redirected"
+
+# --local_ranks_filter picks which ranks reach the console; files keep all.
+"$CRUN" --nproc_per_node=3 --tee=1 --local-ranks-filter=0,2 --log_dir="$T/logs" \
+	--rdzv_id=filt "$FAKE_WORKER" print 2 >"$T/out3" 2>&1 || fail "filter run"
+expect_eq "filtered console" "$(grep -o '^\[default[0-9]\]' "$T/out3" | sort -u | tr '\n' ' ')" "[default0] [default2] "
+expect_eq "filtered rank keeps its file" "$(wc -l <"$T/logs/filt/attempt_0/1/stdout.log")" 2
+
+# A redirected stderr still feeds the failure report (read back from its file).
+"$CRUN" --nproc_per_node=1 --redirects=2 --log_dir="$T/logs" --rdzv_id=rerr \
+	"$FAKE_WORKER" eprint "Traceback: boom" exit 4 >"$T/out4" 2>&1
+expect_eq "status" "$?" 4
+expect_grep "tail from file" "    Traceback: boom" "$T/out4"
+
+# A partial last line (no newline) is flushed whole at exit.
+"$CRUN" --nproc_per_node=1 --tee=1 sh -c 'printf "no newline"' >"$T/out5" 2>&1 || fail "partial run"
+expect_grep "partial line" '^\[default0\]:no newline$' "$T/out5"
+exit 0

@@ -1,0 +1,39 @@
+#!/bin/sh
+# The real binary's command line: help, version, and every kind of bad input
+# exits 2 with one error line naming the flag and the value.
+. tests/integration/lib.sh
+
+"$CRUN" --help >"$T/help" || fail "--help exited $?"
+for g in "Worker/node size:" "Rendezvous:" "User-code launch:" "Logs:" "Lifecycle and signals:"; do
+	expect_grep "help group $g" "^$g" "$T/help"
+done
+expect_grep "run_path says crun starts a fresh process" "always starts a fresh process" "$T/help"
+"$CRUN" --version | grep -q '^crun [0-9]' || fail "--version"
+
+# bad ARGS... EXPECTED-SUBSTRING
+bad() {
+	want=$1; shift
+	"$CRUN" "$@" >"$T/o" 2>"$T/e"; rc=$?
+	expect_eq "status of crun $*" "$rc" 2
+	expect_eq "error lines of crun $*" "$(grep -c '^crun: error:' "$T/e")" 1
+	grep -qF -- "$want" "$T/e" || fail "crun $*: '$want' not in: $(cat "$T/e")"
+	[ ! -s "$T/o" ] || fail "crun $*: wrote to stdout"
+}
+bad "unrecognized argument '--bogus'" --bogus /bin/true
+bad "argument --nnodes: invalid value '0'" --nnodes=0 /bin/true
+bad "argument --nnodes: invalid value '3:2'" --nnodes=3:2 /bin/true
+bad "argument --nnodes: invalid value '1:2:3'" --nnodes 1:2:3 /bin/true
+bad "argument --nproc_per_node: invalid value 'x'" --nproc-per-node=x /bin/true
+bad "argument -r/--redirects: invalid value '0:5'" -r 0:5 /bin/true
+bad "argument --tee: invalid value 'a:1'" --tee=a:1 /bin/true
+bad "argument --max_restarts: invalid value '-1'" --max_restarts=-1 /bin/true
+bad "argument --rdzv_endpoint: invalid value 'host:99999'" --rdzv_backend=c10d --rdzv_endpoint=host:99999 /bin/true
+bad "rdzv_conf: unknown key 'colour'" --rdzv_conf=colour=blue /bin/true
+bad "argument --signals_to_handle: invalid value 'SIGKILL'" --signals_to_handle=SIGKILL /bin/true
+PET_NNODES=zero bad "PET_NNODES: invalid value 'zero'" /bin/true
+bad "training_script" --nproc_per_node=2
+bad "training_script 'no-such-program-here': command not found" no-such-program-here
+bad "training_script 'missing.py': no such file" missing.py
+bad "not allowed with --no_python" -m --no_python mod
+bad "argument --nproc_per_node: expected one value" --nproc_per_node
+exit 0
