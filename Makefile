@@ -32,7 +32,7 @@ WARN += -Werror
 endif
 OPT ?= -O2 -g
 ifneq ($(SANITIZE),)
-OPT += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
+override OPT += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDSAN = -fsanitize=$(SANITIZE)
 endif
 

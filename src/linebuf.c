@@ -41,8 +41,23 @@ void linebuf_feed(struct crun_linebuf *lb, const char *data, size_t n,
 	while (n > 0) {
 		size_t room = lb->max - (lb->len - lb->plen);
 		size_t take = n < room ? n : room;
-		const char *nl = memchr(data, '\n', take);
+		const char *nl;
 
+		/*
+		 * Full: cut here, unless the line ends right here anyway (a line
+		 * of exactly max bytes is one line, not one plus an empty one).
+		 * The cut waits for the next byte so that a newline arriving in
+		 * the next read is not mistaken for an empty line.
+		 */
+		if (room == 0) {
+			if (*data == '\n') {
+				data++;
+				n--;
+			}
+			emit_pending(lb, emit, ctx);
+			continue;
+		}
+		nl = memchr(data, '\n', take);
 		if (nl) {
 			take = (size_t)(nl - data);
 			memcpy(lb->buf + lb->len, data, take);
@@ -56,9 +71,6 @@ void linebuf_feed(struct crun_linebuf *lb, const char *data, size_t n,
 		lb->len += take;
 		data += take;
 		n -= take;
-		/* Too long for one line: cut it here. */
-		if (lb->len - lb->plen == lb->max)
-			emit_pending(lb, emit, ctx);
 	}
 }
 

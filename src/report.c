@@ -143,6 +143,40 @@ void report_print(FILE *fp, const char *entrypoint, const struct crun_failure *f
 	fflush(fp);
 }
 
+/*
+ * A JSON string for s. jansson refuses invalid UTF-8, and a stderr tail is
+ * arbitrary bytes, so each byte that does not start a valid sequence becomes
+ * '?' rather than the whole field silently going missing.
+ */
+static json_t *json_text(const char *s)
+{
+	json_t *j = json_string(s), *t;
+	char *copy;
+	size_t i, n;
+
+	if (j != NULL || (copy = strdup(s)) == NULL)
+		return j;
+	for (i = 0; copy[i]; i += n) {
+		unsigned char c = (unsigned char)copy[i];
+
+		n = c < 0x80 ? 1 : c >> 5 == 6 ? 2 : c >> 4 == 14 ? 3 : c >> 3 == 30 ? 4 : 0;
+		for (size_t k = 1; k < n; k++)
+			if (((unsigned char)copy[i + k] & 0xC0) != 0x80)
+				n = 0;
+		if (n > 1 && (t = json_stringn(copy + i, n)) != NULL) {
+			json_decref(t);
+			continue;
+		}
+		if (n != 1) {
+			copy[i] = '?';
+			n = 1;
+		}
+	}
+	j = json_string(copy);
+	free(copy);
+	return j;
+}
+
 int report_write_json(const char *path, const char *entrypoint,
 		      const struct crun_failure *f, int n)
 {
@@ -150,20 +184,20 @@ int report_write_json(const char *path, const char *entrypoint,
 	int rc;
 
 	for (int i = 0; i < n; i++) {
-		json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:s, s:i, s:i, s:f}",
+		json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:f}",
 				      "rank", f[i].rank, "local_rank", f[i].local_rank,
 				      "group_rank", f[i].group_rank, "pid", (int)f[i].pid,
-				      "host", f[i].host, "exitcode", f[i].exitcode,
+				      "host", json_text(f[i].host), "exitcode", f[i].exitcode,
 				      "signal", f[i].signal, "time", f[i].time);
 
 		if (f[i].signal)
 			json_object_set_new(o, "signal_name", json_string(cfg_signame(f[i].signal)));
-		json_object_set_new(o, "error_file", f[i].error_file ? json_string(f[i].error_file) : json_null());
-		json_object_set_new(o, "message", f[i].message ? json_string(f[i].message) : json_null());
-		json_object_set_new(o, "traceback", f[i].traceback ? json_string(f[i].traceback) : json_null());
+		json_object_set_new(o, "error_file", f[i].error_file ? json_text(f[i].error_file) : json_null());
+		json_object_set_new(o, "message", f[i].message ? json_text(f[i].message) : json_null());
+		json_object_set_new(o, "traceback", f[i].traceback ? json_text(f[i].traceback) : json_null());
 		json_array_append_new(arr, o);
 	}
-	json_object_set_new(root, "entrypoint", json_string(entrypoint));
+	json_object_set_new(root, "entrypoint", json_text(entrypoint));
 	json_object_set_new(root, "root_cause", json_integer(report_root(f, n)));
 	json_object_set_new(root, "failures", arr);
 	rc = json_dump_file(root, path, JSON_INDENT(2)) ? CRUN_EPROTO : 0;

@@ -1,0 +1,818 @@
+/*
+ * The async store client, for code on a libuv loop (the agent's
+ * rendezvous). It speaks G3 to a crun store or a PyTorch >= 2.2 server.
+ *
+ * Happy path: resolve the host once; connect; send VALIDATE and a PING and
+ * wait for the nonce's echo; then send queued requests in order, pipelined,
+ * and match replies to requests first-in first-out (replies carry no tags).
+ * A WAIT (alone, or the first half of a get or multi_get) stops the pipeline
+ * until it is answered, because the server answers later requests at once
+ * and the WAIT's byte only when its keys exist. Requests without a reply
+ * (set, append, multi_set) complete when everything before them has, so
+ * callbacks run in call order.
+ *
+ * Failure modes: a refused or reset connect, or one that fails validation,
+ * is retried with backoff (50 ms doubling to 1 s) until the deadline, then
+ * the connect callback and every queued request get CRUN_ETIMEDOUT. A WAIT
+ * whose timer fires sends CANCEL_WAIT and reads WAIT_CANCELED, after a
+ * STOP_WAITING if the key won the race, then fails with CRUN_ETIMEDOUT. A
+ * lost connection fails every pending request with its libuv error; close
+ * fails them with CRUN_ECANCELED. Memory is freed only once both handles
+ * (the socket and the one timer) are closed.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "crun/err.h"
+#include "crun/store.h"
+#include "store_wire.h"
+
+/* What the main frame's reply looks like. */
+enum store_areply { AR_NONE, AR_U8, AR_U64, AR_BYTES, AR_NBYTES };
+
+enum store_astate { AS_RESOLVED, AS_CONNECTING, AS_VALIDATING, AS_READY, AS_FAILED };
+
+/* One queued request. */
+struct store_areq {
+	struct store_areq *next;
+	enum store_areply kind;
+	int has_wait;		/* a WAIT frame goes first */
+	int phase;		/* 0: the WAIT is pending; 1: the main frame */
+	int sent;		/* the current phase's frame is written */
+	int canceling;		/* CANCEL_WAIT sent */
+	int timeout_ms;
+	size_t n;		/* values in a MULTI_GET reply */
+	store_reply_cb cb;
+	void *data;
+	struct store_buf wait;
+	struct store_buf main;
+};
+
+/* A uv_write with its own copy of the bytes. */
+struct store_awrite {
+	uv_write_t req;
+	struct crun_store_aclient *c;
+	unsigned char data[];
+};
+
+struct crun_store_aclient {
+	uv_loop_t *loop;
+	uv_tcp_t tcp;
+	uv_timer_t timer;	/* connect backoff, then the WAIT timeout */
+	uv_connect_t conn_req;
+	struct sockaddr_storage addr;
+	enum store_astate state;
+	int tcp_open;		/* tcp is initialised and not being closed */
+	unsigned nhandles;
+	int closing;
+	uint64_t deadline;	/* of the connect, on the loop's clock */
+	unsigned backoff;
+	int last_err;
+	uint32_t nonce;
+	store_aclient_connect_cb connect_cb;
+	void *connect_data;
+	store_close_cb close_cb;
+	void *close_data;
+	struct store_areq *head, *tail;
+	struct store_areq *send_next;	/* first request not yet written */
+	struct store_areq *blocked;	/* a WAIT holding the pipeline */
+	struct store_buf in;
+};
+
+static void store_aclient_attempt(struct crun_store_aclient *c);
+static void store_aclient_fail(struct crun_store_aclient *c, int err);
+static void store_aclient_drain(struct crun_store_aclient *c);
+
+/* Free a request. */
+static void store_areq_free(struct store_areq *r)
+{
+	store_buf_release(&r->wait);
+	store_buf_release(&r->main);
+	free(r);
+}
+
+/* Free c and call its close callback once both handles are closed. */
+static void store_aclient_maybe_free(struct crun_store_aclient *c)
+{
+	store_close_cb cb;
+	void *data;
+
+	if (!c->closing || c->nhandles > 0)
+		return;
+	cb = c->close_cb;
+	data = c->close_data;
+	store_buf_release(&c->in);
+	free(c);
+	if (cb != NULL)
+		cb(data);
+}
+
+/* A handle of c is closed. */
+static void store_aclient_on_close(uv_handle_t *h)
+{
+	struct crun_store_aclient *c = h->data;
+
+	c->nhandles--;
+	if (h == (uv_handle_t *)&c->tcp && !c->closing &&
+	    c->state == AS_CONNECTING) {
+		/* A failed attempt's socket is gone: retry after the backoff. */
+		store_aclient_attempt(c);
+		return;
+	}
+	store_aclient_maybe_free(c);
+}
+
+/* Close the socket (a later attempt re-initialises it). */
+static void store_aclient_close_tcp(struct crun_store_aclient *c)
+{
+	if (!c->tcp_open)
+		return;
+	c->tcp_open = 0;
+	uv_close((uv_handle_t *)&c->tcp, store_aclient_on_close);
+}
+
+/* Pop the head request and run its callback with status and r. */
+static void store_aclient_complete(struct crun_store_aclient *c, int status,
+				   const struct crun_store_reply *rep)
+{
+	struct store_areq *r = c->head;
+
+	c->head = r->next;
+	if (c->head == NULL)
+		c->tail = NULL;
+	if (c->send_next == r)
+		c->send_next = r->next;
+	if (c->blocked == r) {
+		c->blocked = NULL;
+		uv_timer_stop(&c->timer);
+	}
+	if (r->cb != NULL)
+		r->cb(c, status, status == 0 ? rep : NULL, r->data);
+	store_areq_free(r);
+}
+
+/* Fail every pending request with err. */
+static void store_aclient_fail_all(struct crun_store_aclient *c, int err)
+{
+	while (c->head != NULL)
+		store_aclient_complete(c, err, NULL);
+}
+
+/* Report the end of connecting (once). */
+static void store_aclient_connected(struct crun_store_aclient *c, int status)
+{
+	store_aclient_connect_cb cb = c->connect_cb;
+
+	c->connect_cb = NULL;
+	if (cb != NULL)
+		cb(c, status, c->connect_data);
+}
+
+/* A write finished. */
+static void store_aclient_on_write(uv_write_t *req, int status)
+{
+	struct store_awrite *w = (struct store_awrite *)req;
+	struct crun_store_aclient *c = w->c;
+
+	free(w);
+	if (c->closing)
+		return;
+	if (status < 0 && status != UV_ECANCELED)
+		store_aclient_fail(c, status);
+	else if (c->state == AS_READY)
+		store_aclient_drain(c); /* writes finish in order */
+}
+
+/* Write a copy of b to the socket. */
+static int store_aclient_write(struct crun_store_aclient *c,
+			       const struct store_buf *b)
+{
+	struct store_awrite *w;
+	uv_buf_t ub;
+	int rc;
+
+	if (b->oom)
+		return UV_ENOMEM;
+	w = malloc(sizeof(*w) + b->len);
+	if (w == NULL)
+		return UV_ENOMEM;
+	w->c = c;
+	memcpy(w->data, b->data, b->len);
+	ub = uv_buf_init((char *)w->data, (unsigned)b->len);
+	rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &ub, 1,
+		      store_aclient_on_write);
+	if (rc != 0)
+		free(w);
+	return rc;
+}
+
+/* The WAIT at the head of the pipeline timed out: cancel it. */
+static void store_aclient_on_wait_timeout(uv_timer_t *t)
+{
+	struct crun_store_aclient *c = t->data;
+	struct store_buf b;
+	int rc;
+
+	if (c->blocked == NULL || c->blocked->canceling)
+		return;
+	c->blocked->canceling = 1;
+	store_buf_init(&b);
+	store_buf_op(&b, STORE_GEN_G3, STORE_OP_CANCEL_WAIT);
+	rc = store_aclient_write(c, &b);
+	store_buf_release(&b);
+	if (rc != 0)
+		store_aclient_fail(c, rc);
+}
+
+/* Send queued requests up to the next WAIT. */
+static void store_aclient_pump(struct crun_store_aclient *c)
+{
+	struct store_areq *r;
+	int rc;
+
+	while (c->state == AS_READY && c->blocked == NULL &&
+	       (r = c->send_next) != NULL) {
+		c->send_next = r->next;
+		if (r->has_wait && r->phase == 0) {
+			rc = store_aclient_write(c, &r->wait);
+			c->blocked = r;
+			if (rc == 0 && r->timeout_ms >= 0)
+				uv_timer_start(&c->timer,
+					       store_aclient_on_wait_timeout,
+					       (uint64_t)r->timeout_ms, 0);
+		} else {
+			rc = store_aclient_write(c, &r->main);
+		}
+		if (rc != 0) {
+			store_aclient_fail(c, rc);
+			return;
+		}
+		r->sent = 1;
+	}
+}
+
+/* Complete the no-reply requests at the head that have been written. */
+static void store_aclient_drain(struct crun_store_aclient *c)
+{
+	struct crun_store_reply rep;
+
+	memset(&rep, 0, sizeof(rep));
+	while (!c->closing && c->head != NULL && c->head->sent &&
+	       !c->head->has_wait && c->head->kind == AR_NONE)
+		store_aclient_complete(c, 0, &rep);
+}
+
+/*
+ * Parse the head request's reply from c->in: the bytes consumed (0: need
+ * more) or a negative error.
+ */
+static ssize_t store_aclient_parse(struct crun_store_aclient *c)
+{
+	struct store_areq *r = c->head;
+	const unsigned char *p = c->in.data, *end = c->in.data + c->in.len;
+	struct crun_store_reply rep;
+	struct crun_store_iov *iov = NULL;
+	uint64_t n;
+	size_t i;
+	int rc;
+
+	memset(&rep, 0, sizeof(rep));
+	if (r->has_wait && r->phase == 0) {
+		if (p[0] == STORE_STOP_WAITING && r->canceling) {
+			r->canceling = 2; /* won the race; WAIT_CANCELED follows */
+			return 1;
+		}
+		if (p[0] == STORE_WAIT_CANCELED && r->canceling) {
+			store_aclient_complete(c, CRUN_ETIMEDOUT, NULL);
+			return 1;
+		}
+		if (p[0] != STORE_STOP_WAITING)
+			return CRUN_EPROTO;
+		uv_timer_stop(&c->timer);
+		c->blocked = NULL;
+		if (r->kind == AR_NONE) {
+			store_aclient_complete(c, 0, &rep);
+		} else {
+			r->phase = 1;
+			rc = store_aclient_write(c, &r->main);
+			if (rc != 0)
+				return rc;
+		}
+		return 1;
+	}
+	switch (r->kind) {
+	case AR_U8:
+		if (p[0] > STORE_NOT_READY)
+			return CRUN_EPROTO;
+		rep.ready = p[0] == STORE_READY;
+		store_aclient_complete(c, 0, &rep);
+		return 1;
+	case AR_U64:
+		if (end - p < 8)
+			return 0;
+		rep.num = (int64_t)store_wire_u64(p);
+		store_aclient_complete(c, 0, &rep);
+		return 8;
+	case AR_BYTES:
+		if (end - p < 8)
+			return 0;
+		n = store_wire_u64(p);
+		if (n > (uint64_t)(end - p) - 8)
+			return 0;
+		rep.value = p + 8;
+		rep.len = (size_t)n;
+		store_aclient_complete(c, 0, &rep);
+		return (ssize_t)(8 + n);
+	case AR_NBYTES:
+		/* Check the whole reply is in before building the array. */
+		for (i = 0; i < r->n; i++) {
+			if (end - p < 8)
+				return 0;
+			n = store_wire_u64(p);
+			if (n > (uint64_t)(end - p) - 8)
+				return 0;
+			p += 8 + n;
+		}
+		iov = calloc(r->n ? r->n : 1, sizeof(*iov));
+		if (iov == NULL)
+			return UV_ENOMEM;
+		for (p = c->in.data, i = 0; i < r->n; i++) {
+			iov[i].len = (size_t)store_wire_u64(p);
+			iov[i].base = p + 8;
+			p += 8 + iov[i].len;
+		}
+		rep.values = iov;
+		rep.nvalues = r->n;
+		store_aclient_complete(c, 0, &rep);
+		free(iov);
+		return p - c->in.data;
+	case AR_NONE:
+	default:
+		return CRUN_EPROTO;
+	}
+}
+
+/* Consume every complete reply in c->in. */
+static void store_aclient_process(struct crun_store_aclient *c)
+{
+	ssize_t used;
+
+	for (;;) {
+		store_aclient_drain(c);
+		if (c->closing || c->state != AS_READY || c->in.len == 0)
+			break;
+		if (c->head == NULL || !c->head->sent) {
+			store_aclient_fail(c, CRUN_EPROTO);
+			return;
+		}
+		used = store_aclient_parse(c);
+		if (used < 0) {
+			store_aclient_fail(c, (int)used);
+			return;
+		}
+		if (used == 0)
+			break;
+		memmove(c->in.data, c->in.data + used, c->in.len - (size_t)used);
+		c->in.len -= (size_t)used;
+	}
+	if (!c->closing && c->state == AS_READY)
+		store_aclient_pump(c);
+}
+
+/* The connection failed for good: fail everything pending with err. */
+static void store_aclient_fail(struct crun_store_aclient *c, int err)
+{
+	if (c->state == AS_FAILED)
+		return;
+	c->state = AS_FAILED;
+	uv_timer_stop(&c->timer);
+	store_aclient_close_tcp(c);
+	store_aclient_connected(c, err);
+	store_aclient_fail_all(c, err);
+}
+
+/* Whether a connect-time error is worth another attempt. */
+static int store_aclient_retryable(int err)
+{
+	return err == UV_ECONNREFUSED || err == UV_ECONNRESET ||
+	       err == UV_ETIMEDOUT || err == UV_EOF || err == UV_ENETUNREACH ||
+	       err == UV_EHOSTUNREACH || err == UV_ECONNABORTED ||
+	       err == UV_EPIPE;
+}
+
+/* A connect-phase error: retry until the deadline, then fail. */
+static void store_aclient_retry(struct crun_store_aclient *c, int err)
+{
+	c->last_err = err;
+	if (!store_aclient_retryable(err) ||
+	    uv_now(c->loop) + c->backoff > c->deadline) {
+		store_aclient_fail(c, store_aclient_retryable(err)
+					      ? CRUN_ETIMEDOUT
+					      : err);
+		return;
+	}
+	c->state = AS_CONNECTING;
+	store_aclient_close_tcp(c); /* on_close schedules the next attempt */
+}
+
+static void store_aclient_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct crun_store_aclient *c = h->data;
+
+	if (store_buf_reserve(&c->in, 65536) != 0) {
+		*buf = uv_buf_init(NULL, 0);
+		return;
+	}
+	*buf = uv_buf_init((char *)c->in.data + c->in.len,
+			   (unsigned)(c->in.cap - c->in.len));
+}
+
+/* Bytes from the server. */
+static void store_aclient_on_read(uv_stream_t *s, ssize_t nread,
+				  const uv_buf_t *buf)
+{
+	struct crun_store_aclient *c = s->data;
+
+	if (c->closing)
+		return;
+	if (nread < 0) {
+		if (c->state == AS_VALIDATING)
+			store_aclient_retry(c, (int)nread);
+		else
+			store_aclient_fail(c, (int)nread);
+		return;
+	}
+	c->in.len += (size_t)nread;
+	if (c->state == AS_VALIDATING) {
+		if (c->in.len < 4)
+			return;
+		if (store_wire_u32(c->in.data) != c->nonce) {
+			store_aclient_fail(c, CRUN_EPROTO);
+			return;
+		}
+		memmove(c->in.data, c->in.data + 4, c->in.len - 4);
+		c->in.len -= 4;
+		c->state = AS_READY;
+		store_aclient_connected(c, 0);
+		if (c->closing)
+			return;
+	}
+	store_aclient_process(c);
+}
+
+/* TCP connected: validate, then wait for the PING echo. */
+static void store_aclient_on_connect(uv_connect_t *req, int status)
+{
+	struct crun_store_aclient *c = req->data;
+	struct store_buf b;
+	int rc;
+
+	if (c->closing || c->state != AS_CONNECTING)
+		return;
+	if (status < 0) {
+		store_aclient_retry(c, status);
+		return;
+	}
+	uv_tcp_nodelay(&c->tcp, 1);
+	c->state = AS_VALIDATING;
+	c->in.len = 0;
+	store_buf_init(&b);
+	store_buf_op(&b, STORE_GEN_G3, STORE_OP_VALIDATE);
+	store_buf_u32(&b, STORE_WIRE_MAGIC);
+	store_buf_op(&b, STORE_GEN_G3, STORE_OP_PING);
+	store_buf_u32(&b, c->nonce);
+	rc = store_aclient_write(c, &b);
+	store_buf_release(&b);
+	if (rc == 0)
+		rc = uv_read_start((uv_stream_t *)&c->tcp, store_aclient_on_alloc,
+				   store_aclient_on_read);
+	if (rc != 0)
+		store_aclient_retry(c, rc);
+}
+
+/* The backoff is over: open a socket and connect. */
+static void store_aclient_on_backoff(uv_timer_t *t)
+{
+	struct crun_store_aclient *c = t->data;
+	int rc;
+
+	uv_tcp_init(c->loop, &c->tcp);
+	c->tcp.data = c;
+	c->tcp_open = 1;
+	c->nhandles++;
+	c->conn_req.data = c;
+	rc = uv_tcp_connect(&c->conn_req, &c->tcp,
+			    (const struct sockaddr *)&c->addr,
+			    store_aclient_on_connect);
+	if (rc != 0)
+		store_aclient_retry(c, rc);
+}
+
+/* Schedule the next attempt: at once the first time, then with backoff. */
+static void store_aclient_attempt(struct crun_store_aclient *c)
+{
+	uint64_t delay = 0;
+
+	if (c->state == AS_CONNECTING) {
+		delay = c->backoff;
+		c->backoff = c->backoff * 2 > 1000 ? 1000 : c->backoff * 2;
+	}
+	c->state = AS_CONNECTING;
+	uv_timer_start(&c->timer, store_aclient_on_backoff, delay, 0);
+}
+
+int store_aclient_new(uv_loop_t *loop, const char *host, int port,
+		      int timeout_ms, store_aclient_connect_cb cb, void *data,
+		      struct crun_store_aclient **out)
+{
+	struct crun_store_aclient *c;
+	struct addrinfo hints, *ai = NULL;
+	char pstr[16];
+	int rc;
+
+	if (port <= 0 || port > 65535)
+		return UV_EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return UV_ENOMEM;
+	if (host == NULL)
+		host = "127.0.0.1";
+	if (uv_ip4_addr(host, port, (struct sockaddr_in *)&c->addr) != 0 &&
+	    uv_ip6_addr(host, port, (struct sockaddr_in6 *)&c->addr) != 0) {
+		/* A name: resolve it now (blocking, once; /etc/hosts or DNS). */
+		uv_getaddrinfo_t gai;
+
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_family = AF_UNSPEC;
+		hints.ai_socktype = SOCK_STREAM;
+		snprintf(pstr, sizeof(pstr), "%d", port);
+		rc = uv_getaddrinfo(loop, &gai, NULL, host, pstr, &hints);
+		if (rc != 0) {
+			free(c);
+			return rc;
+		}
+		ai = gai.addrinfo;
+		memcpy(&c->addr, ai->ai_addr, ai->ai_addrlen);
+		uv_freeaddrinfo(ai);
+	}
+	c->loop = loop;
+	c->connect_cb = cb;
+	c->connect_data = data;
+	c->backoff = 50;
+	c->nonce = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)c;
+	c->deadline = timeout_ms < 0 ? UINT64_MAX
+				     : uv_now(loop) + (uint64_t)timeout_ms;
+	c->state = AS_RESOLVED;
+	store_buf_init(&c->in);
+	uv_timer_init(loop, &c->timer);
+	c->timer.data = c;
+	c->nhandles = 1;
+	store_aclient_attempt(c);
+	*out = c;
+	return 0;
+}
+
+void store_aclient_close(struct crun_store_aclient *c, store_close_cb cb,
+			 void *data)
+{
+	assert(!c->closing);
+	c->closing = 1;
+	c->close_cb = cb;
+	c->close_data = data;
+	store_aclient_connected(c, CRUN_ECANCELED);
+	store_aclient_fail_all(c, CRUN_ECANCELED);
+	store_aclient_close_tcp(c);
+	uv_close((uv_handle_t *)&c->timer, store_aclient_on_close);
+}
+
+/* ---- Requests ---------------------------------------------------------- */
+
+/* A new request of kind, or NULL (*err set) if c takes no more. */
+static struct store_areq *store_areq_new(struct crun_store_aclient *c,
+					 enum store_areply kind,
+					 store_reply_cb cb, void *data,
+					 int *err)
+{
+	struct store_areq *r;
+
+	if (c->closing || c->state == AS_FAILED) {
+		*err = CRUN_ECLOSED;
+		return NULL;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		*err = UV_ENOMEM;
+		return NULL;
+	}
+	r->kind = kind;
+	r->cb = cb;
+	r->data = data;
+	r->timeout_ms = -1;
+	store_buf_init(&r->wait);
+	store_buf_init(&r->main);
+	return r;
+}
+
+/* Queue r (its frames encoded) and send what can be sent. */
+static int store_areq_submit(struct crun_store_aclient *c, struct store_areq *r)
+{
+	if (r->wait.oom || r->main.oom) {
+		store_areq_free(r);
+		return UV_ENOMEM;
+	}
+	if (c->tail != NULL)
+		c->tail->next = r;
+	else
+		c->head = r;
+	c->tail = r;
+	if (c->send_next == NULL)
+		c->send_next = r;
+	store_aclient_pump(c);
+	return 0;
+}
+
+/* Encode a WAIT on keys into r->wait. */
+static void store_areq_wait(struct store_areq *r, const char *const *keys,
+			    size_t n, int timeout_ms)
+{
+	size_t i;
+
+	r->has_wait = 1;
+	r->timeout_ms = timeout_ms;
+	store_buf_op(&r->wait, STORE_GEN_G3, STORE_OP_WAIT);
+	store_buf_u64(&r->wait, n);
+	for (i = 0; i < n; i++)
+		store_buf_str(&r->wait, keys[i], strlen(keys[i]));
+}
+
+/* A one-key request: op, key, then optional value(s). */
+static int store_aclient_simple(struct crun_store_aclient *c,
+				enum store_op op, enum store_areply kind,
+				const char *key, const void *v1, size_t l1,
+				const void *v2, size_t l2, int nvals,
+				store_reply_cb cb, void *data)
+{
+	struct store_areq *r;
+	int err = 0;
+
+	r = store_areq_new(c, kind, cb, data, &err);
+	if (r == NULL)
+		return err;
+	store_buf_op(&r->main, STORE_GEN_G3, op);
+	if (key != NULL)
+		store_buf_str(&r->main, key, strlen(key));
+	if (nvals >= 1)
+		store_buf_str(&r->main, v1, l1);
+	if (nvals >= 2)
+		store_buf_str(&r->main, v2, l2);
+	return store_areq_submit(c, r);
+}
+
+int store_aclient_set(struct crun_store_aclient *c, const char *key,
+		      const void *val, size_t len, store_reply_cb cb,
+		      void *data)
+{
+	return store_aclient_simple(c, STORE_OP_SET, AR_NONE, key, val, len,
+				    NULL, 0, 1, cb, data);
+}
+
+int store_aclient_append(struct crun_store_aclient *c, const char *key,
+			 const void *val, size_t len, store_reply_cb cb,
+			 void *data)
+{
+	return store_aclient_simple(c, STORE_OP_APPEND, AR_NONE, key, val, len,
+				    NULL, 0, 1, cb, data);
+}
+
+int store_aclient_compare_set(struct crun_store_aclient *c, const char *key,
+			      const void *expected, size_t elen,
+			      const void *desired, size_t dlen,
+			      store_reply_cb cb, void *data)
+{
+	return store_aclient_simple(c, STORE_OP_COMPARE_SET, AR_BYTES, key,
+				    expected, elen, desired, dlen, 2, cb, data);
+}
+
+int store_aclient_delete_key(struct crun_store_aclient *c, const char *key,
+			     store_reply_cb cb, void *data)
+{
+	return store_aclient_simple(c, STORE_OP_DELETE_KEY, AR_U64, key, NULL,
+				    0, NULL, 0, 0, cb, data);
+}
+
+int store_aclient_num_keys(struct crun_store_aclient *c, store_reply_cb cb,
+			   void *data)
+{
+	return store_aclient_simple(c, STORE_OP_GETNUMKEYS, AR_U64, NULL, NULL,
+				    0, NULL, 0, 0, cb, data);
+}
+
+int store_aclient_add(struct crun_store_aclient *c, const char *key,
+		      int64_t delta, store_reply_cb cb, void *data)
+{
+	struct store_areq *r;
+	int err = 0;
+
+	r = store_areq_new(c, AR_U64, cb, data, &err);
+	if (r == NULL)
+		return err;
+	store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_ADD);
+	store_buf_str(&r->main, key, strlen(key));
+	store_buf_u64(&r->main, (uint64_t)delta);
+	return store_areq_submit(c, r);
+}
+
+int store_aclient_get(struct crun_store_aclient *c, const char *key,
+		      int timeout_ms, store_reply_cb cb, void *data)
+{
+	struct store_areq *r;
+	int err = 0;
+
+	r = store_areq_new(c, AR_BYTES, cb, data, &err);
+	if (r == NULL)
+		return err;
+	store_areq_wait(r, &key, 1, timeout_ms);
+	store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_GET);
+	store_buf_str(&r->main, key, strlen(key));
+	return store_areq_submit(c, r);
+}
+
+int store_aclient_wait(struct crun_store_aclient *c, const char *const *keys,
+		       size_t n, int timeout_ms, store_reply_cb cb, void *data)
+{
+	struct store_areq *r;
+	int err = 0;
+
+	r = store_areq_new(c, AR_NONE, cb, data, &err);
+	if (r == NULL)
+		return err;
+	store_areq_wait(r, keys, n, timeout_ms);
+	return store_areq_submit(c, r);
+}
+
+int store_aclient_check(struct crun_store_aclient *c, const char *const *keys,
+			size_t n, store_reply_cb cb, void *data)
+{
+	struct store_areq *r;
+	size_t i;
+	int err = 0;
+
+	r = store_areq_new(c, AR_U8, cb, data, &err);
+	if (r == NULL)
+		return err;
+	store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_CHECK);
+	store_buf_u64(&r->main, n);
+	for (i = 0; i < n; i++)
+		store_buf_str(&r->main, keys[i], strlen(keys[i]));
+	return store_areq_submit(c, r);
+}
+
+int store_aclient_multi_get(struct crun_store_aclient *c,
+			    const char *const *keys, size_t n, int timeout_ms,
+			    store_reply_cb cb, void *data)
+{
+	struct store_areq *r;
+	size_t i;
+	int err = 0;
+
+	r = store_areq_new(c, AR_NBYTES, cb, data, &err);
+	if (r == NULL)
+		return err;
+	r->n = n;
+	store_areq_wait(r, keys, n, timeout_ms);
+	store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_MULTI_GET);
+	store_buf_u64(&r->main, n);
+	for (i = 0; i < n; i++)
+		store_buf_str(&r->main, keys[i], strlen(keys[i]));
+	return store_areq_submit(c, r);
+}
+
+int store_aclient_multi_set(struct crun_store_aclient *c,
+			    const char *const *keys, const void *const *vals,
+			    const size_t *lens, size_t n, store_reply_cb cb,
+			    void *data)
+{
+	struct store_areq *r;
+	size_t i;
+	int err = 0;
+
+	r = store_areq_new(c, AR_NONE, cb, data, &err);
+	if (r == NULL)
+		return err;
+	store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_MULTI_SET);
+	store_buf_u64(&r->main, n);
+	for (i = 0; i < n; i++) {
+		store_buf_str(&r->main, keys[i], strlen(keys[i]));
+		store_buf_str(&r->main, vals[i], lens[i]);
+	}
+	return store_areq_submit(c, r);
+}
+
+int store_aclient_last_error(const struct crun_store_aclient *c)
+{
+	return c->last_err;
+}

@@ -1,0 +1,1327 @@
+/*
+ * The store server: PyTorch's TCPStore semantics on a libuv loop, for both
+ * wire generations at once (each connection is G0 or G3 from its first five
+ * bytes, see store_wire.c). One flat map from keys to entries holds values,
+ * the connections waiting on each key, libuv-style queues and G0 watchers.
+ *
+ * Reading: libuv reads into one shared 64 KiB buffer and requests are
+ * decoded in place; only an unfinished frame is copied into the connection's
+ * own buffer, which is bounded (a frame larger than 2 * max_value + max_key +
+ * 64 closes the connection). Writing: replies accumulate in each connection's
+ * output buffer while one read callback runs (a SET can wake thousands of
+ * waiters), and every connection touched is flushed once at the end of the
+ * callback with uv_try_write, the rest going through uv_write; a client that
+ * lets too much pile up is dropped. No path scans all connections or keys,
+ * except LIST_KEYS and closing the server.
+ *
+ * Waiting: a WAIT whose keys are not all present becomes a waiter holding one
+ * registration per missing key (a duplicate key counts twice); each
+ * registration is linked into its entry's list. Creating the key takes the
+ * whole list, decrements each waiter and answers those that reach zero. A
+ * closed connection or CANCEL_WAIT unlinks its registrations in O(keys).
+ *
+ * Errors on the wire have no reply: like PyTorch's servers, a bad request
+ * closes that one connection, here with a logged reason. Where PyTorch's
+ * legacy and libuv servers differ, this one behaves like libuv: GET of a
+ * missing key answers an empty value, and COMPARE_SET wakes the key's waiters
+ * (whenever the key exists afterwards; libuv also wakes them when nothing was
+ * stored, which would end a WAIT on a key that is still missing).
+ */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "crun/err.h"
+#include "crun/map.h"
+#include "crun/store.h"
+#include "store_wire.h"
+
+#define STORE_RBUF_SIZE 65536
+#define STORE_ENTRY_OVERHEAD 64 /* bytes charged per entry besides key/value */
+#define STORE_KEEP_BUF 16384	/* idle buffers larger than this are freed */
+
+struct store_conn;
+struct store_waiter;
+
+/* One registration of a waiter on one key. */
+struct store_reg {
+	struct store_waiter *w;
+	struct store_entry *e;	/* NULL once woken */
+	struct store_reg *prev, *next;
+	int barrier;		/* linked into e->bwaiters, not e->waiters */
+};
+
+/* A parked WAIT (or BARRIER): answered when missing drops to zero. */
+struct store_waiter {
+	struct store_conn *c;
+	struct store_waiter *prev, *next; /* in c->waiters */
+	size_t missing;
+	size_t nregs;
+	struct store_reg regs[];
+};
+
+/* A G0 WATCH_KEY subscription. */
+struct store_watch {
+	struct store_conn *c;
+	struct store_entry *e;
+	struct store_watch *eprev, *enext; /* in e->watches */
+	struct store_watch *cnext;	   /* in c->watches */
+};
+
+/* One element of a queue. */
+struct store_qitem {
+	struct store_qitem *next;
+	size_t len;
+	unsigned char data[];
+};
+
+/* A key: its value if it has one, and whoever waits on or watches it. */
+struct store_entry {
+	struct map_node node;
+	unsigned char *val;
+	size_t vlen;
+	int has_value;
+	struct store_reg *waiters;
+	struct store_reg *bwaiters;
+	struct store_watch *watches;
+	struct store_qitem *qhead, *qtail;
+	size_t qlen;
+	size_t klen;
+	unsigned char key[];
+};
+
+/* One client connection. */
+struct store_conn {
+	uv_tcp_t tcp;
+	struct crun_store_server *srv;
+	enum store_gen gen;
+	struct store_buf in;	/* an unfinished frame */
+	struct store_buf out;	/* replies not yet handed to the kernel */
+	size_t queued;		/* bytes in pending uv_write requests */
+	struct store_waiter *waiters;
+	struct store_watch *watches;
+	struct store_conn *prev, *next;	/* srv->conns */
+	struct store_conn *dirty_next;
+	int dirty;
+	int closing;
+};
+
+/* A uv_write of a connection's output that try_write could not finish. */
+struct store_wreq {
+	uv_write_t req;
+	struct store_conn *c;
+	size_t len;
+	unsigned char *data;	/* the output buffer, handed over whole */
+};
+
+struct crun_store_server {
+	uv_loop_t *loop;
+	uv_tcp_t listener;
+	struct crun_store_limits lim;
+	size_t max_frame;	/* largest request buffered */
+	size_t max_out;		/* largest backlog of replies per connection */
+	struct map map;
+	size_t nkeys;		/* entries with a value */
+	size_t mem;		/* bytes charged against lim.max_memory */
+	struct store_conn *conns;
+	size_t nconns;
+	struct store_conn *dirty;
+	unsigned nhandles;	/* listener and connections not yet closed */
+	int closing;
+	int quiet;
+	int port;
+	unsigned long refused;	/* connections over max_conns */
+	store_close_cb close_cb;
+	void *close_data;
+	unsigned char rbuf[STORE_RBUF_SIZE];
+};
+
+/* The store's one log helper: "crun store: <message>" on stderr. */
+static void store_log(const struct crun_store_server *srv, const char *fmt,
+		      ...)
+{
+	char line[512];
+	va_list ap;
+
+	if (srv != NULL && srv->quiet)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "crun store: %s\n", line);
+}
+
+void store_limits_default(struct crun_store_limits *lim)
+{
+	lim->max_key = CRUN_STORE_MAX_KEY;
+	lim->max_value = CRUN_STORE_MAX_VALUE;
+	lim->max_keys = CRUN_STORE_MAX_KEYS;
+	lim->max_memory = CRUN_STORE_MAX_MEMORY;
+	lim->max_conns = CRUN_STORE_MAX_CONNS;
+}
+
+/* ---- Entries ----------------------------------------------------------- */
+
+/* The entry for key, or NULL. */
+static struct store_entry *store_find(struct crun_store_server *srv,
+				      const void *key, size_t klen)
+{
+	struct map_node *n = map_find(&srv->map, key, klen, map_hash(key, klen));
+
+	return n != NULL ? (struct store_entry *)n : NULL;
+}
+
+/* The entry for key, created empty if needed; NULL with *err on failure. */
+static struct store_entry *store_get_entry(struct crun_store_server *srv,
+					   const void *key, size_t klen,
+					   int *err)
+{
+	uint64_t h = map_hash(key, klen);
+	struct map_node *n = map_find(&srv->map, key, klen, h);
+	struct store_entry *e;
+
+	if (n != NULL)
+		return (struct store_entry *)n;
+	if (srv->mem + klen + STORE_ENTRY_OVERHEAD > srv->lim.max_memory) {
+		*err = CRUN_ETOOBIG;
+		return NULL;
+	}
+	e = calloc(1, sizeof(*e) + klen);
+	if (e == NULL) {
+		*err = UV_ENOMEM;
+		return NULL;
+	}
+	if (klen > 0)
+		memcpy(e->key, key, klen);
+	e->klen = klen;
+	e->node.key = e->key;
+	e->node.klen = klen;
+	e->node.hash = h;
+	if (map_insert(&srv->map, &e->node) != 0) {
+		free(e);
+		*err = UV_ENOMEM;
+		return NULL;
+	}
+	srv->mem += klen + STORE_ENTRY_OVERHEAD;
+	return e;
+}
+
+/* Free e if nothing refers to it any more. */
+static void store_entry_gc(struct crun_store_server *srv, struct store_entry *e)
+{
+	if (e->has_value || e->qlen > 0 || e->waiters != NULL ||
+	    e->bwaiters != NULL || e->watches != NULL)
+		return;
+	map_remove(&srv->map, &e->node);
+	srv->mem -= e->klen + STORE_ENTRY_OVERHEAD;
+	free(e->val);
+	free(e);
+}
+
+/* Mark c as having output to flush at the end of this callback. */
+static void store_conn_dirty(struct store_conn *c)
+{
+	if (c->dirty)
+		return;
+	c->dirty = 1;
+	c->dirty_next = c->srv->dirty;
+	c->srv->dirty = c;
+}
+
+/* Push a WATCH_KEY notification to every watcher of e. */
+static void store_notify(struct store_entry *e, unsigned kind, const void *old,
+			 size_t olen, const void *new, size_t nlen)
+{
+	struct store_watch *w;
+
+	for (w = e->watches; w != NULL; w = w->enext) {
+		if (w->c->closing)
+			continue;
+		store_buf_u8(&w->c->out, kind);
+		store_buf_str(&w->c->out, e->key, e->klen);
+		store_buf_str(&w->c->out, old, olen);
+		store_buf_str(&w->c->out, new, nlen);
+		store_conn_dirty(w->c);
+	}
+}
+
+/*
+ * Give e the value a||b (b may be empty), charging memory. 0, CRUN_ETOOBIG
+ * past max_value or max_memory, or UV_ENOMEM; e is unchanged on error.
+ */
+static int store_entry_set(struct crun_store_server *srv, struct store_entry *e,
+			   const void *a, size_t alen, const void *b,
+			   size_t blen)
+{
+	size_t nlen = alen + blen, oldlen = e->has_value ? e->vlen : 0;
+	unsigned char *v = NULL;
+
+	if (nlen > srv->lim.max_value ||
+	    srv->mem - oldlen + nlen > srv->lim.max_memory)
+		return CRUN_ETOOBIG;
+	if (nlen > 0) {
+		v = malloc(nlen);
+		if (v == NULL)
+			return UV_ENOMEM;
+		if (alen > 0)
+			memcpy(v, a, alen);
+		if (blen > 0)
+			memcpy(v + alen, b, blen);
+	}
+	if (e->watches != NULL)
+		store_notify(e, e->has_value ? STORE_WATCH_UPDATED
+					     : STORE_WATCH_CREATED,
+			     e->val, oldlen, v, nlen);
+	free(e->val);
+	srv->mem = srv->mem - oldlen + nlen;
+	if (!e->has_value)
+		srv->nkeys++;
+	e->val = v;
+	e->vlen = nlen;
+	e->has_value = 1;
+	return 0;
+}
+
+/* ---- Waiters ----------------------------------------------------------- */
+
+/* Unlink r from its entry's list. */
+static void store_reg_unlink(struct store_reg *r)
+{
+	struct store_reg **head = r->barrier ? &r->e->bwaiters : &r->e->waiters;
+
+	if (r->prev != NULL)
+		r->prev->next = r->next;
+	else
+		*head = r->next;
+	if (r->next != NULL)
+		r->next->prev = r->prev;
+	r->e = NULL;
+	r->prev = r->next = NULL;
+}
+
+/* Unlink w from its connection and free it (its regs are unlinked). */
+static void store_waiter_free(struct store_waiter *w)
+{
+	struct store_conn *c = w->c;
+
+	if (w->prev != NULL)
+		w->prev->next = w->next;
+	else
+		c->waiters = w->next;
+	if (w->next != NULL)
+		w->next->prev = w->prev;
+	free(w);
+}
+
+/* Count one registration of w as satisfied; answer and free w at zero. */
+static void store_waiter_hit(struct store_waiter *w)
+{
+	assert(w->missing > 0);
+	if (--w->missing > 0)
+		return;
+	if (!w->c->closing) {
+		store_buf_u8(&w->c->out, STORE_STOP_WAITING);
+		store_conn_dirty(w->c);
+	}
+	store_waiter_free(w);
+}
+
+/* Wake every registration in *head (at most max of them). */
+static void store_wake_list(struct store_reg **head, size_t max)
+{
+	struct store_reg *r, *next;
+
+	for (r = *head; r != NULL && max > 0; r = next, max--) {
+		next = r->next;
+		*head = next;
+		if (next != NULL)
+			next->prev = NULL;
+		r->e = NULL;
+		r->prev = r->next = NULL;
+		store_waiter_hit(r->w);
+	}
+}
+
+/* The key now exists: answer whoever waited for it. */
+static void store_wake(struct store_entry *e)
+{
+	if (e->waiters != NULL)
+		store_wake_list(&e->waiters, SIZE_MAX);
+}
+
+/* Drop every parked WAIT/BARRIER of c, without answering. */
+static void store_conn_cancel_waits(struct store_conn *c)
+{
+	struct crun_store_server *srv = c->srv;
+	struct store_entry *e;
+	size_t i;
+
+	while (c->waiters != NULL) {
+		struct store_waiter *w = c->waiters;
+
+		for (i = 0; i < w->nregs; i++) {
+			e = w->regs[i].e;
+			if (e == NULL)
+				continue;
+			store_reg_unlink(&w->regs[i]);
+			store_entry_gc(srv, e);
+		}
+		store_waiter_free(w);
+	}
+}
+
+/* Whether a WAIT/CHECK on e is satisfied (a non-empty queue counts). */
+static int store_present(const struct store_entry *e)
+{
+	return e != NULL && (e->has_value || e->qlen > 0);
+}
+
+/* Park a waiter for c with one registration per key in keys[0..n). */
+static int store_park(struct store_conn *c, const struct store_req *req,
+		      size_t missing, int barrier)
+{
+	struct crun_store_server *srv = c->srv;
+	const unsigned char *p = req->list, *end = req->list + req->list_len;
+	const unsigned char *k;
+	struct store_waiter *w;
+	struct store_entry *e;
+	struct store_reg *r;
+	size_t klen, i = 0;
+	int err = 0;
+
+	w = calloc(1, sizeof(*w) + missing * sizeof(w->regs[0]));
+	if (w == NULL)
+		return UV_ENOMEM;
+	w->c = c;
+	w->nregs = missing;
+	w->missing = missing;
+	w->next = c->waiters;
+	if (c->waiters != NULL)
+		c->waiters->prev = w;
+	c->waiters = w;
+	for (;;) {
+		if (barrier) {
+			if (i == 1)
+				break;
+			k = req->key;
+			klen = req->key_len;
+		} else if (!store_wire_next_str(&p, end, &k, &klen)) {
+			break;
+		}
+		e = store_get_entry(srv, k, klen, &err);
+		if (e == NULL)
+			break;
+		if (!barrier && store_present(e))
+			continue;
+		r = &w->regs[i++];
+		r->w = w;
+		r->e = e;
+		r->barrier = barrier;
+		if (barrier) {
+			r->next = e->bwaiters;
+			e->bwaiters = r;
+		} else {
+			r->next = e->waiters;
+			e->waiters = r;
+		}
+		if (r->next != NULL)
+			r->next->prev = r;
+	}
+	if (err != 0) {
+		/* Undo: drop this waiter's registrations so far. */
+		w->nregs = i;
+		c->waiters = w->next;
+		if (w->next != NULL)
+			w->next->prev = NULL;
+		w->prev = w->next = NULL;
+		for (i = 0; i < w->nregs; i++) {
+			e = w->regs[i].e;
+			store_reg_unlink(&w->regs[i]);
+			store_entry_gc(srv, e);
+		}
+		free(w);
+	}
+	return err;
+}
+
+/* ---- Requests ---------------------------------------------------------- */
+
+/* Store the decimal text of v at e. */
+static int store_set_int(struct crun_store_server *srv, struct store_entry *e,
+			 int64_t v)
+{
+	char num[32];
+	int n = snprintf(num, sizeof(num), "%" PRId64, v);
+
+	return store_entry_set(srv, e, num, (size_t)n, NULL, 0);
+}
+
+/* ADD delta to the counter at e: like std::stoll on the old value. */
+static int store_do_add(struct crun_store_server *srv, struct store_entry *e,
+			int64_t delta, int64_t *out, char *errmsg,
+			size_t errlen)
+{
+	int64_t old = 0;
+	int rc;
+
+	if (e->has_value &&
+	    store_wire_parse_int(e->val, e->vlen, &old) != 0) {
+		snprintf(errmsg, errlen, "value of key \"%.*s\" is not a number",
+			 (int)(e->klen > 64 ? 64 : e->klen), (const char *)e->key);
+		return CRUN_EPROTO;
+	}
+	/* Wrap like the two's complement hardware PyTorch runs on. */
+	*out = (int64_t)((uint64_t)old + (uint64_t)delta);
+	rc = store_set_int(srv, e, *out);
+	return rc;
+}
+
+/* Append a value reply: the entry's value, or empty when it has none. */
+static void store_reply_value(struct store_conn *c, const struct store_entry *e)
+{
+	if (e != NULL && e->has_value)
+		store_buf_str(&c->out, e->val, e->vlen);
+	else
+		store_buf_u64(&c->out, 0);
+}
+
+/* Register c as a watcher of key (G0 WATCH_KEY). */
+static int store_watch(struct store_conn *c, const struct store_req *req)
+{
+	struct store_entry *e;
+	struct store_watch *w;
+	int err = 0;
+
+	e = store_get_entry(c->srv, req->key, req->key_len, &err);
+	if (e == NULL)
+		return err;
+	w = calloc(1, sizeof(*w));
+	if (w == NULL) {
+		store_entry_gc(c->srv, e);
+		return UV_ENOMEM;
+	}
+	w->c = c;
+	w->e = e;
+	w->enext = e->watches;
+	if (e->watches != NULL)
+		e->watches->eprev = w;
+	e->watches = w;
+	w->cnext = c->watches;
+	c->watches = w;
+	store_buf_u8(&c->out, STORE_WATCH_REGISTERED);
+	return 0;
+}
+
+/* Remove every watch of c. */
+static void store_conn_unwatch(struct store_conn *c)
+{
+	struct store_watch *w;
+
+	while ((w = c->watches) != NULL) {
+		c->watches = w->cnext;
+		if (w->eprev != NULL)
+			w->eprev->enext = w->enext;
+		else
+			w->e->watches = w->enext;
+		if (w->enext != NULL)
+			w->enext->eprev = w->eprev;
+		store_entry_gc(c->srv, w->e);
+		free(w);
+	}
+}
+
+/* Handle one decoded request from c; a negative return closes c. */
+static int store_exec(struct store_conn *c, const struct store_req *req,
+		      char *errmsg, size_t errlen)
+{
+	struct crun_store_server *srv = c->srv;
+	const unsigned char *p, *end, *k, *v;
+	struct store_entry *e;
+	struct store_qitem *q;
+	size_t klen, vlen, missing;
+	int64_t num;
+	int err = 0;
+
+	switch (req->op) {
+	case STORE_OP_VALIDATE: /* the decoder checked the magic */
+		return 0;
+	case STORE_OP_PING:
+		store_buf_u32(&c->out, req->u32);
+		return 0;
+	case STORE_OP_SET:
+	case STORE_OP_APPEND:
+		e = store_get_entry(srv, req->key, req->key_len, &err);
+		if (e == NULL)
+			break;
+		if (req->op == STORE_OP_APPEND && e->has_value)
+			err = store_entry_set(srv, e, e->val, e->vlen, req->val,
+					      req->val_len);
+		else
+			err = store_entry_set(srv, e, req->val, req->val_len,
+					      NULL, 0);
+		if (err != 0) {
+			store_entry_gc(srv, e);
+			break;
+		}
+		store_wake(e);
+		return 0;
+	case STORE_OP_GET:
+		store_reply_value(c, store_find(srv, req->key, req->key_len));
+		return 0;
+	case STORE_OP_ADD:
+		e = store_get_entry(srv, req->key, req->key_len, &err);
+		if (e == NULL)
+			break;
+		err = store_do_add(srv, e, req->num, &num, errmsg, errlen);
+		if (err != 0) {
+			store_entry_gc(srv, e);
+			return err;
+		}
+		store_buf_u64(&c->out, (uint64_t)num);
+		store_wake(e);
+		return 0;
+	case STORE_OP_COMPARE_SET:
+		e = store_find(srv, req->key, req->key_len);
+		if (!(e != NULL && e->has_value) && req->val_len > 0) {
+			/* Missing key, expected not empty: PyTorch echoes it. */
+			store_buf_str(&c->out, req->val, req->val_len);
+			return 0;
+		}
+		if (e == NULL || !e->has_value ||
+		    (e->vlen == req->val_len &&
+		     (e->vlen == 0 || memcmp(e->val, req->val, e->vlen) == 0))) {
+			if (e == NULL)
+				e = store_get_entry(srv, req->key, req->key_len,
+						    &err);
+			if (e != NULL)
+				err = store_entry_set(srv, e, req->val2,
+						      req->val2_len, NULL, 0);
+			if (err != 0) {
+				if (e != NULL)
+					store_entry_gc(srv, e);
+				break;
+			}
+		}
+		store_reply_value(c, e);
+		store_wake(e);
+		return 0;
+	case STORE_OP_CHECK:
+	case STORE_OP_WAIT:
+		missing = 0;
+		p = req->list;
+		end = p + req->list_len;
+		while (store_wire_next_str(&p, end, &k, &klen))
+			if (!store_present(store_find(srv, k, klen)))
+				missing++;
+		if (req->op == STORE_OP_CHECK) {
+			store_buf_u8(&c->out, missing ? STORE_NOT_READY : STORE_READY);
+			return 0;
+		}
+		if (missing == 0) {
+			store_buf_u8(&c->out, STORE_STOP_WAITING);
+			return 0;
+		}
+		err = store_park(c, req, missing, 0);
+		break;
+	case STORE_OP_GETNUMKEYS:
+		store_buf_u64(&c->out, (uint64_t)srv->nkeys);
+		return 0;
+	case STORE_OP_DELETE_KEY:
+		e = store_find(srv, req->key, req->key_len);
+		if (e == NULL || !e->has_value) {
+			store_buf_u64(&c->out, 0);
+			return 0;
+		}
+		if (e->watches != NULL)
+			store_notify(e, STORE_WATCH_DELETED, e->val, e->vlen,
+				     NULL, 0);
+		srv->mem -= e->vlen;
+		srv->nkeys--;
+		free(e->val);
+		e->val = NULL;
+		e->vlen = 0;
+		e->has_value = 0;
+		store_entry_gc(srv, e);
+		store_buf_u64(&c->out, 1);
+		return 0;
+	case STORE_OP_WATCH_KEY:
+		err = store_watch(c, req);
+		break;
+	case STORE_OP_MULTI_GET:
+		p = req->list;
+		end = p + req->list_len;
+		while (store_wire_next_str(&p, end, &k, &klen))
+			store_reply_value(c, store_find(srv, k, klen));
+		return 0;
+	case STORE_OP_MULTI_SET:
+		p = req->list;
+		end = p + req->list_len;
+		while (err == 0 && store_wire_next_str(&p, end, &k, &klen)) {
+			store_wire_next_str(&p, end, &v, &vlen);
+			e = store_get_entry(srv, k, klen, &err);
+			if (e == NULL)
+				break;
+			err = store_entry_set(srv, e, v, vlen, NULL, 0);
+			if (err != 0)
+				store_entry_gc(srv, e);
+			else
+				store_wake(e);
+		}
+		break;
+	case STORE_OP_CANCEL_WAIT:
+		store_conn_cancel_waits(c);
+		store_buf_u8(&c->out, STORE_WAIT_CANCELED);
+		return 0;
+	case STORE_OP_QUEUE_PUSH:
+		e = store_get_entry(srv, req->key, req->key_len, &err);
+		if (e == NULL)
+			break;
+		if (srv->mem + req->val_len + sizeof(*q) > srv->lim.max_memory ||
+		    (q = malloc(sizeof(*q) + req->val_len)) == NULL) {
+			err = srv->mem + req->val_len + sizeof(*q) >
+					      srv->lim.max_memory
+				      ? CRUN_ETOOBIG
+				      : UV_ENOMEM;
+			store_entry_gc(srv, e);
+			break;
+		}
+		q->next = NULL;
+		q->len = req->val_len;
+		if (req->val_len > 0)
+			memcpy(q->data, req->val, req->val_len);
+		if (e->qtail != NULL)
+			e->qtail->next = q;
+		else
+			e->qhead = q;
+		e->qtail = q;
+		e->qlen++;
+		srv->mem += req->val_len + sizeof(*q);
+		if (e->waiters != NULL)
+			store_wake_list(&e->waiters, 1);
+		return 0;
+	case STORE_OP_QUEUE_POP:
+		e = store_find(srv, req->key, req->key_len);
+		store_buf_u64(&c->out, e != NULL ? e->qlen : 0);
+		if (e == NULL || e->qlen == 0)
+			return 0;
+		q = e->qhead;
+		e->qhead = q->next;
+		if (e->qhead == NULL)
+			e->qtail = NULL;
+		e->qlen--;
+		srv->mem -= q->len + sizeof(*q);
+		store_buf_str(&c->out, q->data, q->len);
+		free(q);
+		store_entry_gc(srv, e);
+		return 0;
+	case STORE_OP_QUEUE_LEN:
+		e = store_find(srv, req->key, req->key_len);
+		store_buf_u64(&c->out, e != NULL ? e->qlen : 0);
+		return 0;
+	case STORE_OP_LIST_KEYS: {
+		struct map_iter it = {0};
+		struct map_node *n;
+
+		store_buf_u64(&c->out, srv->nkeys);
+		while ((n = map_next(&srv->map, &it)) != NULL)
+			if (((struct store_entry *)n)->has_value)
+				store_buf_str(&c->out, n->key, n->klen);
+		return 0;
+	}
+	case STORE_OP_BARRIER:
+		e = store_get_entry(srv, req->key, req->key_len, &err);
+		if (e == NULL)
+			break;
+		err = store_do_add(srv, e, 1, &num, errmsg, errlen);
+		if (err != 0) {
+			store_entry_gc(srv, e);
+			return err;
+		}
+		store_wake(e);
+		if (num >= req->num) {
+			store_buf_u8(&c->out, STORE_STOP_WAITING);
+			if (e->bwaiters != NULL)
+				store_wake_list(&e->bwaiters, SIZE_MAX);
+			return 0;
+		}
+		err = store_park(c, req, 1, 1);
+		break;
+	default:
+		err = CRUN_EPROTO;
+		break;
+	}
+	if (err == CRUN_ETOOBIG)
+		snprintf(errmsg, errlen, "%s would exceed the store's limits (%zu bytes of %zu used)",
+			 store_wire_op_name(req->op), srv->mem,
+			 srv->lim.max_memory);
+	else if (err != 0)
+		snprintf(errmsg, errlen, "%s failed: %s",
+			 store_wire_op_name(req->op), crun_strerror(err));
+	return err;
+}
+
+/* ---- Connections ------------------------------------------------------- */
+
+static void store_server_maybe_free(struct crun_store_server *srv);
+
+/* Free c once its handle is closed. */
+static void store_on_conn_close(uv_handle_t *h)
+{
+	struct store_conn *c = h->data;
+	struct crun_store_server *srv = c->srv;
+
+	store_buf_release(&c->in);
+	store_buf_release(&c->out);
+	free(c);
+	srv->nhandles--;
+	store_server_maybe_free(srv);
+}
+
+/* Close c, logging why unless reason is NULL. */
+static void store_conn_close(struct store_conn *c, const char *reason)
+{
+	struct crun_store_server *srv = c->srv;
+	struct sockaddr_storage ss;
+	char addr[INET6_ADDRSTRLEN] = "?";
+	int len = sizeof(ss);
+
+	if (c->closing)
+		return;
+	c->closing = 1;
+	if (reason != NULL && !srv->quiet) {
+		if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+			if (ss.ss_family == AF_INET6)
+				uv_ip6_name((struct sockaddr_in6 *)&ss, addr, sizeof(addr));
+			else
+				uv_ip4_name((struct sockaddr_in *)&ss, addr, sizeof(addr));
+		}
+		store_log(srv, "closing connection from %s: %s", addr, reason);
+	}
+	store_conn_cancel_waits(c);
+	store_conn_unwatch(c);
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		srv->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	srv->nconns--;
+	uv_close((uv_handle_t *)&c->tcp, store_on_conn_close);
+}
+
+/* A queued write finished: free it; close c on error. */
+static void store_on_write(uv_write_t *req, int status)
+{
+	struct store_wreq *w = (struct store_wreq *)req;
+	struct store_conn *c = w->c;
+
+	c->queued -= w->len;
+	free(w->data);
+	free(w);
+	if (status < 0 && status != UV_ECANCELED && !c->closing)
+		store_conn_close(c, NULL);
+}
+
+/* Hand c's output to the kernel: try_write, then uv_write for the rest. */
+static void store_conn_flush(struct store_conn *c)
+{
+	struct store_wreq *w;
+	uv_buf_t b;
+	int n = 0;
+
+	if (c->closing || c->out.len == 0)
+		return;
+	if (c->out.oom) {
+		store_conn_close(c, "out of memory for replies");
+		return;
+	}
+	if (c->queued == 0) {
+		b = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
+		n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+		if (n == (int)c->out.len) {
+			c->out.len = 0;
+			if (c->out.cap > STORE_KEEP_BUF)
+				store_buf_release(&c->out);
+			return;
+		}
+		if (n < 0 && n != UV_EAGAIN) {
+			store_conn_close(c, NULL);
+			return;
+		}
+		if (n < 0)
+			n = 0;
+	}
+	w = malloc(sizeof(*w));
+	if (w == NULL) {
+		store_conn_close(c, "out of memory for replies");
+		return;
+	}
+	w->c = c;
+	w->len = c->out.len - (size_t)n;
+	w->data = c->out.data;
+	store_buf_init(&c->out);
+	b = uv_buf_init((char *)w->data + n, (unsigned)w->len);
+	if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, store_on_write) != 0) {
+		free(w->data);
+		free(w);
+		store_conn_close(c, NULL);
+		return;
+	}
+	c->queued += w->len;
+	if (c->queued > c->srv->max_out)
+		store_conn_close(c, "client does not read its replies");
+}
+
+/* Flush every connection that got output during this callback. */
+static void store_flush_dirty(struct crun_store_server *srv)
+{
+	struct store_conn *c;
+
+	while ((c = srv->dirty) != NULL) {
+		srv->dirty = c->dirty_next;
+		c->dirty = 0;
+		store_conn_flush(c);
+	}
+}
+
+/* Decode and run requests in buf[0..len); returns the bytes consumed. */
+static size_t store_conn_parse(struct store_conn *c, const unsigned char *buf,
+			       size_t len)
+{
+	struct store_req req;
+	char errmsg[256];
+	size_t off = 0, used;
+	int rc;
+
+	while (!c->closing && off < len) {
+		errmsg[0] = '\0';
+		rc = store_wire_decode(buf + off, len - off, &c->gen,
+				       &c->srv->lim, &req, &used, errmsg,
+				       sizeof(errmsg));
+		if (rc == STORE_WIRE_NEED_MORE)
+			break;
+		if (rc < 0) {
+			store_conn_close(c, errmsg);
+			break;
+		}
+		rc = store_exec(c, &req, errmsg, sizeof(errmsg));
+		if (rc < 0) {
+			store_conn_close(c, errmsg);
+			break;
+		}
+		off += used;
+	}
+	if (!c->closing && c->out.len > 0)
+		store_conn_dirty(c);
+	return off;
+}
+
+/* libuv wants a buffer: the shared one, or the tail of c's partial frame. */
+static void store_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct store_conn *c = h->data;
+	size_t want;
+
+	if (c->in.len == 0) {
+		*buf = uv_buf_init((char *)c->srv->rbuf, STORE_RBUF_SIZE);
+		return;
+	}
+	want = STORE_RBUF_SIZE;
+	if (store_buf_reserve(&c->in, want) != 0) {
+		*buf = uv_buf_init(NULL, 0);
+		return;
+	}
+	*buf = uv_buf_init((char *)c->in.data + c->in.len,
+			   (unsigned)(c->in.cap - c->in.len));
+}
+
+/* Bytes arrived on c: parse whole frames, keep the rest, flush replies. */
+static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct store_conn *c = s->data;
+	struct crun_store_server *srv = c->srv;
+	char msg[128];
+	size_t used;
+
+	if (nread == UV_ENOBUFS) {
+		store_conn_close(c, "out of memory for a request");
+		return;
+	}
+	if (nread < 0) {
+		store_conn_close(c, NULL); /* EOF or reset: clients just leave */
+		store_flush_dirty(srv);
+		return;
+	}
+	if (nread == 0)
+		return;
+	if (buf->base == (char *)srv->rbuf) {
+		used = store_conn_parse(c, srv->rbuf, (size_t)nread);
+		if (!c->closing && used < (size_t)nread)
+			store_buf_put(&c->in, srv->rbuf + used,
+				      (size_t)nread - used);
+	} else {
+		c->in.len += (size_t)nread;
+		used = store_conn_parse(c, c->in.data, c->in.len);
+		if (used > 0) {
+			memmove(c->in.data, c->in.data + used, c->in.len - used);
+			c->in.len -= used;
+		}
+		if (c->in.len == 0 && c->in.cap > STORE_KEEP_BUF)
+			store_buf_release(&c->in);
+	}
+	if (!c->closing && c->in.oom)
+		store_conn_close(c, "out of memory for a request");
+	if (!c->closing && c->in.len > srv->max_frame) {
+		snprintf(msg, sizeof(msg), "request larger than %zu bytes",
+			 srv->max_frame);
+		store_conn_close(c, msg);
+	}
+	store_flush_dirty(srv);
+}
+
+/* A client connected: accept it (or turn it away past max_conns). */
+static void store_on_connection(uv_stream_t *ls, int status)
+{
+	struct crun_store_server *srv = ls->data;
+	struct store_conn *c;
+	int rc;
+
+	if (status < 0) {
+		store_log(srv, "accept failed: %s", uv_strerror(status));
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return;
+	c->srv = srv;
+	store_buf_init(&c->in);
+	store_buf_init(&c->out);
+	uv_tcp_init(srv->loop, &c->tcp);
+	c->tcp.data = c;
+	srv->nhandles++;
+	/* Link first so that store_conn_close can unlink on any path. */
+	c->next = srv->conns;
+	if (srv->conns != NULL)
+		srv->conns->prev = c;
+	srv->conns = c;
+	srv->nconns++;
+	rc = uv_accept(ls, (uv_stream_t *)&c->tcp);
+	if (rc != 0) {
+		store_log(srv, "accept failed: %s", uv_strerror(rc));
+		store_conn_close(c, NULL);
+		return;
+	}
+	if (srv->nconns > srv->lim.max_conns) {
+		if (srv->refused++ % 1000 == 0)
+			store_log(srv, "refusing connections beyond max-conns %zu (%lu so far)",
+				  srv->lim.max_conns, srv->refused);
+		store_conn_close(c, NULL);
+		return;
+	}
+	uv_tcp_nodelay(&c->tcp, 1);
+	rc = uv_read_start((uv_stream_t *)&c->tcp, store_on_alloc, store_on_read);
+	if (rc != 0)
+		store_conn_close(c, "cannot read from connection");
+}
+
+/* ---- Server lifecycle -------------------------------------------------- */
+
+/* somaxconn, the largest backlog the kernel grants. */
+static int store_backlog(void)
+{
+	FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
+	int n = 0;
+
+	if (f != NULL) {
+		if (fscanf(f, "%d", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	return n > 0 ? n : 4096;
+}
+
+/* Raise RLIMIT_NOFILE's soft limit to the hard one (thousands of clients). */
+static void store_raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* Allocate a server with its listener initialised but not bound. */
+static struct crun_store_server *store_server_alloc(uv_loop_t *loop,
+						    const struct crun_store_limits *lim)
+{
+	struct crun_store_server *srv = calloc(1, sizeof(*srv));
+
+	if (srv == NULL)
+		return NULL;
+	srv->loop = loop;
+	if (lim != NULL)
+		srv->lim = *lim;
+	else
+		store_limits_default(&srv->lim);
+	srv->max_frame = 2 * srv->lim.max_value + srv->lim.max_key + 64;
+	srv->max_out = 4 * srv->lim.max_value + (1u << 20);
+	map_init(&srv->map);
+	uv_tcp_init(loop, &srv->listener);
+	srv->listener.data = srv;
+	srv->nhandles = 1;
+	store_raise_nofile();
+	return srv;
+}
+
+/* Start listening and record the port; 0 or an error. */
+static int store_server_listen(struct crun_store_server *srv)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss), rc;
+
+	rc = uv_listen((uv_stream_t *)&srv->listener, store_backlog(),
+		       store_on_connection);
+	if (rc != 0)
+		return rc;
+	rc = uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len);
+	if (rc != 0)
+		return rc;
+	srv->port = ntohs(ss.ss_family == AF_INET6
+				  ? ((struct sockaddr_in6 *)&ss)->sin6_port
+				  : ((struct sockaddr_in *)&ss)->sin_port);
+	return 0;
+}
+
+/* Close callback of a listener whose server failed to start. */
+static void store_on_failed_close(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+/* Bind the listener to host:port (see store_server_new). */
+static int store_server_bind(struct crun_store_server *srv, const char *host,
+			     int port)
+{
+	struct sockaddr_storage ss;
+	struct addrinfo hints, *ai = NULL;
+	char pstr[16];
+	int rc;
+
+	if (host == NULL || host[0] == '\0' || strcmp(host, "::") == 0 ||
+	    strcmp(host, "0.0.0.0") == 0 || strcmp(host, "*") == 0) {
+		uv_ip6_addr("::", port, (struct sockaddr_in6 *)&ss);
+		rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+		if (rc == UV_EAFNOSUPPORT || rc == UV_EADDRNOTAVAIL) {
+			uv_ip4_addr("0.0.0.0", port, (struct sockaddr_in *)&ss);
+			rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+		}
+		return rc;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	snprintf(pstr, sizeof(pstr), "%d", port);
+	rc = getaddrinfo(host, pstr, &hints, &ai);
+	if (rc != 0)
+		return rc == EAI_SYSTEM ? -errno : UV_EAI_NONAME;
+	rc = uv_tcp_bind(&srv->listener, ai->ai_addr, 0);
+	freeaddrinfo(ai);
+	return rc;
+}
+
+int store_server_new(uv_loop_t *loop, const char *host, int port,
+		     const struct crun_store_limits *lim,
+		     struct crun_store_server **out)
+{
+	struct crun_store_server *srv;
+	int rc;
+
+	if (port < 0 || port > 65535)
+		return UV_EINVAL;
+	srv = store_server_alloc(loop, lim);
+	if (srv == NULL)
+		return UV_ENOMEM;
+	rc = store_server_bind(srv, host, port);
+	if (rc == 0)
+		rc = store_server_listen(srv);
+	if (rc != 0)
+		goto fail;
+	*out = srv;
+	return 0;
+fail:
+	uv_close((uv_handle_t *)&srv->listener, store_on_failed_close);
+	return rc;
+}
+
+int store_server_new_fd(uv_loop_t *loop, int fd,
+			const struct crun_store_limits *lim,
+			struct crun_store_server **out)
+{
+	struct crun_store_server *srv;
+	int fd2, rc;
+
+	/* Work on a duplicate so that the caller keeps fd if anything fails. */
+	fd2 = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (fd2 < 0)
+		return -errno;
+	srv = store_server_alloc(loop, lim);
+	if (srv == NULL) {
+		close(fd2);
+		return UV_ENOMEM;
+	}
+	rc = uv_tcp_open(&srv->listener, fd2);
+	if (rc != 0) {
+		close(fd2);
+		goto fail;
+	}
+	rc = store_server_listen(srv);
+	if (rc != 0)
+		goto fail; /* the handle owns fd2 and closes it */
+	close(fd);
+	*out = srv;
+	return 0;
+fail:
+	uv_close((uv_handle_t *)&srv->listener, store_on_failed_close);
+	return rc;
+}
+
+int store_server_port(const struct crun_store_server *srv)
+{
+	return srv->port;
+}
+
+void store_server_set_quiet(struct crun_store_server *srv, int quiet)
+{
+	srv->quiet = quiet;
+}
+
+size_t store_server_nconns(const struct crun_store_server *srv)
+{
+	return srv->nconns;
+}
+
+/* Free every entry and the map. */
+static void store_free_entries(struct crun_store_server *srv)
+{
+	struct map_iter it = {0};
+	struct map_node *n;
+	struct store_entry *e;
+	struct store_qitem *q;
+
+	while ((n = map_next(&srv->map, &it)) != NULL) {
+		e = (struct store_entry *)n;
+		while ((q = e->qhead) != NULL) {
+			e->qhead = q->next;
+			free(q);
+		}
+		free(e->val);
+		free(e);
+	}
+	map_release(&srv->map);
+}
+
+/* Free srv and call its close callback once every handle is closed. */
+static void store_server_maybe_free(struct crun_store_server *srv)
+{
+	store_close_cb cb;
+	void *data;
+
+	if (!srv->closing || srv->nhandles > 0)
+		return;
+	cb = srv->close_cb;
+	data = srv->close_data;
+	store_free_entries(srv);
+	free(srv);
+	if (cb != NULL)
+		cb(data);
+}
+
+/* The listener is closed. */
+static void store_on_listener_close(uv_handle_t *h)
+{
+	struct crun_store_server *srv = h->data;
+
+	srv->nhandles--;
+	store_server_maybe_free(srv);
+}
+
+void store_server_close(struct crun_store_server *srv, store_close_cb cb,
+			void *data)
+{
+	assert(!srv->closing);
+	srv->closing = 1;
+	srv->close_cb = cb;
+	srv->close_data = data;
+	while (srv->conns != NULL)
+		store_conn_close(srv->conns, NULL);
+	srv->dirty = NULL;
+	uv_close((uv_handle_t *)&srv->listener, store_on_listener_close);
+}
+
+/* ---- In-process access ------------------------------------------------- */
+
+int store_server_set(struct crun_store_server *srv, const char *key,
+		     const void *val, size_t len)
+{
+	struct store_entry *e;
+	int err = 0;
+
+	e = store_get_entry(srv, key, strlen(key), &err);
+	if (e == NULL)
+		return err;
+	err = store_entry_set(srv, e, val, len, NULL, 0);
+	if (err != 0) {
+		store_entry_gc(srv, e);
+		return err;
+	}
+	store_wake(e);
+	store_flush_dirty(srv);
+	return 0;
+}
+
+int store_server_get(struct crun_store_server *srv, const char *key,
+		     const void **val, size_t *len)
+{
+	struct store_entry *e = store_find(srv, key, strlen(key));
+
+	if (e == NULL || !e->has_value)
+		return CRUN_ENOTFOUND;
+	*val = e->val != NULL ? (const void *)e->val : (const void *)"";
+	*len = e->vlen;
+	return 0;
+}
+
+int store_server_add(struct crun_store_server *srv, const char *key,
+		     int64_t delta, int64_t *result)
+{
+	struct store_entry *e;
+	char errmsg[128];
+	int64_t v;
+	int err = 0;
+
+	e = store_get_entry(srv, key, strlen(key), &err);
+	if (e == NULL)
+		return err;
+	err = store_do_add(srv, e, delta, &v, errmsg, sizeof(errmsg));
+	if (err != 0) {
+		store_entry_gc(srv, e);
+		return err;
+	}
+	store_wake(e);
+	store_flush_dirty(srv);
+	if (result != NULL)
+		*result = v;
+	return 0;
+}

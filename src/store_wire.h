@@ -1,0 +1,146 @@
+/*
+ * The TCPStore wire format (docs: the spec in the repository's history,
+ * summarised in store_wire.c): a pure, allocation-free frame decoder and the
+ * encoders, shared by the server, both clients, the tests and the fuzzer.
+ * Private to libcrun; not installed.
+ */
+#ifndef CRUN_STORE_WIRE_H
+#define CRUN_STORE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crun/cfg.h"
+
+#define STORE_WIRE_MAGIC 0x3C85F7CEu
+
+/* Protocol generation of one connection. */
+enum store_gen {
+	STORE_GEN_UNKNOWN = 0, /* nothing decided yet (server side) */
+	STORE_GEN_G0,	       /* PyTorch <= 1.13 (and 2.0's G1 extras) */
+	STORE_GEN_G3	       /* PyTorch >= 2.2: VALIDATE first */
+};
+
+/* Operations, independent of their generation's opcode numbers. */
+enum store_op {
+	STORE_OP_VALIDATE,
+	STORE_OP_SET,
+	STORE_OP_COMPARE_SET,
+	STORE_OP_GET,
+	STORE_OP_ADD,
+	STORE_OP_CHECK,
+	STORE_OP_WAIT,
+	STORE_OP_GETNUMKEYS,
+	STORE_OP_WATCH_KEY,
+	STORE_OP_DELETE_KEY,
+	STORE_OP_APPEND,
+	STORE_OP_MULTI_GET,
+	STORE_OP_MULTI_SET,
+	STORE_OP_CANCEL_WAIT,
+	STORE_OP_PING,
+	STORE_OP_QUEUE_PUSH,
+	STORE_OP_QUEUE_POP,
+	STORE_OP_QUEUE_LEN,
+	STORE_OP_LIST_KEYS,
+	STORE_OP_BARRIER,
+	STORE_OP__COUNT
+};
+
+/* Reply enums. */
+#define STORE_READY 0
+#define STORE_NOT_READY 1
+#define STORE_STOP_WAITING 0
+#define STORE_WAIT_CANCELED 1
+#define STORE_WATCH_UPDATED 0
+#define STORE_WATCH_CREATED 1
+#define STORE_WATCH_DELETED 2
+#define STORE_WATCH_REGISTERED 3
+
+/*
+ * One decoded request. Pointers point into the decoder's input buffer. For
+ * CHECK, WAIT, MULTI_GET and MULTI_SET, list/list_len is the raw region after
+ * the count (n strings, or n key/value pairs), already checked: walk it with
+ * store_wire_next_str.
+ */
+struct store_req {
+	enum store_op op;
+	const unsigned char *key;	/* key, or NULL */
+	size_t key_len;
+	const unsigned char *val;	/* value, expected (COMPARE_SET) */
+	size_t val_len;
+	const unsigned char *val2;	/* desired (COMPARE_SET) */
+	size_t val2_len;
+	int64_t num;			/* ADD delta, BARRIER world size */
+	uint32_t u32;			/* VALIDATE magic, PING nonce */
+	uint64_t n;			/* list count */
+	const unsigned char *list;
+	size_t list_len;
+};
+
+/* Results of store_wire_decode besides a negative error. */
+#define STORE_WIRE_NEED_MORE 0
+#define STORE_WIRE_OK 1
+
+/**
+ * Decode the request at the start of buf[0..len). *gen is the connection's
+ * generation; STORE_GEN_UNKNOWN makes the first 5 bytes decide (the VALIDATE
+ * magic means G3, anything else G0) and updates *gen. Returns STORE_WIRE_OK
+ * with *req filled and *used set to the frame's length, STORE_WIRE_NEED_MORE
+ * when buf holds only a prefix of a valid frame, or CRUN_EPROTO / CRUN_ETOOBIG
+ * with a lower-case reason in errmsg (lim may be NULL: no limits). A limit is
+ * reported as soon as the offending length field is in, before its bytes.
+ */
+int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
+		      const struct crun_store_limits *lim, struct store_req *req,
+		      size_t *used, char *errmsg, size_t errlen);
+
+/** Take the next length-prefixed string off a checked list; 0 at the end. */
+int store_wire_next_str(const unsigned char **p, const unsigned char *end,
+			const unsigned char **s, size_t *slen);
+
+/** The opcode of op in gen, or -1 if gen has no such request. */
+int store_wire_opcode(enum store_gen gen, enum store_op op);
+
+/** The operation's name ("compare_set"), for logs. */
+const char *store_wire_op_name(enum store_op op);
+
+/**
+ * Parse a stored value like std::stoll: leading white space, optional sign,
+ * digits, anything after ignored. 0, or CRUN_EPROTO for no digits or overflow.
+ */
+int store_wire_parse_int(const void *p, size_t len, int64_t *out);
+
+/* ---- Encoding into a growable buffer ----------------------------------- */
+
+/* A byte buffer; a failed allocation sets oom and later puts do nothing. */
+struct store_buf {
+	unsigned char *data;
+	size_t len;
+	size_t cap;
+	int oom;
+};
+
+/** An empty buffer (allocates nothing). */
+void store_buf_init(struct store_buf *b);
+/** Free the buffer's memory and make it empty. */
+void store_buf_release(struct store_buf *b);
+/** Make room for n more bytes; 0 or UV_ENOMEM (and oom set). */
+int store_buf_reserve(struct store_buf *b, size_t n);
+/** Append n bytes. */
+void store_buf_put(struct store_buf *b, const void *p, size_t n);
+/** Append one byte. */
+void store_buf_u8(struct store_buf *b, unsigned v);
+/** Append a little-endian u32. */
+void store_buf_u32(struct store_buf *b, uint32_t v);
+/** Append a little-endian u64 (an i64 is the same bytes). */
+void store_buf_u64(struct store_buf *b, uint64_t v);
+/** Append a u64 length and the bytes. */
+void store_buf_str(struct store_buf *b, const void *p, size_t n);
+/** Append op's opcode for gen (assert: gen has it). */
+void store_buf_op(struct store_buf *b, enum store_gen gen, enum store_op op);
+
+/** Little-endian loads. */
+uint64_t store_wire_u64(const unsigned char *p);
+uint32_t store_wire_u32(const unsigned char *p);
+
+#endif

@@ -1,0 +1,540 @@
+/*
+ * The store server on a real loop, driven by libcrun's blocking client (and
+ * raw sockets for hand-made frames) from a second thread: every operation in
+ * both generations, waits with many waiters, waiters that vanish or time out,
+ * COMPARE_SET's cases, and limits that close only the offending connection.
+ * The scenario thread reports a failure as a message; the loop thread closes
+ * the server and asserts that the loop closed cleanly.
+ */
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "crun/err.h"
+#include "crun/store.h"
+
+/* A scenario returns NULL or a failure message (static or from fail_buf). */
+typedef const char *(*scenario_fn)(int port);
+
+struct fixture {
+	uv_loop_t loop;
+	uv_async_t done;
+	struct crun_store_server *srv;
+	scenario_fn fn;
+	int port;
+	const char *result;
+	pthread_t th;
+};
+
+static __thread char fail_buf[256];
+
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			snprintf(fail_buf, sizeof(fail_buf), "%s:%d: %s",      \
+				 __FILE__, __LINE__, #cond);                   \
+			return fail_buf;                                       \
+		}                                                              \
+	} while (0)
+#define CHECK_RC(expr, want)                                                   \
+	do {                                                                   \
+		int rc_ = (expr);                                              \
+		if (rc_ != (want)) {                                           \
+			snprintf(fail_buf, sizeof(fail_buf),                   \
+				 "%s:%d: %s = %s, want %s", __FILE__,          \
+				 __LINE__, #expr, crun_err_name(rc_),          \
+				 crun_err_name(want));                         \
+			return fail_buf;                                       \
+		}                                                              \
+	} while (0)
+
+static void *scenario_thread(void *arg)
+{
+	struct fixture *f = arg;
+
+	f->result = f->fn(f->port);
+	uv_async_send(&f->done);
+	return NULL;
+}
+
+static void on_done(uv_async_t *a)
+{
+	struct fixture *f = a->data;
+
+	store_server_close(f->srv, NULL, NULL);
+	uv_close((uv_handle_t *)&f->done, NULL);
+}
+
+/* Run fn against a fresh server with lim (NULL: defaults). */
+static void run_scenario(scenario_fn fn, const struct crun_store_limits *lim)
+{
+	struct fixture f;
+
+	memset(&f, 0, sizeof(f));
+	cr_assert_eq(uv_loop_init(&f.loop), 0);
+	cr_assert_eq(store_server_new(&f.loop, "127.0.0.1", 0, lim, &f.srv), 0);
+	store_server_set_quiet(f.srv, 1);
+	f.port = store_server_port(f.srv);
+	cr_assert(f.port > 0);
+	f.fn = fn;
+	uv_async_init(&f.loop, &f.done, on_done);
+	f.done.data = &f;
+	cr_assert_eq(pthread_create(&f.th, NULL, scenario_thread, &f), 0);
+	uv_run(&f.loop, UV_RUN_DEFAULT);
+	pthread_join(f.th, NULL);
+	cr_assert_eq(uv_loop_close(&f.loop), 0);
+	cr_assert_null(f.result, "%s", f.result);
+}
+
+static int vals_eq(const void *v, size_t len, const char *want)
+{
+	return len == strlen(want) && memcmp(v, want, len) == 0;
+}
+
+/* Every operation through one client of generation flags. */
+static const char *ops(int port, int flags)
+{
+	struct crun_store_client *c;
+	const char *keys[] = {"/a", "/b"};
+	const void *vs[] = {"1", ""};
+	size_t lens[] = {1, 0}, len, glens[2];
+	void *v, *gv[2];
+	int64_t n;
+	int ready, del;
+
+	CHECK_RC(store_connect_ex("127.0.0.1", port, 5000, flags, &c), 0);
+	CHECK_RC(store_set(c, "/key1", "val1", 4), 0);
+	CHECK_RC(store_get(c, "/key1", -1, &v, &len), 0);
+	CHECK(vals_eq(v, len, "val1"));
+	free(v);
+	CHECK_RC(store_add(c, "/cnt", 5, &n), 0);
+	CHECK(n == 5);
+	CHECK_RC(store_add(c, "/cnt", -2, &n), 0);
+	CHECK(n == 3);
+	CHECK_RC(store_get(c, "/cnt", -1, &v, &len), 0);
+	CHECK(vals_eq(v, len, "3"));
+	free(v);
+	/* COMPARE_SET: missing+empty, mismatch, match, missing+expected. */
+	CHECK_RC(store_compare_set(c, "/cs", "", 0, "first", 5, &v, &len), 0);
+	CHECK(vals_eq(v, len, "first"));
+	free(v);
+	CHECK_RC(store_compare_set(c, "/cs", "wrong", 5, "x", 1, &v, &len), 0);
+	CHECK(vals_eq(v, len, "first"));
+	free(v);
+	CHECK_RC(store_compare_set(c, "/cs", "first", 5, "second", 6, &v, &len), 0);
+	CHECK(vals_eq(v, len, "second"));
+	free(v);
+	CHECK_RC(store_compare_set(c, "/nokey2", "exp", 3, "des", 3, &v, &len), 0);
+	CHECK(vals_eq(v, len, "exp"));
+	free(v);
+	CHECK_RC(store_check(c, (const char *[]){"/nokey2"}, 1, &ready), 0);
+	CHECK(ready == 0);
+	CHECK_RC(store_check(c, (const char *[]){"/key1", "/cnt"}, 2, &ready), 0);
+	CHECK(ready == 1);
+	CHECK_RC(store_check(c, NULL, 0, &ready), 0);
+	CHECK(ready == 1);
+	CHECK_RC(store_wait(c, (const char *[]){"/key1", "/cnt"}, 2, -1), 0);
+	CHECK_RC(store_num_keys(c, &n), 0);
+	CHECK(n == 3);
+	CHECK_RC(store_delete_key(c, "/key1", &del), 0);
+	CHECK(del == 1);
+	CHECK_RC(store_delete_key(c, "/key1", &del), 0);
+	CHECK(del == 0);
+	CHECK_RC(store_append(c, "/ap", "ab", 2), 0);
+	CHECK_RC(store_append(c, "/ap", "cd", 2), 0);
+	CHECK_RC(store_get(c, "/ap", -1, &v, &len), 0);
+	CHECK(vals_eq(v, len, "abcd"));
+	free(v);
+	CHECK_RC(store_multi_set(c, keys, vs, lens, 2), 0);
+	CHECK_RC(store_multi_get(c, keys, 2, -1, gv, glens), 0);
+	CHECK(vals_eq(gv[0], glens[0], "1") && vals_eq(gv[1], glens[1], ""));
+	free(gv[0]);
+	free(gv[1]);
+	/* Binary values with NUL bytes. */
+	CHECK_RC(store_set(c, "/bin", "\0\1\2\377", 4), 0);
+	CHECK_RC(store_get(c, "/bin", -1, &v, &len), 0);
+	CHECK(len == 4 && memcmp(v, "\0\1\2\377", 4) == 0);
+	free(v);
+	/* ADD parses like stoll and stores decimal. */
+	CHECK_RC(store_set(c, "/n", "12abc", 5), 0);
+	CHECK_RC(store_add(c, "/n", 1, &n), 0);
+	CHECK(n == 13);
+	CHECK_RC(store_get(c, "/n", -1, &v, &len), 0);
+	CHECK(vals_eq(v, len, "13"));
+	free(v);
+	/* A wait that times out leaves the connection usable. */
+	CHECK_RC(store_wait(c, (const char *[]){"/never"}, 1, 200), CRUN_ETIMEDOUT);
+	CHECK_RC(store_get(c, "/cnt", 100, &v, &len), 0);
+	CHECK(vals_eq(v, len, "3"));
+	free(v);
+	CHECK_RC(store_set(c, "/never", "late", 4), 0);
+	CHECK_RC(store_add(c, "/cnt", 0, &n), 0);
+	CHECK(n == 3);
+	store_close(c);
+	return NULL;
+}
+
+static const char *ops_g3(int port) { return ops(port, 0); }
+static const char *ops_g0(int port) { return ops(port, CRUN_STORE_G0); }
+
+Test(store_server, ops_g3, .timeout = 30) { run_scenario(ops_g3, NULL); }
+Test(store_server, ops_g0, .timeout = 30) { run_scenario(ops_g0, NULL); }
+
+/* A waiter thread: waits for "/go" and records the value. */
+struct waiter_arg {
+	int port;
+	int flags;
+	int rc;
+	char val[16];
+};
+
+static void *waiter_main(void *p)
+{
+	struct waiter_arg *w = p;
+	struct crun_store_client *c;
+	void *v;
+	size_t len;
+
+	w->rc = store_connect_ex("127.0.0.1", w->port, 5000, w->flags, &c);
+	if (w->rc != 0)
+		return NULL;
+	w->rc = store_get(c, "/go", 10000, &v, &len);
+	if (w->rc == 0) {
+		snprintf(w->val, sizeof(w->val), "%.*s", (int)len, (char *)v);
+		free(v);
+	}
+	store_close(c);
+	return NULL;
+}
+
+/* Eight waiters (both generations) on one key, released by one SET. */
+static const char *many_waiters(int port)
+{
+	struct waiter_arg w[8];
+	pthread_t th[8];
+	struct crun_store_client *c;
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		w[i].port = port;
+		w[i].flags = i % 2 ? CRUN_STORE_G0 : 0;
+		w[i].rc = -1;
+		pthread_create(&th[i], NULL, waiter_main, &w[i]);
+	}
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
+	usleep(200 * 1000);
+	CHECK_RC(store_set(c, "/go", "yes", 3), 0);
+	for (i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_RC(w[i].rc, 0);
+		CHECK(strcmp(w[i].val, "yes") == 0);
+	}
+	store_close(c);
+	return NULL;
+}
+
+Test(store_server, many_waiters, .timeout = 30) { run_scenario(many_waiters, NULL); }
+
+/* A raw connection to the server. */
+static int raw_connect(int port)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Read n bytes within ms: n, 0 on EOF/reset, -1 on timeout. */
+static int raw_read(int fd, void *buf, size_t n, int ms)
+{
+	struct pollfd pfd = {fd, POLLIN, 0};
+	size_t got = 0;
+	ssize_t r;
+
+	while (got < n) {
+		if (poll(&pfd, 1, ms) <= 0)
+			return -1;
+		r = recv(fd, (char *)buf + got, n - got, 0);
+		if (r <= 0)
+			return 0;
+		got += (size_t)r;
+	}
+	return (int)got;
+}
+
+/* Waiters that vanish, duplicate keys, multi-key waits, COMPARE_SET waking. */
+static const char *vanished_waiter(int port)
+{
+	/* G0 WAIT ['/k1'] and WAIT ['/dup','/dup'] and WAIT ['/viacas']. */
+	static const char wait_k1[] = "\x05\x01\0\0\0\0\0\0\0\x03\0\0\0\0\0\0\0/k1";
+	static const char wait_dup[] = "\x05\x02\0\0\0\0\0\0\0\x04\0\0\0\0\0\0\0/dup\x04\0\0\0\0\0\0\0/dup";
+	static const char wait_cas[] = "\x05\x01\0\0\0\0\0\0\0\x07\0\0\0\0\0\0\0/viacas";
+	struct crun_store_client *c;
+	unsigned char b[8];
+	void *v;
+	size_t len;
+	int fd1, fd2, fd3, i;
+
+	fd1 = raw_connect(port);
+	fd2 = raw_connect(port);
+	fd3 = raw_connect(port);
+	CHECK(fd1 >= 0 && fd2 >= 0 && fd3 >= 0);
+	CHECK(send(fd1, wait_k1, sizeof(wait_k1) - 1, 0) > 0);
+	CHECK(send(fd2, wait_dup, sizeof(wait_dup) - 1, 0) > 0);
+	CHECK(send(fd3, wait_cas, sizeof(wait_cas) - 1, 0) > 0);
+	usleep(100 * 1000);
+	close(fd1); /* vanishes mid-wait */
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
+	for (i = 0; i < 100; i++) /* churn while the dead waiter is dropped */
+		CHECK_RC(store_add(c, "/churn", 1, NULL), 0);
+	CHECK_RC(store_set(c, "/k1", "1", 1), 0);
+	CHECK_RC(store_get(c, "/k1", 1000, &v, &len), 0);
+	free(v);
+	CHECK(raw_read(fd2, b, 1, 100) == -1);
+	CHECK_RC(store_set(c, "/dup", "d", 1), 0);
+	CHECK(raw_read(fd2, b, 1, 2000) == 1 && b[0] == 0);
+	CHECK(raw_read(fd3, b, 1, 100) == -1);
+	CHECK_RC(store_compare_set(c, "/viacas", "", 0, "c", 1, &v, &len), 0);
+	free(v);
+	CHECK(raw_read(fd3, b, 1, 2000) == 1 && b[0] == 0); /* libuv wakes */
+	close(fd2);
+	close(fd3);
+	store_close(c);
+	return NULL;
+}
+
+Test(store_server, vanished_waiter, .timeout = 30) { run_scenario(vanished_waiter, NULL); }
+
+/* G3 extras by hand: PING echo, CANCEL_WAIT, queues, barrier, list_keys. */
+static const char *g3_extras(int port)
+{
+	static const char hello[] = "\x00\xce\xf7\x85\x3c\x0d\x92\x10\0\0";
+	static const char wait_x[] = "\x06\x01\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0/x";
+	static const char cancel[] = "\x0c";
+	static const char push[] = "\x0e\x02\0\0\0\0\0\0\0/q\x01\0\0\0\0\0\0\0A";
+	static const char pop[] = "\x0f\x02\0\0\0\0\0\0\0/q";
+	static const char qlen[] = "\x10\x02\0\0\0\0\0\0\0/q";
+	static const char barrier[] = "\x12\x02\0\0\0\0\0\0\0/b\x02\0\0\0\0\0\0\0";
+	static const char list[] = "\x11";
+	unsigned char b[64];
+	int fd, fd2;
+
+	fd = raw_connect(port);
+	fd2 = raw_connect(port);
+	CHECK(fd >= 0 && fd2 >= 0);
+	CHECK(send(fd, hello, 10, 0) == 10);
+	CHECK(raw_read(fd, b, 4, 2000) == 4 && memcmp(b, "\x92\x10\0\0", 4) == 0);
+	CHECK(send(fd, wait_x, sizeof(wait_x) - 1, 0) > 0);
+	CHECK(raw_read(fd, b, 1, 100) == -1);
+	CHECK(send(fd, cancel, 1, 0) == 1);
+	CHECK(raw_read(fd, b, 1, 2000) == 1 && b[0] == 1);
+	/* A blocking pop waits on the queue's key; a push satisfies it. */
+	CHECK(send(fd2, hello, 10, 0) == 10);
+	CHECK(raw_read(fd2, b, 4, 2000) == 4);
+	CHECK(send(fd2, "\x06\x01\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0/q", 19, 0) == 19);
+	CHECK(send(fd, push, sizeof(push) - 1, 0) > 0);
+	CHECK(raw_read(fd2, b, 1, 2000) == 1 && b[0] == 0);
+	CHECK(send(fd, qlen, sizeof(qlen) - 1, 0) > 0);
+	CHECK(raw_read(fd, b, 8, 2000) == 8 && b[0] == 1);
+	CHECK(send(fd, pop, sizeof(pop) - 1, 0) > 0);
+	CHECK(raw_read(fd, b, 17, 2000) == 17 && b[0] == 1 && b[8] == 1 && b[16] == 'A');
+	CHECK(send(fd, pop, sizeof(pop) - 1, 0) > 0);
+	CHECK(raw_read(fd, b, 8, 2000) == 8 && b[0] == 0);
+	/* Barrier of 2: the first is parked, the second releases both. */
+	CHECK(send(fd, barrier, sizeof(barrier) - 1, 0) > 0);
+	CHECK(raw_read(fd, b, 1, 100) == -1);
+	CHECK(send(fd2, barrier, sizeof(barrier) - 1, 0) > 0);
+	CHECK(raw_read(fd2, b, 1, 2000) == 1 && b[0] == 0);
+	CHECK(raw_read(fd, b, 1, 2000) == 1 && b[0] == 0);
+	/* LIST_KEYS: only "/b" has a value (the queue is not a key). */
+	CHECK(send(fd, list, 1, 0) == 1);
+	CHECK(raw_read(fd, b, 8 + 8 + 2, 2000) == 18 && b[0] == 1 && b[16] == '/' && b[17] == 'b');
+	close(fd);
+	close(fd2);
+	return NULL;
+}
+
+Test(store_server, g3_extras, .timeout = 30) { run_scenario(g3_extras, NULL); }
+
+/* Whether the server closed fd (EOF or reset within 2 s). */
+static int raw_closed(int fd)
+{
+	unsigned char b;
+
+	return raw_read(fd, &b, 1, 2000) == 0;
+}
+
+/* Each limit and bad request closes only its connection. */
+static const char *limits(int port)
+{
+	struct crun_store_client *good, *c;
+	char big[256];
+	void *v;
+	size_t len;
+	int64_t n;
+	int fd, i;
+
+	memset(big, 'x', sizeof(big));
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &good), 0);
+	CHECK_RC(store_set(good, "/ok", "1", 1), 0);
+
+	/* Key too long. */
+	fd = raw_connect(port);
+	CHECK(send(fd, "\x00\x11\0\0\0\0\0\0\0", 9, 0) == 9);
+	CHECK(raw_closed(fd));
+	close(fd);
+	/* Value too long: the client sees the connection go. */
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
+	CHECK_RC(store_set(c, "/v", big, 65), 0);
+	CHECK(store_num_keys(c, &n) != 0);
+	store_close(c);
+	/* Too many keys in a WAIT. */
+	fd = raw_connect(port);
+	CHECK(send(fd, "\x05\x05\0\0\0\0\0\0\0", 9, 0) == 9);
+	CHECK(raw_closed(fd));
+	close(fd);
+	/* Unknown opcode, and ADD on a value that is not a number. */
+	fd = raw_connect(port);
+	CHECK(send(fd, "\xff", 1, 0) == 1);
+	CHECK(raw_closed(fd));
+	close(fd);
+	CHECK_RC(store_connect_ex("127.0.0.1", port, 5000, CRUN_STORE_G0, &c), 0);
+	CHECK_RC(store_set(c, "/t", "abc", 3), 0);
+	CHECK(store_add(c, "/t", 1, &n) != 0);
+	store_close(c);
+	/* The store's memory: 4096 bytes, each entry costs at least 64. */
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
+	for (i = 0; i < 100; i++) {
+		char k[16];
+
+		snprintf(k, sizeof(k), "/m%d", i);
+		if (store_set(c, k, big, 60) != 0)
+			break;
+		if (store_add(c, "/cnt", 0, &n) != 0)
+			break;
+	}
+	CHECK(i < 100);
+	store_close(c);
+	/* Through all that, the good client was undisturbed. */
+	CHECK_RC(store_get(good, "/t", 1000, &v, &len), 0);
+	CHECK(vals_eq(v, len, "abc"));
+	free(v);
+	CHECK_RC(store_get(good, "/ok", 1000, &v, &len), 0);
+	free(v);
+	store_close(good);
+	return NULL;
+}
+
+Test(store_server, limits, .timeout = 30)
+{
+	struct crun_store_limits lim = {16, 64, 4, 4096, 100};
+
+	run_scenario(limits, &lim);
+}
+
+/* Connections beyond max_conns are closed; the others keep working. */
+static const char *max_conns(int port)
+{
+	struct crun_store_client *c[3];
+	int fd, i;
+
+	for (i = 0; i < 3; i++)
+		CHECK_RC(store_connect("127.0.0.1", port, 5000, &c[i]), 0);
+	fd = raw_connect(port);
+	CHECK(fd >= 0 && raw_closed(fd));
+	close(fd);
+	for (i = 0; i < 3; i++) {
+		CHECK_RC(store_set(c[i], "/k", "v", 1), 0);
+		CHECK_RC(store_add(c[i], "/n", 1, NULL), 0);
+		store_close(c[i]);
+	}
+	return NULL;
+}
+
+Test(store_server, max_conns, .timeout = 30)
+{
+	struct crun_store_limits lim;
+
+	store_limits_default(&lim);
+	lim.max_conns = 3;
+	run_scenario(max_conns, &lim);
+}
+
+/* Requests split into single bytes and glued back to back. */
+static const char *fragments(int port)
+{
+	/* SET /p='1' + GET /p in one write (probe capture), then byte by byte. */
+	static const unsigned char two[] = {
+		0x00, 0x02, 0, 0, 0, 0, 0, 0, 0, '/', 'p', 0x01, 0, 0, 0, 0, 0, 0, 0, '1',
+		0x02, 0x02, 0, 0, 0, 0, 0, 0, 0, '/', 'p'};
+	unsigned char b[9];
+	size_t i;
+	int fd = raw_connect(port);
+
+	CHECK(fd >= 0);
+	CHECK(send(fd, two, sizeof(two), 0) == (ssize_t)sizeof(two));
+	CHECK(raw_read(fd, b, 9, 2000) == 9 && b[0] == 1 && b[8] == '1');
+	for (i = 0; i < sizeof(two); i++) {
+		CHECK(send(fd, two + i, 1, 0) == 1);
+		usleep(1000);
+	}
+	CHECK(raw_read(fd, b, 9, 2000) == 9 && b[0] == 1 && b[8] == '1');
+	close(fd);
+	return NULL;
+}
+
+Test(store_server, fragments, .timeout = 30) { run_scenario(fragments, NULL); }
+
+/* The in-process API and a server adopting a bound fd. */
+static void on_closed(void *data)
+{
+	*(int *)data = 1;
+}
+
+Test(store_server, in_process_and_fd, .timeout = 30)
+{
+	struct crun_store_server *srv;
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	uv_loop_t loop;
+	const void *v;
+	size_t len;
+	int64_t n;
+	int fd, closed = 0;
+
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	uv_loop_init(&loop);
+	cr_assert_eq(store_server_new_fd(&loop, fd, NULL, &srv), 0);
+	cr_assert_eq(store_server_port(srv), ntohs(sa.sin_port));
+	cr_assert_eq(store_server_get(srv, "k", &v, &len), CRUN_ENOTFOUND);
+	cr_assert_eq(store_server_set(srv, "k", "v", 1), 0);
+	cr_assert_eq(store_server_get(srv, "k", &v, &len), 0);
+	cr_assert(len == 1 && memcmp(v, "v", 1) == 0);
+	cr_assert_eq(store_server_add(srv, "n", 7, &n), 0);
+	cr_assert_eq(n, 7);
+	cr_assert_eq(store_server_add(srv, "k", 1, &n), CRUN_EPROTO);
+	store_server_close(srv, on_closed, &closed);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_assert(closed);
+	cr_assert_eq(uv_loop_close(&loop), 0);
+}
