@@ -29,13 +29,16 @@
 #include <stdarg.h>
 
 #include "crun/err.h"
+#include "crun/rdzv.h"
+#include "crun/rdzv_store.h"
 #include "crun/report.h"
+#include "crun/store.h"
 #include "agent.h"
 
 extern char **environ;
 
 enum agent_state { A_ROUND, A_RUNNING, A_STOPPING, A_DONE };
-enum stop_reason { STOP_NONE, STOP_FAILURE, STOP_SIGNAL };
+enum stop_reason { STOP_NONE, STOP_FAILURE, STOP_SIGNAL, STOP_PEER };
 
 struct agent {
 	uv_loop_t loop;
@@ -60,10 +63,33 @@ struct agent {
 	struct round round;
 	int failed_rank;
 	int exit_status;
+
+	/* Multi-node: the rendezvous and the store it runs over. */
+	int multi;
+	struct crun_rdzv_store *rs;
+	struct crun_rdzv *rdzv;
+	struct rdzv_result res;
+	int peer_kind;		/* why another node ended the round */
+	char peer_why[512];
+	char addr[256];		/* this node's address for MASTER_ADDR */
+	int own_status;		/* the root failure's status on this node */
+	struct crun_failure *pending_report;
+	int npending;
+	char report_path[PATH_MAX];
+
+	/* The workers' store of the current round (agent store mode). */
+	struct crun_store_server *wstore;
+	int closing;		/* objects still closing at exit */
+	int logs_ready;
+	struct crun_store_limits defaults;
 };
 
 static void agent_round_start(struct agent *a);
 static void agent_finish(struct agent *a, int status);
+static void agent_drop_report(struct agent *a, int print);
+static int reserve_port(struct agent *a, int *port);
+static int agent_setup_logs(struct agent *a);
+static char *make_run_id(const char *host);
 
 const struct crun_cfg *agent_cfg(const struct agent *a)
 {
@@ -188,9 +214,35 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 
 void agent_on_worker_exit(struct agent *a, struct worker *w)
 {
+	char why[400];
+
 	if (a->state != A_RUNNING || w->status == 0)
 		return;
 	agent_stop_group(a, STOP_FAILURE, SIGTERM);
+	if (a->multi) {
+		/* Every node stops now, not after a collective times out. */
+		snprintf(why, sizeof(why), "%d rank %d (local rank %d) on %s exited with %d",
+			 w->status, a->round.ranks.base_rank + w->local_rank, w->local_rank,
+			 a->host, w->status);
+		rdzv_end_round(a->rdzv, RDZV_END_FAILURE, why);
+	}
+}
+
+/* Another node (or the store) ended the round: stop our workers too. */
+static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why, void *data)
+{
+	struct agent *a = data;
+
+	(void)r;
+	if (a->peer_kind == 0) {
+		a->peer_kind = kind;
+		snprintf(a->peer_why, sizeof(a->peer_why), "%s", why);
+	}
+	if (a->state == A_RUNNING) {
+		say("round %d ended: %s", a->res.round,
+		    kind == RDZV_END_FAILURE ? "a worker failed on another node" : why);
+		agent_stop_group(a, STOP_PEER, SIGTERM);
+	}
 }
 
 /* Read the last bytes of a log file into the worker's tail. */
@@ -248,6 +300,120 @@ static int agent_collect_failures(struct agent *a, struct crun_failure **out)
 	return n;
 }
 
+
+/* Keep a round's failures until the job-wide decision about a restart. */
+static struct crun_failure *report_dup(const struct crun_failure *f, int n)
+{
+	struct crun_failure *c = calloc((size_t)n, sizeof(*c));
+
+	for (int i = 0; c && i < n; i++) {
+		c[i] = f[i];
+		c[i].error_file = f[i].error_file ? strdup(f[i].error_file) : NULL;
+		c[i].message = f[i].message ? strdup(f[i].message) : NULL;
+		c[i].traceback = f[i].traceback ? strdup(f[i].traceback) : NULL;
+	}
+	return c;
+}
+
+static void agent_drop_report(struct agent *a, int print)
+{
+	if (a->pending_report && print) {
+		report_print(stderr, a->cfg->argv[0], a->pending_report, a->npending);
+		if (*a->report_path)
+			say("failure report saved to %s", a->report_path);
+	}
+	for (int i = 0; i < a->npending; i++)
+		failure_release(&a->pending_report[i]);
+	free(a->pending_report);
+	a->pending_report = NULL;
+	a->npending = 0;
+}
+
+static void agent_on_left(struct crun_rdzv *r, void *data)
+{
+	struct agent *a = data;
+
+	(void)r;
+	agent_finish(a, a->exit_status);
+}
+
+/* Leave the rendezvous (others learn we are done), then exit with status. */
+static void agent_leave(struct agent *a, int status)
+{
+	a->exit_status = status;
+	if (rdzv_finish(a->rdzv, agent_on_left, a))
+		agent_finish(a, status);
+}
+
+static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
+{
+	struct agent *a = data;
+	int kind = a->peer_kind, status;
+
+	if (ok) {
+		agent_drop_report(a, 0);
+		if (kind == RDZV_END_FAILURE)
+			say("re-forming the group: restart %d of %d after a worker failure",
+			    rdzv_restarts(r), a->cfg->max_restarts);
+		else
+			say("re-forming the group (%s); no restart is spent",
+			    kind == RDZV_END_JOIN ? "a new node joins" : a->peer_why);
+		a->peer_kind = 0;
+		agent_round_start(a);
+		return;
+	}
+	agent_drop_report(a, 1);
+	if (kind == RDZV_END_FAILURE) {
+		/* The job's failure status: ours if we failed, else the peer's. */
+		status = a->own_status ? a->own_status : (int)strtol(a->peer_why, NULL, 10);
+		if (status <= 0)
+			status = 1;
+		say("job failed: %s; no restarts left (--max_restarts=%d); exiting with "
+		    "status %d", strchr(a->peer_why, ' ') ? strchr(a->peer_why, ' ') + 1
+							   : a->peer_why,
+		    a->cfg->max_restarts, status);
+	} else if (kind == RDZV_END_SUCCESS) {
+		status = 1;
+		say("cannot restart: another node already finished");
+	} else {
+		status = 1;
+		say("job stopped: %s%s", a->peer_why,
+		    kind == RDZV_END_DEAD ? " (too few nodes remain, or the static backend)"
+					  : "");
+	}
+	if (kind == RDZV_END_LOST)
+		agent_finish(a, status);
+	else
+		agent_leave(a, status);
+}
+
+static void agent_multi_round_end(struct agent *a, int nf, int status)
+{
+	char why[300];
+
+	if (a->reason == STOP_SIGNAL) {
+		/* A departure, not the end of the job: the others re-form. */
+		snprintf(why, sizeof(why), "%s left (%s)", a->host, cfg_signame(a->stop_signal));
+		rdzv_end_round(a->rdzv, RDZV_END_DEAD, why);
+		agent_finish(a, 128 + a->stop_signal);
+		return;
+	}
+	if (nf == 0 && a->reason == STOP_NONE) {
+		agent_leave(a, 0);
+		return;
+	}
+	if (nf > 0)
+		a->own_status = status;
+	if (a->peer_kind == 0) {
+		/* Our own failure; the watch reports it too, maybe later. */
+		a->peer_kind = RDZV_END_FAILURE;
+		snprintf(a->peer_why, sizeof(a->peer_why), "%d rank %d on %s", status,
+			 a->failed_rank, a->host);
+	}
+	if (rdzv_may_restart(a->rdzv, a->peer_kind, agent_on_may_restart, a))
+		agent_on_may_restart(a->rdzv, 0, a);
+}
+
 static void agent_round_end(struct agent *a)
 {
 	struct crun_failure *f = NULL;
@@ -261,7 +427,7 @@ static void agent_round_end(struct agent *a)
 		a->port_fd = -1;
 	}
 	nf = agent_collect_failures(a, &f);
-	restart = nf > 0 && a->reason == STOP_FAILURE && a->restarts_left > 0;
+	restart = !a->multi && nf > 0 && a->reason == STOP_FAILURE && a->restarts_left > 0;
 	if (nf > 0) {
 		root = report_root(f, nf);
 		status = f[root].exitcode;
@@ -279,11 +445,17 @@ static void agent_round_end(struct agent *a)
 		    f[root].signal ? ", " : "",
 		    f[root].signal ? cfg_signame(f[root].signal) : "",
 		    a->restart_count, a->cfg->max_restarts);
-	} else if (nf > 0) {
+	} else if (nf > 0 && !a->multi) {
 		a->failed_rank = f[root].rank;
 		report_print(stderr, ep, f, nf);
 		if (*path)
 			say("failure report saved to %s", path);
+	} else if (nf > 0) {
+		/* Printed if the job-wide decision is not to restart. */
+		a->failed_rank = f[root].rank;
+		a->pending_report = report_dup(f, nf);
+		a->npending = nf;
+		snprintf(a->report_path, sizeof(a->report_path), "%s", path);
 	}
 	for (int i = 0; i < a->nworkers; i++)
 		worker_release(&a->workers[i]);
@@ -294,16 +466,20 @@ static void agent_round_end(struct agent *a)
 		failure_release(&f[i]);
 	free(f);
 
-	if (a->reason == STOP_SIGNAL)
-		agent_finish(a, 128 + a->stop_signal);
-	else if (restart)
-		agent_round_start(a);
-	else if (nf > 0) {
-		say("worker group failed; exiting with status %d (that of rank %d)",
-		    status, a->failed_rank);
-		agent_finish(a, status);
-	} else
-		agent_finish(a, 0);
+	if (!a->multi) {
+		if (a->reason == STOP_SIGNAL)
+			agent_finish(a, 128 + a->stop_signal);
+		else if (restart)
+			agent_round_start(a);
+		else if (nf > 0) {
+			say("worker group failed; exiting with status %d (that of rank %d)",
+			    status, a->failed_rank);
+			agent_finish(a, status);
+		} else
+			agent_finish(a, 0);
+		return;
+	}
+	agent_multi_round_end(a, nf, status);
 }
 
 void agent_on_worker_done(struct agent *a, struct worker *w)
@@ -367,40 +543,75 @@ static int make_attempt_dir(struct agent *a)
 }
 
 /* The rendezvous of a single node: it is group rank 0 of a group of one. */
-static void agent_round_start(struct agent *a)
+static void agent_on_wstore_closed(void *data)
+{
+	struct agent *a = data;
+
+	a->closing--;
+}
+
+/*
+ * Start the workers' store of a round (called on group rank 0): a fresh
+ * keyspace per round serves PyTorch versions that prefix /worker/attempt_<n>
+ * and those that expect a new store per attempt alike. Without the agent
+ * store, hold a free port for worker rank 0's own TCPStore instead.
+ */
+static int agent_start_master(void *data, int round, int *port)
+{
+	struct agent *a = data;
+	int want = a->cfg->master_port >= 0 ? a->cfg->master_port : 0, rc;
+
+	(void)round;
+	if (a->wstore) {
+		a->closing++;
+		store_server_close(a->wstore, agent_on_wstore_closed, a);
+		a->wstore = NULL;
+	}
+	if (!a->cfg->agent_store)
+		return reserve_port(a, port);
+	rc = store_server_new(&a->loop, NULL, want, &a->cfg->store, &a->wstore);
+	if (rc)
+		return rc;
+	store_server_set_quiet(a->wstore, 1);
+	*port = store_server_port(a->wstore);
+	return 0;
+}
+
+/* A round is formed: start this node's workers with its result. */
+static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 {
 	struct crun_cfg *cfg = a->cfg;
-	struct crun_node_info self = {cfg->role, cfg->nproc_per_node};
-	struct round *rp = &a->round, r;
+	struct round *rp = &a->round;
 	char errmsg[512];
 	int rc;
 
-	a->state = A_ROUND;
-	a->reason = STOP_NONE;
-	memset(&r, 0, sizeof(r));
-	env_compute_ranks(&self, 1, 0, &r.ranks);
-	r.restart_count = a->restart_count;
-	r.master_addr = cfg->local_addr ? cfg->local_addr : "127.0.0.1";
-	if (strcmp(cfg->rdzv_backend, "static") == 0 && cfg->master_port >= 0) {
-		r.master_addr = cfg->master_addr;
-		r.master_port = cfg->master_port;
-	} else if ((rc = reserve_port(a, &r.master_port))) {
-		say("cannot reserve a port for MASTER_PORT: %s", crun_strerror(rc));
+	memset(rp, 0, sizeof(*rp));
+	rp->ranks = res->ranks;
+	rp->restart_count = res->round;
+	rp->master_addr = res->master_addr;
+	rp->master_port = res->master_port;
+	rp->use_agent_store = cfg->agent_store;
+	if (a->multi && !a->logs_ready && agent_setup_logs(a)) {
 		agent_finish(a, 1);
 		return;
 	}
-	r.use_agent_store = 0;
+	a->logs_ready = 1;
 	if (make_attempt_dir(a)) {
 		agent_finish(a, 1);
 		return;
 	}
-	r.attempt_dir = a->attempt_dir;
-	*rp = r;
+	rp->attempt_dir = a->attempt_dir;
+	if (a->multi)
+		say("round %d: group rank %d of %d, ranks %d-%d of %d, store %s:%d",
+		    res->round, res->ranks.group_rank, res->ranks.group_world_size,
+		    res->ranks.base_rank, res->ranks.base_rank + res->ranks.local_world_size - 1,
+		    res->ranks.world_size, res->master_addr, res->master_port);
 
 	a->nworkers = cfg->nproc_per_node;
 	a->ndone = 0;
 	a->workers = calloc((size_t)a->nworkers, sizeof(*a->workers));
 	a->state = A_RUNNING;
+	a->reason = STOP_NONE;
 	for (int i = 0; i < a->nworkers; i++) {
 		rc = worker_start(a, &a->workers[i], i, rp, errmsg, sizeof(errmsg));
 		if (rc == 0)
@@ -424,6 +635,64 @@ static void agent_round_start(struct agent *a)
 	}
 }
 
+static void agent_on_round(struct crun_rdzv *r, int status, const struct rdzv_result *res,
+			   void *data)
+{
+	struct agent *a = data;
+
+	if (a->state == A_DONE)
+		return;
+	if (status) {
+		say("%s", rdzv_errmsg(r));
+		agent_finish(a, 1);
+		return;
+	}
+	a->res = *res;
+	if (a->cfg->rdzv_id == NULL || strcmp(a->cfg->rdzv_id, res->run_id)) {
+		free(a->cfg->rdzv_id);
+		a->cfg->rdzv_id = strdup(res->run_id);
+	}
+	agent_round_ready(a, &a->res);
+}
+
+/* Meet the other nodes (or, alone, just be group rank 0 of one). */
+static void agent_round_start(struct agent *a)
+{
+	struct crun_cfg *cfg = a->cfg;
+	struct crun_node_info self = {cfg->role, cfg->nproc_per_node};
+	struct rdzv_result *res = &a->res;
+	int rc;
+
+	a->state = A_ROUND;
+	a->reason = STOP_NONE;
+	if (a->multi) {
+		rc = rdzv_next(a->rdzv, agent_on_round, a);
+		if (rc) {
+			say("cannot join the rendezvous: %s", crun_strerror(rc));
+			agent_finish(a, 1);
+		}
+		return;
+	}
+	memset(res, 0, sizeof(*res));
+	env_compute_ranks(&self, 1, 0, &res->ranks);
+	res->round = a->restart_count;
+	snprintf(res->master_addr, sizeof(res->master_addr), "%s",
+		 cfg->local_addr ? cfg->local_addr
+		 : strcmp(cfg->rdzv_backend, "static") == 0 ? cfg->master_addr
+							     : "127.0.0.1");
+	if (a->port_fd >= 0) {
+		close(a->port_fd);
+		a->port_fd = -1;
+	}
+	rc = agent_start_master(a, res->round, &res->master_port);
+	if (rc) {
+		say("cannot start the workers' store: %s", crun_strerror(rc));
+		agent_finish(a, 1);
+		return;
+	}
+	agent_round_ready(a, res);
+}
+
 /* --- start and finish --------------------------------------------------- */
 
 static int rm_entry(const char *path, const struct stat *st, int flag,
@@ -440,17 +709,122 @@ static void agent_on_handle_closed(uv_handle_t *h)
 	(void)h;
 }
 
+static void agent_on_rs_closed(void *data)
+{
+	struct agent *a = data;
+
+	rdzv_store_free(a->rs);
+	a->rs = NULL;
+}
+
+/* Close every handle; the loop then runs dry and agent_run returns. */
 static void agent_finish(struct agent *a, int status)
 {
 	if (a->state == A_DONE)
 		return;
 	a->state = A_DONE;
 	a->exit_status = status;
+	agent_drop_report(a, 0);
 	for (int i = 0; i < a->nsigs; i++)
 		uv_close((uv_handle_t *)&a->sigs[i], agent_on_handle_closed);
 	uv_close((uv_handle_t *)&a->kill_timer, agent_on_handle_closed);
 	procs_close(a->procs, NULL, NULL);
 	a->procs = NULL;
+	if (a->port_fd >= 0) {
+		close(a->port_fd);
+		a->port_fd = -1;
+	}
+	if (a->wstore) {
+		store_server_close(a->wstore, NULL, NULL);
+		a->wstore = NULL;
+	}
+	/* The rendezvous first: the store's pending replies then find it done. */
+	if (a->rdzv) {
+		rdzv_free(a->rdzv);
+		a->rdzv = NULL;
+	}
+	if (a->rs)
+		rdzv_store_close(a->rs, agent_on_rs_closed, a);
+}
+
+static void agent_on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
+{
+	struct agent *a = data;
+	struct crun_cfg *cfg = a->cfg;
+	struct rdzv_opts o;
+	int rc, is_host = rdzv_store_is_host(rs);
+
+	if (status) {
+		say("%s", rdzv_store_errmsg(rs));
+		agent_finish(a, 1);
+		return;
+	}
+	if (is_host && cfg->rdzv_id == NULL)
+		cfg->rdzv_id = make_run_id(a->host);
+	snprintf(a->addr, sizeof(a->addr), "%s", cfg->local_addr ? cfg->local_addr : a->host);
+	if (is_host && !cfg->local_addr) {
+		char h[256];
+		int port;
+
+		/* Others reach the host the way they reach the endpoint. */
+		if (cfg_split_endpoint(cfg->rdzv_endpoint, h, sizeof(h), &port) == 0)
+			snprintf(a->addr, sizeof(a->addr), "%s", h);
+	}
+	memset(&o, 0, sizeof(o));
+	o.run_id = cfg->rdzv_id;
+	o.min_nodes = cfg->nnodes_min;
+	o.max_nodes = cfg->nnodes_max;
+	o.static_rank = strcmp(cfg->rdzv_backend, "static") == 0 ? cfg->node_rank : -1;
+	o.max_restarts = cfg->max_restarts;
+	o.host = a->host;
+	o.addr = a->addr;
+	o.is_store_host = is_host;
+	o.nproc = cfg->nproc_per_node;
+	o.role = cfg->role;
+	o.join_timeout = cfg->rdzv.join_timeout;
+	o.last_call_timeout = cfg->rdzv.last_call_timeout;
+	o.close_timeout = cfg->rdzv.close_timeout;
+	o.keep_alive_interval = cfg->rdzv.keep_alive_interval;
+	o.keep_alive_max_attempt = cfg->rdzv.keep_alive_max_attempt;
+	o.start_master = agent_start_master;
+	o.data = a;
+	rc = rdzv_new(&a->loop, &o, &rdzv_store_ops, rs, agent_on_rdzv_end, &a->rdzv);
+	if (rc) {
+		say("cannot start the rendezvous: %s", crun_strerror(rc));
+		agent_finish(a, 1);
+		return;
+	}
+	agent_round_start(a);
+}
+
+/* Multi-node: host or reach the rendezvous store, then join rounds. */
+static int agent_multi_start(struct agent *a)
+{
+	struct crun_cfg *cfg = a->cfg;
+	struct rdzv_store_opts o;
+	char host[256], errmsg[512] = "";
+	int port, rc, is_static = strcmp(cfg->rdzv_backend, "static") == 0;
+
+	if (*cfg->rdzv_endpoint == '\0' ||
+	    cfg_split_endpoint(cfg->rdzv_endpoint, host, sizeof(host), &port)) {
+		say("multi-node runs need --rdzv_endpoint=HOST[:PORT] (c10d) or "
+		    "--master_addr/--master_port (static)");
+		return CRUN_EUSAGE;
+	}
+	memset(&o, 0, sizeof(o));
+	o.host = host;
+	o.port = port >= 0 ? port : is_static ? 29500 : 29400;
+	o.is_host = cfg->rdzv.is_host;
+	if (o.is_host < 0 && is_static)
+		o.is_host = cfg->node_rank == 0;
+	o.timeout_ms = (int)(cfg->rdzv.join_timeout * 1000);
+	o.limits = &cfg->store;
+	o.errmsg = errmsg;
+	o.errlen = sizeof(errmsg);
+	rc = rdzv_store_open(&a->loop, &o, agent_on_rs_open, a, &a->rs);
+	if (rc)
+		say("%s", *errmsg ? errmsg : crun_strerror(rc));
+	return rc;
 }
 
 /* A unique run id: torchrun's default "none" makes unrelated jobs collide. */
@@ -503,6 +877,21 @@ static int agent_setup_logs(struct agent *a)
 	return 0;
 }
 
+/* Store limits the user did not set come from the store's defaults. */
+static void agent_fill_limits(struct crun_cfg *cfg, const struct crun_store_limits *d)
+{
+	if (cfg->store.max_key == 0)
+		cfg->store.max_key = d->max_key;
+	if (cfg->store.max_value == 0)
+		cfg->store.max_value = d->max_value;
+	if (cfg->store.max_keys == 0)
+		cfg->store.max_keys = d->max_keys;
+	if (cfg->store.max_memory == 0)
+		cfg->store.max_memory = d->max_memory;
+	if (cfg->store.max_conns == 0)
+		cfg->store.max_conns = d->max_conns;
+}
+
 int agent_run(struct crun_cfg *cfg)
 {
 	struct agent a;
@@ -514,8 +903,11 @@ int agent_run(struct crun_cfg *cfg)
 	a.restarts_left = cfg->max_restarts;
 	if (gethostname(a.host, sizeof(a.host) - 1))
 		snprintf(a.host, sizeof(a.host), "localhost");
-	if (cfg->rdzv_id == NULL)
+	a.multi = cfg->nnodes_max > 1;
+	if (cfg->rdzv_id == NULL && !a.multi)
 		cfg->rdzv_id = make_run_id(a.host);
+	store_limits_default(&a.defaults);
+	agent_fill_limits(cfg, &a.defaults);
 
 	rc = uv_loop_init(&a.loop);
 	if (rc) {
@@ -543,10 +935,14 @@ int agent_run(struct crun_cfg *cfg)
 		say("setting OMP_NUM_THREADS=1 for each worker (unset, and %d workers "
 		    "share this node); set it yourself to tune", cfg->nproc_per_node);
 
-	if (agent_setup_logs(&a) == 0)
+	if (a.multi) {
+		if (agent_multi_start(&a))
+			agent_finish(&a, 1);
+	} else if (agent_setup_logs(&a) == 0) {
 		agent_round_start(&a);
-	else
+	} else {
 		agent_finish(&a, 1);
+	}
 
 	uv_run(&a.loop, UV_RUN_DEFAULT);
 	rc = uv_loop_close(&a.loop);

@@ -98,10 +98,6 @@ int main(int argc, char **argv)
 		cfg_release(&cfg);
 		return usage_error(msg);
 	}
-	if (cfg.nnodes_max > 1) {
-		cfg_release(&cfg);
-		return usage_error("multi-node rendezvous is not built yet: use --nnodes=1");
-	}
 	rc = agent_run(&cfg);
 	cfg_release(&cfg);
 	return rc;

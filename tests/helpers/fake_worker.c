@@ -12,6 +12,8 @@
  *   errorfile MSG       write torchelastic's error.json to $TORCHELASTIC_ERROR_FILE
  *   fail-if-attempt N C exit C when TORCHELASTIC_RESTART_COUNT is N
  *   fail-if-rank R C    exit C when RANK is R
+ *   fail-if R N C       exit C when RANK is R on restart attempt N
+ *   hang-if-attempt N   wait for signals forever on restart attempt N
  *   sleep MS            sleep MS milliseconds
  *   hang                wait for signals forever
  *   signal SIG          kill itself with SIG (SEGV, ABRT, KILL, TERM)
@@ -142,6 +144,15 @@ int main(int argc, char **argv)
 			if (strcmp(envs("RANK"), argv[i + 1]) == 0)
 				return num(argv[i + 2]);
 			i += 2;
+		} else if (strcmp(a, "fail-if") == 0 && i + 3 < argc) {
+			if (strcmp(envs("RANK"), argv[i + 1]) == 0 &&
+			    strcmp(envs("TORCHELASTIC_RESTART_COUNT"), argv[i + 2]) == 0)
+				return num(argv[i + 3]);
+			i += 3;
+		} else if (strcmp(a, "hang-if-attempt") == 0 && i + 1 < argc) {
+			if (strcmp(envs("TORCHELASTIC_RESTART_COUNT"), argv[++i]) == 0)
+				for (;;)
+					pause();
 		} else if (strcmp(a, "sleep") == 0 && i + 1 < argc) {
 			usleep((useconds_t)num(argv[++i]) * 1000);
 		} else if (strcmp(a, "hang") == 0) {

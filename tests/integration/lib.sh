@@ -38,3 +38,6 @@ wait_for() {
 	while [ $_n -gt 0 ]; do "$@" && return 0; sleep 0.1; _n=$((_n-1)); done
 	return 1
 }
+
+# Is something listening on TCP port $1 (in this network namespace)?
+listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }

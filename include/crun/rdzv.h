@@ -1,0 +1,177 @@
+/*
+ * Dynamic rendezvous (torchrun's c10d algorithm, redone to be O(N) and
+ * clock-free), written against a small key-value interface so that any
+ * backend with these operations can carry it: the crun store today
+ * (rdzv_kv_store), etcd v3 later.
+ *
+ * A round R lives under "crun/<run_id>/r<R>/":
+ *   join        counter: a node's ADD gives its arrival index i (1-based)
+ *   node/<i>    that node's descriptor (host, address, nproc, role, pid...)
+ *   closed      counter: 0 while open, then the number of participants N
+ *   assign/<i>  group rank and rank arithmetic of node i, written by the
+ *               node that closed the round, in one MULTI_SET
+ *   assigned    set once the assignment is written ("ok" or "abort: why")
+ *   master      "addr port" of the workers' store, set by group rank 0
+ *   hb/<g>      heartbeat counter of group rank g
+ *   end         why the round ended: "F <code> <rank> <host>" a worker
+ *               failed, "J <host>" a node waits to join, "D <host>" a node
+ *               died, "S" a node succeeded and left, "X <why>" fatal
+ *   finished    counter of nodes whose workers all succeeded
+ * plus "crun/<run_id>/round" (the current round), ".../config" (nnodes and
+ * backend, which every node must agree on), ".../restarts" (job-wide count
+ * of failure restarts) and "crun/job" (the run id of the endpoint's job).
+ *
+ * Joining: ADD join, SET node/i. Participant i >= MIN arms the last-call
+ * timer (at once when i reaches MAX or the count the round expects); when
+ * it fires it tries to close: compare-and-set closed 0 -> N. The winner
+ * reads the N descriptors (one MULTI_GET), orders them (the store host's
+ * node first, then by host, address and pid; the static backend by
+ * --node_rank), computes prefix sums and writes every node's assignment
+ * (one MULTI_SET). Each node then reads only its own key: O(N) operations
+ * per round in total, no whole-state compare-and-set loop.
+ *
+ * Running: every node bumps its heartbeat counter each keep_alive_interval
+ * and reads its successor's; a counter that stops for keep_alive_max_attempt
+ * intervals ends the round ("D"). A heartbeat whose reply does not come in
+ * that time means this node lost the store host. Every node waits on "end"
+ * on a second channel, so a failure anywhere stops every node at once.
+ */
+#ifndef CRUN_RDZV_H
+#define CRUN_RDZV_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "crun/env.h"
+#include "crun/store.h"
+
+struct crun_rdzv;
+
+/* ---- the key-value interface the algorithm needs ----------------------- */
+
+/** Reply callback: status 0 and r filled (r as in store.h), or an error. */
+typedef void (*rdzv_kv_cb)(int status, const struct crun_store_reply *r,
+			   void *arg);
+
+struct rdzv_kv_ops {
+	int (*add)(void *kv, const char *key, int64_t delta, rdzv_kv_cb cb, void *arg);
+	int (*set)(void *kv, const char *key, const void *v, size_t n, rdzv_kv_cb cb,
+		   void *arg);
+	int (*compare_set)(void *kv, const char *key, const void *exp, size_t elen,
+			   const void *des, size_t dlen, rdzv_kv_cb cb, void *arg);
+	/* Wait (up to timeout_ms; -1 forever) for every key, then read them. */
+	int (*multi_get)(void *kv, const char *const *keys, size_t n, int timeout_ms,
+			 rdzv_kv_cb cb, void *arg);
+	int (*multi_set)(void *kv, const char *const *keys, const void *const *vals,
+			 const size_t *lens, size_t n, rdzv_kv_cb cb, void *arg);
+	/*
+	 * Wait for key to exist and read it, on a channel of its own so the
+	 * calls above keep flowing meanwhile. One watch at a time.
+	 */
+	int (*watch)(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
+		     void *arg);
+};
+
+/* ---- the rendezvous ----------------------------------------------------- */
+
+struct rdzv_opts {
+	const char *run_id;	/* NULL: adopt the endpoint's job id */
+	int min_nodes, max_nodes;
+	int static_rank;	/* >= 0: static backend with this node rank */
+	int max_restarts;
+	const char *host;	/* this node's name (hostname or --local_addr) */
+	const char *addr;	/* this node's address for MASTER_ADDR */
+	int is_store_host;	/* this node hosts the store: group rank 0 */
+	int nproc;
+	const char *role;
+	double join_timeout, last_call_timeout, close_timeout;
+	double keep_alive_interval;
+	int keep_alive_max_attempt;
+	/*
+	 * Called on the node that becomes group rank 0 of a round, to start
+	 * the workers' store for that round; returns 0 and its port.
+	 */
+	int (*start_master)(void *data, int round, int *port);
+	void *data;
+};
+
+/* What a round gives this node. */
+struct rdzv_result {
+	int round;		/* job-wide generation: TORCHELASTIC_RESTART_COUNT */
+	struct crun_ranks ranks;
+	char master_addr[256];
+	int master_port;
+	char run_id[256];
+};
+
+/* Why a running round ended (argument of rdzv_end_cb). */
+enum rdzv_end_kind {
+	RDZV_END_FAILURE = 'F',	/* a worker failed somewhere: costs a restart */
+	RDZV_END_JOIN = 'J',	/* a node waits to join: free restart */
+	RDZV_END_DEAD = 'D',	/* a node died or stopped answering */
+	RDZV_END_SUCCESS = 'S',	/* a node finished: no restart possible */
+	RDZV_END_FATAL = 'X',	/* the job cannot go on */
+	RDZV_END_LOST = 'L',	/* this node lost the store host */
+};
+
+/** Called when the current round ends while this node runs workers. */
+typedef void (*rdzv_end_cb)(struct crun_rdzv *r, int kind, const char *why,
+			    void *data);
+/** Called once a round is formed (status 0) or cannot be (status < 0). */
+typedef void (*rdzv_round_cb)(struct crun_rdzv *r, int status,
+			      const struct rdzv_result *res, void *data);
+
+/**
+ * Create a rendezvous over kv (ops and impl stay owned by the caller and must
+ * outlive r). on_end is called for every end of a round this node takes part
+ * in, by anyone, for any reason, including this node's own rdzv_end_round.
+ */
+int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
+	     const struct rdzv_kv_ops *ops, void *kv, rdzv_end_cb on_end,
+	     struct crun_rdzv **out);
+
+/**
+ * Join the next round. cb runs exactly once: status 0 with the result, or
+ * CRUN_ERDZV_TIMEOUT (join_timeout passed; errmsg says who was missing),
+ * CRUN_ERDZV_CLOSED (the job ended, e.g. restarts exhausted elsewhere),
+ * CRUN_ERDZV_MISMATCH (another job on this endpoint), or a store error.
+ */
+int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data);
+
+/**
+ * End the current round for everyone: kind and why as in the "end" key.
+ * For RDZV_END_FAILURE the job-wide restart count goes up by one (only for
+ * the node whose end was recorded first). Returns 0 or an error.
+ */
+int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why);
+
+/**
+ * Whether the job may restart after the current round ended with
+ * kind: restarts left (job-wide) for failures, no node finished, etc.
+ * Sets *ok after reading the job-wide counters; cb runs once.
+ */
+int rdzv_may_restart(struct crun_rdzv *r, int kind,
+		     void (*cb)(struct crun_rdzv *r, int ok, void *data),
+		     void *data);
+
+/**
+ * This node's workers all succeeded: record it. The store host then waits
+ * (up to close_timeout) until every node of the round has finished or the
+ * round ended, so nobody loses the store early; cb runs once after that.
+ */
+int rdzv_finish(struct crun_rdzv *r, void (*cb)(struct crun_rdzv *r, void *data),
+		void *data);
+
+/** Job-wide failure restarts so far (as read by rdzv_may_restart). */
+int rdzv_restarts(const struct crun_rdzv *r);
+
+/** The last error message (for the agent's one-line report). */
+const char *rdzv_errmsg(const struct crun_rdzv *r);
+
+/** Stop timers and free r (pending callbacks are dropped). */
+void rdzv_free(struct crun_rdzv *r);
+
+/** Order of descriptors: exposed for unit tests. */
+int rdzv_descr_cmp(const char *a, const char *b);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * The c10d backend of the rendezvous: the key-value interface of rdzv.h
+ * over the crun store, and the choice of which agent hosts that store at the
+ * rendezvous endpoint (see rdzv_store.c for the rules).
+ */
+#ifndef CRUN_RDZV_STORE_H
+#define CRUN_RDZV_STORE_H
+
+#include <uv.h>
+
+#include "crun/rdzv.h"
+#include "crun/store.h"
+
+struct crun_rdzv_store;
+
+/** The operations to hand to rdzv_new, with the crun_rdzv_store as kv. */
+extern const struct rdzv_kv_ops rdzv_store_ops;
+
+struct rdzv_store_opts {
+	const char *host;	/* endpoint host */
+	int port;		/* endpoint port */
+	int is_host;		/* -1: host if the endpoint is this machine */
+	int timeout_ms;		/* keep trying to connect this long */
+	const struct crun_store_limits *limits;
+	char *errmsg;		/* filled on a synchronous error */
+	size_t errlen;
+};
+
+/** status 0: connected (and hosting, if chosen); else see rdzv_store_errmsg. */
+typedef void (*rdzv_store_open_cb)(struct crun_rdzv_store *s, int status, void *data);
+typedef void (*rdzv_store_close_cb)(void *data);
+
+/**
+ * Host the store if this agent should, then connect to it. cb runs once
+ * unless an error is returned (errmsg says why, e.g. CRUN_EADDRINUSE_OTHER
+ * when is_host=true and the port is taken). Close with rdzv_store_close,
+ * then free with rdzv_store_free from its callback.
+ */
+int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
+		    rdzv_store_open_cb cb, void *data, struct crun_rdzv_store **out);
+
+int rdzv_store_is_host(const struct crun_rdzv_store *s);
+const char *rdzv_store_errmsg(const struct crun_rdzv_store *s);
+struct crun_store_server *rdzv_store_server(const struct crun_rdzv_store *s);
+
+/** Close every connection (failing pending requests) and the server. */
+void rdzv_store_close(struct crun_rdzv_store *s, rdzv_store_close_cb cb, void *data);
+void rdzv_store_free(struct crun_rdzv_store *s);
+
+/** Whether host names this machine: localhost, hostname, FQDN, a local address. */
+int rdzv_host_is_local(const char *host);
+
+/** "pid N (comm)" of the process listening on TCP port, or "". */
+void rdzv_port_holder(int port, char *out, size_t len);
+
+#endif

@@ -1,0 +1,1151 @@
+/*
+ * The rendezvous algorithm (see rdzv.h for the keys and the protocol).
+ *
+ * Happy path of one round: job id and config agreed -> round number read ->
+ * ADD join gives index i -> descriptor written -> (i >= MIN) last call ->
+ * CAS closed 0 -> N -> the closer writes every assignment -> each node reads
+ * its own -> group rank 0 starts the workers' store and publishes it ->
+ * heartbeats and a watch on "end" until the round ends.
+ *
+ * Failure modes: a store error or a lost host (every pending reply fails:
+ * the round callback or on_end reports it); join_timeout (the deadline timer
+ * reports who joined); a node dying while joining (the closer's MULTI_GET
+ * of descriptors times out and aborts the round, which everyone retries);
+ * heartbeat stalls (the successor's counter stops: "D"; our own replies stop:
+ * "L"). Replies that arrive for an old round are recognised by the round
+ * number carried in each request and dropped.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crun/err.h"
+#include "crun/rdzv.h"
+
+/* An expected value no real key holds: CAS with it reads without writing. */
+#define PEEK "\001crun-peek"
+#define KEYMAX 512
+
+enum rstate { R_IDLE, R_JOINING, R_WAITING, R_RUNNING, R_ENDED, R_FINISHING, R_DONE };
+
+struct crun_rdzv {
+	uv_loop_t *loop;
+	struct rdzv_opts o;
+	const struct rdzv_kv_ops *ops;
+	void *kv;
+	rdzv_end_cb on_end;
+	char run_id[256];
+	char prefix[300];
+	char descr[700];
+	char config[200];
+	char errmsg[768];
+	enum rstate state;
+	int round;		/* current round number */
+	int index;		/* arrival index in the round */
+	int closed;		/* participants, once known */
+	int expect;		/* participants the round expects (0: unknown) */
+	int grank, gworld;
+	char succ_host[256];
+	int64_t succ_last;
+	int succ_stall;
+	uint64_t last_reply;	/* loop time of the last heartbeat reply */
+	int hb_pending;
+	uv_timer_t last_call;
+	uv_timer_t hb;
+	uv_timer_t deadline;
+	int timers;		/* initialised timer handles */
+	int deadline_phase;
+	int64_t restarts;	/* job-wide failure restarts, last read */
+	rdzv_round_cb cb;
+	void *cb_data;
+	void (*finish_cb)(struct crun_rdzv *, void *);
+	void *finish_data;
+	struct rdzv_result res;
+};
+
+/* One request in flight: the round it belongs to, and a step-specific int. */
+struct op {
+	struct crun_rdzv *r;
+	int round;
+	int arg;
+	void (*cb)(struct crun_rdzv *, int);
+	void *data;
+};
+
+static void join_round(struct crun_rdzv *r);
+static void try_close(struct crun_rdzv *r);
+static void start_running(struct crun_rdzv *r);
+
+static void key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Build "crun/<run_id>/<fmt…>" into buf (KEYMAX bytes). */
+static void key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(buf, KEYMAX, "%s", r->prefix);
+
+	va_start(ap, fmt);
+	vsnprintf(buf + n, KEYMAX - (size_t)n, fmt, ap);
+	va_end(ap);
+}
+
+static struct op *op_new(struct crun_rdzv *r, int arg)
+{
+	struct op *o = calloc(1, sizeof(*o));
+
+	if (o == NULL)
+		abort();
+	o->r = r;
+	o->round = r->round;
+	o->arg = arg;
+	return o;
+}
+
+/*
+ * Take ownership of a reply's op: returns the rendezvous if the reply is
+ * still wanted (same round, not closed), else NULL. Frees the op.
+ */
+static struct crun_rdzv *op_take(void *arg, int *round, int *a)
+{
+	struct op *o = arg;
+	struct crun_rdzv *r = o->r;
+
+	if (round)
+		*round = o->round;
+	if (a)
+		*a = o->arg;
+	if (r->state == R_DONE || o->round != r->round) {
+		free(o);
+		return NULL;
+	}
+	free(o);
+	return r;
+}
+
+static int64_t reply_int(const struct crun_store_reply *rep)
+{
+	char buf[32];
+	size_t n;
+
+	if (rep->value == NULL)
+		return rep->num;
+	n = rep->len < sizeof(buf) - 1 ? rep->len : sizeof(buf) - 1;
+	memcpy(buf, rep->value, n);
+	buf[n] = '\0';
+	return strtoll(buf, NULL, 10);
+}
+
+static int reply_is(const struct crun_store_reply *rep, const char *s)
+{
+	return rep->len == strlen(s) && memcmp(rep->value, s, rep->len) == 0;
+}
+
+static void stop_timers(struct crun_rdzv *r)
+{
+	uv_timer_stop(&r->last_call);
+	uv_timer_stop(&r->hb);
+	uv_timer_stop(&r->deadline);
+}
+
+/* The round could not be formed: report once through the round callback. */
+static void round_fail(struct crun_rdzv *r, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void round_fail(struct crun_rdzv *r, int status, const char *fmt, ...)
+{
+	rdzv_round_cb cb = r->cb;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
+	va_end(ap);
+	stop_timers(r);
+	r->state = R_IDLE;
+	r->round = -1; /* drop late replies */
+	r->cb = NULL;
+	if (cb)
+		cb(r, status, NULL, r->cb_data);
+}
+
+/* The running round ended (for any reason): tell the agent once. */
+static void round_ended(struct crun_rdzv *r, int kind, const char *why)
+{
+	if (r->state != R_RUNNING)
+		return;
+	r->state = R_ENDED;
+	stop_timers(r);
+	snprintf(r->errmsg, sizeof(r->errmsg), "%s", why);
+	r->on_end(r, kind, why, r->o.data);
+}
+
+/* A store request failed: the host is gone or the reply made no sense. */
+static void store_error(struct crun_rdzv *r, int status)
+{
+	char why[256];
+
+	snprintf(why, sizeof(why), "lost the rendezvous store: %s", crun_strerror(status));
+	if (r->state == R_RUNNING)
+		round_ended(r, RDZV_END_LOST, why);
+	else if (r->state == R_JOINING || r->state == R_WAITING)
+		round_fail(r, status, "%s", why);
+	else if (r->state == R_FINISHING && r->finish_cb) {
+		r->state = R_ENDED;
+		r->finish_cb(r, r->finish_data);
+	}
+}
+
+/* --- joining ------------------------------------------------------------ */
+
+static void on_deadline_names(int status, const struct crun_store_reply *rep,
+			      void *arg)
+{
+	int round, want;
+	struct crun_rdzv *r = op_take(arg, &round, &want);
+	char names[400] = "";
+	size_t n = 0;
+
+	if (r == NULL || r->state != R_JOINING)
+		return;
+	for (size_t i = 0; status == 0 && i < rep->nvalues && n < sizeof(names) - 64; i++) {
+		int h, nr, np, pid;
+		char host[256];
+
+		if (sscanf(rep->values[i].base, "%d %d %d %d %255s", &h, &nr, &np, &pid,
+			   host) == 5)
+			n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s (%d workers)",
+					      n ? ", " : "", host, np);
+	}
+	round_fail(r, CRUN_ERDZV_TIMEOUT,
+		   "rendezvous '%s' timed out after %.0f s with %zu of at least %d "
+		   "nodes: joined %s; still missing %d",
+		   r->run_id, r->o.join_timeout, rep ? rep->nvalues : 0, r->o.min_nodes,
+		   *names ? names : "(none readable)",
+		   r->o.min_nodes - (int)(rep ? rep->nvalues : 0));
+}
+
+static void on_deadline_count(int status, const struct crun_store_reply *rep,
+			      void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char keys[64][KEYMAX];
+	const char *kp[64];
+	int64_t c;
+
+	if (r == NULL || r->state != R_JOINING)
+		return;
+	c = status == 0 ? reply_int(rep) : 0;
+	if (c > 64)
+		c = 64;
+	for (int i = 0; i < c; i++) {
+		key(r, keys[i], "r%d/node/%d", r->round, i + 1);
+		kp[i] = keys[i];
+	}
+	if (c <= 0 || r->ops->multi_get(r->kv, kp, (size_t)c, 2000, on_deadline_names,
+					op_new(r, (int)c)))
+		on_deadline_names(0, &(struct crun_store_reply){0}, op_new(r, 0));
+}
+
+/* join_timeout passed: name the nodes that joined, then fail. */
+static void on_deadline(uv_timer_t *t)
+{
+	struct crun_rdzv *r = t->data;
+	char k[KEYMAX];
+
+	if (r->state != R_JOINING)
+		return;
+	if (r->deadline_phase++) {
+		/* The store did not even answer within 2 s. */
+		round_fail(r, CRUN_ERDZV_TIMEOUT,
+			   "rendezvous '%s' timed out after %.0f s, and the rendezvous "
+			   "store does not answer", r->run_id, r->o.join_timeout);
+		return;
+	}
+	key(r, k, "r%d/join", r->round);
+	/* A reachable store answers at once; an unreachable one gets 2 s. */
+	uv_timer_start(&r->deadline, on_deadline, 2000, 0);
+	if (r->ops->add(r->kv, k, 0, on_deadline_count, op_new(r, 0)))
+		round_fail(r, CRUN_ERDZV_TIMEOUT, "rendezvous '%s' timed out after %.0f s",
+			   r->run_id, r->o.join_timeout);
+}
+
+static void on_master(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	rdzv_round_cb cb;
+	int port;
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	if (rep->nvalues != 1 ||
+	    sscanf(rep->values[0].base, "%255s %d", r->res.master_addr, &port) != 2)
+		return round_fail(r, CRUN_EPROTO, "bad master record in round %d", r->round);
+	r->res.master_port = port;
+	r->state = R_RUNNING;
+	uv_timer_stop(&r->deadline);
+	cb = r->cb;
+	r->cb = NULL;
+	r->succ_stall = 0;
+	r->succ_last = -1;
+	r->last_reply = uv_now(r->loop);
+	start_running(r);
+	cb(r, 0, &r->res, r->cb_data);
+}
+
+
+static void on_assignment(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	struct crun_ranks *k;
+	char mk[KEYMAX];
+	const char *kp[1] = {mk};
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	k = &r->res.ranks;
+	if (rep->nvalues != 1 ||
+	    sscanf(rep->values[0].base, "%d %d %d %d %d %d %d %255s", &k->group_rank,
+		   &k->group_world_size, &k->base_rank, &k->world_size,
+		   &k->base_role_rank, &k->role_world_size, &k->local_world_size,
+		   r->succ_host) != 8)
+		return round_fail(r, CRUN_EPROTO, "bad assignment record in round %d", r->round);
+	r->grank = k->group_rank;
+	r->gworld = k->group_world_size;
+	r->res.round = r->round;
+	snprintf(r->res.run_id, sizeof(r->res.run_id), "%s", r->run_id);
+	key(r, mk, "r%d/master", r->round);
+	if (r->grank == 0) {
+		char val[300];
+		int port, rc = r->o.start_master(r->o.data, r->round, &port);
+
+		if (rc)
+			return round_fail(r, rc, "cannot start the workers' store: %s",
+					  crun_strerror(rc));
+		snprintf(val, sizeof(val), "%s %d", r->o.addr, port);
+		r->ops->set(r->kv, mk, val, strlen(val), NULL, NULL);
+	}
+	if (r->ops->multi_get(r->kv, kp, 1, (int)(r->o.join_timeout * 1000), on_master,
+			      op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+static void late_or_spare(struct crun_rdzv *r, int closed);
+
+static void on_assigned_closed(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char ak[KEYMAX];
+	const char *kp[1] = {ak};
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	r->closed = (int)reply_int(rep);
+	if (r->index > r->closed)
+		return late_or_spare(r, r->closed);
+	key(r, ak, "r%d/assign/%d", r->round, r->index);
+	if (r->ops->multi_get(r->kv, kp, 1, 10000, on_assignment, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+static void on_assigned(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char ak[KEYMAX];
+
+	if (r == NULL)
+		return;
+	if (status == CRUN_ETIMEDOUT)
+		return; /* the deadline timer reports it */
+	if (status)
+		return store_error(r, status);
+	uv_timer_stop(&r->last_call);
+	if (!reply_is(rep, "ok")) {
+		if (rep->len > 7 && memcmp(rep->value, "abort X", 7) == 0)
+			return round_fail(r, CRUN_ERDZV_CLOSED, "%.*s", (int)rep->len - 8,
+					  (const char *)rep->value + 8);
+		/* The round was aborted while forming: join the next one. */
+		return join_round(r);
+	}
+	/* Did we make it in before it closed? */
+	key(r, ak, "r%d/closed", r->round);
+	if (r->ops->add(r->kv, ak, 0, on_assigned_closed, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+/* Descriptor order: store host first, then node rank (static), host, addr, pid. */
+int rdzv_descr_cmp(const char *a, const char *b)
+{
+	int ha, ra, na, pa, hb, rb, nb, pb, c;
+	char hosta[256], hostb[256], addra[256], addrb[256];
+
+	if (sscanf(a, "%d %d %d %d %255s %255s", &ha, &ra, &na, &pa, hosta, addra) != 6 ||
+	    sscanf(b, "%d %d %d %d %255s %255s", &hb, &rb, &nb, &pb, hostb, addrb) != 6)
+		return strcmp(a, b);
+	/* Node ranks first (static backend; all 0 for c10d), then the host. */
+	if (ra != rb)
+		return ra < rb ? -1 : 1;
+	if (ha != hb)
+		return hb - ha;
+	if ((c = strcmp(hosta, hostb)) != 0)
+		return c;
+	if ((c = strcmp(addra, addrb)) != 0)
+		return c;
+	return pa < pb ? -1 : pa > pb;
+}
+
+struct nd {
+	const char *d;
+	int index;
+	int nproc;
+	int node_rank;
+	char host[256];
+	char role[128];
+};
+
+static int nd_cmp(const void *x, const void *y)
+{
+	const struct nd *a = x, *b = y;
+
+	return rdzv_descr_cmp(a->d, b->d);
+}
+
+static void on_closed_assigned(int status, const struct crun_store_reply *rep, void *arg)
+{
+	(void)rep;
+	(void)arg;
+	(void)status;
+}
+
+/* End round R before it formed (a node vanished while joining). */
+static void abort_round(struct crun_rdzv *r, int kind, const char *why);
+
+/* The closer: read all N descriptors, order them, write every assignment. */
+static void on_descriptors(int status, const struct crun_store_reply *rep, void *arg)
+{
+	int n;
+	struct crun_rdzv *r = op_take(arg, NULL, &n);
+	struct nd *v;
+	struct crun_node_info *info;
+	char (*keys)[KEYMAX], (*vals)[400], k[KEYMAX];
+	const char **kp;
+	const void **vp;
+	size_t *lens;
+
+	if (r == NULL)
+		return;
+	if (status == CRUN_ETIMEDOUT)
+		return abort_round(r, RDZV_END_DEAD, "a node joined but never described itself");
+	if (status)
+		return store_error(r, status);
+	v = calloc((size_t)n, sizeof(*v));
+	info = calloc((size_t)n, sizeof(*info));
+	keys = calloc((size_t)n, sizeof(*keys));
+	vals = calloc((size_t)n, sizeof(*vals));
+	kp = calloc((size_t)n, sizeof(*kp));
+	vp = calloc((size_t)n, sizeof(*vp));
+	lens = calloc((size_t)n, sizeof(*lens));
+	if (!v || !info || !keys || !vals || !kp || !vp || !lens)
+		abort();
+	for (int i = 0; i < n; i++) {
+		int h, pid;
+
+		v[i].d = rep->values[i].base;
+		v[i].index = i + 1;
+		if (sscanf(v[i].d, "%d %d %d %d %255s %*s %127s", &h, &v[i].node_rank,
+			   &v[i].nproc, &pid, v[i].host, v[i].role) != 6) {
+			abort_round(r, RDZV_END_FATAL, "malformed node descriptor");
+			goto out;
+		}
+	}
+	qsort(v, (size_t)n, sizeof(*v), nd_cmp);
+	if (r->o.static_rank >= 0) {
+		for (int i = 0; i < n; i++) {
+			if (v[i].node_rank != i) {
+				char why[600];
+
+				snprintf(why, sizeof(why),
+					 "static rendezvous needs node ranks 0..%d once each; "
+					 "found %d at position %d (host %s)",
+					 n - 1, v[i].node_rank, i, v[i].host);
+				abort_round(r, RDZV_END_FATAL, why);
+				goto out;
+			}
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		info[i].role = v[i].role;
+		info[i].local_world_size = v[i].nproc;
+	}
+	for (int g = 0; g < n; g++) {
+		struct crun_ranks rk;
+
+		env_compute_ranks(info, n, g, &rk);
+		key(r, keys[g], "r%d/assign/%d", r->round, v[g].index);
+		snprintf(vals[g], sizeof(vals[g]), "%d %d %d %d %d %d %d %s", g, n,
+			 rk.base_rank, rk.world_size, rk.base_role_rank,
+			 rk.role_world_size, rk.local_world_size, v[(g + 1) % n].host);
+		kp[g] = keys[g];
+		vp[g] = vals[g];
+		lens[g] = strlen(vals[g]);
+	}
+	r->ops->multi_set(r->kv, kp, vp, lens, (size_t)n, NULL, NULL);
+	key(r, k, "r%d/assigned", r->round);
+	r->ops->set(r->kv, k, "ok", 2, on_closed_assigned, NULL);
+out:
+	free(v);
+	free(info);
+	free(keys);
+	free(vals);
+	free(kp);
+	free(vp);
+	free(lens);
+}
+
+static void on_close_cas(int status, const struct crun_store_reply *rep, void *arg)
+{
+	int n;
+	struct crun_rdzv *r = op_take(arg, NULL, &n);
+	char want[16], (*keys)[KEYMAX];
+	const char **kp;
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	snprintf(want, sizeof(want), "%d", n);
+	if (!reply_is(rep, want))
+		return; /* someone else closed it (with another count) */
+	keys = calloc((size_t)n, sizeof(*keys));
+	kp = calloc((size_t)n, sizeof(*kp));
+	if (!keys || !kp)
+		abort();
+	for (int i = 0; i < n; i++) {
+		key(r, keys[i], "r%d/node/%d", r->round, i + 1);
+		kp[i] = keys[i];
+	}
+	if (r->ops->multi_get(r->kv, kp, (size_t)n, 10000, on_descriptors, op_new(r, n)))
+		store_error(r, CRUN_ECLOSED);
+	free(keys);
+	free(kp);
+}
+
+static void on_close_count(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char k[KEYMAX], want[16];
+	int64_t c;
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	c = reply_int(rep);
+	if (c > r->o.max_nodes)
+		c = r->o.max_nodes;
+	if (c < r->o.min_nodes)
+		return;
+	snprintf(want, sizeof(want), "%d", (int)c);
+	key(r, k, "r%d/closed", r->round);
+	if (r->ops->compare_set(r->kv, k, "0", 1, want, strlen(want), on_close_cas,
+				op_new(r, (int)c)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+static void try_close(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+
+	if (r->state != R_JOINING)
+		return;
+	key(r, k, "r%d/join", r->round);
+	if (r->ops->add(r->kv, k, 0, on_close_count, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+static void on_last_call(uv_timer_t *t)
+{
+	try_close(t->data);
+}
+
+static void on_spare_end(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+
+	(void)rep;
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	/* The full round ended: there may be room for us in the next one. */
+	r->state = R_JOINING;
+	join_round(r);
+}
+
+/* We arrived after round R closed: ask it to grow, or wait as a spare. */
+static void late_or_spare(struct crun_rdzv *r, int closed)
+{
+	char k[KEYMAX];
+
+	if (closed < r->o.max_nodes && r->o.static_rank < 0) {
+		/* Room to grow: running nodes restart to admit us. */
+		fprintf(stderr, "crun: round %d runs with %d of at most %d nodes: "
+			"asking it to re-form to admit %s\n",
+			r->round, closed, r->o.max_nodes, r->o.host);
+		rdzv_end_round(r, RDZV_END_JOIN, r->o.host);
+		return join_round(r);
+	}
+	fprintf(stderr, "crun: round %d is full (%d nodes): %s waits as a spare\n",
+		r->round, closed, r->o.host);
+	r->state = R_WAITING;
+	uv_timer_stop(&r->deadline);
+	key(r, k, "r%d/end", r->round);
+	if (r->ops->watch(r->kv, k, -1, on_spare_end, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+/* After ADD join and the peeks: participant, late joiner, or stale round. */
+static void on_join_state(int status, const struct crun_store_reply *rep, void *arg)
+{
+	int closed;
+	struct crun_rdzv *r = op_take(arg, NULL, &closed);
+	char k[KEYMAX];
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	if (!reply_is(rep, PEEK)) {
+		/* The round already ended: the next one is open. */
+		return join_round(r);
+	}
+	r->closed = closed;
+	if (closed > 0 && r->index > closed)
+		return late_or_spare(r, closed);
+	/* A participant: wait for the assignment; close when it is time. */
+	key(r, k, "r%d/assigned", r->round);
+	if (r->ops->watch(r->kv, k, -1, on_assigned, op_new(r, 0)))
+		return store_error(r, CRUN_ECLOSED);
+	if (r->index >= r->o.min_nodes) {
+		if (r->index >= r->o.max_nodes || (r->expect > 0 && r->index >= r->expect))
+			try_close(r);
+		else
+			uv_timer_start(&r->last_call, on_last_call,
+				       (uint64_t)(r->o.last_call_timeout * 1000), 0);
+	}
+}
+
+static void on_join_expect(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+
+	if (r == NULL || status)
+		return; /* errors surface through the last reply */
+	r->expect = (int)reply_int(rep);
+}
+
+static void on_join_closed(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct op *o = arg;
+
+	if (status == 0)
+		o->arg = (int)reply_int(rep);
+	/* handed on to the peek of "end" that follows in order */
+	((struct op *)o->data)->arg = o->arg;
+	free(o);
+}
+
+static void on_join_index(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char k1[KEYMAX], k2[KEYMAX], k3[KEYMAX], k4[KEYMAX];
+	struct op *closed_op, *end_op;
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	r->index = (int)reply_int(rep);
+	key(r, k1, "r%d/node/%d", r->round, r->index);
+	key(r, k2, "r%d/closed", r->round);
+	key(r, k3, "r%d/expect", r->round);
+	key(r, k4, "r%d/end", r->round);
+	end_op = op_new(r, 0);
+	closed_op = op_new(r, 0);
+	closed_op->data = end_op;
+	/* Pipelined: replies come back in this order on one connection. */
+	if (r->ops->set(r->kv, k1, r->descr, strlen(r->descr), NULL, NULL) ||
+	    r->ops->add(r->kv, k2, 0, on_join_closed, closed_op) ||
+	    r->ops->add(r->kv, k3, 0, on_join_expect, op_new(r, 0)) ||
+	    r->ops->compare_set(r->kv, k4, PEEK, strlen(PEEK), "", 0, on_join_state, end_op))
+		store_error(r, CRUN_ECLOSED);
+}
+
+static void on_round_number(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char k[KEYMAX];
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	r->round = (int)reply_int(rep);
+	r->expect = 0;
+	r->closed = 0;
+	key(r, k, "r%d/join", r->round);
+	if (r->ops->add(r->kv, k, 1, on_join_index, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+/* Read the current round (creating round 0) and join it. */
+static void join_round(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+
+	r->state = R_JOINING;
+	uv_timer_stop(&r->last_call);
+	key(r, k, "round");
+	if (r->ops->compare_set(r->kv, k, "", 0, "0", 1, on_round_number, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+static void on_config(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	if (!reply_is(rep, r->config))
+		return round_fail(r, CRUN_ERDZV_MISMATCH,
+				  "rendezvous '%s' already runs with \"%.*s\"; this node has "
+				  "\"%s\": start every node with the same --nnodes and backend",
+				  r->run_id, (int)rep->len, (const char *)rep->value, r->config);
+	join_round(r);
+}
+
+static void check_config(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+
+	snprintf(r->prefix, sizeof(r->prefix), "crun/%s/", r->run_id);
+	key(r, k, "config");
+	if (r->ops->compare_set(r->kv, k, "", 0, r->config, strlen(r->config), on_config,
+				op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+static void on_job_id(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	if (*r->run_id && !reply_is(rep, r->run_id))
+		return round_fail(r, CRUN_ERDZV_MISMATCH,
+				  "the rendezvous endpoint serves job '%.*s', not '%s': "
+				  "use the same --rdzv_id on every node, or another endpoint",
+				  (int)rep->len, (const char *)rep->value, r->run_id);
+	if (rep->len == 0 || rep->len >= sizeof(r->run_id))
+		return round_fail(r, CRUN_EPROTO, "bad job id at the rendezvous endpoint");
+	memcpy(r->run_id, rep->value, rep->len);
+	r->run_id[rep->len] = '\0';
+	check_config(r);
+}
+
+int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
+{
+	int rc;
+
+	if (r->state == R_JOINING || r->state == R_DONE)
+		return CRUN_EUSAGE;
+	/* From a running round that we ended ourselves: its watch is moot. */
+	stop_timers(r);
+	r->cb = cb;
+	r->cb_data = data;
+	r->state = R_JOINING;
+	r->deadline_phase = 0;
+	uv_timer_start(&r->deadline, on_deadline, (uint64_t)(r->o.join_timeout * 1000), 0);
+	if (*r->prefix) {
+		join_round(r);
+		return 0;
+	}
+	/* First round: agree on the job id (adopt the endpoint's if we have none). */
+	if (*r->run_id)
+		rc = r->ops->compare_set(r->kv, "crun/job", "", 0, r->run_id,
+					 strlen(r->run_id), on_job_id, op_new(r, 0));
+	else
+		rc = r->ops->watch(r->kv, "crun/job", (int)(r->o.join_timeout * 1000),
+				   on_job_id, op_new(r, 0));
+	if (rc) {
+		r->state = R_IDLE;
+		uv_timer_stop(&r->deadline);
+	}
+	return rc;
+}
+
+/* --- running ------------------------------------------------------------ */
+
+static void on_watch_end(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char why[512];
+	size_t n;
+
+	if (r == NULL || status == CRUN_ECANCELED)
+		return;
+	if (status)
+		return store_error(r, status);
+	n = rep->len < sizeof(why) - 1 ? rep->len : sizeof(why) - 1;
+	memcpy(why, rep->value, n);
+	why[n] = '\0';
+	round_ended(r, n ? why[0] : RDZV_END_FATAL, n > 2 ? why + 2 : why);
+}
+
+static void on_hb_succ(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	int64_t v;
+
+	if (r == NULL || r->state != R_RUNNING)
+		return;
+	if (status)
+		return store_error(r, status);
+	r->hb_pending = 0;
+	r->last_reply = uv_now(r->loop);
+	v = reply_int(rep);
+	if (v == r->succ_last) {
+		if (++r->succ_stall >= r->o.keep_alive_max_attempt) {
+			char why[400];
+
+			snprintf(why, sizeof(why), "%s (group rank %d) stopped answering",
+				 r->succ_host, (r->grank + 1) % r->gworld);
+			rdzv_end_round(r, RDZV_END_DEAD, why);
+		}
+	} else {
+		r->succ_stall = 0;
+		r->succ_last = v;
+	}
+}
+
+static void on_hb_tick(uv_timer_t *t)
+{
+	struct crun_rdzv *r = t->data;
+	uint64_t limit = (uint64_t)(r->o.keep_alive_interval * 1000 *
+				    r->o.keep_alive_max_attempt);
+	char k1[KEYMAX], k2[KEYMAX];
+
+	if (r->state != R_RUNNING)
+		return;
+	if (r->hb_pending && uv_now(r->loop) - r->last_reply > limit) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "no reply from the rendezvous store for %.1f s",
+			 (double)(uv_now(r->loop) - r->last_reply) / 1000);
+		round_ended(r, RDZV_END_LOST, why);
+		return;
+	}
+	key(r, k1, "r%d/hb/%d", r->round, r->grank);
+	key(r, k2, "r%d/hb/%d", r->round, (r->grank + 1) % r->gworld);
+	r->hb_pending = 1;
+	if (r->ops->add(r->kv, k1, 1, NULL, NULL) ||
+	    r->ops->add(r->kv, k2, 0, on_hb_succ, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+static void start_running(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+	uint64_t ms = (uint64_t)(r->o.keep_alive_interval * 1000);
+
+	key(r, k, "r%d/end", r->round);
+	if (r->ops->watch(r->kv, k, -1, on_watch_end, op_new(r, 0)))
+		return store_error(r, CRUN_ECLOSED);
+	uv_timer_start(&r->hb, on_hb_tick, ms ? ms : 1, ms ? ms : 1);
+}
+
+/* --- ending ------------------------------------------------------------- */
+
+/* The job-wide restart count after round R, for everyone deciding on R+1. */
+static void on_restart_total(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct op *o = arg;
+	struct crun_rdzv *r = o->r;
+	char k[KEYMAX], v[24];
+
+	if (status == 0 && r->state != R_DONE) {
+		snprintf(v, sizeof(v), "%" PRId64, reply_int(rep));
+		key(r, k, "r%d/restarts", o->round + 1);
+		r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
+	}
+	free(o);
+}
+
+static void on_round_bumped(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct op *o = arg;
+	struct crun_rdzv *r = o->r;
+	char want[16], k[KEYMAX];
+
+	snprintf(want, sizeof(want), "%d", o->round + 1);
+	/* Only the node that moved the round on counts (failures cost one). */
+	if (status == 0 && reply_is(rep, want) && r->state != R_DONE) {
+		struct op *t = op_new(r, 0);
+
+		t->round = o->round;
+		key(r, k, "restarts");
+		if (r->ops->add(r->kv, k, o->arg == RDZV_END_FAILURE ? 1 : 0,
+				on_restart_total, t))
+			free(t);
+	}
+	free(o);
+}
+
+int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
+{
+	char k[KEYMAX], cur[16], next[16], val[600], ek[KEYMAX];
+	int n = r->state == R_RUNNING || r->state == R_ENDED ? r->gworld : r->closed;
+	int expect;
+	struct op *o = op_new(r, kind);
+	int rc;
+
+	o->round = r->round;
+	expect = kind == RDZV_END_DEAD ? n - 1 : kind == RDZV_END_JOIN ? n + 1 : n;
+	if (expect > r->o.max_nodes)
+		expect = r->o.max_nodes;
+	snprintf(cur, sizeof(cur), "%d", r->round);
+	snprintf(next, sizeof(next), "%d", r->round + 1);
+	snprintf(val, sizeof(val), "%c %s", kind, why);
+	key(r, ek, "r%d/expect", r->round + 1);
+	key(r, k, "round");
+	/* In order: the next round's expectation, the round, then the reason. */
+	if (expect > 0) {
+		char e[16];
+
+		snprintf(e, sizeof(e), "%d", expect);
+		r->ops->set(r->kv, ek, e, strlen(e), NULL, NULL);
+	}
+	rc = r->ops->compare_set(r->kv, k, cur, strlen(cur), next, strlen(next),
+				 on_round_bumped, o);
+	if (rc) {
+		free(o);
+		return rc;
+	}
+	key(r, k, "r%d/end", r->round);
+	return r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL, NULL);
+}
+
+/* Abort a round that is still forming; "assigned" tells its participants. */
+static void abort_round(struct crun_rdzv *r, int kind, const char *why)
+{
+	char k[KEYMAX], val[600];
+
+	key(r, k, "r%d/assigned", r->round);
+	snprintf(val, sizeof(val), "abort %c %s", kind, why);
+	rdzv_end_round(r, kind, why);
+	r->ops->set(r->kv, k, val, strlen(val), NULL, NULL);
+}
+
+struct may {
+	struct crun_rdzv *r;
+	int kind;
+	int64_t restarts;
+	void (*cb)(struct crun_rdzv *, int, void *);
+	void *data;
+};
+
+static void on_may_finished(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct may *m = arg;
+	int ok = 0;
+
+	if (status == 0 && m->r->state != R_DONE) {
+		int64_t finished = reply_int(rep);
+
+		ok = finished == 0;
+		if (m->kind == RDZV_END_FAILURE && m->restarts > m->r->o.max_restarts)
+			ok = 0;
+		if (m->kind == RDZV_END_DEAD && m->r->gworld - 1 < m->r->o.min_nodes)
+			ok = 0;
+		if (m->kind == RDZV_END_DEAD && m->r->o.static_rank >= 0)
+			ok = 0;
+		if (m->kind == RDZV_END_SUCCESS || m->kind == RDZV_END_FATAL ||
+		    m->kind == RDZV_END_LOST)
+			ok = 0;
+	}
+	if (m->r->state != R_DONE)
+		m->cb(m->r, ok, m->data);
+	free(m);
+}
+
+static void on_may_restarts(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct may *m = arg;
+	char k[KEYMAX];
+
+	if (status == 0) {
+		m->restarts = reply_int(rep);
+		m->r->restarts = m->restarts;
+	} else {
+		m->restarts = INT64_MAX; /* unknown: do not restart */
+	}
+	key(m->r, k, "r%d/finished", m->r->round);
+	if (m->r->state == R_DONE || m->r->ops->add(m->r->kv, k, 0, on_may_finished, m))
+		on_may_finished(CRUN_ECLOSED, NULL, m);
+}
+
+int rdzv_may_restart(struct crun_rdzv *r, int kind,
+		     void (*cb)(struct crun_rdzv *r, int ok, void *data), void *data)
+{
+	struct may *m = calloc(1, sizeof(*m));
+	char k[KEYMAX];
+	int rc;
+
+	if (m == NULL)
+		return UV_ENOMEM;
+	m->r = r;
+	m->kind = kind;
+	m->cb = cb;
+	m->data = data;
+	if (kind == RDZV_END_LOST) {
+		/* Without the store there is nothing to ask. */
+		free(m);
+		cb(r, 0, data);
+		return 0;
+	}
+	/*
+	 * Written by whoever moved the round on, maybe this very node once its
+	 * CAS reply is in: wait on the watch channel so the main channel stays
+	 * free for that write.
+	 */
+	key(r, k, "r%d/restarts", r->round + 1);
+	rc = r->ops->watch(r->kv, k, 10000, on_may_restarts, m);
+	if (rc)
+		free(m);
+	return rc;
+}
+
+static void on_all_finished(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = arg;
+
+	(void)status;
+	(void)rep;
+	if (r->state != R_FINISHING)
+		return;
+	r->state = R_ENDED;
+	uv_timer_stop(&r->deadline);
+	if (r->finish_cb)
+		r->finish_cb(r, r->finish_data);
+}
+
+static void on_finish_timeout(uv_timer_t *t)
+{
+	on_all_finished(CRUN_ETIMEDOUT, NULL, t->data);
+}
+
+static void on_finished_count(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = arg;
+	char k[KEYMAX];
+
+	if (r->state != R_FINISHING)
+		return;
+	if (status)
+		return store_error(r, status);
+	key(r, k, "r%d/all_finished", r->round);
+	if (reply_int(rep) >= r->gworld)
+		r->ops->set(r->kv, k, "1", 1, NULL, NULL);
+	if (!r->o.is_store_host) {
+		on_all_finished(0, NULL, r);
+		return;
+	}
+	/* The store host stays until every node is done, or close_timeout. */
+	uv_timer_start(&r->deadline, on_finish_timeout,
+		       (uint64_t)(r->o.close_timeout * 1000), 0);
+	if (r->ops->watch(r->kv, k, -1, on_all_finished, r))
+		on_all_finished(CRUN_ECLOSED, NULL, r);
+}
+
+int rdzv_finish(struct crun_rdzv *r, void (*cb)(struct crun_rdzv *r, void *data),
+		void *data)
+{
+	char k[KEYMAX];
+
+	stop_timers(r);
+	r->state = R_FINISHING;
+	r->round = r->res.round;
+	r->finish_cb = cb;
+	r->finish_data = data;
+	key(r, k, "r%d/finished", r->round);
+	return r->ops->add(r->kv, k, 1, on_finished_count, r);
+}
+
+/* --- life cycle --------------------------------------------------------- */
+
+int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
+	     const struct rdzv_kv_ops *ops, void *kv, rdzv_end_cb on_end,
+	     struct crun_rdzv **out)
+{
+	struct crun_rdzv *r = calloc(1, sizeof(*r));
+
+	if (r == NULL)
+		return UV_ENOMEM;
+	r->loop = loop;
+	r->o = *o;
+	r->ops = ops;
+	r->kv = kv;
+	r->on_end = on_end;
+	r->round = -1;
+	snprintf(r->run_id, sizeof(r->run_id), "%s", o->run_id ? o->run_id : "");
+	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s", o->is_store_host ? 1 : 0,
+		 o->static_rank >= 0 ? o->static_rank : 0, o->nproc, (int)getpid(), o->host,
+		 o->addr, o->role);
+	snprintf(r->config, sizeof(r->config), "nnodes=%d:%d backend=%s", o->min_nodes,
+		 o->max_nodes, o->static_rank >= 0 ? "static" : "c10d");
+	uv_timer_init(loop, &r->last_call);
+	uv_timer_init(loop, &r->hb);
+	uv_timer_init(loop, &r->deadline);
+	r->last_call.data = r->hb.data = r->deadline.data = r;
+	*out = r;
+	return 0;
+}
+
+const char *rdzv_errmsg(const struct crun_rdzv *r)
+{
+	return r->errmsg;
+}
+
+static void rdzv_on_timer_closed(uv_handle_t *h)
+{
+	struct crun_rdzv *r = h->data;
+
+	if (--r->timers == 0)
+		free(r);
+}
+
+void rdzv_free(struct crun_rdzv *r)
+{
+	r->state = R_DONE;
+	r->timers = 3;
+	uv_close((uv_handle_t *)&r->last_call, rdzv_on_timer_closed);
+	uv_close((uv_handle_t *)&r->hb, rdzv_on_timer_closed);
+	uv_close((uv_handle_t *)&r->deadline, rdzv_on_timer_closed);
+}
+
+int rdzv_restarts(const struct crun_rdzv *r)
+{
+	return (int)r->restarts;
+}

@@ -1,0 +1,464 @@
+/*
+ * The c10d rendezvous backend: the rendezvous key-value interface over the
+ * crun store, and the choice of which agent hosts that store.
+ *
+ * Happy path: the agent whose address matches the endpoint host (or
+ * is_host=true) binds the endpoint port and serves the store on its own
+ * loop; every agent (the host too, over loopback) opens two connections:
+ * one for pipelined requests, one for the single outstanding watch.
+ *
+ * Failure modes: the port is taken (by this job's store: join as a client;
+ * by anything else: CRUN_EADDRINUSE_OTHER, with the holder named when /proc
+ * tells); the host never answers (connect retries with backoff until the
+ * join timeout, with a progress line every 5 s).
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crun/err.h"
+#include "crun/rdzv_store.h"
+
+struct crun_rdzv_store {
+	uv_loop_t *loop;
+	char host[256];
+	int port;
+	int timeout_ms;
+	struct crun_store_server *server;	/* when this agent hosts */
+	struct crun_store_aclient *main;
+	struct crun_store_aclient *watch;
+	uv_timer_t progress;
+	uint64_t started;
+	int connected;
+	int closing;
+	int pending_close;
+	rdzv_store_open_cb open_cb;
+	void *open_data;
+	rdzv_store_close_cb close_cb;
+	void *close_data;
+	char errmsg[512];
+};
+
+/* A request's callback and argument, between the store and the algorithm. */
+struct kvreq {
+	rdzv_kv_cb cb;
+	void *arg;
+};
+
+static void kv_on_reply(struct crun_store_aclient *c, int status,
+			const struct crun_store_reply *r, void *data)
+{
+	struct kvreq *q = data;
+
+	(void)c;
+	if (q->cb)
+		q->cb(status, r, q->arg);
+	free(q);
+}
+
+static struct kvreq *kvreq(rdzv_kv_cb cb, void *arg)
+{
+	struct kvreq *q = malloc(sizeof(*q));
+
+	if (q == NULL)
+		abort();
+	q->cb = cb;
+	q->arg = arg;
+	return q;
+}
+
+/* Submit through fn; on a synchronous error the request is freed. */
+#define SUBMIT(call)                                                           \
+	do {                                                                   \
+		struct kvreq *q = kvreq(cb, arg);                              \
+		int rc_ = (call);                                              \
+		if (rc_)                                                       \
+			free(q);                                               \
+		return rc_;                                                    \
+	} while (0)
+
+static int kv_add(void *kv, const char *key, int64_t delta, rdzv_kv_cb cb, void *arg)
+{
+	struct crun_rdzv_store *s = kv;
+
+	SUBMIT(store_aclient_add(s->main, key, delta, kv_on_reply, q));
+}
+
+static int kv_set(void *kv, const char *key, const void *v, size_t n, rdzv_kv_cb cb,
+		  void *arg)
+{
+	struct crun_rdzv_store *s = kv;
+
+	if (cb == NULL)
+		return store_aclient_set(s->main, key, v, n, NULL, NULL);
+	SUBMIT(store_aclient_set(s->main, key, v, n, kv_on_reply, q));
+}
+
+static int kv_compare_set(void *kv, const char *key, const void *exp, size_t elen,
+			  const void *des, size_t dlen, rdzv_kv_cb cb, void *arg)
+{
+	struct crun_rdzv_store *s = kv;
+
+	if (cb == NULL)
+		cb = NULL; /* a reply is always read; nobody needs it */
+	SUBMIT(store_aclient_compare_set(s->main, key, exp, elen, des, dlen, kv_on_reply, q));
+}
+
+static int kv_multi_get(void *kv, const char *const *keys, size_t n, int timeout_ms,
+			rdzv_kv_cb cb, void *arg)
+{
+	struct crun_rdzv_store *s = kv;
+
+	SUBMIT(store_aclient_multi_get(s->main, keys, n, timeout_ms, kv_on_reply, q));
+}
+
+static int kv_multi_set(void *kv, const char *const *keys, const void *const *vals,
+			const size_t *lens, size_t n, rdzv_kv_cb cb, void *arg)
+{
+	struct crun_rdzv_store *s = kv;
+
+	if (cb == NULL)
+		return store_aclient_multi_set(s->main, keys, vals, lens, n, NULL, NULL);
+	SUBMIT(store_aclient_multi_set(s->main, keys, vals, lens, n, kv_on_reply, q));
+}
+
+static void watch_on_connect(struct crun_store_aclient *c, int status, void *data)
+{
+	(void)c;
+	(void)status;
+	(void)data; /* failures surface through the queued watch */
+}
+
+static void on_client_closed(void *data)
+{
+	struct crun_rdzv_store *s = data;
+
+	if (--s->pending_close == 0 && s->closing && s->close_cb)
+		s->close_cb(s->close_data);
+}
+
+static void on_server_closed(void *data)
+{
+	on_client_closed(data);
+}
+
+/*
+ * A new watch replaces the one outstanding: TCPStore has no way to take a
+ * WAIT back without a timeout, so the old watch connection is closed (its
+ * watch fails with CRUN_ECANCELED) and a fresh one opened.
+ */
+static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb, void *arg)
+{
+	struct crun_rdzv_store *s = kv;
+	int rc;
+
+	if (s->watch) {
+		s->pending_close++;
+		store_aclient_close(s->watch, on_client_closed, s);
+		s->watch = NULL;
+	}
+	rc = store_aclient_new(s->loop, s->host, s->port, s->timeout_ms, watch_on_connect,
+			       s, &s->watch);
+	if (rc)
+		return rc;
+	SUBMIT(store_aclient_get(s->watch, key, timeout_ms, kv_on_reply, q));
+}
+
+const struct rdzv_kv_ops rdzv_store_ops = {
+	.add = kv_add,
+	.set = kv_set,
+	.compare_set = kv_compare_set,
+	.multi_get = kv_multi_get,
+	.multi_set = kv_multi_set,
+	.watch = kv_watch,
+};
+
+/* --- who hosts ---------------------------------------------------------- */
+
+int rdzv_host_is_local(const char *host)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	struct ifaddrs *ifs = NULL, *ifa;
+	char name[256];
+	int local = 0;
+
+	if (strcmp(host, "localhost") == 0)
+		return 1;
+	if (gethostname(name, sizeof(name)) == 0 &&
+	    (strcmp(name, host) == 0 ||
+	     (strncmp(host, name, strlen(name)) == 0 && host[strlen(name)] == '.')))
+		return 1;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(host, NULL, &hints, &res) != 0)
+		return 0;
+	if (getifaddrs(&ifs) != 0)
+		ifs = NULL;
+	for (ai = res; ai && !local; ai = ai->ai_next) {
+		if (ai->ai_family == AF_INET) {
+			struct in_addr a = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
+
+			if ((ntohl(a.s_addr) >> 24) == 127)
+				local = 1;
+			for (ifa = ifs; ifa && !local; ifa = ifa->ifa_next)
+				if (ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_INET &&
+				    ((struct sockaddr_in *)ifa->ifa_addr)->sin_addr.s_addr == a.s_addr)
+					local = 1;
+		} else if (ai->ai_family == AF_INET6) {
+			struct in6_addr *a = &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+
+			if (IN6_IS_ADDR_LOOPBACK(a))
+				local = 1;
+			for (ifa = ifs; ifa && !local; ifa = ifa->ifa_next)
+				if (ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_INET6 &&
+				    memcmp(&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr, a,
+					   sizeof(*a)) == 0)
+					local = 1;
+		}
+	}
+	if (ifs)
+		freeifaddrs(ifs);
+	freeaddrinfo(res);
+	return local;
+}
+
+/* Name the process listening on TCP port (from /proc), or "" if unknown. */
+void rdzv_port_holder(int port, char *out, size_t len)
+{
+	static const char *tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+	char line[512], want[16], link[64], target[64];
+	unsigned long inode = 0;
+
+	*out = '\0';
+	snprintf(want, sizeof(want), ":%04X", port);
+	for (size_t t = 0; t < 2 && inode == 0; t++) {
+		FILE *fp = fopen(tables[t], "r");
+
+		if (fp == NULL)
+			continue;
+		while (fgets(line, sizeof(line), fp)) {
+			char local[64];
+			unsigned st;
+			unsigned long ino;
+
+			if (sscanf(line, " %*d: %63s %*s %x %*s %*s %*s %*s %*s %lu", local,
+				   &st, &ino) == 3 &&
+			    st == 0x0A && strstr(local, want) &&
+			    strcmp(strstr(local, want), want) == 0) {
+				inode = ino;
+				break;
+			}
+		}
+		fclose(fp);
+	}
+	if (inode == 0)
+		return;
+	snprintf(target, sizeof(target), "socket:[%lu]", inode);
+	DIR *proc = opendir("/proc");
+	struct dirent *p;
+
+	while (proc && (p = readdir(proc)) != NULL && *out == '\0') {
+		char fdpath[300];
+		DIR *fds;
+		struct dirent *f;
+
+		if (p->d_name[0] < '0' || p->d_name[0] > '9')
+			continue;
+		snprintf(fdpath, sizeof(fdpath), "/proc/%s/fd", p->d_name);
+		fds = opendir(fdpath);
+		while (fds && (f = readdir(fds)) != NULL) {
+			char path[600];
+			ssize_t n;
+
+			snprintf(path, sizeof(path), "%s/%s", fdpath, f->d_name);
+			n = readlink(path, link, sizeof(link) - 1);
+			if (n <= 0)
+				continue;
+			link[n] = '\0';
+			if (strcmp(link, target) == 0) {
+				char comm[64] = "?", cpath[300];
+				FILE *fp;
+
+				snprintf(cpath, sizeof(cpath), "/proc/%s/comm", p->d_name);
+				fp = fopen(cpath, "r");
+				if (fp) {
+					if (fgets(comm, sizeof(comm), fp))
+						comm[strcspn(comm, "\n")] = '\0';
+					fclose(fp);
+				}
+				snprintf(out, len, "pid %s (%s)", p->d_name, comm);
+				break;
+			}
+		}
+		if (fds)
+			closedir(fds);
+	}
+	if (proc)
+		closedir(proc);
+}
+
+/* --- open and close ----------------------------------------------------- */
+
+static void finish_open(struct crun_rdzv_store *s, int status)
+{
+	rdzv_store_open_cb cb = s->open_cb;
+
+	uv_timer_stop(&s->progress);
+	s->open_cb = NULL;
+	if (cb)
+		cb(s, status, s->open_data);
+}
+
+static void on_progress(uv_timer_t *t)
+{
+	struct crun_rdzv_store *s = t->data;
+	int err = store_aclient_last_error(s->main);
+
+	fprintf(stderr, "crun: waiting for rendezvous host %s:%d (%s), %.0f s of %.0f s\n",
+		s->host, s->port, err ? crun_strerror(err) : "no answer yet",
+		(double)(uv_now(s->loop) - s->started) / 1000, (double)s->timeout_ms / 1000);
+}
+
+static void main_on_connect(struct crun_store_aclient *c, int status, void *data)
+{
+	struct crun_rdzv_store *s = data;
+
+	if (status == CRUN_ECANCELED)
+		return;
+	if (status == 0) {
+		s->connected = 1;
+		return finish_open(s, 0);
+	}
+	if (status == CRUN_ETIMEDOUT) {
+		int err = store_aclient_last_error(c);
+
+		snprintf(s->errmsg, sizeof(s->errmsg),
+			 "could not reach the rendezvous host %s:%d within %.0f s (%s): check "
+			 "that the first node runs crun with this --rdzv_endpoint and that "
+			 "the port is open between the nodes",
+			 s->host, s->port, (double)s->timeout_ms / 1000,
+			 err ? crun_strerror(err) : "no answer");
+	} else if (status == CRUN_EPROTO || status == UV_EOF || status == UV_ECONNRESET) {
+		char who[128];
+
+		rdzv_port_holder(s->port, who, sizeof(who));
+		snprintf(s->errmsg, sizeof(s->errmsg),
+			 "%s:%d answers, but not as a crun store%s%s: pick a free port for "
+			 "--rdzv_endpoint", s->host, s->port, *who ? "; it is held by " : "",
+			 who);
+		status = CRUN_EADDRINUSE_OTHER;
+	} else {
+		snprintf(s->errmsg, sizeof(s->errmsg), "cannot reach the rendezvous host %s:%d: %s",
+			 s->host, s->port, crun_strerror(status));
+	}
+	finish_open(s, status);
+}
+
+int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
+		    rdzv_store_open_cb cb, void *data, struct crun_rdzv_store **out)
+{
+	struct crun_rdzv_store *s = calloc(1, sizeof(*s));
+	int host = o->is_host, rc;
+
+	if (s == NULL)
+		return UV_ENOMEM;
+	s->loop = loop;
+	snprintf(s->host, sizeof(s->host), "%s", o->host);
+	s->port = o->port;
+	s->timeout_ms = o->timeout_ms;
+	s->open_cb = cb;
+	s->open_data = data;
+	if (host < 0)
+		host = rdzv_host_is_local(o->host);
+	if (host) {
+		rc = store_server_new(loop, NULL, o->port, o->limits, &s->server);
+		if (rc == 0) {
+			store_server_set_quiet(s->server, 1);
+			s->port = store_server_port(s->server);
+			/* Talk to our own server over loopback. */
+			snprintf(s->host, sizeof(s->host), "127.0.0.1");
+		} else if (rc != UV_EADDRINUSE || o->is_host == 1) {
+			char who[128] = "";
+
+			if (rc == UV_EADDRINUSE)
+				rdzv_port_holder(o->port, who, sizeof(who));
+			snprintf(s->errmsg, sizeof(s->errmsg),
+				 "cannot serve the rendezvous store on port %d: %s%s%s", o->port,
+				 crun_strerror(rc), *who ? "; held by " : "", who);
+			snprintf(o->errmsg, o->errlen, "%s", s->errmsg);
+			free(s);
+			return rc == UV_EADDRINUSE ? CRUN_EADDRINUSE_OTHER : rc;
+		}
+		/* EADDRINUSE with is_host guessed: another agent of this
+		 * machine hosts it (several agents on one host): be a client. */
+	}
+	uv_timer_init(loop, &s->progress);
+	s->progress.data = s;
+	s->started = uv_now(loop);
+	rc = store_aclient_new(loop, s->host, s->port, o->timeout_ms, main_on_connect, s,
+			       &s->main);
+	if (rc) {
+		snprintf(o->errmsg, o->errlen, "cannot connect to %s:%d: %s", s->host, s->port,
+			 crun_strerror(rc));
+		uv_close((uv_handle_t *)&s->progress, NULL);
+		if (s->server)
+			store_server_close(s->server, NULL, NULL);
+		free(s);
+		return rc;
+	}
+	uv_timer_start(&s->progress, on_progress, 5000, 5000);
+	*out = s;
+	return 0;
+}
+
+int rdzv_store_is_host(const struct crun_rdzv_store *s)
+{
+	return s->server != NULL;
+}
+
+const char *rdzv_store_errmsg(const struct crun_rdzv_store *s)
+{
+	return s->errmsg;
+}
+
+struct crun_store_server *rdzv_store_server(const struct crun_rdzv_store *s)
+{
+	return s->server;
+}
+
+static void on_progress_closed(uv_handle_t *h)
+{
+	on_client_closed(h->data);
+}
+
+void rdzv_store_close(struct crun_rdzv_store *s, rdzv_store_close_cb cb, void *data)
+{
+	s->closing = 1;
+	s->close_cb = cb;
+	s->close_data = data;
+	s->pending_close++; /* the progress timer */
+	if (s->main) {
+		s->pending_close++;
+		store_aclient_close(s->main, on_client_closed, s);
+	}
+	if (s->watch) {
+		s->pending_close++;
+		store_aclient_close(s->watch, on_client_closed, s);
+	}
+	if (s->server) {
+		s->pending_close++;
+		store_server_close(s->server, on_server_closed, s);
+	}
+	uv_close((uv_handle_t *)&s->progress, on_progress_closed);
+}
+
+void rdzv_store_free(struct crun_rdzv_store *s)
+{
+	free(s);
+}

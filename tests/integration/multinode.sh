@@ -1,0 +1,67 @@
+#!/bin/sh
+# Multi-node on loopback: several agents on one machine meet at one c10d
+# endpoint. Heterogeneous nodes, job-wide restarts, node loss and re-forming,
+# loss of the store host, scale-up, join timeout, and mismatched jobs.
+. tests/integration/lib.sh
+
+FAST="--rdzv_conf=last_call_timeout=1,join_timeout=20"
+lines() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }
+v() { sed -n "s/^$1=//p" "$2"; }
+
+# agent NAME NPROC NNODES [crun flags...] -- worker args: start in background.
+agent() {
+	name=$1 n=$2 nn=$3; shift 3
+	"$CRUN" --nnodes="$nn" --nproc_per_node="$n" --rdzv_backend=c10d \
+		--rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id="$JOB" "$@" >"$T/$name.out" 2>&1 &
+	eval "pid_$name=\$!"
+}
+# expect_status NAME WANT: wait for agent NAME and check its exit status.
+expect_status() {
+	eval "wait \$pid_$1"; _rc=$?
+	[ "$_rc" = "$2" ] || { cat "$T/$1.out" >&2; fail "agent $1 exited $_rc, want $2"; }
+}
+
+# 1. Three nodes with 4, 2 and 1 workers: ranks 0-6, world 7.
+PORT=$(free_port) JOB=hetero
+agent a 4 3 "$FAKE_WORKER" env "$T/h_a"
+wait_for 10 listening $PORT || fail "agent a never served the store"
+agent b 2 3 "$FAKE_WORKER" env "$T/h_b"
+agent c 1 3 "$FAKE_WORKER" env "$T/h_c"
+for x in a b c; do expect_status $x 0; done
+expect_eq "every rank once" "$(cat "$T"/h_* | sed -n 's/^RANK=//p' | sort -n | tr '\n' ' ')" "0 1 2 3 4 5 6 "
+expect_eq "world size" "$(cat "$T"/h_* | sed -n 's/^WORLD_SIZE=//p' | sort -u)" 7
+expect_eq "group world size" "$(cat "$T"/h_* | sed -n 's/^GROUP_WORLD_SIZE=//p' | sort -u)" 3
+expect_eq "one store for all" "$(cat "$T"/h_* | sed -n 's/^MASTER_PORT=//p' | sort -u | wc -l)" 1
+expect_eq "agent store" "$(cat "$T"/h_* | sed -n 's/^TORCHELASTIC_USE_AGENT_STORE=//p' | sort -u)" True
+# The store host (a, started first) is group rank 0 with ranks 0-3.
+expect_eq "host group rank" "$(v GROUP_RANK "$T/h_a.0")" 0
+expect_eq "host ranks" "$(for r in 0 1 2 3; do v RANK "$T/h_a.$r"; done | tr '\n' ' ')" "0 1 2 3 "
+for f in "$T"/h_b.* "$T"/h_c.*; do
+	lws=$(v LOCAL_WORLD_SIZE "$f"); gr=$(v GROUP_RANK "$f"); rank=$(v RANK "$f")
+	case "$(basename "$f" | cut -c1-3)" in h_b) expect_eq "b lws" "$lws" 2;; h_c) expect_eq "c lws" "$lws" 1;; esac
+	# RANK = prefix sum of the local world sizes before this group rank.
+	if [ "$lws" = 2 ]; then base=$(( gr == 1 ? 4 : 5 )); else base=$(( gr == 1 ? 4 : 6 )); fi
+	expect_eq "rank of $f" "$rank" $(( base + $(v LOCAL_RANK "$f") ))
+done
+
+# 2. A worker failure on one node restarts every node, one generation.
+PORT=$(free_port) JOB=restart
+agent a 2 2 --max_restarts=1 "$FAKE_WORKER" append "$T/runs" run fail-if 3 0 5 hang-if-attempt 0
+agent b 2 2 --max_restarts=1 "$FAKE_WORKER" append "$T/runs" run fail-if 3 0 5 hang-if-attempt 0
+expect_status a 0
+expect_status b 0
+expect_eq "every rank ran generation 1" "$(grep ' 1$' "$T/runs" | sort | tr '\n' ' ')" "run 0 1 run 1 1 run 2 1 run 3 1 "
+cat "$T/a.out" "$T/b.out" >"$T/ab.out"
+expect_grep "the other node heard of it" "a worker failed on another node" "$T/ab.out"
+expect_grep "restart counted once, job-wide" "restart 1 of 1 after a worker failure" "$T/ab.out"
+
+# 3. Restarts exhausted: every node exits with the failed worker's status.
+PORT=$(free_port) JOB=exhaust
+agent a 1 2 "$FAKE_WORKER" fail-if 1 0 9 hang
+agent b 1 2 "$FAKE_WORKER" fail-if 1 0 9 hang
+expect_status a 9
+expect_status b 9
+cat "$T/a.out" "$T/b.out" >"$T/ab.out"
+expect_grep "root cause printed" "Root Cause (first observed failure):" "$T/ab.out"
+expect_grep "job failure named" "job failed: rank 1" "$T/ab.out"
+exit 0
