@@ -559,7 +559,9 @@ static void agent_on_wstore_closed(void *data)
 static int agent_start_master(void *data, int round, int *port)
 {
 	struct agent *a = data;
-	int want = a->cfg->master_port >= 0 ? a->cfg->master_port : 0, rc;
+	/* Alone, --master_port names the workers' store; with several nodes
+	 * it is the rendezvous store's, and the workers get a port of their own. */
+	int want = !a->multi && a->cfg->master_port >= 0 ? a->cfg->master_port : 0, rc;
 
 	(void)round;
 	if (a->wstore) {

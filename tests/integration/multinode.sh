@@ -64,4 +64,76 @@ expect_status b 9
 cat "$T/a.out" "$T/b.out" >"$T/ab.out"
 expect_grep "root cause printed" "Root Cause (first observed failure):" "$T/ab.out"
 expect_grep "job failure named" "job failed: rank 1" "$T/ab.out"
+
+# 4. kill -9 of a non-host agent with MIN still met: the others re-form
+# without it (no restart spent) and finish.
+PORT=$(free_port) JOB=nodeloss
+agent a 1 2:3 $FAST "$FAKE_WORKER" pid "$T/pids4" hang-if-attempt 0
+wait_for 10 listening $PORT || fail "no store host"
+agent b 1 2:3 $FAST "$FAKE_WORKER" pid "$T/pids4" hang-if-attempt 0
+agent c 1 2:3 $FAST "$FAKE_WORKER" pid "$T/pids4" hang-if-attempt 0
+wait_for 20 lines "$T/pids4" 3 || fail "round 0 never ran 3 workers"
+kill -KILL $pid_c
+wait $pid_c 2>/dev/null
+expect_status a 0
+expect_status b 0
+cat "$T/a.out" "$T/b.out" >"$T/ab.out"
+expect_grep "loss detected" "stopped answering" "$T/ab.out"
+expect_grep "re-formed without a restart" "no restart is spent" "$T/ab.out"
+
+# 5. Losing the store host ends the job everywhere, with a clear error.
+PORT=$(free_port) JOB=hostloss
+agent a 1 2 "$FAKE_WORKER" pid "$T/pids5" hang
+wait_for 10 listening $PORT || fail "no store host"
+agent b 1 2 "$FAKE_WORKER" pid "$T/pids5" hang
+wait_for 20 lines "$T/pids5" 2 || fail "round 0 never ran"
+kill -KILL $pid_a
+start=$(date +%s)
+expect_status b 1
+expect_grep "clear error" "lost the rendezvous store" "$T/b.out"
+[ $(( $(date +%s) - start )) -le 5 ] || fail "took more than 5 s to notice the host died"
+
+# 6. A late node is admitted (up to MAX) without spending a restart.
+PORT=$(free_port) JOB=scaleup
+agent a 1 2:3 $FAST "$FAKE_WORKER" env "$T/s_a" pid "$T/pids6" hang-if-attempt 0
+wait_for 10 listening $PORT || fail "no store host"
+agent b 1 2:3 $FAST "$FAKE_WORKER" env "$T/s_b" pid "$T/pids6" hang-if-attempt 0
+wait_for 20 lines "$T/pids6" 2 || fail "round 0 never ran"
+agent c 2 2:3 $FAST "$FAKE_WORKER" env "$T/s_c" hang-if-attempt 0
+for x in a b c; do expect_status $x 0; done
+expect_eq "world grew to 4" "$(cat "$T"/s_c.* | sed -n 's/^WORLD_SIZE=//p' | sort -u)" 4
+expect_eq "ranks of the grown world" "$(cat "$T"/s_* | sed -n 's/^RANK=//p' | sort -n | tr '\n' ' ')" "0 1 2 3 "
+expect_grep "admitted" "asking it to re-form to admit" "$T/c.out"
+
+# 7. A join timeout names who joined and how many are missing.
+PORT=$(free_port) JOB=lonely
+agent a 4 2 --rdzv_conf=join_timeout=1 "$FAKE_WORKER" exit 0
+expect_status a 1
+expect_grep "timeout message" "timed out after 1 s with 1 of at least 2 nodes: joined .* (4 workers); still missing 1" "$T/a.out"
+
+# 8. Two jobs on one endpoint are refused, never mixed.
+PORT=$(free_port) JOB=first
+agent a 1 2 --rdzv_conf=join_timeout=10 "$FAKE_WORKER" exit 0
+wait_for 10 listening $PORT || fail "no store host"
+JOB=second
+agent b 1 2 "$FAKE_WORKER" exit 0
+expect_status b 1
+expect_grep "other job named" "serves job 'first', not 'second'" "$T/b.out"
+JOB=first
+agent c 1 3 "$FAKE_WORKER" exit 0
+expect_status c 1
+expect_grep "nnodes mismatch" "already runs with \"nnodes=2:2 backend=c10d\"" "$T/c.out"
+kill $pid_a; wait $pid_a 2>/dev/null
+
+# 9. Static backend: node ranks given, heterogeneous nodes.
+PORT=$(free_port)
+"$CRUN" --nnodes=2 --node_rank=1 --nproc_per_node=1 --master_addr=127.0.0.1 --master_port=$PORT \
+	"$FAKE_WORKER" env "$T/st_1" >"$T/st1.out" 2>&1 &
+p1=$!
+"$CRUN" --nnodes=2 --node_rank=0 --nproc_per_node=3 --master_addr=127.0.0.1 --master_port=$PORT \
+	"$FAKE_WORKER" env "$T/st_0" >"$T/st0.out" 2>&1 || fail "static node 0: $(cat "$T/st0.out")"
+wait $p1 || fail "static node 1: $(cat "$T/st1.out")"
+expect_eq "static node 1 group rank" "$(v GROUP_RANK "$T/st_1.0")" 1
+expect_eq "static node 1 rank" "$(v RANK "$T/st_1.0")" 3
+expect_eq "static world" "$(v WORLD_SIZE "$T/st_1.0")" 4
 exit 0
