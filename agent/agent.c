@@ -81,6 +81,7 @@ struct agent {
 	struct crun_store_server *wstore;
 	int closing;		/* objects still closing at exit */
 	int logs_ready;
+	double started;
 	struct crun_store_limits defaults;
 };
 
@@ -387,6 +388,17 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 		agent_leave(a, status);
 }
 
+/* One summary line after every worker of this node succeeded. */
+static void agent_say_success(struct agent *a)
+{
+	say("%d worker%s of %s succeeded (ranks %d-%d of %d, generation %d, %.2f s)",
+	    a->cfg->nproc_per_node, a->cfg->nproc_per_node == 1 ? "" : "s", a->host,
+	    a->round.ranks.base_rank,
+	    a->round.ranks.base_rank + a->round.ranks.local_world_size - 1,
+	    a->round.ranks.world_size, a->round.restart_count,
+	    agent_wall_time() - a->started);
+}
+
 static void agent_multi_round_end(struct agent *a, int nf, int status)
 {
 	char why[300];
@@ -399,6 +411,7 @@ static void agent_multi_round_end(struct agent *a, int nf, int status)
 		return;
 	}
 	if (nf == 0 && a->reason == STOP_NONE) {
+		agent_say_success(a);
 		agent_leave(a, 0);
 		return;
 	}
@@ -475,8 +488,10 @@ static void agent_round_end(struct agent *a)
 			say("worker group failed; exiting with status %d (that of rank %d)",
 			    status, a->failed_rank);
 			agent_finish(a, status);
-		} else
+		} else {
+			agent_say_success(a);
 			agent_finish(a, 0);
+		}
 		return;
 	}
 	agent_multi_round_end(a, nf, status);
@@ -901,6 +916,7 @@ int agent_run(struct crun_cfg *cfg)
 
 	memset(&a, 0, sizeof(a));
 	a.cfg = cfg;
+	a.started = agent_wall_time();
 	a.port_fd = -1;
 	a.restarts_left = cfg->max_restarts;
 	if (gethostname(a.host, sizeof(a.host) - 1))

@@ -77,10 +77,10 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	X(no_agent_store, "no_agent_store", 0, BOOL, "store", NULL,           \
 	  CFG_ENV_CRUN, G_STORE,                                               \
 	  "worker rank 0 hosts its own TCPStore, as plain torch.distributed")  \
-	X(store_max_key_size, "store_max_key_size", 0, STR, "store", "64K",   \
+	X(store_max_key_size, "store_max_key_size", 0, STR, "store", "8K",   \
 	  CFG_ENV_CRUN, G_STORE, "largest key the store accepts")             \
 	X(store_max_value_size, "store_max_value_size", 0, STR, "store",      \
-	  "64M", CFG_ENV_CRUN, G_STORE, "largest value the store accepts")     \
+	  "8M", CFG_ENV_CRUN, G_STORE, "largest value the store accepts")     \
 	X(store_max_keys, "store_max_keys", 0, STR, "store", "128K",          \
 	  CFG_ENV_CRUN, G_STORE, "most keys in one request")                   \
 	X(store_max_memory, "store_max_memory", 0, STR, "store", "1G",        \
