@@ -140,6 +140,20 @@ static int64_t reply_int(const struct crun_store_reply *rep)
 	return strtoll(buf, NULL, 10);
 }
 
+/*
+ * Copy value i of a reply into buf as a C string: values are (ptr, len)
+ * slices of the receive buffer, not NUL-terminated.
+ */
+static const char *reply_str(const struct crun_store_reply *rep, size_t i, char *buf,
+			     size_t len)
+{
+	size_t n = rep->values[i].len < len - 1 ? rep->values[i].len : len - 1;
+
+	memcpy(buf, rep->values[i].base, n);
+	buf[n] = '\0';
+	return buf;
+}
+
 static int reply_is(const struct crun_store_reply *rep, const char *s)
 {
 	return rep->len == strlen(s) && memcmp(rep->value, s, rep->len) == 0;
@@ -214,7 +228,9 @@ static void on_deadline_names(int status, const struct crun_store_reply *rep,
 		int h, nr, np, pid;
 		char host[256];
 
-		if (sscanf(rep->values[i].base, "%d %d %d %d %255s", &h, &nr, &np, &pid,
+		char d[700];
+
+		if (sscanf(reply_str(rep, i, d, sizeof(d)), "%d %d %d %d %255s", &h, &nr, &np, &pid,
 			   host) == 5)
 			n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s (%d workers)",
 					      n ? ", " : "", host, np);
@@ -276,6 +292,7 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	rdzv_round_cb cb;
+	char buf[300];
 	int port;
 
 	if (r == NULL)
@@ -283,7 +300,8 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 	if (status)
 		return store_error(r, status);
 	if (rep->nvalues != 1 ||
-	    sscanf(rep->values[0].base, "%255s %d", r->res.master_addr, &port) != 2)
+	    sscanf(reply_str(rep, 0, buf, sizeof(buf)), "%255s %d", r->res.master_addr,
+		   &port) != 2)
 		return round_fail(r, CRUN_EPROTO, "bad master record in round %d", r->round);
 	r->res.master_port = port;
 	r->state = R_RUNNING;
@@ -302,7 +320,7 @@ static void on_assignment(int status, const struct crun_store_reply *rep, void *
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	struct crun_ranks *k;
-	char mk[KEYMAX];
+	char mk[KEYMAX], buf[400];
 	const char *kp[1] = {mk};
 
 	if (r == NULL)
@@ -311,7 +329,8 @@ static void on_assignment(int status, const struct crun_store_reply *rep, void *
 		return store_error(r, status);
 	k = &r->res.ranks;
 	if (rep->nvalues != 1 ||
-	    sscanf(rep->values[0].base, "%d %d %d %d %d %d %d %255s", &k->group_rank,
+	    sscanf(reply_str(rep, 0, buf, sizeof(buf)), "%d %d %d %d %d %d %d %255s",
+		   &k->group_rank,
 		   &k->group_world_size, &k->base_rank, &k->world_size,
 		   &k->base_role_rank, &k->role_world_size, &k->local_world_size,
 		   r->succ_host) != 8)
@@ -404,6 +423,7 @@ int rdzv_descr_cmp(const char *a, const char *b)
 
 struct nd {
 	const char *d;
+	char descr[700];
 	int index;
 	int nproc;
 	int node_rank;
@@ -458,7 +478,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep, void 
 	for (int i = 0; i < n; i++) {
 		int h, pid;
 
-		v[i].d = rep->values[i].base;
+		v[i].d = reply_str(rep, (size_t)i, v[i].descr, sizeof(v[i].descr));
 		v[i].index = i + 1;
 		if (sscanf(v[i].d, "%d %d %d %d %255s %*s %127s", &h, &v[i].node_rank,
 			   &v[i].nproc, &pid, v[i].host, v[i].role) != 6) {

@@ -31,6 +31,8 @@ for x in a b c; do expect_status $x 0; done
 expect_eq "every rank once" "$(cat "$T"/h_* | sed -n 's/^RANK=//p' | sort -n | tr '\n' ' ')" "0 1 2 3 4 5 6 "
 expect_eq "world size" "$(cat "$T"/h_* | sed -n 's/^WORLD_SIZE=//p' | sort -u)" 7
 expect_eq "group world size" "$(cat "$T"/h_* | sed -n 's/^GROUP_WORLD_SIZE=//p' | sort -u)" 3
+expect_eq "role world size" "$(cat "$T"/h_* | sed -n 's/^ROLE_WORLD_SIZE=//p' | sort -u)" 7
+for f in "$T"/h_*; do expect_eq "ROLE_RANK = RANK in $f" "$(v ROLE_RANK "$f")" "$(v RANK "$f")"; done
 expect_eq "one store for all" "$(cat "$T"/h_* | sed -n 's/^MASTER_PORT=//p' | sort -u | wc -l)" 1
 expect_eq "agent store" "$(cat "$T"/h_* | sed -n 's/^TORCHELASTIC_USE_AGENT_STORE=//p' | sort -u)" True
 # The store host (a, started first) is group rank 0 with ranks 0-3.
