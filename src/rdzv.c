@@ -60,6 +60,9 @@ struct crun_rdzv {
 	int timers;		/* initialised timer handles */
 	int deadline_phase;
 	int64_t restarts;	/* job-wide failure restarts, last read */
+	int succ;		/* group rank whose heartbeat we watch */
+	int end_seen;		/* the round's "end" was read */
+	int end_kind;
 	rdzv_round_cb cb;
 	void *cb_data;
 	void (*finish_cb)(struct crun_rdzv *, void *);
@@ -186,8 +189,22 @@ static void round_fail(struct crun_rdzv *r, int status, const char *fmt, ...)
 }
 
 /* The running round ended (for any reason): tell the agent once. */
+static void host_wait_left(struct crun_rdzv *r);
+static void finish_done(struct crun_rdzv *r);
+
 static void round_ended(struct crun_rdzv *r, int kind, const char *why)
 {
+	r->end_seen = 1;
+	r->end_kind = kind;
+	if (r->state == R_FINISHING) {
+		/* The store host, done itself, waits for the others to leave. */
+		uv_timer_stop(&r->hb);
+		if (kind == RDZV_END_SUCCESS || kind == RDZV_END_LOST)
+			finish_done(r);
+		else
+			host_wait_left(r);
+		return;
+	}
 	if (r->state != R_RUNNING)
 		return;
 	r->state = R_ENDED;
@@ -310,6 +327,8 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 	r->cb = NULL;
 	r->succ_stall = 0;
 	r->succ_last = -1;
+	r->succ = (r->grank + 1) % r->gworld;
+	r->end_seen = 0;
 	r->last_reply = uv_now(r->loop);
 	start_running(r);
 	cb(r, 0, &r->res, r->cb_data);
@@ -834,32 +853,64 @@ static void on_watch_end(int status, const struct crun_store_reply *rep, void *a
 	round_ended(r, n ? why[0] : RDZV_END_FATAL, n > 2 ? why + 2 : why);
 }
 
+static void on_hb_tick(uv_timer_t *t);
+
+/* The watched successor stalled: did it finish (then watch the next one)? */
+static void on_succ_done(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char why[400];
+
+	if (r == NULL || (r->state != R_RUNNING && r->state != R_FINISHING))
+		return;
+	if (status)
+		return store_error(r, status);
+	if (!reply_is(rep, PEEK)) {
+		/* It left after success: watch the node after it instead. */
+		r->succ = (r->succ + 1) % r->gworld;
+		r->succ_stall = 0;
+		r->succ_last = -1;
+		return;
+	}
+	if (r->succ == (r->grank + 1) % r->gworld)
+		snprintf(why, sizeof(why), "%s (group rank %d) stopped answering",
+			 r->succ_host, r->succ);
+	else
+		snprintf(why, sizeof(why), "group rank %d stopped answering", r->succ);
+	rdzv_end_round(r, RDZV_END_DEAD, why);
+}
+
 static void on_hb_succ(int status, const struct crun_store_reply *rep, void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char k[KEYMAX];
 	int64_t v;
 
-	if (r == NULL || r->state != R_RUNNING)
+	if (r == NULL || (r->state != R_RUNNING && r->state != R_FINISHING))
 		return;
 	if (status)
 		return store_error(r, status);
 	r->hb_pending = 0;
 	r->last_reply = uv_now(r->loop);
 	v = reply_int(rep);
-	if (v == r->succ_last) {
-		if (++r->succ_stall >= r->o.keep_alive_max_attempt) {
-			char why[400];
-
-			snprintf(why, sizeof(why), "%s (group rank %d) stopped answering",
-				 r->succ_host, (r->grank + 1) % r->gworld);
-			rdzv_end_round(r, RDZV_END_DEAD, why);
-		}
-	} else {
+	if (v != r->succ_last) {
 		r->succ_stall = 0;
 		r->succ_last = v;
+		return;
 	}
+	if (++r->succ_stall < r->o.keep_alive_max_attempt)
+		return;
+	r->succ_stall = 0;
+	key(r, k, "r%d/done/%d", r->round, r->succ);
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0, on_succ_done,
+				op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
 }
 
+/*
+ * Every keep_alive_interval: bump our counter and read the successor's. A
+ * node that finished leaves a done/<g> mark, so its silence is not a death.
+ */
 static void on_hb_tick(uv_timer_t *t)
 {
 	struct crun_rdzv *r = t->data;
@@ -867,7 +918,7 @@ static void on_hb_tick(uv_timer_t *t)
 				    r->o.keep_alive_max_attempt);
 	char k1[KEYMAX], k2[KEYMAX];
 
-	if (r->state != R_RUNNING)
+	if (r->state != R_RUNNING && r->state != R_FINISHING)
 		return;
 	if (r->hb_pending && uv_now(r->loop) - r->last_reply > limit) {
 		char why[256];
@@ -878,10 +929,13 @@ static void on_hb_tick(uv_timer_t *t)
 		return;
 	}
 	key(r, k1, "r%d/hb/%d", r->round, r->grank);
-	key(r, k2, "r%d/hb/%d", r->round, (r->grank + 1) % r->gworld);
+	if (r->ops->add(r->kv, k1, 1, NULL, NULL))
+		return store_error(r, CRUN_ECLOSED);
+	if (r->succ == r->grank)
+		return; /* everyone else finished */
+	key(r, k2, "r%d/hb/%d", r->round, r->succ);
 	r->hb_pending = 1;
-	if (r->ops->add(r->kv, k1, 1, NULL, NULL) ||
-	    r->ops->add(r->kv, k2, 0, on_hb_succ, op_new(r, 0)))
+	if (r->ops->add(r->kv, k2, 0, on_hb_succ, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -1057,23 +1111,42 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 	return rc;
 }
 
-static void on_all_finished(int status, const struct crun_store_reply *rep, void *arg)
+/* Finishing is over: tell the agent once. */
+static void finish_done(struct crun_rdzv *r)
 {
-	struct crun_rdzv *r = arg;
+	void (*cb)(struct crun_rdzv *, void *) = r->finish_cb;
 
-	(void)status;
-	(void)rep;
 	if (r->state != R_FINISHING)
 		return;
 	r->state = R_ENDED;
-	uv_timer_stop(&r->deadline);
-	if (r->finish_cb)
-		r->finish_cb(r, r->finish_data);
+	stop_timers(r);
+	r->finish_cb = NULL;
+	if (cb)
+		cb(r, r->finish_data);
+}
+
+static void on_all_left(int status, const struct crun_store_reply *rep, void *arg)
+{
+	(void)status;
+	(void)rep;
+	finish_done(arg);
 }
 
 static void on_finish_timeout(uv_timer_t *t)
 {
-	on_all_finished(CRUN_ETIMEDOUT, NULL, t->data);
+	finish_done(t->data);
+}
+
+/* The round ended: the others stop and leave; wait for that, bounded. */
+static void host_wait_left(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+
+	key(r, k, "r%d/all_left", r->round);
+	uv_timer_start(&r->deadline, on_finish_timeout,
+		       (uint64_t)(r->o.close_timeout * 1000), 0);
+	if (r->ops->watch(r->kv, k, -1, on_all_left, r))
+		finish_done(r);
 }
 
 static void on_finished_count(int status, const struct crun_store_reply *rep, void *arg)
@@ -1084,33 +1157,42 @@ static void on_finished_count(int status, const struct crun_store_reply *rep, vo
 	if (r->state != R_FINISHING)
 		return;
 	if (status)
-		return store_error(r, status);
-	key(r, k, "r%d/all_finished", r->round);
-	if (reply_int(rep) >= r->gworld)
+		return finish_done(r);
+	if (reply_int(rep) >= r->gworld) {
+		/* The last one out: release the store host. */
+		key(r, k, "r%d/all_left", r->round);
 		r->ops->set(r->kv, k, "1", 1, NULL, NULL);
-	if (!r->o.is_store_host) {
-		on_all_finished(0, NULL, r);
-		return;
+		key(r, k, "r%d/end", r->round);
+		r->ops->compare_set(r->kv, k, "", 0, "S all nodes finished", 20, NULL, NULL);
 	}
-	/* The store host stays until every node is done, or close_timeout. */
-	uv_timer_start(&r->deadline, on_finish_timeout,
-		       (uint64_t)(r->o.close_timeout * 1000), 0);
-	if (r->ops->watch(r->kv, k, -1, on_all_finished, r))
-		on_all_finished(CRUN_ECLOSED, NULL, r);
+	if (!r->o.is_store_host)
+		return finish_done(r);
+	/*
+	 * The store host serves until every node has left: while the round
+	 * runs it keeps its heartbeat and its watch on "end" (which the last
+	 * node out sets); once the round ended, it waits for the rest to leave.
+	 */
+	if (r->end_seen)
+		host_wait_left(r);
 }
 
 int rdzv_finish(struct crun_rdzv *r, void (*cb)(struct crun_rdzv *r, void *data),
 		void *data)
 {
-	char k[KEYMAX];
+	char k1[KEYMAX], k2[KEYMAX];
 
-	stop_timers(r);
+	if (!r->o.is_store_host || r->end_seen)
+		uv_timer_stop(&r->hb);
+	uv_timer_stop(&r->last_call);
 	r->state = R_FINISHING;
 	r->round = r->res.round;
 	r->finish_cb = cb;
 	r->finish_data = data;
-	key(r, k, "r%d/finished", r->round);
-	return r->ops->add(r->kv, k, 1, on_finished_count, r);
+	key(r, k1, "r%d/done/%d", r->round, r->grank);
+	key(r, k2, "r%d/finished", r->round);
+	if (r->ops->set(r->kv, k1, "1", 1, NULL, NULL))
+		return CRUN_ECLOSED;
+	return r->ops->add(r->kv, k2, 1, on_finished_count, r);
 }
 
 /* --- life cycle --------------------------------------------------------- */

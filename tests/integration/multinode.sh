@@ -138,4 +138,20 @@ wait $p1 || fail "static node 1: $(cat "$T/st1.out")"
 expect_eq "static node 1 group rank" "$(v GROUP_RANK "$T/st_1.0")" 1
 expect_eq "static node 1 rank" "$(v RANK "$T/st_1.0")" 3
 expect_eq "static world" "$(v WORLD_SIZE "$T/st_1.0")" 4
+
+# 10. One node finishing early never fails the others: not when the store
+# host finishes first, not when another node does.
+PORT=$(free_port) JOB=early1
+agent a 1 2 "$FAKE_WORKER" exit 0
+wait_for 10 listening $PORT || fail "no store host"
+agent b 1 2 "$FAKE_WORKER" sleep 3000
+expect_status b 0
+expect_status a 0
+PORT=$(free_port) JOB=early2
+agent a 1 2 "$FAKE_WORKER" sleep 3000
+wait_for 10 listening $PORT || fail "no store host"
+agent b 1 2 "$FAKE_WORKER" exit 0
+expect_status b 0
+expect_status a 0
+expect_nogrep "no false death" "stopped answering" "$T/a.out"
 exit 0
