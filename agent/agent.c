@@ -203,8 +203,11 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 	if (a->state == A_RUNNING) {
 		say("received %s: forwarding it to the workers", cfg_signame(sig));
 		agent_stop_group(a, STOP_SIGNAL, sig);
-	} else if (a->state == A_STOPPING) {
+	} else if (a->state == A_STOPPING && a->nworkers > 0) {
 		agent_signal_workers(a, sig);
+	} else if (a->state == A_STOPPING) {
+		/* Workers gone, waiting for other nodes to leave: stop waiting. */
+		agent_finish(a, 128 + a->stop_signal);
 	} else {
 		say("received %s before the workers started: exiting", cfg_signame(sig));
 		agent_finish(a, 128 + sig);
@@ -229,6 +232,27 @@ void agent_on_worker_exit(struct agent *a, struct worker *w)
 	}
 }
 
+/*
+ * The signal to stop our workers with when another node ended the round: a
+ * node that left because it was signalled ("… (SIGUSR1)") passes its signal
+ * on, if we forward that one too, so a preemption warning reaches every
+ * worker whichever node heard it first; otherwise SIGTERM.
+ */
+static int peer_signal(const struct agent *a, const char *why)
+{
+	const char *open = strrchr(why, '(');
+	char name[16];
+	int sig, n;
+
+	if (open == NULL || sscanf(open, "(%15[A-Z0-9])", name) != 1 ||
+	    cfg_parse_signals(name, &sig, 1, &n) != 0)
+		return SIGTERM;
+	for (int i = 0; i < a->cfg->nsignals; i++)
+		if (a->cfg->signals[i] == sig)
+			return sig;
+	return SIGTERM;
+}
+
 /* Another node (or the store) ended the round: stop our workers too. */
 static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why, void *data)
 {
@@ -242,7 +266,7 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why, vo
 	if (a->state == A_RUNNING) {
 		say("round %d ended: %s", a->res.round,
 		    kind == RDZV_END_FAILURE ? "a worker failed on another node" : why);
-		agent_stop_group(a, STOP_PEER, SIGTERM);
+		agent_stop_group(a, STOP_PEER, peer_signal(a, why));
 	}
 }
 
@@ -404,10 +428,21 @@ static void agent_multi_round_end(struct agent *a, int nf, int status)
 	char why[300];
 
 	if (a->reason == STOP_SIGNAL) {
-		/* A departure, not the end of the job: the others re-form. */
-		snprintf(why, sizeof(why), "%s left (%s)", a->host, cfg_signame(a->stop_signal));
-		rdzv_end_round(a->rdzv, RDZV_END_DEAD, why);
-		agent_finish(a, 128 + a->stop_signal);
+		/*
+		 * A departure, not the end of the job: the others re-form
+		 * without us. The store host cannot leave that way: it ends the
+		 * job and serves the store until the others have left.
+		 */
+		if (rdzv_store_is_host(a->rs)) {
+			snprintf(why, sizeof(why), "the store host %s was stopped (%s)", a->host,
+				 cfg_signame(a->stop_signal));
+			rdzv_end_round(a->rdzv, RDZV_END_FATAL, why);
+		} else {
+			snprintf(why, sizeof(why), "%s left (%s)", a->host,
+				 cfg_signame(a->stop_signal));
+			rdzv_end_round(a->rdzv, RDZV_END_DEAD, why);
+		}
+		agent_leave(a, 128 + a->stop_signal);
 		return;
 	}
 	if (nf == 0 && a->reason == STOP_NONE) {

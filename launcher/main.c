@@ -15,6 +15,8 @@
 #include "../agent/agent.h"
 #include "launcher.h"
 
+extern char **environ;
+
 static int usage_error(const char *msg)
 {
 	fprintf(stderr, "crun: error: %s (see crun --help)\n", msg);
@@ -79,6 +81,8 @@ int main(int argc, char **argv)
 
 	cfg_init(&cfg);
 	rc = cfg_parse_args(&cfg, argc, argv, NULL, &done, msg, sizeof(msg));
+	if (rc == 0 && !done)
+		rc = cfg_apply_slurm(&cfg, environ, msg, sizeof(msg));
 	if (rc == 0 && !done)
 		rc = cfg_finalize(&cfg, msg, sizeof(msg));
 	if (rc) {

@@ -759,10 +759,12 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 			snprintf(origin, sizeof(origin), "argument --%s", o->name);
 		}
 		if (o->type == CFG_T_BOOL) {
-			if (val)
+			/* --slurm=0 turns off the automatic SLURM mode. */
+			if (val && o->id != CFG_slurm)
 				return err(errmsg, errlen,
 					   "%s: ignored explicit value '%s'", origin, val);
-			val = "1";
+			if (val == NULL)
+				val = "1";
 		} else if (val == NULL) {
 			if (i + 1 >= argc)
 				return err(errmsg, errlen, "%s: expected one value", origin);

@@ -1127,9 +1127,9 @@ static void finish_done(struct crun_rdzv *r)
 
 static void on_all_left(int status, const struct crun_store_reply *rep, void *arg)
 {
-	(void)status;
 	(void)rep;
-	finish_done(arg);
+	if (status != CRUN_ECANCELED)
+		finish_done(arg);
 }
 
 static void on_finish_timeout(uv_timer_t *t)

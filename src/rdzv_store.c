@@ -13,6 +13,7 @@
  * join timeout, with a progress line every 5 s).
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <ifaddrs.h>
@@ -38,6 +39,9 @@ struct crun_rdzv_store {
 	int connected;
 	int closing;
 	int pending_close;
+	const struct crun_store_limits *limits;
+	int would_host;		/* should host, but the port was taken */
+	int ticks, bad_ticks;
 	rdzv_store_open_cb open_cb;
 	void *open_data;
 	rdzv_store_close_cb close_cb;
@@ -143,6 +147,21 @@ static void on_client_closed(void *data)
 		s->close_cb(s->close_data);
 }
 
+/*
+ * Close *slot's client. The slot is cleared first: closing fails pending
+ * requests at once, and their callbacks may close this store again.
+ */
+static void close_client(struct crun_rdzv_store *s, struct crun_store_aclient **slot)
+{
+	struct crun_store_aclient *c = *slot;
+
+	if (c == NULL)
+		return;
+	*slot = NULL;
+	s->pending_close++;
+	store_aclient_close(c, on_client_closed, s);
+}
+
 static void on_server_closed(void *data)
 {
 	on_client_closed(data);
@@ -158,11 +177,7 @@ static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb, vo
 	struct crun_rdzv_store *s = kv;
 	int rc;
 
-	if (s->watch) {
-		s->pending_close++;
-		store_aclient_close(s->watch, on_client_closed, s);
-		s->watch = NULL;
-	}
+	close_client(s, &s->watch);
 	rc = store_aclient_new(s->loop, s->host, s->port, s->timeout_ms, watch_on_connect,
 			       s, &s->watch);
 	if (rc)
@@ -315,11 +330,52 @@ static void finish_open(struct crun_rdzv_store *s, int status)
 		cb(s, status, s->open_data);
 }
 
+static void main_on_connect(struct crun_store_aclient *c, int status, void *data);
+
+/* Fail opening with errmsg already set: stop the client, report once. */
+static void open_fail(struct crun_rdzv_store *s, int status)
+{
+	close_client(s, &s->main);
+	finish_open(s, status);
+}
+
+/*
+ * Once a second while connecting: is the endpoint port held by something
+ * that is not a crun store? A listener that hangs up on our handshake is
+ * one; so is a port we could not bind (guessing we should host) that nobody
+ * listens on: then try the bind again, in case it was only briefly taken.
+ */
 static void on_progress(uv_timer_t *t)
 {
 	struct crun_rdzv_store *s = t->data;
-	int err = store_aclient_last_error(s->main);
+	int err = store_aclient_last_error(s->main), rc;
+	char who[128];
 
+	s->ticks++;
+	if (err == UV_EOF || err == UV_ECONNRESET || err == CRUN_EPROTO)
+		s->bad_ticks++;
+	else if (s->would_host && err == UV_ECONNREFUSED) {
+		rc = store_server_new(s->loop, NULL, s->port, s->limits, &s->server);
+		if (rc == 0) {
+			store_server_set_quiet(s->server, 1);
+			s->would_host = 0;
+			return; /* the client's next attempt finds our server */
+		}
+		s->bad_ticks++;
+	} else {
+		s->bad_ticks = 0;
+	}
+	if (s->bad_ticks >= 3) {
+		rdzv_port_holder(s->port, who, sizeof(who));
+		snprintf(s->errmsg, sizeof(s->errmsg),
+			 "port %d of %s is in use by another program%s%s that is not a crun "
+			 "store (%s): pick a free port for --rdzv_endpoint",
+			 s->port, s->host, *who ? ", " : "", who,
+			 err ? crun_strerror(err) : "no answer");
+		return open_fail(s, CRUN_EADDRINUSE_OTHER);
+	}
+	if (s->ticks % 5)
+		return;
 	fprintf(stderr, "crun: waiting for rendezvous host %s:%d (%s), %.0f s of %.0f s\n",
 		s->host, s->port, err ? crun_strerror(err) : "no answer yet",
 		(double)(uv_now(s->loop) - s->started) / 1000, (double)s->timeout_ms / 1000);
@@ -374,6 +430,7 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 	s->timeout_ms = o->timeout_ms;
 	s->open_cb = cb;
 	s->open_data = data;
+	s->limits = o->limits;
 	if (host < 0)
 		host = rdzv_host_is_local(o->host);
 	if (host) {
@@ -396,7 +453,9 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 			return rc == UV_EADDRINUSE ? CRUN_EADDRINUSE_OTHER : rc;
 		}
 		/* EADDRINUSE with is_host guessed: another agent of this
-		 * machine hosts it (several agents on one host): be a client. */
+		 * machine hosts it (several agents on one host): be a client,
+		 * and find out if the holder is no crun store (on_progress). */
+		s->would_host = s->server == NULL;
 	}
 	uv_timer_init(loop, &s->progress);
 	s->progress.data = s;
@@ -412,7 +471,7 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 		free(s);
 		return rc;
 	}
-	uv_timer_start(&s->progress, on_progress, 5000, 5000);
+	uv_timer_start(&s->progress, on_progress, 1000, 1000);
 	*out = s;
 	return 0;
 }
@@ -439,21 +498,19 @@ static void on_progress_closed(uv_handle_t *h)
 
 void rdzv_store_close(struct crun_rdzv_store *s, rdzv_store_close_cb cb, void *data)
 {
+	assert(!s->closing);
 	s->closing = 1;
 	s->close_cb = cb;
 	s->close_data = data;
 	s->pending_close++; /* the progress timer */
-	if (s->main) {
-		s->pending_close++;
-		store_aclient_close(s->main, on_client_closed, s);
-	}
-	if (s->watch) {
-		s->pending_close++;
-		store_aclient_close(s->watch, on_client_closed, s);
-	}
+	close_client(s, &s->main);
+	close_client(s, &s->watch);
 	if (s->server) {
+		struct crun_store_server *srv = s->server;
+
+		s->server = NULL;
 		s->pending_close++;
-		store_server_close(s->server, on_server_closed, s);
+		store_server_close(srv, on_server_closed, s);
 	}
 	uv_close((uv_handle_t *)&s->progress, on_progress_closed);
 }

@@ -174,6 +174,16 @@ int cfg_set(struct crun_cfg *cfg, int id, const char *value, int src,
 int cfg_apply_env(struct crun_cfg *cfg, char **envp);
 
 /**
+ * With --slurm (or, unless --slurm=0, inside an srun step when no multi-node
+ * option was given) offer SLURM's node count, rendezvous id, backend and
+ * endpoint, workers per node and SIGUSR1 as derived values (src/cfg_slurm.c),
+ * announcing them and slurm_detect's warnings on stderr, one line each. Call
+ * between cfg_parse_args and cfg_finalize. CRUN_EUSAGE with errmsg for
+ * --slurm outside SLURM or a malformed SLURM environment.
+ */
+int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg, size_t len);
+
+/**
  * Load an INI job file into cfg (source: job file). ${VAR} and ${VAR:-dflt}
  * in values expand from envp. Errors fill errmsg as "file:line: message".
  */

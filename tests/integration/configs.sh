@@ -29,6 +29,13 @@ has() {
 
 # --- every shipped example parses ----------------------------------------
 for f in "$C"/*.ini; do
+	if [ "$(basename "$f")" = slurm.ini ]; then
+		# slurm = true outside a SLURM step is a usage error, said clearly.
+		"$CRUN" --config "$f" --print-config >/dev/null 2>"$T/e"
+		expect_eq "slurm.ini outside SLURM" "$?" 2
+		expect_grep "slurm.ini outside SLURM" "not inside a SLURM job" "$T/e"
+		continue
+	fi
 	show "$(basename "$f")"
 	expect_grep "$(basename "$f") has job-file values" "# job file ($C/" "$T/pc"
 done
@@ -66,8 +73,11 @@ has elastic redirects 3 "job file"
 NPROC=2 show elastic.ini
 has "elastic nproc from \${NPROC}" nproc_per_node 2 "job file"
 
-SLURM_JOB_ID=4242 SLURM_JOB_NUM_NODES=2 SLURM_NNODES=2 SLURM_JOB_NODELIST='n[1-2]' \
-	SLURM_SUBMIT_DIR=$T show slurm.ini
+# As inside a step of a 2-node job (exported: dash does not export the
+# assignments that prefix a function call).
+(export SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NODEID=0 \
+	SLURM_JOB_NUM_NODES=2 SLURM_NNODES=2 SLURM_JOB_NODELIST='n[1-2]' SLURM_SUBMIT_DIR=$T
+ show slurm.ini) || exit 1
 has slurm slurm true "job file"
 has slurm log_dir "$T/logs/4242" "job file"
 has slurm signals_to_handle SIGTERM,SIGINT,SIGUSR1 "job file"

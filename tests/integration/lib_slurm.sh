@@ -15,8 +15,10 @@
 #                          one node; wait until `sinfo` shows it idle. Registers
 #                          slurm_stop with at_exit, so the daemons go on pass,
 #                          fail, skip, INT and TERM.
-#   slurm_start_multi N    TODO (lead): N nodes, one network namespace each; see
-#                          the comment above the function for the recipe.
+#   slurm_start_multi N    N nodes h1..hN, one network namespace each (source
+#                          lib_netns.sh first); see the comment above it.
+#   slurm_client CMD...    run a client tool where the controller is reachable
+#                          (inside h1 for a multi-node cluster, else here).
 #   slurm_stop             stop the daemons this script started (by pid, never
 #                          by name), then wait for them. Idempotent.
 #   slurm_logs             print the tail of every daemon log (for failures).
@@ -91,9 +93,9 @@ slurm_stop() {
 	[ -n "$SLURM_DIR" ] || return 0
 	# Jobs first, so no step is left running when slurmd goes.
 	if [ -n "$_slurm_pids" ]; then
-		scancel --quiet --user=root >/dev/null 2>&1
+		slurm_client scancel --quiet --user=root >/dev/null 2>&1
 		_n=50
-		while [ $_n -gt 0 ] && [ -n "$(squeue -h 2>/dev/null)" ]; do
+		while [ $_n -gt 0 ] && [ -n "$(slurm_client squeue -h 2>/dev/null)" ]; do
 			sleep 0.1; _n=$((_n-1))
 		done
 	fi
@@ -142,7 +144,7 @@ _slurm_write_conf() { # NODELINES PARTITION_NODES
 	cat >"$SLURM_CONF" <<EOF
 # Written by tests/integration/lib_slurm.sh for one test run; see there.
 ClusterName=crun$$
-SlurmctldHost=$_slurm_host(127.0.0.1)
+SlurmctldHost=$_slurm_host(${_slurm_ctld_addr:-127.0.0.1})
 SlurmctldPort=$SLURM_CTLD_PORT
 SlurmdPort=$SLURM_SLURMD_PORT
 SlurmUser=root
@@ -202,7 +204,7 @@ _slurm_prepare() {
 
 # sinfo shows every node of the partition idle.
 _slurm_all_idle() {
-	_st=$(sinfo -h -o '%t' 2>/dev/null | sort -u)
+	_st=$(slurm_client sinfo -h -o '%t' 2>/dev/null | sort -u)
 	[ "$_st" = "idle" ]
 }
 
@@ -224,26 +226,86 @@ slurm_start_single() {
 	note "slurm: node $SLURM_NODE idle (slurmctld :$SLURM_CTLD_PORT, slurmd :$SLURM_SLURMD_PORT)"
 }
 
-# TODO (lead): a cluster of N nodes, each slurmd in its own network namespace.
-# tests/integration/lib_netns.sh gives the hosts (netns_setup N; netns_ns,
-# netns_addr), but its netns_exec/netns_spawn use `ip netns exec`, which
-# remounts /sys and hides /sys/fs/cgroup: slurmd then fails with "No
-# filesystem mounted on /sys/fs/cgroup" (spec C5). So start each slurmd as
-#     nsenter --net=/run/netns/$(netns_ns hK) unshare --uts \
-#         sh -c 'hostname nK; exec slurmd -D -f "$SLURM_CONF" -N nK'
-# with, in _slurm_write_conf's node lines, one
-#     NodeName=hK NodeAddr=$(netns_addr hK) CPUs=...
-# per host and partition nodes "h[1-N]". The controller must be reachable from
-# every namespace: lib_netns's switch carries no address of the root
-# namespace, so run slurmctld (and munged, whose socket is a file and so is
-# reachable from every namespace anyway) inside h1 or a dedicated namespace on
-# the bridge, with SlurmctldHost=<its UTS hostname>(<its netns address>), and
-# give every namespace an /etc/hosts line for each node name (lib_netns's
-# bind-mounted hosts file already names h1..hN; nsenter does not bind-mount it,
-# so add NodeHostname/NodeAddr by address, which Slurm uses without DNS).
-# Client commands (srun, sbatch, sinfo) must then also run inside a namespace
-# on the bridge. The spool, pid and log paths already use %n per node.
+# A cluster of N nodes h1..hN, each slurmd in its own network namespace from
+# tests/integration/lib_netns.sh (spec C5). Not `ip netns exec`: it remounts
+# /sys, hiding /sys/fs/cgroup, and slurmd then fails with "No filesystem
+# mounted on /sys/fs/cgroup". Each daemon instead runs as
+#     nsenter --net=/run/netns/NS unshare --uts --mount sh -c '
+#         hostname hK; mount --bind hosts /etc/hosts; ...; exec slurmd ...'
+# i.e. the host's network namespace, its own hostname, and a private mount
+# namespace (unshare makes it private, so nothing leaks to the root one) in
+# which lib_netns's hosts file (h1..hN) and resolv.conf are bind-mounted over
+# /etc's: the node names resolve everywhere (slurmd, slurmstepd, the jobs and
+# crun inherit the mounts) and nothing under /etc is written. /sys is left
+# alone. The controller runs inside h1's namespace too (the switch carries no
+# address of the root namespace): SlurmctldHost=h1(<h1's address>); munged
+# stays in the root namespace, its socket being a file that every namespace
+# sees. Client commands must reach the controller over the bridge, so after
+# slurm_start_multi run them as `slurm_client CMD...` (inside h1; sinfo,
+# scancel and squeue in this library do so by themselves).
+#   slurm_start_multi N    N in 2..250; needs lib_netns.sh sourced first.
+#   slurm_client CMD...    run CMD in h1 (hostname h1, names resolved).
+#   slurm_on HOST CMD...   the same in host HOST (h1..hN).
+# Variables after start: SLURM_NODES (h[1-N]), SLURM_CTLD_ADDR.
+_slurm_multi=0
+
+# Run by sh -c after nsenter + unshare: $1 hostname, $2 lib_netns's state dir.
+# shellcheck disable=SC2016
+_SLURM_NS_WRAP='hostname "$1" && mount --bind "$2/hosts" /etc/hosts &&
+mount --bind "$2/resolv.conf" /etc/resolv.conf || exit 125; shift 2; exec "$@"'
+
+slurm_on() { # HOST CMD...
+	_so=$(netns_ns "$1") || exit 1
+	_sh=h$(_netns_idx "$1"); shift
+	nsenter --net="/run/netns/$_so" unshare --uts --mount sh -c "$_SLURM_NS_WRAP" \
+		sh "$_sh" "$NETNS_DIR" "$@"
+}
+
+# Client tools: in h1 once the cluster is in namespaces, else here.
+slurm_client() {
+	if [ "$_slurm_multi" = 1 ]; then slurm_on h1 "$@"; else "$@"; fi
+}
+
 slurm_start_multi() { # N
+	_smn=${1:-}
+	case "$_smn" in ''|*[!0-9]*) fail "slurm_start_multi: bad node count '$_smn'" ;; esac
+	[ "$_smn" -ge 2 ] || fail "slurm_start_multi: needs 2 nodes or more"
+	command -v netns_setup >/dev/null 2>&1 || fail "slurm_start_multi: source lib_netns.sh first"
+	slurm_need
+	command -v nsenter >/dev/null 2>&1 || skip "needs nsenter (util-linux)"
+	# Namespaces first: at_exit runs in reverse, so slurm_stop (scancel
+	# through h1) runs before the namespaces go.
+	netns_setup "$_smn"
 	_slurm_prepare
-	fail "slurm_start_multi: not implemented yet (see the TODO above it in lib_slurm.sh)"
+	_slurm_multi=1
+	_slurm_host=h1
+	SLURM_CTLD_ADDR=$(netns_addr h1)
+	_slurm_ctld_addr=$SLURM_CTLD_ADDR
+	SLURM_NODES="h[1-$_smn]"
+	SLURM_NODE=h1
+	_cpus=${SLURM_TEST_CPUS:-8}
+	_lines=""
+	_smi=1
+	while [ "$_smi" -le "$_smn" ]; do
+		mkdir -p "$SLURM_DIR/spool/h$_smi"
+		_lines="${_lines}NodeName=h$_smi NodeAddr=$(netns_addr "h$_smi") CPUs=$_cpus State=UNKNOWN
+"
+		_smi=$((_smi+1))
+	done
+	_slurm_write_conf "$_lines" "$SLURM_NODES"
+	_slurm_start_munge
+	# Spawned without the slurm_on function, so the recorded pid is the
+	# daemon's (nsenter, unshare and sh all exec).
+	_slurm_spawn slurmctld nsenter --net="/run/netns/$(netns_ns h1)" unshare --uts --mount \
+		sh -c "$_SLURM_NS_WRAP" sh h1 "$NETNS_DIR" "$(_slurm_bin slurmctld)" -D -i -f "$SLURM_CONF"
+	_smi=1
+	while [ "$_smi" -le "$_smn" ]; do
+		_slurm_spawn "slurmd.h$_smi" nsenter --net="/run/netns/$(netns_ns "h$_smi")" \
+			unshare --uts --mount sh -c "$_SLURM_NS_WRAP" sh "h$_smi" "$NETNS_DIR" \
+			"$(_slurm_bin slurmd)" -D -f "$SLURM_CONF" -N "h$_smi"
+		_smi=$((_smi+1))
+	done
+	wait_for 60 _slurm_all_idle ||
+		slurm_fail "nodes not idle after 60 s: $(slurm_client sinfo -h -N 2>&1 | head -n 5)"
+	note "slurm: nodes $SLURM_NODES idle (slurmctld in h1 at $SLURM_CTLD_ADDR:$SLURM_CTLD_PORT)"
 }

@@ -154,4 +154,23 @@ agent b 1 2 "$FAKE_WORKER" exit 0
 expect_status b 0
 expect_status a 0
 expect_nogrep "no false death" "stopped answering" "$T/a.out"
+
+# 11. The endpoint port held by something that is not a crun store: a clear
+# error naming the port (and the holder when it listens), within seconds.
+PORT=$(free_port)
+"$PYTHON" -c "
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', $PORT)); s.listen()
+while True:
+    c, _ = s.accept(); c.recv(64); c.close()
+" &
+squatter=$!
+at_exit "kill $squatter"
+wait_for 10 listening $PORT || fail "the squatter never listened"
+JOB=squat
+agent a 1 2 "$FAKE_WORKER" exit 0
+expect_status a 1
+expect_grep "names port and holder" "port $PORT of 127.0.0.1 is in use by another program, pid $squatter (python3) that is not a crun store" "$T/a.out"
+kill $squatter; wait $squatter 2>/dev/null
 exit 0
