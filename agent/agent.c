@@ -79,7 +79,6 @@ struct agent {
 
 	/* The workers' store of the current round (agent store mode). */
 	struct crun_store_server *wstore;
-	int closing;		/* objects still closing at exit */
 	int logs_ready;
 	double started;
 	struct crun_store_limits defaults;
@@ -593,13 +592,6 @@ static int make_attempt_dir(struct agent *a)
 }
 
 /* The rendezvous of a single node: it is group rank 0 of a group of one. */
-static void agent_on_wstore_closed(void *data)
-{
-	struct agent *a = data;
-
-	a->closing--;
-}
-
 /*
  * Start the workers' store of a round (called on group rank 0): a fresh
  * keyspace per round serves PyTorch versions that prefix /worker/attempt_<n>
@@ -615,8 +607,8 @@ static int agent_start_master(void *data, int round, int *port)
 
 	(void)round;
 	if (a->wstore) {
-		a->closing++;
-		store_server_close(a->wstore, agent_on_wstore_closed, a);
+		/* The previous round's workers are gone; so is their store. */
+		store_server_close(a->wstore, NULL, NULL);
 		a->wstore = NULL;
 	}
 	if (!a->cfg->agent_store)

@@ -32,8 +32,8 @@ const struct cfg_opt cfg_opts[CFG_NOPTS] = {
 #undef X
 };
 
-/* Format into errmsg; returns CRUN_EUSAGE so callers can `return err(...)`. */
-static int err(char *errmsg, size_t len, const char *fmt, ...)
+/* Format into errmsg; returns CRUN_EUSAGE so callers can `return cfg__err(...)`. */
+int cfg__err(char *errmsg, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -348,7 +348,7 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 		int b;
 
 		if (eq == NULL) {
-			rc = err(errmsg, errlen, "rdzv_conf: '%s' is not key=value", tok);
+			rc = cfg__err(errmsg, errlen, "rdzv_conf: '%s' is not key=value", tok);
 			goto out;
 		}
 		*eq = '\0';
@@ -362,7 +362,7 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 		for (e = v + strlen(v); e > v && isspace((unsigned char)e[-1]); e--)
 			e[-1] = '\0';
 		if (*k == '\0' || *v == '\0') {
-			rc = err(errmsg, errlen, "rdzv_conf: empty key or value in '%s=%s'", k, v);
+			rc = cfg__err(errmsg, errlen, "rdzv_conf: empty key or value in '%s=%s'", k, v);
 			goto out;
 		}
 #define DUR(name, field, lo)                                                   \
@@ -397,7 +397,7 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 		} else if (strcmp(k, "rank") == 0 || strcmp(k, "use_libuv") == 0) {
 			/* Accepted for torchrun compatibility; crun needs neither. */
 		} else {
-			rc = err(errmsg, errlen,
+			rc = cfg__err(errmsg, errlen,
 				 "rdzv_conf: unknown key '%s' (known: join_timeout, "
 				 "last_call_timeout, close_timeout, read_timeout, "
 				 "heartbeat_timeout, keep_alive_interval, "
@@ -407,7 +407,7 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 		}
 		continue;
 bad:
-		rc = err(errmsg, errlen, "rdzv_conf: invalid value '%s' for '%s'", v, k);
+		rc = cfg__err(errmsg, errlen, "rdzv_conf: invalid value '%s' for '%s'", v, k);
 		goto out;
 	}
 out:
@@ -740,11 +740,11 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 				if (cfg_opts[k].shrt == a[1])
 					o = &cfg_opts[k];
 			if (o == NULL)
-				return err(errmsg, errlen, "unrecognized argument '%s'", a);
+				return cfg__err(errmsg, errlen, "unrecognized argument '%s'", a);
 			if (o->type != CFG_T_BOOL && a[2])
 				val = a + 2;
 			else if (o->type == CFG_T_BOOL && a[2])
-				return err(errmsg, errlen, "unrecognized argument '%s'", a);
+				return cfg__err(errmsg, errlen, "unrecognized argument '%s'", a);
 			snprintf(origin, sizeof(origin), "argument -%c/--%s", o->shrt, o->name);
 		} else {
 			name = a + 2;
@@ -753,7 +753,7 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 				val = name + nlen + 1;
 			o = cfg_opt_by_name(name, nlen, &amb);
 			if (o == NULL)
-				return err(errmsg, errlen, "%s argument '--%.*s'",
+				return cfg__err(errmsg, errlen, "%s argument '--%.*s'",
 					   amb ? "ambiguous" : "unrecognized",
 					   (int)nlen, name);
 			snprintf(origin, sizeof(origin), "argument --%s", o->name);
@@ -761,13 +761,13 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 		if (o->type == CFG_T_BOOL) {
 			/* --slurm=0 turns off the automatic SLURM mode. */
 			if (val && o->id != CFG_slurm)
-				return err(errmsg, errlen,
+				return cfg__err(errmsg, errlen,
 					   "%s: ignored explicit value '%s'", origin, val);
 			if (val == NULL)
 				val = "1";
 		} else if (val == NULL) {
 			if (i + 1 >= argc)
-				return err(errmsg, errlen, "%s: expected one value", origin);
+				return cfg__err(errmsg, errlen, "%s: expected one value", origin);
 			val = argv[++i];
 		}
 		cfg_set(cfg, o->id, val, CRUN_SRC_CLI, origin);
@@ -805,7 +805,7 @@ static int bad(struct crun_cfg *cfg, int id, char *errmsg, size_t len,
 {
 	const char *origin = cfg->origin[id] ? cfg->origin[id] : cfg_opts[id].name;
 
-	return err(errmsg, len, "%s: invalid value '%s'%s%s", origin,
+	return cfg__err(errmsg, len, "%s: invalid value '%s'%s%s", origin,
 		   cfg->raw[id] ? cfg->raw[id] : "", why ? ": " : "", why ? why : "");
 }
 
@@ -963,7 +963,7 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	set_str(&cfg->role, RAW(role));
 
 	if (cfg->module && cfg->no_python)
-		return err(e, l, "argument -m/--module: not allowed with --no_python");
+		return cfg__err(e, l, "argument -m/--module: not allowed with --no_python");
 
 	if (strcmp(RAW(rdzv_backend), "static") && strcmp(RAW(rdzv_backend), "c10d") &&
 	    strcmp(RAW(rdzv_backend), "etcd") && strcmp(RAW(rdzv_backend), "etcd-v2"))
@@ -1003,7 +1003,7 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 		char why[400];
 
 		if (cfg_parse_rdzv_conf(RAW(rdzv_conf), &cfg->rdzv, why, sizeof(why)))
-			return err(e, l, "%s: %s", cfg->origin[CFG_rdzv_conf], why);
+			return cfg__err(e, l, "%s: %s", cfg->origin[CFG_rdzv_conf], why);
 	}
 
 	set_str(&cfg->log_dir, RAW(log_dir));
@@ -1039,7 +1039,7 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 
 	/* The entrypoint: "crun" with nothing to run is a usage error. */
 	if (cfg->argc == 0 && !cfg->print_config)
-		return err(e, l, "the following arguments are required: training_script");
+		return cfg__err(e, l, "the following arguments are required: training_script");
 	return 0;
 }
 

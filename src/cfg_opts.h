@@ -121,6 +121,10 @@ extern const struct cfg_opt cfg_opts[CFG_NOPTS];
 const struct cfg_opt *cfg_opt_by_name(const char *name, size_t len,
 				      int *ambiguous);
 
+/** Format a one-line error into errmsg; returns CRUN_EUSAGE. */
+int cfg__err(char *errmsg, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /** Split a shell-like word list (quotes, backslashes) into a NULL-ended array. */
 int cfg_split_words(const char *s, char ***out, int *n);
 

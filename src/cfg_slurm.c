@@ -32,21 +32,6 @@
 
 #define RAW(id) (cfg->raw[CFG_##id])
 
-static int slurm_err(char *errmsg, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int slurm_err(char *errmsg, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errmsg && len) {
-		va_start(ap, fmt);
-		vsnprintf(errmsg, len, fmt, ap);
-		va_end(ap);
-	}
-	return CRUN_EUSAGE;
-}
-
 /* Offer a derived value; why is shown by --print-config. */
 static void offer(struct crun_cfg *cfg, int id, const char *v, const char *why)
 {
@@ -76,19 +61,19 @@ int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg, size_t len)
 	int mode = -1, standalone = 0, is_static;
 
 	if (RAW(slurm) && cfg_parse_bool(RAW(slurm), &mode))
-		return slurm_err(errmsg, len, "%s: invalid value '%s': expected 0/1 or true/false",
+		return cfg__err(errmsg, len, "%s: invalid value '%s': expected 0/1 or true/false",
 				 cfg->origin[CFG_slurm], RAW(slurm));
 	if (mode == 0)
 		return 0;
 	if (slurm_detect(envp, &s, det, sizeof(det)) != 0) {
 		if (mode == 1)
-			return slurm_err(errmsg, len, "--slurm: %s", det);
+			return cfg__err(errmsg, len, "--slurm: %s", det);
 		fprintf(stderr, "crun: not using SLURM (%s); --slurm=0 silences this\n", det);
 		return 0;
 	}
 	if (!s.in_slurm) {
 		if (mode == 1)
-			return slurm_err(errmsg, len,
+			return cfg__err(errmsg, len,
 					 "--slurm: not inside a SLURM job (SLURM_JOB_ID, and "
 					 "SLURM_STEP_ID or SLURM_PROCID, are unset); run it in a "
 					 "step: srun --ntasks-per-node=1 scripts/crun-slurm ...");
@@ -97,7 +82,7 @@ int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg, size_t len)
 	if (mode == -1 && (!s.in_step || multi_node_option(cfg) >= 0))
 		return 0;
 	if (RAW(standalone) && cfg_parse_bool(RAW(standalone), &standalone) == 0 && standalone)
-		return slurm_err(errmsg, len, "--slurm: not allowed with --standalone "
+		return cfg__err(errmsg, len, "--slurm: not allowed with --standalone "
 				 "(--slurm=0 for one node inside a SLURM job)");
 
 	if (mode == -1)

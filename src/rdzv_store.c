@@ -109,8 +109,6 @@ static int kv_compare_set(void *kv, const char *key, const void *exp, size_t ele
 {
 	struct crun_rdzv_store *s = kv;
 
-	if (cb == NULL)
-		cb = NULL; /* a reply is always read; nobody needs it */
 	SUBMIT(store_aclient_compare_set(s->main, key, exp, elen, des, dlen, kv_on_reply, q));
 }
 
