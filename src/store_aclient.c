@@ -72,6 +72,7 @@ struct crun_store_aclient {
 	uint64_t deadline;	/* of the connect, on the loop's clock */
 	unsigned backoff;
 	int last_err;
+	uint32_t jitter;	/* state of the backoff's pseudo-random jitter */
 	uint32_t nonce;
 	store_aclient_connect_cb connect_cb;
 	void *connect_data;
@@ -518,7 +519,12 @@ static void store_aclient_attempt(struct crun_store_aclient *c)
 	uint64_t delay = 0;
 
 	if (c->state == AS_CONNECTING) {
-		delay = c->backoff;
+		/*
+		 * Jittered (between half and all of the backoff), so that many
+		 * agents waiting for one host do not knock in lockstep.
+		 */
+		c->jitter = c->jitter * 1103515245u + 12345u;
+		delay = c->backoff / 2 + (c->jitter >> 8) % (c->backoff / 2 + 1);
 		c->backoff = c->backoff * 2 > 1000 ? 1000 : c->backoff * 2;
 	}
 	c->state = AS_CONNECTING;
@@ -564,6 +570,7 @@ int store_aclient_new(uv_loop_t *loop, const char *host, int port,
 	c->connect_data = data;
 	c->backoff = 50;
 	c->nonce = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)c;
+	c->jitter = c->nonce ^ (uint32_t)uv_hrtime();
 	c->deadline = timeout_ms < 0 ? UINT64_MAX
 				     : uv_now(loop) + (uint64_t)timeout_ms;
 	c->state = AS_RESOLVED;

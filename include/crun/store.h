@@ -195,7 +195,11 @@ int store_multi_set(struct crun_store_client *c, const char *const *keys,
 
 /* ---- Async client (on a libuv loop) ------------------------------------ */
 
-/* A reply, valid only during the callback. */
+/*
+ * A reply, valid only during the callback. Unlike the blocking client's,
+ * these values are slices of the receive buffer: NOT NUL-terminated; copy
+ * them (with their length) before treating them as strings.
+ */
 struct crun_store_iov {
 	const void *base;
 	size_t len;
