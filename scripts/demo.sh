@@ -24,6 +24,11 @@ echo "== two nodes on this machine: 2 + 1 workers, c10d rendezvous at 127.0.0.1:
 "$CRUN" --nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT \
 	--rdzv_id=demo --tee=3 --role=nodeA "$SCRIPT" &
 first=$!
+# Let the first agent bind the endpoint, so it hosts the store (group rank 0).
+n=0
+while ! ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . && [ $n -lt 100 ]; do
+	sleep 0.05; n=$((n + 1))
+done
 "$CRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT \
 	--rdzv_id=demo --tee=3 --role=nodeB "$SCRIPT"
 wait $first

@@ -6,9 +6,9 @@ set -eu
 
 PKGS="build-essential pkg-config libuv1-dev libinih-dev libcurl4-openssl-dev
 libjansson-dev libcriterion-dev python3 python3-torch iproute2 procps psmisc
-clang libclang-rt-14-dev"
-# Multi-node SLURM and etcd tests start real daemons.
-PKGS="$PKGS slurm-wlm munge etcd-server etcd-client"
+util-linux xxd clang libclang-rt-14-dev"
+# The SLURM tests start a real slurmctld, slurmd and munged.
+PKGS="$PKGS slurm-wlm munge"
 
 missing=""
 for p in $PKGS; do
@@ -28,7 +28,7 @@ apt-get update -q
 # shellcheck disable=SC2086
 apt-get install -y -q --no-install-recommends $missing
 # Debian starts daemons on install; the tests start their own.
-for s in slurmctld slurmd munge etcd; do
+for s in slurmctld slurmd munge; do
 	if command -v systemctl >/dev/null 2>&1; then systemctl stop "$s" 2>/dev/null || true; fi
 	pkill -x "$s" 2>/dev/null || true
 	pkill -x "${s}d" 2>/dev/null || true
