@@ -85,7 +85,7 @@ check-build: all $(UNIT_BIN) $(HELPER_BIN) $(BENCH_BIN)
 
 # The README's test command. Unit tests, then integration suites that run
 # the real build/crun (some start real daemons or network namespaces).
-test check: deps check-build
+test check: deps format-check check-build
 	@BUILD=$(BUILD) sh tests/run.sh
 
 asan:
@@ -118,7 +118,7 @@ format:
 	clang-format -i $(LIB_SRC) $(BIN_SRC) include/crun/*.h
 
 format-check:
-	clang-format --dry-run -Werror $(LIB_SRC) $(BIN_SRC) include/crun/*.h
+	@clang-format --dry-run -Werror $(LIB_SRC) $(BIN_SRC) include/crun/*.h
 
 clean:
 	rm -rf build build-asan build-ubsan build-fuzz

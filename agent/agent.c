@@ -48,8 +48,8 @@ struct agent {
 	int nsigs;
 	uv_timer_t kill_timer;
 	char host[256];
-	char *log_root;		/* <log_dir>/<run_id>, NULL: no files */
-	int log_root_tmp;	/* we made it up: remove after success */
+	char *log_root;	  /* <log_dir>/<run_id>, NULL: no files */
+	int log_root_tmp; /* we made it up: remove after success */
 	char *attempt_dir;
 	int restart_count;
 	int restarts_left;
@@ -59,7 +59,7 @@ struct agent {
 	int sigint_seen;
 	struct worker *workers;
 	int nworkers, ndone;
-	int port_fd;		/* MASTER_PORT held for the round */
+	int port_fd; /* MASTER_PORT held for the round */
 	struct round round;
 	int failed_rank;
 	int exit_status;
@@ -69,10 +69,10 @@ struct agent {
 	struct crun_rdzv_store *rs;
 	struct crun_rdzv *rdzv;
 	struct rdzv_result res;
-	int peer_kind;		/* why another node ended the round */
+	int peer_kind; /* why another node ended the round */
 	char peer_why[512];
-	char addr[256];		/* this node's address for MASTER_ADDR */
-	int own_status;		/* the root failure's status on this node */
+	char addr[256]; /* this node's address for MASTER_ADDR */
+	int own_status; /* the root failure's status on this node */
 	struct crun_failure *pending_report;
 	int npending;
 	char report_path[PATH_MAX];
@@ -130,7 +130,8 @@ void agent_console(struct agent *a, int fd, const char *line, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return; /* console gone: keep running, files still work */
+			return; /* console gone: keep running, files still work
+				 */
 		line += n;
 		len -= (size_t)n;
 	}
@@ -167,7 +168,8 @@ static void agent_on_kill_timer(uv_timer_t *t)
 {
 	struct agent *a = t->data;
 
-	say("workers still running %.0f s after the stop signal: sending SIGKILL",
+	say("workers still running %.0f s after the stop signal: sending "
+	    "SIGKILL",
 	    a->cfg->shutdown_timeout);
 	agent_signal_workers(a, SIGKILL);
 }
@@ -200,15 +202,18 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 	if (a->stop_signal == 0)
 		a->stop_signal = sig;
 	if (a->state == A_RUNNING) {
-		say("received %s: forwarding it to the workers", cfg_signame(sig));
+		say("received %s: forwarding it to the workers",
+		    cfg_signame(sig));
 		agent_stop_group(a, STOP_SIGNAL, sig);
 	} else if (a->state == A_STOPPING && a->nworkers > 0) {
 		agent_signal_workers(a, sig);
 	} else if (a->state == A_STOPPING) {
-		/* Workers gone, waiting for other nodes to leave: stop waiting. */
+		/* Workers gone, waiting for other nodes to leave: stop waiting.
+		 */
 		agent_finish(a, 128 + a->stop_signal);
 	} else {
-		say("received %s before the workers started: exiting", cfg_signame(sig));
+		say("received %s before the workers started: exiting",
+		    cfg_signame(sig));
 		agent_finish(a, 128 + sig);
 	}
 }
@@ -224,9 +229,10 @@ void agent_on_worker_exit(struct agent *a, struct worker *w)
 	agent_stop_group(a, STOP_FAILURE, SIGTERM);
 	if (a->multi) {
 		/* Every node stops now, not after a collective times out. */
-		snprintf(why, sizeof(why), "%d rank %d (local rank %d) on %s exited with %d",
-			 w->status, a->round.ranks.base_rank + w->local_rank, w->local_rank,
-			 a->host, w->status);
+		snprintf(why, sizeof(why),
+			 "%d rank %d (local rank %d) on %s exited with %d",
+			 w->status, a->round.ranks.base_rank + w->local_rank,
+			 w->local_rank, a->host, w->status);
 		rdzv_end_round(a->rdzv, RDZV_END_FAILURE, why);
 	}
 }
@@ -253,7 +259,8 @@ static int peer_signal(const struct agent *a, const char *why)
 }
 
 /* Another node (or the store) ended the round: stop our workers too. */
-static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why, void *data)
+static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why,
+			      void *data)
 {
 	struct agent *a = data;
 
@@ -264,7 +271,8 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why, vo
 	}
 	if (a->state == A_RUNNING) {
 		say("round %d ended: %s", a->res.round,
-		    kind == RDZV_END_FAILURE ? "a worker failed on another node" : why);
+		    kind == RDZV_END_FAILURE ? "a worker failed on another node"
+					     : why);
 		agent_stop_group(a, STOP_PEER, peer_signal(a, why));
 	}
 }
@@ -313,7 +321,8 @@ static int agent_collect_failures(struct agent *a, struct crun_failure **out)
 		x->time = w->exit_time;
 		if (w->error_file == NULL ||
 		    failure_read_error_file(x, w->error_file) != 0) {
-			/* stderr that went straight to its file: read its end. */
+			/* stderr that went straight to its file: read its end.
+			 */
 			if (w->stderr_file)
 				tail_from_file(w);
 			x->traceback = tail_lines(&w->tail, 20);
@@ -324,7 +333,6 @@ static int agent_collect_failures(struct agent *a, struct crun_failure **out)
 	return n;
 }
 
-
 /* Keep a round's failures until the job-wide decision about a restart. */
 static struct crun_failure *report_dup(const struct crun_failure *f, int n)
 {
@@ -332,7 +340,8 @@ static struct crun_failure *report_dup(const struct crun_failure *f, int n)
 
 	for (int i = 0; c && i < n; i++) {
 		c[i] = f[i];
-		c[i].error_file = f[i].error_file ? strdup(f[i].error_file) : NULL;
+		c[i].error_file =
+		    f[i].error_file ? strdup(f[i].error_file) : NULL;
 		c[i].message = f[i].message ? strdup(f[i].message) : NULL;
 		c[i].traceback = f[i].traceback ? strdup(f[i].traceback) : NULL;
 	}
@@ -342,7 +351,8 @@ static struct crun_failure *report_dup(const struct crun_failure *f, int n)
 static void agent_drop_report(struct agent *a, int print)
 {
 	if (a->pending_report && print) {
-		report_print(stderr, a->cfg->argv[0], a->pending_report, a->npending);
+		report_print(stderr, a->cfg->argv[0], a->pending_report,
+			     a->npending);
 		if (*a->report_path)
 			say("failure report saved to %s", a->report_path);
 	}
@@ -377,24 +387,30 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 	if (ok) {
 		agent_drop_report(a, 0);
 		if (kind == RDZV_END_FAILURE)
-			say("re-forming the group: restart %d of %d after a worker failure",
+			say("re-forming the group: restart %d of %d after a "
+			    "worker failure",
 			    rdzv_restarts(r), a->cfg->max_restarts);
 		else
 			say("re-forming the group (%s); no restart is spent",
-			    kind == RDZV_END_JOIN ? "a new node joins" : a->peer_why);
+			    kind == RDZV_END_JOIN ? "a new node joins"
+						  : a->peer_why);
 		a->peer_kind = 0;
 		agent_round_start(a);
 		return;
 	}
 	agent_drop_report(a, 1);
 	if (kind == RDZV_END_FAILURE) {
-		/* The job's failure status: ours if we failed, else the peer's. */
-		status = a->own_status ? a->own_status : (int)strtol(a->peer_why, NULL, 10);
+		/* The job's failure status: ours if we failed, else the peer's.
+		 */
+		status = a->own_status ? a->own_status
+				       : (int)strtol(a->peer_why, NULL, 10);
 		if (status <= 0)
 			status = 1;
-		say("job failed: %s; no restarts left (--max_restarts=%d); exiting with "
-		    "status %d", strchr(a->peer_why, ' ') ? strchr(a->peer_why, ' ') + 1
-							   : a->peer_why,
+		say("job failed: %s; no restarts left (--max_restarts=%d); "
+		    "exiting with "
+		    "status %d",
+		    strchr(a->peer_why, ' ') ? strchr(a->peer_why, ' ') + 1
+					     : a->peer_why,
 		    a->cfg->max_restarts, status);
 	} else if (kind == RDZV_END_SUCCESS) {
 		status = 1;
@@ -402,8 +418,9 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 	} else {
 		status = 1;
 		say("job stopped: %s%s", a->peer_why,
-		    kind == RDZV_END_DEAD ? " (too few nodes remain, or the static backend)"
-					  : "");
+		    kind == RDZV_END_DEAD
+			? " (too few nodes remain, or the static backend)"
+			: "");
 	}
 	if (kind == RDZV_END_LOST)
 		agent_finish(a, status);
@@ -414,9 +431,10 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 /* One summary line after every worker of this node succeeded. */
 static void agent_say_success(struct agent *a)
 {
-	say("%d worker%s of %s succeeded (ranks %d-%d of %d, generation %d, %.2f s)",
-	    a->cfg->nproc_per_node, a->cfg->nproc_per_node == 1 ? "" : "s", a->host,
-	    a->round.ranks.base_rank,
+	say("%d worker%s of %s succeeded (ranks %d-%d of %d, generation %d, "
+	    "%.2f s)",
+	    a->cfg->nproc_per_node, a->cfg->nproc_per_node == 1 ? "" : "s",
+	    a->host, a->round.ranks.base_rank,
 	    a->round.ranks.base_rank + a->round.ranks.local_world_size - 1,
 	    a->round.ranks.world_size, a->round.restart_count,
 	    agent_wall_time() - a->started);
@@ -433,7 +451,8 @@ static void agent_multi_round_end(struct agent *a, int nf, int status)
 		 * job and serves the store until the others have left.
 		 */
 		if (rdzv_store_is_host(a->rs)) {
-			snprintf(why, sizeof(why), "the store host %s was stopped (%s)", a->host,
+			snprintf(why, sizeof(why),
+				 "the store host %s was stopped (%s)", a->host,
 				 cfg_signame(a->stop_signal));
 			rdzv_end_round(a->rdzv, RDZV_END_FATAL, why);
 		} else {
@@ -454,8 +473,8 @@ static void agent_multi_round_end(struct agent *a, int nf, int status)
 	if (a->peer_kind == 0) {
 		/* Our own failure; the watch reports it too, maybe later. */
 		a->peer_kind = RDZV_END_FAILURE;
-		snprintf(a->peer_why, sizeof(a->peer_why), "%d rank %d on %s", status,
-			 a->failed_rank, a->host);
+		snprintf(a->peer_why, sizeof(a->peer_why), "%d rank %d on %s",
+			 status, a->failed_rank, a->host);
 	}
 	if (rdzv_may_restart(a->rdzv, a->peer_kind, agent_on_may_restart, a))
 		agent_on_may_restart(a->rdzv, 0, a);
@@ -474,19 +493,22 @@ static void agent_round_end(struct agent *a)
 		a->port_fd = -1;
 	}
 	nf = agent_collect_failures(a, &f);
-	restart = !a->multi && nf > 0 && a->reason == STOP_FAILURE && a->restarts_left > 0;
+	restart = !a->multi && nf > 0 && a->reason == STOP_FAILURE &&
+		  a->restarts_left > 0;
 	if (nf > 0) {
 		root = report_root(f, nf);
 		status = f[root].exitcode;
 		if (a->attempt_dir) {
-			snprintf(path, sizeof(path), "%s/failures.json", a->attempt_dir);
+			snprintf(path, sizeof(path), "%s/failures.json",
+				 a->attempt_dir);
 			report_write_json(path, ep, f, nf);
 		}
 	}
 	if (restart) {
 		a->restarts_left--;
 		a->restart_count++;
-		say("rank %d (local rank %d, pid %d) failed with exit code %d%s%s; "
+		say("rank %d (local rank %d, pid %d) failed with exit code "
+		    "%d%s%s; "
 		    "restarting the worker group (restart %d of %d)",
 		    f[root].rank, f[root].local_rank, (int)f[root].pid, status,
 		    f[root].signal ? ", " : "",
@@ -519,7 +541,8 @@ static void agent_round_end(struct agent *a)
 		else if (restart)
 			agent_round_start(a);
 		else if (nf > 0) {
-			say("worker group failed; exiting with status %d (that of rank %d)",
+			say("worker group failed; exiting with status %d (that "
+			    "of rank %d)",
 			    status, a->failed_rank);
 			agent_finish(a, status);
 		} else {
@@ -578,10 +601,12 @@ static int make_attempt_dir(struct agent *a)
 	a->attempt_dir = NULL;
 	if (a->log_root == NULL)
 		return 0;
-	snprintf(path, sizeof(path), "%s/attempt_%d", a->log_root, a->restart_count);
+	snprintf(path, sizeof(path), "%s/attempt_%d", a->log_root,
+		 a->restart_count);
 	for (int k = 1; mkdir(path, 0755) != 0; k++) {
 		if (errno != EEXIST || k > 1000) {
-			say("cannot create log directory '%s': %s", path, strerror(errno));
+			say("cannot create log directory '%s': %s", path,
+			    strerror(errno));
 			return -errno;
 		}
 		snprintf(path, sizeof(path), "%s/attempt_%d.%d", a->log_root,
@@ -602,8 +627,11 @@ static int agent_start_master(void *data, int round, int *port)
 {
 	struct agent *a = data;
 	/* Alone, --master_port names the workers' store; with several nodes
-	 * it is the rendezvous store's, and the workers get a port of their own. */
-	int want = !a->multi && a->cfg->master_port >= 0 ? a->cfg->master_port : 0, rc;
+	 * it is the rendezvous store's, and the workers get a port of their
+	 * own. */
+	int want =
+		!a->multi && a->cfg->master_port >= 0 ? a->cfg->master_port : 0,
+	    rc;
 
 	(void)round;
 	if (a->wstore) {
@@ -646,9 +674,11 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	}
 	rp->attempt_dir = a->attempt_dir;
 	if (a->multi)
-		say("round %d: group rank %d of %d, ranks %d-%d of %d, store %s:%d",
-		    res->round, res->ranks.group_rank, res->ranks.group_world_size,
-		    res->ranks.base_rank, res->ranks.base_rank + res->ranks.local_world_size - 1,
+		say("round %d: group rank %d of %d, ranks %d-%d of %d, store "
+		    "%s:%d",
+		    res->round, res->ranks.group_rank,
+		    res->ranks.group_world_size, res->ranks.base_rank,
+		    res->ranks.base_rank + res->ranks.local_world_size - 1,
 		    res->ranks.world_size, res->master_addr, res->master_port);
 
 	a->nworkers = cfg->nproc_per_node;
@@ -657,10 +687,12 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	a->state = A_RUNNING;
 	a->reason = STOP_NONE;
 	for (int i = 0; i < a->nworkers; i++) {
-		rc = worker_start(a, &a->workers[i], i, rp, errmsg, sizeof(errmsg));
+		rc = worker_start(a, &a->workers[i], i, rp, errmsg,
+				  sizeof(errmsg));
 		if (rc == 0)
 			continue;
-		/* Workers that never started count as done (and not as failed). */
+		/* Workers that never started count as done (and not as failed).
+		 */
 		say("%s", errmsg);
 		for (int k = i + 1; k < a->nworkers; k++) {
 			struct worker *w = &a->workers[k];
@@ -679,8 +711,8 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	}
 }
 
-static void agent_on_round(struct crun_rdzv *r, int status, const struct rdzv_result *res,
-			   void *data)
+static void agent_on_round(struct crun_rdzv *r, int status,
+			   const struct rdzv_result *res, void *data)
 {
 	struct agent *a = data;
 
@@ -712,7 +744,8 @@ static void agent_round_start(struct agent *a)
 	if (a->multi) {
 		rc = rdzv_next(a->rdzv, agent_on_round, a);
 		if (rc) {
-			say("cannot join the rendezvous: %s", crun_strerror(rc));
+			say("cannot join the rendezvous: %s",
+			    crun_strerror(rc));
 			agent_finish(a, 1);
 		}
 		return;
@@ -721,9 +754,9 @@ static void agent_round_start(struct agent *a)
 	env_compute_ranks(&self, 1, 0, &res->ranks);
 	res->round = a->restart_count;
 	snprintf(res->master_addr, sizeof(res->master_addr), "%s",
-		 cfg->local_addr ? cfg->local_addr
+		 cfg->local_addr			    ? cfg->local_addr
 		 : strcmp(cfg->rdzv_backend, "static") == 0 ? cfg->master_addr
-							     : "127.0.0.1");
+							    : "127.0.0.1");
 	if (a->port_fd >= 0) {
 		close(a->port_fd);
 		a->port_fd = -1;
@@ -782,7 +815,8 @@ static void agent_finish(struct agent *a, int status)
 		store_server_close(a->wstore, NULL, NULL);
 		a->wstore = NULL;
 	}
-	/* The rendezvous first: the store's pending replies then find it done. */
+	/* The rendezvous first: the store's pending replies then find it done.
+	 */
 	if (a->rdzv) {
 		rdzv_free(a->rdzv);
 		a->rdzv = NULL;
@@ -805,20 +839,23 @@ static void agent_on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
 	}
 	if (is_host && cfg->rdzv_id == NULL)
 		cfg->rdzv_id = make_run_id(a->host);
-	snprintf(a->addr, sizeof(a->addr), "%s", cfg->local_addr ? cfg->local_addr : a->host);
+	snprintf(a->addr, sizeof(a->addr), "%s",
+		 cfg->local_addr ? cfg->local_addr : a->host);
 	if (is_host && !cfg->local_addr) {
 		char h[256];
 		int port;
 
 		/* Others reach the host the way they reach the endpoint. */
-		if (cfg_split_endpoint(cfg->rdzv_endpoint, h, sizeof(h), &port) == 0)
+		if (cfg_split_endpoint(cfg->rdzv_endpoint, h, sizeof(h),
+				       &port) == 0)
 			snprintf(a->addr, sizeof(a->addr), "%s", h);
 	}
 	memset(&o, 0, sizeof(o));
 	o.run_id = cfg->rdzv_id;
 	o.min_nodes = cfg->nnodes_min;
 	o.max_nodes = cfg->nnodes_max;
-	o.static_rank = strcmp(cfg->rdzv_backend, "static") == 0 ? cfg->node_rank : -1;
+	o.static_rank =
+	    strcmp(cfg->rdzv_backend, "static") == 0 ? cfg->node_rank : -1;
 	o.max_restarts = cfg->max_restarts;
 	o.host = a->host;
 	o.addr = a->addr;
@@ -832,7 +869,8 @@ static void agent_on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
 	o.keep_alive_max_attempt = cfg->rdzv.keep_alive_max_attempt;
 	o.start_master = agent_start_master;
 	o.data = a;
-	rc = rdzv_new(&a->loop, &o, &rdzv_store_ops, rs, agent_on_rdzv_end, &a->rdzv);
+	rc = rdzv_new(&a->loop, &o, &rdzv_store_ops, rs, agent_on_rdzv_end,
+		      &a->rdzv);
 	if (rc) {
 		say("cannot start the rendezvous: %s", crun_strerror(rc));
 		agent_finish(a, 1);
@@ -851,7 +889,8 @@ static int agent_multi_start(struct agent *a)
 
 	if (*cfg->rdzv_endpoint == '\0' ||
 	    cfg_split_endpoint(cfg->rdzv_endpoint, host, sizeof(host), &port)) {
-		say("multi-node runs need --rdzv_endpoint=HOST[:PORT] (c10d) or "
+		say("multi-node runs need --rdzv_endpoint=HOST[:PORT] (c10d) "
+		    "or "
 		    "--master_addr/--master_port (static)");
 		return CRUN_EUSAGE;
 	}
@@ -884,8 +923,8 @@ static char *make_run_id(const char *host)
 			rnd[0] = (unsigned char)getpid();
 		close(fd);
 	}
-	snprintf(buf, sizeof(buf), "crun-%.32s-%02x%02x%02x%02x%02x%02x", host, rnd[0],
-		 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	snprintf(buf, sizeof(buf), "crun-%.32s-%02x%02x%02x%02x%02x%02x", host,
+		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 	return strdup(buf);
 }
 
@@ -899,7 +938,8 @@ static int agent_setup_logs(struct agent *a)
 	if (dir == NULL) {
 		const char *tmp = getenv("TMPDIR");
 
-		snprintf(path, sizeof(path), "%s/crun_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		snprintf(path, sizeof(path), "%s/crun_XXXXXX",
+			 tmp && *tmp ? tmp : "/tmp");
 		if (mkdtemp(path) == NULL) {
 			say("cannot create a log directory in '%s': %s",
 			    tmp && *tmp ? tmp : "/tmp", strerror(errno));
@@ -908,21 +948,24 @@ static int agent_setup_logs(struct agent *a)
 		a->log_root_tmp = 1;
 		dir = path;
 	} else if (mkdir(dir, 0755) && errno != EEXIST) {
-		say("cannot create log directory '%s': %s", dir, strerror(errno));
+		say("cannot create log directory '%s': %s", dir,
+		    strerror(errno));
 		return -errno;
 	}
 	a->log_root = malloc(strlen(dir) + strlen(a->cfg->rdzv_id) + 2);
-	snprintf(a->log_root, strlen(dir) + strlen(a->cfg->rdzv_id) + 2, "%s/%s", dir,
-		 a->cfg->rdzv_id);
+	snprintf(a->log_root, strlen(dir) + strlen(a->cfg->rdzv_id) + 2,
+		 "%s/%s", dir, a->cfg->rdzv_id);
 	if (mkdir(a->log_root, 0755) && errno != EEXIST) {
-		say("cannot create log directory '%s': %s", a->log_root, strerror(errno));
+		say("cannot create log directory '%s': %s", a->log_root,
+		    strerror(errno));
 		return -errno;
 	}
 	return 0;
 }
 
 /* Store limits the user did not set come from the store's defaults. */
-static void agent_fill_limits(struct crun_cfg *cfg, const struct crun_store_limits *d)
+static void agent_fill_limits(struct crun_cfg *cfg,
+			      const struct crun_store_limits *d)
 {
 	if (cfg->store.max_key == 0)
 		cfg->store.max_key = d->max_key;
@@ -969,16 +1012,20 @@ int agent_run(struct crun_cfg *cfg)
 	for (int i = 0; i < cfg->nsignals; i++) {
 		uv_signal_init(&a.loop, &a.sigs[a.nsigs]);
 		a.sigs[a.nsigs].data = &a;
-		if (uv_signal_start(&a.sigs[a.nsigs], agent_on_signal, cfg->signals[i]) == 0)
+		if (uv_signal_start(&a.sigs[a.nsigs], agent_on_signal,
+				    cfg->signals[i]) == 0)
 			a.nsigs++;
 		else
-			uv_close((uv_handle_t *)&a.sigs[a.nsigs], agent_on_handle_closed);
+			uv_close((uv_handle_t *)&a.sigs[a.nsigs],
+				 agent_on_handle_closed);
 	}
 	/* Workers inherit this (torchrun exports it to the agent's env too). */
 	setenv("TORCHELASTIC_SIGNALS_TO_HANDLE", cfg->signals_str, 1);
 	if (getenv("OMP_NUM_THREADS") == NULL && cfg->nproc_per_node > 1)
-		say("setting OMP_NUM_THREADS=1 for each worker (unset, and %d workers "
-		    "share this node); set it yourself to tune", cfg->nproc_per_node);
+		say("setting OMP_NUM_THREADS=1 for each worker (unset, and %d "
+		    "workers "
+		    "share this node); set it yourself to tune",
+		    cfg->nproc_per_node);
 
 	if (a.multi) {
 		if (agent_multi_start(&a))

@@ -184,7 +184,8 @@ static int ends_with(const char *s, const char *suffix)
 	return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-/* torchrun's command: [python, -u, (-m), script, args...] or [script, args...]. */
+/* torchrun's command: [python, -u, (-m), script, args...] or [script, args...].
+ */
 static char **build_argv(const struct crun_cfg *cfg, int local_rank)
 {
 	const char *py = getenv("PYTHON");
@@ -193,7 +194,8 @@ static char **build_argv(const struct crun_cfg *cfg, int local_rank)
 
 	if (argv == NULL)
 		return NULL;
-	python = !cfg->no_python && (cfg->module || ends_with(cfg->argv[0], ".py"));
+	python =
+	    !cfg->no_python && (cfg->module || ends_with(cfg->argv[0], ".py"));
 	if (python) {
 		argv[n++] = strdup(py && *py ? py : "python3");
 		argv[n++] = strdup("-u");
@@ -219,7 +221,8 @@ static int open_log(const char *dir, const char *name, char **path_out)
 
 	if (path == NULL)
 		return -1;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+		  0644);
 	if (path_out && fd >= 0)
 		*path_out = path;
 	else
@@ -238,7 +241,8 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 	int rbits = cfg_std_for(&cfg->redirects, w->local_rank);
 	int tbits = cfg_std_for(&cfg->tee, w->local_rank);
 	int to_file = w->dir && ((rbits | tbits) & bit);
-	int to_console = !(rbits & bit) && cfg_rank_on_console(cfg, w->local_rank);
+	int to_console =
+	    !(rbits & bit) && cfg_rank_on_console(cfg, w->local_rank);
 	const char *name = bit == CRUN_STD_OUT ? "stdout.log" : "stderr.log";
 	int fds[2], rc;
 
@@ -251,7 +255,8 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 
 	if (to_file && !to_console) {
 		/* Only the file wants it: give it to the worker directly. */
-		*child_fd = open_log(w->dir, name, s->is_err ? &w->stderr_file : NULL);
+		*child_fd =
+		    open_log(w->dir, name, s->is_err ? &w->stderr_file : NULL);
 		*close_fd = *child_fd;
 		return *child_fd < 0 ? -errno : 0;
 	}
@@ -269,7 +274,8 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 		char prefix[128] = "";
 
 		if (tbits & bit)
-			snprintf(prefix, sizeof(prefix), "[%s%d]:", cfg->role, w->local_rank);
+			snprintf(prefix, sizeof(prefix), "[%s%d]:", cfg->role,
+				 w->local_rank);
 		s->console_fd = s->is_err ? 2 : 1;
 		rc = linebuf_init(&s->lb, prefix, LINE_MAX_BYTES);
 		if (rc)
@@ -292,7 +298,8 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 	w->handles++;
 	*child_fd = fds[1];
 	*close_fd = fds[1];
-	return uv_read_start((uv_stream_t *)&s->pipe, worker_on_alloc, stream_on_read);
+	return uv_read_start((uv_stream_t *)&s->pipe, worker_on_alloc,
+			     stream_on_read);
 }
 
 int worker_start(struct agent *a, struct worker *w, int local_rank,
@@ -319,15 +326,20 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 		w->dir = path_join(r->attempt_dir, name);
 		if (w->dir == NULL || mkdir(w->dir, 0755)) {
 			rc = -errno;
-			snprintf(errmsg, errlen, "cannot create log directory '%s': %s",
-				 w->dir ? w->dir : r->attempt_dir, strerror(errno));
+			snprintf(errmsg, errlen,
+				 "cannot create log directory '%s': %s",
+				 w->dir ? w->dir : r->attempt_dir,
+				 strerror(errno));
 			goto fail;
 		}
 		w->error_file = path_join(w->dir, "error.json");
 	}
-	if ((rc = stream_setup(w, &w->out, CRUN_STD_OUT, r, &out_fd, &close_out)) ||
-	    (rc = stream_setup(w, &w->err, CRUN_STD_ERR, r, &err_fd, &close_err))) {
-		snprintf(errmsg, errlen, "cannot set up output of local rank %d: %s",
+	if ((rc = stream_setup(w, &w->out, CRUN_STD_OUT, r, &out_fd,
+			       &close_out)) ||
+	    (rc = stream_setup(w, &w->err, CRUN_STD_ERR, r, &err_fd,
+			       &close_err))) {
+		snprintf(errmsg, errlen,
+			 "cannot set up output of local rank %d: %s",
 			 local_rank, crun_strerror(rc));
 		goto fail;
 	}
@@ -366,7 +378,8 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 	po.data = w;
 	rc = proc_spawn(agent_procs(a), &po, &w->proc);
 	if (rc) {
-		snprintf(errmsg, errlen, "cannot execute '%s': %s", argv[0], crun_strerror(rc));
+		snprintf(errmsg, errlen, "cannot execute '%s': %s", argv[0],
+			 crun_strerror(rc));
 		goto fail;
 	}
 	w->pid = proc_pid(w->proc);
@@ -381,7 +394,8 @@ fail:
 	if (env.v)
 		env_release(&env);
 	if (rc) {
-		/* Never started: no exit event will come; close what is open. */
+		/* Never started: no exit event will come; close what is open.
+		 */
 		w->exited = 1;
 		w->status = 127;
 		stream_finish(&w->out);

@@ -19,23 +19,24 @@
 #include "launcher.h"
 
 static const char store_usage[] =
-	"usage: crun store --port P [--host H] [options]\n"
-	"\n"
-	"Run a TCPStore-compatible key-value server in the foreground until\n"
-	"SIGINT or SIGTERM. PyTorch clients of any version (1.13 to 2.x) and\n"
-	"libcrun's clients can connect.\n"
-	"\n"
-	"  --port P             TCP port (0: let the kernel choose)\n"
-	"  --host H             address to bind (default: :: and 0.0.0.0)\n"
-	"  --max-key-size N     largest key in bytes (default 8192)\n"
-	"  --max-value-size N   largest value in bytes (default 8388608)\n"
-	"  --max-keys N         most keys in one request (default 131072)\n"
-	"  --max-memory N       bytes of keys and values stored (default 1073741824)\n"
-	"  --max-conns N        concurrent connections (default 65536)\n"
-	"  --quiet              do not log closed connections\n"
-	"  -h, --help           show this help\n"
-	"\n"
-	"Sizes accept a K, M or G suffix (powers of 1024).\n";
+    "usage: crun store --port P [--host H] [options]\n"
+    "\n"
+    "Run a TCPStore-compatible key-value server in the foreground until\n"
+    "SIGINT or SIGTERM. PyTorch clients of any version (1.13 to 2.x) and\n"
+    "libcrun's clients can connect.\n"
+    "\n"
+    "  --port P             TCP port (0: let the kernel choose)\n"
+    "  --host H             address to bind (default: :: and 0.0.0.0)\n"
+    "  --max-key-size N     largest key in bytes (default 8192)\n"
+    "  --max-value-size N   largest value in bytes (default 8388608)\n"
+    "  --max-keys N         most keys in one request (default 131072)\n"
+    "  --max-memory N       bytes of keys and values stored (default "
+    "1073741824)\n"
+    "  --max-conns N        concurrent connections (default 65536)\n"
+    "  --quiet              do not log closed connections\n"
+    "  -h, --help           show this help\n"
+    "\n"
+    "Sizes accept a K, M or G suffix (powers of 1024).\n";
 
 /* The running store, for the signal callback. */
 struct cmd_store {
@@ -87,16 +88,16 @@ static void cmd_store_on_signal(uv_signal_t *h, int signum)
 int cmd_store_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"port", required_argument, NULL, 'p'},
-		{"host", required_argument, NULL, 'H'},
-		{"max-key-size", required_argument, NULL, 'k'},
-		{"max-value-size", required_argument, NULL, 'v'},
-		{"max-keys", required_argument, NULL, 'n'},
-		{"max-memory", required_argument, NULL, 'm'},
-		{"max-conns", required_argument, NULL, 'c'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"port", required_argument, NULL, 'p'},
+	    {"host", required_argument, NULL, 'H'},
+	    {"max-key-size", required_argument, NULL, 'k'},
+	    {"max-value-size", required_argument, NULL, 'v'},
+	    {"max-keys", required_argument, NULL, 'n'},
+	    {"max-memory", required_argument, NULL, 'm'},
+	    {"max-conns", required_argument, NULL, 'c'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct crun_store_limits lim;
 	struct cmd_store cs;
@@ -121,7 +122,8 @@ int cmd_store_main(int argc, char **argv)
 			port = strtol(optarg, &end, 10);
 			if (errno != 0 || *end != '\0' || optarg[0] == '\0' ||
 			    port < 0 || port > 65535) {
-				fprintf(stderr, "crun store: invalid --port \"%s\"\n",
+				fprintf(stderr,
+					"crun store: invalid --port \"%s\"\n",
 					optarg);
 				return 2;
 			}
@@ -129,16 +131,32 @@ int cmd_store_main(int argc, char **argv)
 		case 'H':
 			host = optarg;
 			break;
-		case 'k': slot = &lim.max_key; flag = "--max-key-size"; break;
-		case 'v': slot = &lim.max_value; flag = "--max-value-size"; break;
-		case 'n': slot = &lim.max_keys; flag = "--max-keys"; break;
-		case 'm': slot = &lim.max_memory; flag = "--max-memory"; break;
-		case 'c': slot = &lim.max_conns; flag = "--max-conns"; break;
+		case 'k':
+			slot = &lim.max_key;
+			flag = "--max-key-size";
+			break;
+		case 'v':
+			slot = &lim.max_value;
+			flag = "--max-value-size";
+			break;
+		case 'n':
+			slot = &lim.max_keys;
+			flag = "--max-keys";
+			break;
+		case 'm':
+			slot = &lim.max_memory;
+			flag = "--max-memory";
+			break;
+		case 'c':
+			slot = &lim.max_conns;
+			flag = "--max-conns";
+			break;
 		case 'q':
 			quiet = 1;
 			break;
 		case ':':
-			fprintf(stderr, "crun store: option \"%s\" needs a value\n",
+			fprintf(stderr,
+				"crun store: option \"%s\" needs a value\n",
 				argv[optind - 1]);
 			return 2;
 		default:
@@ -158,7 +176,8 @@ int cmd_store_main(int argc, char **argv)
 		return 2;
 	}
 	if (port < 0) {
-		fprintf(stderr, "crun store: missing --port (see crun store --help)\n");
+		fprintf(stderr,
+			"crun store: missing --port (see crun store --help)\n");
 		return 2;
 	}
 
@@ -180,8 +199,9 @@ int cmd_store_main(int argc, char **argv)
 	uv_signal_start(&cs.sigterm, cmd_store_on_signal, SIGTERM);
 	if (host == NULL)
 		host = "::";
-	fprintf(stderr, strchr(host, ':') != NULL ? "crun store: listening on [%s]:%d\n"
-						  : "crun store: listening on %s:%d\n",
+	fprintf(stderr,
+		strchr(host, ':') != NULL ? "crun store: listening on [%s]:%d\n"
+					  : "crun store: listening on %s:%d\n",
 		host, store_server_port(cs.srv));
 	fflush(stderr);
 	uv_run(&cs.loop, UV_RUN_DEFAULT);

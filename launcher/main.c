@@ -37,8 +37,10 @@ static int executable(const char *cmd)
 		size_t n = strcspn(path, ":");
 		struct stat st;
 
-		snprintf(buf, sizeof(buf), "%.*s/%s", (int)(n ? n : 1), n ? path : ".", cmd);
-		if (access(buf, X_OK) == 0 && stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+		snprintf(buf, sizeof(buf), "%.*s/%s", (int)(n ? n : 1),
+			 n ? path : ".", cmd);
+		if (access(buf, X_OK) == 0 && stat(buf, &st) == 0 &&
+		    S_ISREG(st.st_mode))
 			return 1;
 		path += n + (path[n] == ':');
 	}
@@ -50,13 +52,15 @@ static int check_entrypoint(const struct crun_cfg *cfg, char *msg, size_t len)
 {
 	const char *ep = cfg->argv[0];
 	size_t n = strlen(ep);
-	int python = !cfg->no_python && (cfg->module || (n > 3 && strcmp(ep + n - 3, ".py") == 0));
+	int python = !cfg->no_python &&
+		     (cfg->module || (n > 3 && strcmp(ep + n - 3, ".py") == 0));
 
 	if (cfg->module)
 		return 0;
 	if (python) {
 		if (access(ep, R_OK) != 0) {
-			snprintf(msg, len, "training_script '%s': no such file", ep);
+			snprintf(msg, len, "training_script '%s': no such file",
+				 ep);
 			return -1;
 		}
 		return 0;

@@ -26,13 +26,14 @@
 extern char **environ;
 
 const struct cfg_opt cfg_opts[CFG_NOPTS] = {
-#define X(id, name, shrt, type, sect, def, env, group, help)                  \
+#define X(id, name, shrt, type, sect, def, env, group, help)                   \
 	{CFG_##id, name, shrt, CFG_T_##type, sect, def, env, group, help},
-	CFG_OPTS(X)
+    CFG_OPTS(X)
 #undef X
 };
 
-/* Format into errmsg; returns CRUN_EUSAGE so callers can `return cfg__err(...)`. */
+/* Format into errmsg; returns CRUN_EUSAGE so callers can `return
+ * cfg__err(...)`. */
 int cfg__err(char *errmsg, size_t len, const char *fmt, ...)
 {
 	va_list ap;
@@ -249,7 +250,8 @@ int cfg_parse_std(const char *s, struct crun_std_spec *spec)
 			return CRUN_EUSAGE;
 		if (*p == ',' && *++p == '\0')
 			return CRUN_EUSAGE;
-		if (spec->nmap == (int)(sizeof(spec->rank) / sizeof(spec->rank[0])))
+		if (spec->nmap ==
+		    (int)(sizeof(spec->rank) / sizeof(spec->rank[0])))
 			return CRUN_EUSAGE;
 		spec->rank[spec->nmap] = (int)r;
 		spec->val[spec->nmap++] = (unsigned char)v;
@@ -271,10 +273,10 @@ static const struct {
 	const char *name;
 	int sig;
 } signames[] = {
-	{"SIGHUP", SIGHUP},   {"SIGINT", SIGINT},   {"SIGQUIT", SIGQUIT},
-	{"SIGTERM", SIGTERM}, {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2},
-	{"SIGCONT", SIGCONT}, {"SIGALRM", SIGALRM}, {"SIGWINCH", SIGWINCH},
-	{"SIGXCPU", SIGXCPU}, {"SIGPWR", SIGPWR},   {"SIGTSTP", SIGTSTP},
+    {"SIGHUP", SIGHUP},	  {"SIGINT", SIGINT},	{"SIGQUIT", SIGQUIT},
+    {"SIGTERM", SIGTERM}, {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2},
+    {"SIGCONT", SIGCONT}, {"SIGALRM", SIGALRM}, {"SIGWINCH", SIGWINCH},
+    {"SIGXCPU", SIGXCPU}, {"SIGPWR", SIGPWR},	{"SIGTSTP", SIGTSTP},
 };
 
 int cfg_parse_signals(const char *s, int *sigs, int max, int *n)
@@ -292,7 +294,8 @@ int cfg_parse_signals(const char *s, int *sigs, int max, int *n)
 
 		while (isspace((unsigned char)*tok))
 			tok++;
-		for (i = strlen(tok); i > 0 && isspace((unsigned char)tok[i - 1]); i--)
+		for (i = strlen(tok);
+		     i > 0 && isspace((unsigned char)tok[i - 1]); i--)
 			tok[i - 1] = '\0';
 		for (i = 0; i < sizeof(signames) / sizeof(signames[0]); i++) {
 			if (strcasecmp(tok, signames[i].name) == 0 ||
@@ -318,16 +321,26 @@ const char *cfg_signame(int sig)
 		if (signames[i].sig == sig)
 			return signames[i].name;
 	switch (sig) {
-	case SIGKILL: return "SIGKILL";
-	case SIGSEGV: return "SIGSEGV";
-	case SIGABRT: return "SIGABRT";
-	case SIGBUS: return "SIGBUS";
-	case SIGFPE: return "SIGFPE";
-	case SIGILL: return "SIGILL";
-	case SIGPIPE: return "SIGPIPE";
-	case SIGSTOP: return "SIGSTOP";
-	case SIGTRAP: return "SIGTRAP";
-	case SIGSYS: return "SIGSYS";
+	case SIGKILL:
+		return "SIGKILL";
+	case SIGSEGV:
+		return "SIGSEGV";
+	case SIGABRT:
+		return "SIGABRT";
+	case SIGBUS:
+		return "SIGBUS";
+	case SIGFPE:
+		return "SIGFPE";
+	case SIGILL:
+		return "SIGILL";
+	case SIGPIPE:
+		return "SIGPIPE";
+	case SIGSTOP:
+		return "SIGSTOP";
+	case SIGTRAP:
+		return "SIGTRAP";
+	case SIGSYS:
+		return "SIGSYS";
 	}
 	snprintf(buf, sizeof(buf), "SIG%d", sig);
 	return buf;
@@ -348,7 +361,8 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 		int b;
 
 		if (eq == NULL) {
-			rc = cfg__err(errmsg, errlen, "rdzv_conf: '%s' is not key=value", tok);
+			rc = cfg__err(errmsg, errlen,
+				      "rdzv_conf: '%s' is not key=value", tok);
 			goto out;
 		}
 		*eq = '\0';
@@ -359,10 +373,13 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			e[-1] = '\0';
 		while (isspace((unsigned char)*v))
 			v++;
-		for (e = v + strlen(v); e > v && isspace((unsigned char)e[-1]); e--)
+		for (e = v + strlen(v); e > v && isspace((unsigned char)e[-1]);
+		     e--)
 			e[-1] = '\0';
 		if (*k == '\0' || *v == '\0') {
-			rc = cfg__err(errmsg, errlen, "rdzv_conf: empty key or value in '%s=%s'", k, v);
+			rc = cfg__err(
+			    errmsg, errlen,
+			    "rdzv_conf: empty key or value in '%s=%s'", k, v);
 			goto out;
 		}
 #define DUR(name, field, lo)                                                   \
@@ -394,20 +411,25 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			set_str(&conf->store_type, v);
 		} else if (strcmp(k, "local_addr") == 0) {
 			set_str(&conf->local_addr, v);
-		} else if (strcmp(k, "rank") == 0 || strcmp(k, "use_libuv") == 0) {
-			/* Accepted for torchrun compatibility; crun needs neither. */
+		} else if (strcmp(k, "rank") == 0 ||
+			   strcmp(k, "use_libuv") == 0) {
+			/* Accepted for torchrun compatibility; crun needs
+			 * neither. */
 		} else {
-			rc = cfg__err(errmsg, errlen,
-				 "rdzv_conf: unknown key '%s' (known: join_timeout, "
-				 "last_call_timeout, close_timeout, read_timeout, "
-				 "heartbeat_timeout, keep_alive_interval, "
-				 "keep_alive_max_attempt, is_host, store_type, "
-				 "local_addr, timeout)", k);
+			rc = cfg__err(
+			    errmsg, errlen,
+			    "rdzv_conf: unknown key '%s' (known: join_timeout, "
+			    "last_call_timeout, close_timeout, read_timeout, "
+			    "heartbeat_timeout, keep_alive_interval, "
+			    "keep_alive_max_attempt, is_host, store_type, "
+			    "local_addr, timeout)",
+			    k);
 			goto out;
 		}
 		continue;
-bad:
-		rc = cfg__err(errmsg, errlen, "rdzv_conf: invalid value '%s' for '%s'", v, k);
+	bad:
+		rc = cfg__err(errmsg, errlen,
+			      "rdzv_conf: invalid value '%s' for '%s'", v, k);
 		goto out;
 	}
 out:
@@ -428,7 +450,8 @@ static int visible_devices(const char *cvd, int physical)
 
 		while (isspace((unsigned char)*tok))
 			tok++;
-		if (strncmp(tok, "GPU-", 4) == 0 || strncmp(tok, "MIG-", 4) == 0) {
+		if (strncmp(tok, "GPU-", 4) == 0 ||
+		    strncmp(tok, "MIG-", 4) == 0) {
 			n++;
 			continue;
 		}
@@ -534,8 +557,8 @@ int cfg_split_endpoint(const char *ep, char *host, size_t hostlen, int *port)
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)host[i];
 
-		if (!isalnum(c) && c != '-' && c != '.' && c != '_' && c != ':' &&
-		    c != '%')
+		if (!isalnum(c) && c != '-' && c != '.' && c != '_' &&
+		    c != ':' && c != '%')
 			return CRUN_EUSAGE;
 	}
 	if (colon) {
@@ -570,7 +593,8 @@ int cfg_split_words(const char *s, char ***out, int *n)
 			if (have) {
 				if (*n + 1 >= cap) {
 					cap = cap ? cap * 2 : 8;
-					v = realloc(v, sizeof(char *) * (size_t)cap);
+					v = realloc(v, sizeof(char *) *
+							   (size_t)cap);
 				}
 				word[w] = '\0';
 				v[(*n)++] = xstrdup(word);
@@ -612,16 +636,22 @@ static void usage(FILE *fp)
 	const char *group = NULL;
 	size_t i;
 
-	fprintf(fp,
-		"usage: crun [options] training_script [args...]\n"
-		"       crun job.ini [args...]\n"
-		"       crun store --port PORT [options]\n\n"
-		"Start nproc_per_node workers on this node, meet the other nodes in a\n"
-		"rendezvous, and restart the workers when they fail or nodes come and\n"
-		"go. A .py script runs under python3 -u ($PYTHON), -m runs a module,\n"
-		"anything else is executed directly. ${local_rank} in an argument is\n"
-		"replaced per worker. Options also read PET_<NAME> (crun's own:\n"
-		"CRUN_<NAME>) from the environment; both - and _ spellings work.\n");
+	fprintf(
+	    fp,
+	    "usage: crun [options] training_script [args...]\n"
+	    "       crun job.ini [args...]\n"
+	    "       crun store --port PORT [options]\n\n"
+	    "Start nproc_per_node workers on this node, meet the other nodes "
+	    "in a\n"
+	    "rendezvous, and restart the workers when they fail or nodes come "
+	    "and\n"
+	    "go. A .py script runs under python3 -u ($PYTHON), -m runs a "
+	    "module,\n"
+	    "anything else is executed directly. ${local_rank} in an argument "
+	    "is\n"
+	    "replaced per worker. Options also read PET_<NAME> (crun's own:\n"
+	    "CRUN_<NAME>) from the environment; both - and _ spellings "
+	    "work.\n");
 	for (i = 0; i < CFG_NOPTS; i++) {
 		const struct cfg_opt *o = &cfg_opts[i];
 		char spell[96];
@@ -633,8 +663,9 @@ static void usage(FILE *fp)
 			group = o->group;
 			fprintf(fp, "\n%s:\n", group);
 		}
-		n = snprintf(spell, sizeof(spell), "  %s%c%s--%s", o->shrt ? "-" : "",
-			     o->shrt ? o->shrt : ' ', o->shrt ? ", " : "", o->name);
+		n = snprintf(spell, sizeof(spell), "  %s%c%s--%s",
+			     o->shrt ? "-" : "", o->shrt ? o->shrt : ' ',
+			     o->shrt ? ", " : "", o->name);
 		if (!o->shrt)
 			n = snprintf(spell, sizeof(spell), "  --%s", o->name);
 		if (o->type != CFG_T_BOOL)
@@ -649,18 +680,22 @@ static void usage(FILE *fp)
 			fprintf(fp, " (default: %s)", o->def);
 		fputc('\n', fp);
 	}
-	fprintf(fp, "\n  -h, --help                    show this help and exit\n"
-		    "  --version                     show the version and exit\n"
-		    "\nExit status: 0 on success, 2 for usage errors, else the failed\n"
-		    "worker's exit code (128+N when it died of signal N), 1 otherwise.\n"
-		    "See crun(1) for the full reference.\n");
+	fprintf(
+	    fp,
+	    "\n  -h, --help                    show this help and exit\n"
+	    "  --version                     show the version and exit\n"
+	    "\nExit status: 0 on success, 2 for usage errors, else the failed\n"
+	    "worker's exit code (128+N when it died of signal N), 1 "
+	    "otherwise.\n"
+	    "See crun(1) for the full reference.\n");
 }
 
 static void env_name(const struct cfg_opt *o, char *buf, size_t len)
 {
 	size_t i, n;
 
-	n = (size_t)snprintf(buf, len, "%s_", o->env == CFG_ENV_PET ? "PET" : "CRUN");
+	n = (size_t)snprintf(buf, len, "%s_",
+			     o->env == CFG_ENV_PET ? "PET" : "CRUN");
 	for (i = 0; o->name[i] && n + 1 < len; i++)
 		buf[n++] = (char)toupper((unsigned char)o->name[i]);
 	buf[n] = '\0';
@@ -740,12 +775,17 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 				if (cfg_opts[k].shrt == a[1])
 					o = &cfg_opts[k];
 			if (o == NULL)
-				return cfg__err(errmsg, errlen, "unrecognized argument '%s'", a);
+				return cfg__err(errmsg, errlen,
+						"unrecognized argument '%s'",
+						a);
 			if (o->type != CFG_T_BOOL && a[2])
 				val = a + 2;
 			else if (o->type == CFG_T_BOOL && a[2])
-				return cfg__err(errmsg, errlen, "unrecognized argument '%s'", a);
-			snprintf(origin, sizeof(origin), "argument -%c/--%s", o->shrt, o->name);
+				return cfg__err(errmsg, errlen,
+						"unrecognized argument '%s'",
+						a);
+			snprintf(origin, sizeof(origin), "argument -%c/--%s",
+				 o->shrt, o->name);
 		} else {
 			name = a + 2;
 			nlen = strcspn(name, "=");
@@ -753,21 +793,27 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 				val = name + nlen + 1;
 			o = cfg_opt_by_name(name, nlen, &amb);
 			if (o == NULL)
-				return cfg__err(errmsg, errlen, "%s argument '--%.*s'",
-					   amb ? "ambiguous" : "unrecognized",
-					   (int)nlen, name);
-			snprintf(origin, sizeof(origin), "argument --%s", o->name);
+				return cfg__err(
+				    errmsg, errlen, "%s argument '--%.*s'",
+				    amb ? "ambiguous" : "unrecognized",
+				    (int)nlen, name);
+			snprintf(origin, sizeof(origin), "argument --%s",
+				 o->name);
 		}
 		if (o->type == CFG_T_BOOL) {
 			/* --slurm=0 turns off the automatic SLURM mode. */
 			if (val && o->id != CFG_slurm)
-				return cfg__err(errmsg, errlen,
-					   "%s: ignored explicit value '%s'", origin, val);
+				return cfg__err(
+				    errmsg, errlen,
+				    "%s: ignored explicit value '%s'", origin,
+				    val);
 			if (val == NULL)
 				val = "1";
 		} else if (val == NULL) {
 			if (i + 1 >= argc)
-				return cfg__err(errmsg, errlen, "%s: expected one value", origin);
+				return cfg__err(errmsg, errlen,
+						"%s: expected one value",
+						origin);
 			val = argv[++i];
 		}
 		cfg_set(cfg, o->id, val, CRUN_SRC_CLI, origin);
@@ -775,7 +821,8 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 
 	/* The first positional is the training script, or a job file. */
 	if (i < argc && is_job_file(argv[i]) && cfg->raw[CFG_config] == NULL) {
-		cfg_set(cfg, CFG_config, argv[i], CRUN_SRC_CLI, "job file argument");
+		cfg_set(cfg, CFG_config, argv[i], CRUN_SRC_CLI,
+			"job file argument");
 		i++;
 		cfg->nargs_override = 1;
 	}
@@ -787,7 +834,8 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 	}
 	cfg_apply_env(cfg, envp);
 	if (cfg->raw[CFG_config]) {
-		int rc = cfg_load_ini(cfg, cfg->raw[CFG_config], envp, errmsg, errlen);
+		int rc = cfg_load_ini(cfg, cfg->raw[CFG_config], envp, errmsg,
+				      errlen);
 
 		if (rc)
 			return rc;
@@ -803,10 +851,12 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 static int bad(struct crun_cfg *cfg, int id, char *errmsg, size_t len,
 	       const char *why)
 {
-	const char *origin = cfg->origin[id] ? cfg->origin[id] : cfg_opts[id].name;
+	const char *origin =
+	    cfg->origin[id] ? cfg->origin[id] : cfg_opts[id].name;
 
 	return cfg__err(errmsg, len, "%s: invalid value '%s'%s%s", origin,
-		   cfg->raw[id] ? cfg->raw[id] : "", why ? ": " : "", why ? why : "");
+			cfg->raw[id] ? cfg->raw[id] : "", why ? ": " : "",
+			why ? why : "");
 }
 
 static int get_bool(struct crun_cfg *cfg, int id, int *out, char *e, size_t l)
@@ -830,7 +880,8 @@ static int get_int(struct crun_cfg *cfg, int id, long lo, long hi, int *out,
 	if (parse_long(cfg->raw[id], lo, hi, &v)) {
 		char why[80];
 
-		snprintf(why, sizeof(why), "expected an integer in %ld..%ld", lo, hi);
+		snprintf(why, sizeof(why), "expected an integer in %ld..%ld",
+			 lo, hi);
 		return bad(cfg, id, e, l, why);
 	}
 	*out = (int)v;
@@ -848,15 +899,29 @@ static int get_size(struct crun_cfg *cfg, int id, size_t *out, char *e,
 		return 0;
 	errno = 0;
 	if (!isdigit((unsigned char)*s))
-		return bad(cfg, id, e, l, "expected a size like 8192, 64K, 8M, 1G");
+		return bad(cfg, id, e, l,
+			   "expected a size like 8192, 64K, 8M, 1G");
 	v = strtoull(s, &end, 10);
 	switch (*end) {
-	case 'k': case 'K': mul = 1ULL << 10; end++; break;
-	case 'm': case 'M': mul = 1ULL << 20; end++; break;
-	case 'g': case 'G': mul = 1ULL << 30; end++; break;
+	case 'k':
+	case 'K':
+		mul = 1ULL << 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		mul = 1ULL << 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		mul = 1ULL << 30;
+		end++;
+		break;
 	}
 	if (errno || *end || v == 0 || v > (1ULL << 40) / mul)
-		return bad(cfg, id, e, l, "expected a size like 8192, 64K, 8M, 1G");
+		return bad(cfg, id, e, l,
+			   "expected a size like 8192, 64K, 8M, 1G");
 	*out = (size_t)(v * mul);
 	return 0;
 }
@@ -870,7 +935,8 @@ static int get_double(struct crun_cfg *cfg, int id, double lo, int positive,
 		return 0;
 	if (parse_double(cfg->raw[id], lo, &v) || (positive && v <= 0))
 		return bad(cfg, id, e, l,
-			   positive ? "expected a number > 0" : "expected a number >= 0");
+			   positive ? "expected a number > 0"
+				    : "expected a number >= 0");
 	*out = v;
 	return 0;
 }
@@ -898,7 +964,8 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	/* Fill in the defaults of options nobody set. */
 	for (size_t i = 0; i < CFG_NOPTS; i++)
 		if (cfg->raw[i] == NULL && cfg_opts[i].def)
-			cfg_set(cfg, (int)i, cfg_opts[i].def, CRUN_SRC_DEFAULT, cfg_opts[i].name);
+			cfg_set(cfg, (int)i, cfg_opts[i].def, CRUN_SRC_DEFAULT,
+				cfg_opts[i].name);
 
 	if ((rc = get_bool(cfg, CFG_standalone, &cfg->standalone, e, l)) ||
 	    (rc = get_bool(cfg, CFG_module, &cfg->module, e, l)) ||
@@ -910,23 +977,32 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	cfg->agent_store = !cfg->agent_store;
 	if (RAW(slurm)) {
 		if (cfg_parse_bool(RAW(slurm), &cfg->slurm))
-			return bad(cfg, CFG_slurm, e, l, "expected 0/1 or true/false");
+			return bad(cfg, CFG_slurm, e, l,
+				   "expected 0/1 or true/false");
 	}
 
 	if (cfg->standalone) {
-		cfg->src[CFG_rdzv_backend] = cfg->src[CFG_rdzv_endpoint] = CRUN_SRC_DEFAULT;
-		/* As torchrun: a single-node c10d rendezvous with a fresh id. */
-		cfg_set(cfg, CFG_rdzv_backend, "c10d", CRUN_SRC_DERIVED, "--standalone");
-		cfg_set(cfg, CFG_rdzv_endpoint, "localhost:0", CRUN_SRC_DERIVED, "--standalone");
-		/* torchrun overrides explicit rendezvous flags here, the id too. */
-		cfg->src[CFG_rdzv_backend] = cfg->src[CFG_rdzv_endpoint] = CRUN_SRC_DERIVED;
+		cfg->src[CFG_rdzv_backend] = cfg->src[CFG_rdzv_endpoint] =
+		    CRUN_SRC_DEFAULT;
+		/* As torchrun: a single-node c10d rendezvous with a fresh id.
+		 */
+		cfg_set(cfg, CFG_rdzv_backend, "c10d", CRUN_SRC_DERIVED,
+			"--standalone");
+		cfg_set(cfg, CFG_rdzv_endpoint, "localhost:0", CRUN_SRC_DERIVED,
+			"--standalone");
+		/* torchrun overrides explicit rendezvous flags here, the id
+		 * too. */
+		cfg->src[CFG_rdzv_backend] = cfg->src[CFG_rdzv_endpoint] =
+		    CRUN_SRC_DERIVED;
 		set_str(&cfg->raw[CFG_rdzv_id], NULL);
 	}
 
 	if (cfg_parse_nnodes(RAW(nnodes), &cfg->nnodes_min, &cfg->nnodes_max))
-		return bad(cfg, CFG_nnodes, e, l, "expected N or MIN:MAX with 0 < MIN <= MAX");
+		return bad(cfg, CFG_nnodes, e, l,
+			   "expected N or MIN:MAX with 0 < MIN <= MAX");
 	if (cfg->standalone && cfg->nnodes_max != 1)
-		return bad(cfg, CFG_nnodes, e, l, "--standalone runs exactly one node");
+		return bad(cfg, CFG_nnodes, e, l,
+			   "--standalone runs exactly one node");
 
 	set_str(&cfg->nproc_spec, RAW(nproc_per_node));
 	if (strcmp(RAW(nproc_per_node), "cpu") == 0) {
@@ -935,55 +1011,74 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 		cfg->nproc_per_node = cfg_gpu_count();
 		if (cfg->nproc_per_node == 0)
 			return bad(cfg, CFG_nproc_per_node, e, l,
-				   "no NVIDIA GPU is visible (see CUDA_VISIBLE_DEVICES)");
+				   "no NVIDIA GPU is visible (see "
+				   "CUDA_VISIBLE_DEVICES)");
 	} else if (strcmp(RAW(nproc_per_node), "auto") == 0) {
 		cfg->nproc_per_node = cfg_gpu_count();
 		if (cfg->nproc_per_node == 0)
 			cfg->nproc_per_node = cpu_count();
-	} else if (parse_long(RAW(nproc_per_node), 1, CRUN_MAX_LOCAL_RANKS, &v)) {
+	} else if (parse_long(RAW(nproc_per_node), 1, CRUN_MAX_LOCAL_RANKS,
+			      &v)) {
 		return bad(cfg, CFG_nproc_per_node, e, l,
 			   "expected a count 1..1024, cpu, gpu or auto");
 	} else {
 		cfg->nproc_per_node = (int)v;
 	}
 
-	if ((rc = get_int(cfg, CFG_max_restarts, 0, INT_MAX, &cfg->max_restarts, e, l)) ||
-	    (rc = get_double(cfg, CFG_monitor_interval, 0, 1, &cfg->monitor_interval, e, l)) ||
-	    (rc = get_int(cfg, CFG_node_rank, 0, INT_MAX, &cfg->node_rank, e, l)) ||
-	    (rc = get_int(cfg, CFG_master_port, 0, 65535, &cfg->master_port, e, l)) ||
-	    (rc = get_double(cfg, CFG_shutdown_timeout, 0, 0, &cfg->shutdown_timeout, e, l)))
+	if ((rc = get_int(cfg, CFG_max_restarts, 0, INT_MAX, &cfg->max_restarts,
+			  e, l)) ||
+	    (rc = get_double(cfg, CFG_monitor_interval, 0, 1,
+			     &cfg->monitor_interval, e, l)) ||
+	    (rc = get_int(cfg, CFG_node_rank, 0, INT_MAX, &cfg->node_rank, e,
+			  l)) ||
+	    (rc = get_int(cfg, CFG_master_port, 0, 65535, &cfg->master_port, e,
+			  l)) ||
+	    (rc = get_double(cfg, CFG_shutdown_timeout, 0, 0,
+			     &cfg->shutdown_timeout, e, l)))
 		return rc;
 
-	if (strcmp(RAW(start_method), "spawn") && strcmp(RAW(start_method), "fork") &&
+	if (strcmp(RAW(start_method), "spawn") &&
+	    strcmp(RAW(start_method), "fork") &&
 	    strcmp(RAW(start_method), "forkserver"))
-		return bad(cfg, CFG_start_method, e, l, "expected spawn, fork or forkserver");
+		return bad(cfg, CFG_start_method, e, l,
+			   "expected spawn, fork or forkserver");
 	set_str(&cfg->start_method, RAW(start_method));
 	if (*RAW(role) == '\0')
 		return bad(cfg, CFG_role, e, l, "must not be empty");
 	set_str(&cfg->role, RAW(role));
 
 	if (cfg->module && cfg->no_python)
-		return cfg__err(e, l, "argument -m/--module: not allowed with --no_python");
+		return cfg__err(
+		    e, l, "argument -m/--module: not allowed with --no_python");
 
-	if (strcmp(RAW(rdzv_backend), "static") && strcmp(RAW(rdzv_backend), "c10d") &&
-	    strcmp(RAW(rdzv_backend), "etcd") && strcmp(RAW(rdzv_backend), "etcd-v2"))
-		return bad(cfg, CFG_rdzv_backend, e, l, "expected static, c10d, etcd or etcd-v2");
+	if (strcmp(RAW(rdzv_backend), "static") &&
+	    strcmp(RAW(rdzv_backend), "c10d") &&
+	    strcmp(RAW(rdzv_backend), "etcd") &&
+	    strcmp(RAW(rdzv_backend), "etcd-v2"))
+		return bad(cfg, CFG_rdzv_backend, e, l,
+			   "expected static, c10d, etcd or etcd-v2");
 	if (strncmp(RAW(rdzv_backend), "etcd", 4) == 0)
 		return bad(cfg, CFG_rdzv_backend, e, l,
-			   "the etcd backends are not supported yet; use c10d or static");
+			   "the etcd backends are not supported yet; use c10d "
+			   "or static");
 	set_str(&cfg->rdzv_backend, RAW(rdzv_backend));
 
 	/* The static backend meets at master_addr:master_port. */
-	if (strcmp(cfg->rdzv_backend, "static") == 0 && *RAW(rdzv_endpoint) == '\0') {
+	if (strcmp(cfg->rdzv_backend, "static") == 0 &&
+	    *RAW(rdzv_endpoint) == '\0') {
 		char ep[300];
 
-		snprintf(ep, sizeof(ep), strchr(RAW(master_addr), ':') ? "[%s]:%d" : "%s:%d",
-			 RAW(master_addr), cfg->master_port < 0 ? 29500 : cfg->master_port);
-		derive(cfg, CFG_rdzv_endpoint, ep, "--master_addr:--master_port");
+		snprintf(ep, sizeof(ep),
+			 strchr(RAW(master_addr), ':') ? "[%s]:%d" : "%s:%d",
+			 RAW(master_addr),
+			 cfg->master_port < 0 ? 29500 : cfg->master_port);
+		derive(cfg, CFG_rdzv_endpoint, ep,
+		       "--master_addr:--master_port");
 	}
 	if (*RAW(rdzv_endpoint) &&
 	    cfg_split_endpoint(RAW(rdzv_endpoint), host, sizeof(host), &port))
-		return bad(cfg, CFG_rdzv_endpoint, e, l, "expected HOST[:PORT] with PORT in 0..65535");
+		return bad(cfg, CFG_rdzv_endpoint, e, l,
+			   "expected HOST[:PORT] with PORT in 0..65535");
 	set_str(&cfg->rdzv_endpoint, RAW(rdzv_endpoint));
 	set_str(&cfg->rdzv_id, RAW(rdzv_id));
 	set_str(&cfg->master_addr, RAW(master_addr));
@@ -1002,55 +1097,78 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	if (*RAW(rdzv_conf)) {
 		char why[400];
 
-		if (cfg_parse_rdzv_conf(RAW(rdzv_conf), &cfg->rdzv, why, sizeof(why)))
-			return cfg__err(e, l, "%s: %s", cfg->origin[CFG_rdzv_conf], why);
+		if (cfg_parse_rdzv_conf(RAW(rdzv_conf), &cfg->rdzv, why,
+					sizeof(why)))
+			return cfg__err(e, l, "%s: %s",
+					cfg->origin[CFG_rdzv_conf], why);
 	}
 
 	set_str(&cfg->log_dir, RAW(log_dir));
 	if (cfg_parse_std(RAW(redirects), &cfg->redirects))
-		return bad(cfg, CFG_redirects, e, l, "expected 0-3 or a map like 0:1,1:2");
+		return bad(cfg, CFG_redirects, e, l,
+			   "expected 0-3 or a map like 0:1,1:2");
 	if (cfg_parse_std(RAW(tee), &cfg->tee))
-		return bad(cfg, CFG_tee, e, l, "expected 0-3 or a map like 0:1,1:2");
+		return bad(cfg, CFG_tee, e, l,
+			   "expected 0-3 or a map like 0:1,1:2");
 	free(cfg->local_ranks_filter);
 	cfg->local_ranks_filter = NULL;
 	set_str(&cfg->local_ranks_filter_str, RAW(local_ranks_filter));
 	if (*RAW(local_ranks_filter) &&
-	    parse_filter(RAW(local_ranks_filter), &cfg->local_ranks_filter, &cfg->nfilter))
-		return bad(cfg, CFG_local_ranks_filter, e, l, "expected local ranks like 0,2");
+	    parse_filter(RAW(local_ranks_filter), &cfg->local_ranks_filter,
+			 &cfg->nfilter))
+		return bad(cfg, CFG_local_ranks_filter, e, l,
+			   "expected local ranks like 0,2");
 
 	set_str(&cfg->signals_str, RAW(signals_to_handle));
-	if (cfg_parse_signals(RAW(signals_to_handle), cfg->signals, 32, &cfg->nsignals))
-		return bad(cfg, CFG_signals_to_handle, e, l,
-			   "expected signal names or numbers like SIGTERM,SIGUSR1");
+	if (cfg_parse_signals(RAW(signals_to_handle), cfg->signals, 32,
+			      &cfg->nsignals))
+		return bad(
+		    cfg, CFG_signals_to_handle, e, l,
+		    "expected signal names or numbers like SIGTERM,SIGUSR1");
 
-	if ((rc = get_size(cfg, CFG_store_max_key_size, &cfg->store.max_key, e, l)) ||
-	    (rc = get_size(cfg, CFG_store_max_value_size, &cfg->store.max_value, e, l)) ||
-	    (rc = get_size(cfg, CFG_store_max_keys, &cfg->store.max_keys, e, l)) ||
-	    (rc = get_size(cfg, CFG_store_max_memory, &cfg->store.max_memory, e, l)) ||
-	    (rc = get_size(cfg, CFG_store_max_conns, &cfg->store.max_conns, e, l)))
+	if ((rc = get_size(cfg, CFG_store_max_key_size, &cfg->store.max_key, e,
+			   l)) ||
+	    (rc = get_size(cfg, CFG_store_max_value_size, &cfg->store.max_value,
+			   e, l)) ||
+	    (rc = get_size(cfg, CFG_store_max_keys, &cfg->store.max_keys, e,
+			   l)) ||
+	    (rc = get_size(cfg, CFG_store_max_memory, &cfg->store.max_memory, e,
+			   l)) ||
+	    (rc = get_size(cfg, CFG_store_max_conns, &cfg->store.max_conns, e,
+			   l)))
 		return rc;
 
 	set_str(&cfg->config_file, RAW(config));
 
-	if (strcmp(cfg->rdzv_backend, "static") == 0 && cfg->nnodes_min != cfg->nnodes_max)
-		return bad(cfg, CFG_nnodes, e, l, "the static backend needs a fixed node count");
-	if (strcmp(cfg->rdzv_backend, "static") == 0 && cfg->node_rank >= cfg->nnodes_max)
+	if (strcmp(cfg->rdzv_backend, "static") == 0 &&
+	    cfg->nnodes_min != cfg->nnodes_max)
+		return bad(cfg, CFG_nnodes, e, l,
+			   "the static backend needs a fixed node count");
+	if (strcmp(cfg->rdzv_backend, "static") == 0 &&
+	    cfg->node_rank >= cfg->nnodes_max)
 		return bad(cfg, CFG_node_rank, e, l, "must be below --nnodes");
 
 	/* The entrypoint: "crun" with nothing to run is a usage error. */
 	if (cfg->argc == 0 && !cfg->print_config)
-		return cfg__err(e, l, "the following arguments are required: training_script");
+		return cfg__err(
+		    e, l,
+		    "the following arguments are required: training_script");
 	return 0;
 }
 
 static const char *src_name(int src)
 {
 	switch (src) {
-	case CRUN_SRC_CLI: return "command line";
-	case CRUN_SRC_ENV: return "environment";
-	case CRUN_SRC_FILE: return "job file";
-	case CRUN_SRC_DERIVED: return "derived";
-	default: return "default";
+	case CRUN_SRC_CLI:
+		return "command line";
+	case CRUN_SRC_ENV:
+		return "environment";
+	case CRUN_SRC_FILE:
+		return "job file";
+	case CRUN_SRC_DERIVED:
+		return "derived";
+	default:
+		return "default";
 	}
 }
 
@@ -1058,19 +1176,21 @@ void cfg_print(const struct crun_cfg *cfg, FILE *fp)
 {
 	size_t i;
 
-	fprintf(fp, "# crun %s: effective configuration (value  # source)\n", CRUN_VERSION);
+	fprintf(fp, "# crun %s: effective configuration (value  # source)\n",
+		CRUN_VERSION);
 	for (i = 0; i < CFG_NOPTS; i++) {
 		const struct cfg_opt *o = &cfg_opts[i];
 
 		if (o->id == CFG_print_config || o->help == NULL)
 			continue;
-		fprintf(fp, "%-24s = %-28s # %s", o->name, cfg->raw[i] ? cfg->raw[i] : "",
-			src_name(cfg->src[i]));
+		fprintf(fp, "%-24s = %-28s # %s", o->name,
+			cfg->raw[i] ? cfg->raw[i] : "", src_name(cfg->src[i]));
 		if (cfg->src[i] != CRUN_SRC_DEFAULT && cfg->origin[i])
 			fprintf(fp, " (%s)", cfg->origin[i]);
 		fputc('\n', fp);
 	}
-	fprintf(fp, "%-24s = %d\n", "nproc_per_node (resolved)", cfg->nproc_per_node);
+	fprintf(fp, "%-24s = %d\n", "nproc_per_node (resolved)",
+		cfg->nproc_per_node);
 	fprintf(fp, "%-24s =", "entrypoint");
 	for (int k = 0; k < cfg->argc; k++)
 		fprintf(fp, " %s", cfg->argv[k]);

@@ -55,19 +55,27 @@ static const char *const sec_names[SEC_N] = {"job", "rendezvous", "logs",
 /* rdzv_conf keys that are keys of [rendezvous] too. local_addr is left out:
  * in [rendezvous] it names the --local_addr option, as the flag does. */
 static const char *const conf_keys[] = {
-	"join_timeout",	     "last_call_timeout", "close_timeout",
-	"read_timeout",	     "heartbeat_timeout", "keep_alive_interval",
-	"keep_alive_max_attempt", "is_host",	  "store_type",
-	"timeout",
+    "join_timeout",
+    "last_call_timeout",
+    "close_timeout",
+    "read_timeout",
+    "heartbeat_timeout",
+    "keep_alive_interval",
+    "keep_alive_max_attempt",
+    "is_host",
+    "store_type",
+    "timeout",
 };
 #define NCONF ((int)(sizeof(conf_keys) / sizeof(conf_keys[0])))
 
 /* Variables the worker contract sets; [env] must not pretend to set them. */
 static const char *const contract_vars[] = {
-	"LOCAL_RANK",	    "RANK",	       "GROUP_RANK",
-	"ROLE_RANK",	    "ROLE_NAME",       "LOCAL_WORLD_SIZE",
-	"WORLD_SIZE",	    "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
-	"MASTER_ADDR",	    "MASTER_PORT",
+    "LOCAL_RANK",      "RANK",
+    "GROUP_RANK",      "ROLE_RANK",
+    "ROLE_NAME",       "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE",      "GROUP_WORLD_SIZE",
+    "ROLE_WORLD_SIZE", "MASTER_ADDR",
+    "MASTER_PORT",
 };
 
 /* What a key resolved to. */
@@ -75,14 +83,14 @@ enum { K_NONE, K_OPT, K_CONF, K_ENTRY, K_ARGS, K_ENV };
 
 struct ini_entry {
 	int line;
-	int sec;	/* SEC_*, or -1 under an unknown section */
-	char *key;	/* as written */
-	char *value;	/* as written, continuation lines joined */
+	int sec;     /* SEC_*, or -1 under an unknown section */
+	char *key;   /* as written */
+	char *value; /* as written, continuation lines joined */
 	/* Filled by resolve(). */
 	int kind;
-	int id;		/* option id (K_OPT) or conf_keys index (K_CONF) */
-	char *xval;	/* value after ${} expansion */
-	char **words;	/* K_ENTRY, K_ARGS: the split value */
+	int id;	      /* option id (K_OPT) or conf_keys index (K_CONF) */
+	char *xval;   /* value after ${} expansion */
+	char **words; /* K_ENTRY, K_ARGS: the split value */
 	int nwords;
 };
 
@@ -90,16 +98,16 @@ struct ini_state {
 	const char *path;
 	char **envp;
 	FILE *fp;
-	char *buf;	/* getline's buffer */
+	char *buf; /* getline's buffer */
 	size_t cap;
-	int line;	/* physical lines read so far */
-	int indented;	/* the line read last starts with a blank */
-	int have_key;	/* a key since the last header (inih's prev_name) */
+	int line;     /* physical lines read so far */
+	int indented; /* the line read last starts with a blank */
+	int have_key; /* a key since the last header (inih's prev_name) */
 	int sec_line[SEC_N]; /* where each section's header was, 0: not yet */
-	int cur_sec;	/* from the last header; -1 unknown, -2 none yet */
+	int cur_sec;	     /* from the last header; -1 unknown, -2 none yet */
 	struct ini_entry *v;
 	int n, cap_v;
-	int err_line;	/* first error: line (0: none yet) and message */
+	int err_line; /* first error: line (0: none yet) and message */
 	char err[512];
 	int read_errno;
 };
@@ -123,7 +131,7 @@ static void *xrealloc(void *p, size_t n)
 
 /* Record an error at line unless an earlier line already has one. */
 static void note(struct ini_state *st, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static void note(struct ini_state *st, int line, const char *fmt, ...)
 {
@@ -201,19 +209,23 @@ static void check_line(struct ini_state *st, char *text)
 		st->have_key = 0;
 		st->cur_sec = -1;
 		if (close == NULL) {
-			note(st, st->line, "unterminated section header '%s'", p);
+			note(st, st->line, "unterminated section header '%s'",
+			     p);
 			return;
 		}
 		*close = '\0';
 		sec = section_id(trim(p + 1));
 		if (sec < 0) {
 			note(st, st->line,
-			     "unknown section [%s] (known: job, rendezvous, logs, "
-			     "store, env)", trim(p + 1));
+			     "unknown section [%s] (known: job, rendezvous, "
+			     "logs, "
+			     "store, env)",
+			     trim(p + 1));
 			return;
 		}
 		if (st->sec_line[sec]) {
-			note(st, st->line, "duplicate section [%s] (first at line %d)",
+			note(st, st->line,
+			     "duplicate section [%s] (first at line %d)",
 			     sec_names[sec], st->sec_line[sec]);
 			return;
 		}
@@ -224,7 +236,9 @@ static void check_line(struct ini_state *st, char *text)
 	st->have_key = 1;
 	if (strpbrk(p, "=:") == NULL)
 		note(st, st->line,
-		     "malformed line '%s': expected 'key = value' or '[section]'", p);
+		     "malformed line '%s': expected 'key = value' or "
+		     "'[section]'",
+		     p);
 	else if (*p == '=' || *p == ':')
 		note(st, st->line, "missing key name before '%c'", *p);
 }
@@ -246,9 +260,11 @@ static char *ini_read(char *str, int num, void *stream)
 	st->line++;
 	if (len + 1 > num) {
 		/* fgets would split the line and inih parse the halves. */
-		note(st, st->line,
-		     "line too long (over %d characters); continue a long value "
-		     "on indented lines", num - 2);
+		note(
+		    st, st->line,
+		    "line too long (over %d characters); continue a long value "
+		    "on indented lines",
+		    num - 2);
 		return NULL;
 	}
 	if (memchr(st->buf, '\0', (size_t)len)) {
@@ -269,8 +285,8 @@ static int on_key(void *user, const char *section, const char *name,
 	struct ini_entry *e;
 
 	if (*section == '\0') {
-		note(st, st->line, "key '%s' outside a section (start with [job])",
-		     name);
+		note(st, st->line,
+		     "key '%s' outside a section (start with [job])", name);
 		return 1;
 	}
 	if (st->cur_sec == -1)
@@ -282,7 +298,8 @@ static int on_key(void *user, const char *section, const char *name,
 		size_t a = strlen(e->value), b;
 
 		for (b = 0; value[b]; b++)
-			if (value[b] == ';' && b && isspace((unsigned char)value[b - 1]))
+			if (value[b] == ';' && b &&
+			    isspace((unsigned char)value[b - 1]))
 				break;
 		while (b && isspace((unsigned char)value[b - 1]))
 			b--;
@@ -351,19 +368,22 @@ static int expand(struct ini_state *st, struct ini_entry *e)
 		}
 		if (*p != '{') {
 			note(st, e->line,
-			     "%s: '$' must start ${NAME} or ${NAME:-default}; write "
-			     "$$ for a literal '$'", e->key);
+			     "%s: '$' must start ${NAME} or ${NAME:-default}; "
+			     "write "
+			     "$$ for a literal '$'",
+			     e->key);
 			goto fail;
 		}
 		name = ++p;
 		end = strchr(p, '}');
 		if (end == NULL) {
-			note(st, e->line, "%s: unterminated '${' in '%s'", e->key,
-			     e->value);
+			note(st, e->line, "%s: unterminated '${' in '%s'",
+			     e->key, e->value);
 			goto fail;
 		}
-		nlen = strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-				    "0123456789_");
+		nlen = strspn(
+		    name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			  "0123456789_");
 		if (name + nlen != end && strncmp(name + nlen, ":-", 2) == 0)
 			dflt = name + nlen + 2;
 		else
@@ -371,8 +391,10 @@ static int expand(struct ini_state *st, struct ini_entry *e)
 		if (nlen == 0 || isdigit((unsigned char)*name) ||
 		    (name + nlen != end && dflt == NULL)) {
 			note(st, e->line,
-			     "%s: bad variable reference '${%.*s}': expected ${NAME} "
-			     "or ${NAME:-default}", e->key, (int)(end - name), name);
+			     "%s: bad variable reference '${%.*s}': expected "
+			     "${NAME} "
+			     "or ${NAME:-default}",
+			     e->key, (int)(end - name), name);
 			goto fail;
 		}
 		v = envp_get(st->envp, name, nlen);
@@ -383,8 +405,8 @@ static int expand(struct ini_state *st, struct ini_entry *e)
 		else {
 			note(st, e->line,
 			     "%s: undefined variable '%.*s' (set it, or write "
-			     "${%.*s:-default})", e->key, (int)nlen, name, (int)nlen,
-			     name);
+			     "${%.*s:-default})",
+			     e->key, (int)nlen, name, (int)nlen, name);
 			goto fail;
 		}
 		p = end + 1;
@@ -416,7 +438,8 @@ static int conf_key(const char *n)
 
 static int is_entry(const char *n)
 {
-	return strcmp(n, "entrypoint") == 0 || strcmp(n, "training_script") == 0;
+	return strcmp(n, "entrypoint") == 0 ||
+	       strcmp(n, "training_script") == 0;
 }
 
 static int is_args(const char *n)
@@ -432,55 +455,59 @@ static void lookup(struct ini_state *st, struct ini_entry *e, const char *n)
 		const char *alias;
 		int id;
 	} aliases[] = {
-		{SEC_RDZV, "backend", CFG_rdzv_backend},
-		{SEC_RDZV, "endpoint", CFG_rdzv_endpoint},
-		{SEC_RDZV, "id", CFG_rdzv_id},
-		{SEC_RDZV, "conf", CFG_rdzv_conf},
-		{SEC_LOGS, "dir", CFG_log_dir},
-		{SEC_LOGS, "filter", CFG_local_ranks_filter},
-		{SEC_STORE, "max_key_size", CFG_store_max_key_size},
-		{SEC_STORE, "max_value_size", CFG_store_max_value_size},
-		{SEC_STORE, "max_keys", CFG_store_max_keys},
-		{SEC_STORE, "max_memory", CFG_store_max_memory},
-		{SEC_STORE, "max_conns", CFG_store_max_conns},
+	    {SEC_RDZV, "backend", CFG_rdzv_backend},
+	    {SEC_RDZV, "endpoint", CFG_rdzv_endpoint},
+	    {SEC_RDZV, "id", CFG_rdzv_id},
+	    {SEC_RDZV, "conf", CFG_rdzv_conf},
+	    {SEC_LOGS, "dir", CFG_log_dir},
+	    {SEC_LOGS, "filter", CFG_local_ranks_filter},
+	    {SEC_STORE, "max_key_size", CFG_store_max_key_size},
+	    {SEC_STORE, "max_value_size", CFG_store_max_value_size},
+	    {SEC_STORE, "max_keys", CFG_store_max_keys},
+	    {SEC_STORE, "max_memory", CFG_store_max_memory},
+	    {SEC_STORE, "max_conns", CFG_store_max_conns},
 	};
 	const struct cfg_opt *o;
 	int amb = 0;
 
 	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
-		if (aliases[i].sec == e->sec && strcmp(aliases[i].alias, n) == 0) {
+		if (aliases[i].sec == e->sec &&
+		    strcmp(aliases[i].alias, n) == 0) {
 			e->kind = K_OPT;
 			e->id = aliases[i].id;
 			return;
 		}
 	if ((o = opt_named(n)) != NULL) {
 		if (o->id == CFG_config)
-			note(st, e->line, "'%s' cannot be set inside a job file", e->key);
+			note(st, e->line,
+			     "'%s' cannot be set inside a job file", e->key);
 		else if (strcmp(o->section, sec_names[e->sec]) != 0)
-			note(st, e->line, "key '%s' belongs in [%s], not [%s]", e->key,
-			     o->section, sec_names[e->sec]);
+			note(st, e->line, "key '%s' belongs in [%s], not [%s]",
+			     e->key, o->section, sec_names[e->sec]);
 		e->kind = K_OPT;
 		e->id = o->id;
 		return;
 	}
 	if ((e->id = conf_key(n)) >= 0) {
 		if (e->sec != SEC_RDZV)
-			note(st, e->line, "key '%s' belongs in [rendezvous], not [%s]",
+			note(st, e->line,
+			     "key '%s' belongs in [rendezvous], not [%s]",
 			     e->key, sec_names[e->sec]);
 		e->kind = K_CONF;
 		return;
 	}
 	if (is_entry(n) || is_args(n)) {
 		if (e->sec != SEC_JOB)
-			note(st, e->line, "key '%s' belongs in [job], not [%s]", e->key,
-			     sec_names[e->sec]);
+			note(st, e->line, "key '%s' belongs in [job], not [%s]",
+			     e->key, sec_names[e->sec]);
 		e->kind = is_entry(n) ? K_ENTRY : K_ARGS;
 		return;
 	}
 	o = cfg_opt_by_name(n, strlen(n), &amb);
 	if (o && strcmp(o->section, sec_names[e->sec]) == 0)
-		note(st, e->line, "unknown key '%s' in [%s] (did you mean '%s'?)",
-		     e->key, sec_names[e->sec], o->name);
+		note(st, e->line,
+		     "unknown key '%s' in [%s] (did you mean '%s'?)", e->key,
+		     sec_names[e->sec], o->name);
 	else
 		note(st, e->line, "unknown key '%s' in [%s]", e->key,
 		     sec_names[e->sec]);
@@ -523,46 +550,65 @@ static void resolve(struct ini_state *st, int idx, int *first_opt,
 	if (e->sec == SEC_ENV) {
 		e->kind = K_ENV;
 		if (!env_name_ok(e->key)) {
-			note(st, e->line, "invalid variable name '%s' in [env]", e->key);
+			note(st, e->line, "invalid variable name '%s' in [env]",
+			     e->key);
 			return;
 		}
-		for (size_t i = 0; i < sizeof(contract_vars) / sizeof(contract_vars[0]); i++)
+		for (size_t i = 0;
+		     i < sizeof(contract_vars) / sizeof(contract_vars[0]); i++)
 			if (strcmp(e->key, contract_vars[i]) == 0 ||
 			    strncmp(e->key, "TORCHELASTIC_", 13) == 0) {
 				note(st, e->line,
-				     "'%s' is set by crun for each worker; [env] cannot "
-				     "change it", e->key);
+				     "'%s' is set by crun for each worker; "
+				     "[env] cannot "
+				     "change it",
+				     e->key);
 				return;
 			}
 		for (int i = 0; i < idx; i++)
-			if (st->v[i].kind == K_ENV && strcmp(st->v[i].key, e->key) == 0) {
-				note(st, e->line, "duplicate key '%s' (first set at line %d)",
-				     e->key, st->v[i].line);
+			if (st->v[i].kind == K_ENV &&
+			    strcmp(st->v[i].key, e->key) == 0) {
+				note(
+				    st, e->line,
+				    "duplicate key '%s' (first set at line %d)",
+				    e->key, st->v[i].line);
 				return;
 			}
 		expand(st, e);
 		return;
 	}
 	if (norm_key(e->key, n, sizeof(n))) {
-		note(st, e->line, "unknown key '%s' in [%s]", e->key, sec_names[e->sec]);
+		note(st, e->line, "unknown key '%s' in [%s]", e->key,
+		     sec_names[e->sec]);
 		return;
 	}
 	lookup(st, e, n);
 	switch (e->kind) {
-	case K_OPT: slot = &first_opt[e->id]; break;
-	case K_CONF: slot = &first_conf[e->id]; break;
-	case K_ENTRY: slot = first_entry; break;
-	case K_ARGS: slot = first_args; break;
-	default: return;
+	case K_OPT:
+		slot = &first_opt[e->id];
+		break;
+	case K_CONF:
+		slot = &first_conf[e->id];
+		break;
+	case K_ENTRY:
+		slot = first_entry;
+		break;
+	case K_ARGS:
+		slot = first_args;
+		break;
+	default:
+		return;
 	}
 	if (*slot >= 0) {
 		prev = &st->v[*slot];
 		if (strcmp(prev->key, e->key) == 0)
-			note(st, e->line, "duplicate key '%s' (first set at line %d)",
+			note(st, e->line,
+			     "duplicate key '%s' (first set at line %d)",
 			     e->key, prev->line);
 		else
 			note(st, e->line,
-			     "duplicate key '%s' (already set at line %d as '%s')",
+			     "duplicate key '%s' (already set at line %d as "
+			     "'%s')",
 			     e->key, prev->line, prev->key);
 		return;
 	}
@@ -570,21 +616,26 @@ static void resolve(struct ini_state *st, int idx, int *first_opt,
 	if (expand(st, e))
 		return;
 	if (e->kind == K_CONF && *e->xval) {
-		snprintf(conf, sizeof(conf), "%s=%s", conf_keys[e->id], e->xval);
+		snprintf(conf, sizeof(conf), "%s=%s", conf_keys[e->id],
+			 e->xval);
 		if (strchr(e->xval, ','))
-			note(st, e->line, "%s: a value cannot contain ','", e->key);
+			note(st, e->line, "%s: a value cannot contain ','",
+			     e->key);
 		else
 			check_conf(st, e, conf);
 	} else if (e->kind == K_OPT && e->id == CFG_rdzv_conf && *e->xval) {
 		check_conf(st, e, e->xval);
 	} else if (e->kind == K_ENTRY || e->kind == K_ARGS) {
 		if (cfg_split_words(e->xval, &e->words, &e->nwords)) {
-			note(st, e->line, "%s: unbalanced quotes in '%s'", e->key, e->xval);
+			note(st, e->line, "%s: unbalanced quotes in '%s'",
+			     e->key, e->xval);
 			e->words = NULL;
 		} else if (e->kind == K_ENTRY && e->nwords > 1) {
 			note(st, e->line,
-			     "%s: expected one program, got '%s' (put its arguments in "
-			     "'args')", e->key, e->xval);
+			     "%s: expected one program, got '%s' (put its "
+			     "arguments in "
+			     "'args')",
+			     e->key, e->xval);
 		}
 	}
 }
@@ -599,8 +650,8 @@ static void free_words(char **w, int n)
 }
 
 /* Pass two: the whole file is good, hand its values to cfg. */
-static void apply(struct crun_cfg *cfg, struct ini_state *st,
-		  int first_entry, int first_args)
+static void apply(struct crun_cfg *cfg, struct ini_state *st, int first_entry,
+		  int first_args)
 {
 	char origin[1024], *conf = NULL;
 	const char *conf_name = "rdzv_conf";
@@ -614,7 +665,8 @@ static void apply(struct crun_cfg *cfg, struct ini_state *st,
 		 * variable does; ${X:-} can thus make a key optional. */
 		if (e->xval == NULL || (*e->xval == '\0' && e->kind != K_ENV))
 			continue;
-		snprintf(origin, sizeof(origin), "%s:%d: %s", st->path, e->line, e->key);
+		snprintf(origin, sizeof(origin), "%s:%d: %s", st->path, e->line,
+			 e->key);
 		if (e->kind == K_OPT && e->id != CFG_rdzv_conf) {
 			cfg_set(cfg, e->id, e->xval, CRUN_SRC_FILE, origin);
 		} else if (e->kind == K_ENV) {
@@ -624,7 +676,8 @@ static void apply(struct crun_cfg *cfg, struct ini_state *st,
 			memcpy(kv, e->key, a);
 			kv[a] = '=';
 			memcpy(kv + a + 1, e->xval, b + 1);
-			cfg->env = xrealloc(cfg->env, sizeof(char *) * (size_t)(cfg->nenv + 2));
+			cfg->env = xrealloc(
+			    cfg->env, sizeof(char *) * (size_t)(cfg->nenv + 2));
 			cfg->env[cfg->nenv++] = kv;
 			cfg->env[cfg->nenv] = NULL;
 		} else if (e->kind == K_CONF ||
@@ -649,8 +702,8 @@ static void apply(struct crun_cfg *cfg, struct ini_state *st,
 		}
 	}
 	if (conf) {
-		snprintf(origin, sizeof(origin), "%s:%d: %s", st->path, conf_line,
-			 conf_name);
+		snprintf(origin, sizeof(origin), "%s:%d: %s", st->path,
+			 conf_line, conf_name);
 		cfg_set(cfg, CFG_rdzv_conf, conf, CRUN_SRC_FILE, origin);
 		free(conf);
 	}
@@ -665,9 +718,13 @@ static void apply(struct crun_cfg *cfg, struct ini_state *st,
 		return;
 	if (first_entry >= 0 && st->v[first_entry].nwords == 1) {
 		struct ini_entry *ent = &st->v[first_entry];
-		struct ini_entry *args = first_args >= 0 ? &st->v[first_args] : NULL;
-		int nextra = cfg->argc > 0 ? cfg->argc : args ? args->nwords : 0;
-		char **argv = xrealloc(NULL, sizeof(char *) * (size_t)(nextra + 2));
+		struct ini_entry *args =
+		    first_args >= 0 ? &st->v[first_args] : NULL;
+		int nextra = cfg->argc > 0 ? cfg->argc
+			     : args	   ? args->nwords
+					   : 0;
+		char **argv =
+		    xrealloc(NULL, sizeof(char *) * (size_t)(nextra + 2));
 
 		argv[0] = ent->words[0];
 		ent->words[0] = NULL;
@@ -698,7 +755,8 @@ static void check_all(struct crun_cfg *cfg, struct ini_state *st,
 		first_conf[i] = -1;
 	for (int i = 0; i < st->n; i++)
 		if (st->v[i].sec >= 0)
-			resolve(st, i, first_opt, first_conf, first_entry, first_args);
+			resolve(st, i, first_opt, first_conf, first_entry,
+				first_args);
 	/* args without an entrypoint only make sense if the command line
 	 * names the program. */
 	if (*first_entry >= 0 && st->v[*first_entry].nwords == 0)
@@ -706,7 +764,8 @@ static void check_all(struct crun_cfg *cfg, struct ini_state *st,
 	if (*first_args >= 0 && *first_entry < 0 && cfg->argc == 0 &&
 	    st->v[*first_args].nwords > 0)
 		note(st, st->v[*first_args].line,
-		     "%s: no entrypoint to pass them to (set 'entrypoint' in [job])",
+		     "%s: no entrypoint to pass them to (set 'entrypoint' in "
+		     "[job])",
 		     st->v[*first_args].key);
 }
 
@@ -740,7 +799,8 @@ int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 		note(&st, st.line, "out of memory");
 	check_all(cfg, &st, &first_entry, &first_args);
 	if (st.err_line) {
-		snprintf(errmsg, errlen, "%s:%d: %s", path, st.err_line, st.err);
+		snprintf(errmsg, errlen, "%s:%d: %s", path, st.err_line,
+			 st.err);
 		rc = CRUN_EUSAGE;
 		goto out;
 	}

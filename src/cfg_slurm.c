@@ -44,9 +44,9 @@ static void offer(struct crun_cfg *cfg, int id, const char *v, const char *why)
 /* The option the user set that turns auto mode off, or -1. */
 static int multi_node_option(const struct crun_cfg *cfg)
 {
-	static const int ids[] = {CFG_nnodes,	 CFG_rdzv_backend, CFG_rdzv_endpoint,
-				  CFG_node_rank, CFG_master_addr,  CFG_master_port,
-				  CFG_standalone};
+	static const int ids[] = {
+	    CFG_nnodes,	     CFG_rdzv_backend, CFG_rdzv_endpoint, CFG_node_rank,
+	    CFG_master_addr, CFG_master_port,  CFG_standalone};
 
 	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
 		if (cfg->raw[ids[i]] && cfg->src[ids[i]] > CRUN_SRC_DERIVED)
@@ -61,39 +61,51 @@ int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg, size_t len)
 	int mode = -1, standalone = 0, is_static;
 
 	if (RAW(slurm) && cfg_parse_bool(RAW(slurm), &mode))
-		return cfg__err(errmsg, len, "%s: invalid value '%s': expected 0/1 or true/false",
-				 cfg->origin[CFG_slurm], RAW(slurm));
+		return cfg__err(
+		    errmsg, len,
+		    "%s: invalid value '%s': expected 0/1 or true/false",
+		    cfg->origin[CFG_slurm], RAW(slurm));
 	if (mode == 0)
 		return 0;
 	if (slurm_detect(envp, &s, det, sizeof(det)) != 0) {
 		if (mode == 1)
 			return cfg__err(errmsg, len, "--slurm: %s", det);
-		fprintf(stderr, "crun: not using SLURM (%s); --slurm=0 silences this\n", det);
+		fprintf(stderr,
+			"crun: not using SLURM (%s); --slurm=0 silences this\n",
+			det);
 		return 0;
 	}
 	if (!s.in_slurm) {
 		if (mode == 1)
 			return cfg__err(errmsg, len,
-					 "--slurm: not inside a SLURM job (SLURM_JOB_ID, and "
-					 "SLURM_STEP_ID or SLURM_PROCID, are unset); run it in a "
-					 "step: srun --ntasks-per-node=1 scripts/crun-slurm ...");
+					"--slurm: not inside a SLURM job "
+					"(SLURM_JOB_ID, and "
+					"SLURM_STEP_ID or SLURM_PROCID, are "
+					"unset); run it in a "
+					"step: srun --ntasks-per-node=1 "
+					"scripts/crun-slurm ...");
 		return 0;
 	}
 	if (mode == -1 && (!s.in_step || multi_node_option(cfg) >= 0))
 		return 0;
-	if (RAW(standalone) && cfg_parse_bool(RAW(standalone), &standalone) == 0 && standalone)
-		return cfg__err(errmsg, len, "--slurm: not allowed with --standalone "
-				 "(--slurm=0 for one node inside a SLURM job)");
+	if (RAW(standalone) &&
+	    cfg_parse_bool(RAW(standalone), &standalone) == 0 && standalone)
+		return cfg__err(errmsg, len,
+				"--slurm: not allowed with --standalone "
+				"(--slurm=0 for one node inside a SLURM job)");
 
 	if (mode == -1)
-		offer(cfg, CFG_slurm, "1", "inside an srun step, no multi-node option given");
+		offer(cfg, CFG_slurm, "1",
+		      "inside an srun step, no multi-node option given");
 	snprintf(num, sizeof(num), "%d", s.nnodes);
 	offer(cfg, CFG_nnodes, num, s.why_nnodes);
 	offer(cfg, CFG_rdzv_id, s.job_id, s.why_rdzv_id);
-	offer(cfg, CFG_rdzv_backend, "c10d", "one crun per node, meeting at the first node");
+	offer(cfg, CFG_rdzv_backend, "c10d",
+	      "one crun per node, meeting at the first node");
 	is_static = strcmp(RAW(rdzv_backend), "static") == 0;
 	if (is_static) {
-		/* The user asked for the static backend: node 0 is the master. */
+		/* The user asked for the static backend: node 0 is the master.
+		 */
 		snprintf(num, sizeof(num), "%d", s.node_rank);
 		offer(cfg, CFG_node_rank, num, s.why_node_rank);
 		snprintf(why, sizeof(why), "%s", s.why_endpoint);
@@ -105,25 +117,31 @@ int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg, size_t len)
 	}
 	offer(cfg, CFG_nproc_per_node, s.nproc_spec, s.why_nproc);
 	if (RAW(signals_to_handle) == NULL) {
-		snprintf(why, sizeof(why), "%s,SIGUSR1", cfg_opts[CFG_signals_to_handle].def);
+		snprintf(why, sizeof(why), "%s,SIGUSR1",
+			 cfg_opts[CFG_signals_to_handle].def);
 		offer(cfg, CFG_signals_to_handle, why,
 		      "the default plus SIGUSR1, the --signal=USR1@T warning");
 	}
 
 	/* One line saying what SLURM decided (the winners, user values too). */
 	if (is_static)
-		snprintf(det, sizeof(det), "--node_rank=%s --master_addr=%s --master_port=%s",
+		snprintf(det, sizeof(det),
+			 "--node_rank=%s --master_addr=%s --master_port=%s",
 			 RAW(node_rank), RAW(master_addr), RAW(master_port));
 	else
-		snprintf(det, sizeof(det), "--rdzv_endpoint=%s", RAW(rdzv_endpoint));
-	fprintf(stderr,
-		"crun: SLURM job %s, node %d of %d%s: --nnodes=%s --nproc_per_node=%s "
-		"--rdzv_backend=%s %s --rdzv_id=%s (%s; --print-config shows why)\n",
-		s.job_id, s.node_rank, s.nnodes, s.in_step ? "" : " (batch shell)",
-		RAW(nnodes), RAW(nproc_per_node), RAW(rdzv_backend), det,
-		RAW(rdzv_id) ? RAW(rdzv_id) : "",
-		mode == -1 ? "automatic inside an srun step; --slurm=0 turns it off"
-			   : "--slurm");
+		snprintf(det, sizeof(det), "--rdzv_endpoint=%s",
+			 RAW(rdzv_endpoint));
+	fprintf(
+	    stderr,
+	    "crun: SLURM job %s, node %d of %d%s: --nnodes=%s "
+	    "--nproc_per_node=%s "
+	    "--rdzv_backend=%s %s --rdzv_id=%s (%s; --print-config shows "
+	    "why)\n",
+	    s.job_id, s.node_rank, s.nnodes, s.in_step ? "" : " (batch shell)",
+	    RAW(nnodes), RAW(nproc_per_node), RAW(rdzv_backend), det,
+	    RAW(rdzv_id) ? RAW(rdzv_id) : "",
+	    mode == -1 ? "automatic inside an srun step; --slurm=0 turns it off"
+		       : "--slurm");
 	for (int i = 0; i < s.nwarn; i++)
 		fprintf(stderr, "crun: warning: %s\n", s.warn[i]);
 	return 0;

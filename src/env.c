@@ -121,7 +121,8 @@ void env_compute_ranks(const struct crun_node_info *nodes, int n,
 		if (same) {
 			out->role_world_size += nodes[i].local_world_size;
 			if (i < group_rank)
-				out->base_role_rank += nodes[i].local_world_size;
+				out->base_role_rank +=
+				    nodes[i].local_world_size;
 		}
 	}
 }
@@ -155,7 +156,8 @@ int env_add_contract(struct crun_env *e, const struct crun_ranks *r,
 	rc |= env_set(e, "TORCHELASTIC_RUN_ID", w->run_id);
 	rc |= env_set(e, "TORCHELASTIC_USE_AGENT_STORE",
 		      w->use_agent_store ? "True" : "False");
-	rc |= env_set(e, "TORCHELASTIC_ERROR_FILE", w->error_file ? w->error_file : "");
+	rc |= env_set(e, "TORCHELASTIC_ERROR_FILE",
+		      w->error_file ? w->error_file : "");
 	/* Inherited values win; otherwise turn async error handling on. */
 	if (env_get(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING") == NULL)
 		rc |= env_set(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");

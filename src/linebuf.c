@@ -28,7 +28,8 @@ void linebuf_release(struct crun_linebuf *lb)
 }
 
 /* Emit what is pending plus a newline, then start a new line. */
-static void emit_pending(struct crun_linebuf *lb, linebuf_emit_cb emit, void *ctx)
+static void emit_pending(struct crun_linebuf *lb, linebuf_emit_cb emit,
+			 void *ctx)
 {
 	lb->buf[lb->len++] = '\n';
 	emit(ctx, lb->buf, lb->len);
@@ -44,10 +45,10 @@ void linebuf_feed(struct crun_linebuf *lb, const char *data, size_t n,
 		const char *nl;
 
 		/*
-		 * Full: cut here, unless the line ends right here anyway (a line
-		 * of exactly max bytes is one line, not one plus an empty one).
-		 * The cut waits for the next byte so that a newline arriving in
-		 * the next read is not mistaken for an empty line.
+		 * Full: cut here, unless the line ends right here anyway (a
+		 * line of exactly max bytes is one line, not one plus an empty
+		 * one). The cut waits for the next byte so that a newline
+		 * arriving in the next read is not mistaken for an empty line.
 		 */
 		if (room == 0) {
 			if (*data == '\n') {

@@ -62,7 +62,8 @@ static void procs_on_sigchld(uv_signal_t *h, int signum)
 			continue;
 		}
 		if (w < 0)
-			status = 127; /* someone else reaped it; cannot happen here */
+			status = 127; /* someone else reaped it; cannot happen
+					 here */
 		else if (WIFSIGNALED(st)) {
 			sig = WTERMSIG(st);
 			status = 128 + sig;
@@ -124,7 +125,8 @@ static void child(const struct proc_opts *o, pid_t parent, int errfd)
 		signal(sig, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (prctl(PR_SET_PDEATHSIG, o->pdeath_signal ? o->pdeath_signal : SIGKILL))
+	if (prctl(PR_SET_PDEATHSIG,
+		  o->pdeath_signal ? o->pdeath_signal : SIGKILL))
 		goto fail;
 	/* The agent died before prctl: the death signal would never come. */
 	if (getppid() != parent)
@@ -181,7 +183,8 @@ int proc_spawn(struct crun_procs *r, const struct proc_opts *o,
 	}
 	if (pid == 0)
 		child(o, parent, pipefd[1]);
-	/* Also from the parent, so the group exists before anyone signals it. */
+	/* Also from the parent, so the group exists before anyone signals it.
+	 */
 	if (o->own_group)
 		setpgid(pid, pid);
 	close(pipefd[1]);

@@ -30,7 +30,15 @@
 #define PEEK "\001crun-peek"
 #define KEYMAX 512
 
-enum rstate { R_IDLE, R_JOINING, R_WAITING, R_RUNNING, R_ENDED, R_FINISHING, R_DONE };
+enum rstate {
+	R_IDLE,
+	R_JOINING,
+	R_WAITING,
+	R_RUNNING,
+	R_ENDED,
+	R_FINISHING,
+	R_DONE
+};
 
 struct crun_rdzv {
 	uv_loop_t *loop;
@@ -44,24 +52,24 @@ struct crun_rdzv {
 	char config[200];
 	char errmsg[768];
 	enum rstate state;
-	int round;		/* current round number */
-	int index;		/* arrival index in the round */
-	int closed;		/* participants, once known */
-	int expect;		/* participants the round expects (0: unknown) */
+	int round;  /* current round number */
+	int index;  /* arrival index in the round */
+	int closed; /* participants, once known */
+	int expect; /* participants the round expects (0: unknown) */
 	int grank, gworld;
 	char succ_host[256];
 	int64_t succ_last;
 	int succ_stall;
-	uint64_t last_reply;	/* loop time of the last heartbeat reply */
+	uint64_t last_reply; /* loop time of the last heartbeat reply */
 	int hb_pending;
 	uv_timer_t last_call;
 	uv_timer_t hb;
 	uv_timer_t deadline;
-	int timers;		/* initialised timer handles */
+	int timers; /* initialised timer handles */
 	int deadline_phase;
-	int64_t restarts;	/* job-wide failure restarts, last read */
-	int succ;		/* group rank whose heartbeat we watch */
-	int end_seen;		/* the round's "end" was read */
+	int64_t restarts; /* job-wide failure restarts, last read */
+	int succ;	  /* group rank whose heartbeat we watch */
+	int end_seen;	  /* the round's "end" was read */
 	int end_kind;
 	rdzv_round_cb cb;
 	void *cb_data;
@@ -84,7 +92,7 @@ static void try_close(struct crun_rdzv *r);
 static void start_running(struct crun_rdzv *r);
 
 static void key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Build "crun/<run_id>/<fmt…>" into buf (KEYMAX bytes). */
 static void key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)
@@ -147,8 +155,8 @@ static int64_t reply_int(const struct crun_store_reply *rep)
  * Copy value i of a reply into buf as a C string: values are (ptr, len)
  * slices of the receive buffer, not NUL-terminated.
  */
-static const char *reply_str(const struct crun_store_reply *rep, size_t i, char *buf,
-			     size_t len)
+static const char *reply_str(const struct crun_store_reply *rep, size_t i,
+			     char *buf, size_t len)
 {
 	size_t n = rep->values[i].len < len - 1 ? rep->values[i].len : len - 1;
 
@@ -171,7 +179,7 @@ static void stop_timers(struct crun_rdzv *r)
 
 /* The round could not be formed: report once through the round callback. */
 static void round_fail(struct crun_rdzv *r, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void round_fail(struct crun_rdzv *r, int status, const char *fmt, ...)
 {
 	rdzv_round_cb cb = r->cb;
@@ -197,7 +205,8 @@ static void round_ended(struct crun_rdzv *r, int kind, const char *why)
 	r->end_seen = 1;
 	r->end_kind = kind;
 	if (r->state == R_FINISHING) {
-		/* The store host, done itself, waits for the others to leave. */
+		/* The store host, done itself, waits for the others to leave.
+		 */
 		uv_timer_stop(&r->hb);
 		if (kind == RDZV_END_SUCCESS || kind == RDZV_END_LOST)
 			finish_done(r);
@@ -218,7 +227,8 @@ static void store_error(struct crun_rdzv *r, int status)
 {
 	char why[256];
 
-	snprintf(why, sizeof(why), "lost the rendezvous store: %s", crun_strerror(status));
+	snprintf(why, sizeof(why), "lost the rendezvous store: %s",
+		 crun_strerror(status));
 	if (r->state == R_RUNNING)
 		round_ended(r, RDZV_END_LOST, why);
 	else if (r->state == R_JOINING || r->state == R_WAITING)
@@ -241,23 +251,26 @@ static void on_deadline_names(int status, const struct crun_store_reply *rep,
 
 	if (r == NULL || r->state != R_JOINING)
 		return;
-	for (size_t i = 0; status == 0 && i < rep->nvalues && n < sizeof(names) - 64; i++) {
+	for (size_t i = 0;
+	     status == 0 && i < rep->nvalues && n < sizeof(names) - 64; i++) {
 		int h, nr, np, pid;
 		char host[256];
 
 		char d[700];
 
-		if (sscanf(reply_str(rep, i, d, sizeof(d)), "%d %d %d %d %255s", &h, &nr, &np, &pid,
-			   host) == 5)
-			n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s (%d workers)",
+		if (sscanf(reply_str(rep, i, d, sizeof(d)), "%d %d %d %d %255s",
+			   &h, &nr, &np, &pid, host) == 5)
+			n += (size_t)snprintf(names + n, sizeof(names) - n,
+					      "%s%s (%d workers)",
 					      n ? ", " : "", host, np);
 	}
-	round_fail(r, CRUN_ERDZV_TIMEOUT,
-		   "rendezvous '%s' timed out after %.0f s with %zu of at least %d "
-		   "nodes: joined %s; still missing %d",
-		   r->run_id, r->o.join_timeout, rep ? rep->nvalues : 0, r->o.min_nodes,
-		   *names ? names : "(none readable)",
-		   r->o.min_nodes - (int)(rep ? rep->nvalues : 0));
+	round_fail(
+	    r, CRUN_ERDZV_TIMEOUT,
+	    "rendezvous '%s' timed out after %.0f s with %zu of at least %d "
+	    "nodes: joined %s; still missing %d",
+	    r->run_id, r->o.join_timeout, rep ? rep->nvalues : 0,
+	    r->o.min_nodes, *names ? names : "(none readable)",
+	    r->o.min_nodes - (int)(rep ? rep->nvalues : 0));
 }
 
 static void on_deadline_count(int status, const struct crun_store_reply *rep,
@@ -277,9 +290,10 @@ static void on_deadline_count(int status, const struct crun_store_reply *rep,
 		key(r, keys[i], "r%d/node/%d", r->round, i + 1);
 		kp[i] = keys[i];
 	}
-	if (c <= 0 || r->ops->multi_get(r->kv, kp, (size_t)c, 2000, on_deadline_names,
-					op_new(r, (int)c)))
-		on_deadline_names(0, &(struct crun_store_reply){0}, op_new(r, 0));
+	if (c <= 0 || r->ops->multi_get(r->kv, kp, (size_t)c, 2000,
+					on_deadline_names, op_new(r, (int)c)))
+		on_deadline_names(0, &(struct crun_store_reply){0},
+				  op_new(r, 0));
 }
 
 /* join_timeout passed: name the nodes that joined, then fail. */
@@ -293,16 +307,19 @@ static void on_deadline(uv_timer_t *t)
 	if (r->deadline_phase++) {
 		/* The store did not even answer within 2 s. */
 		round_fail(r, CRUN_ERDZV_TIMEOUT,
-			   "rendezvous '%s' timed out after %.0f s, and the rendezvous "
-			   "store does not answer", r->run_id, r->o.join_timeout);
+			   "rendezvous '%s' timed out after %.0f s, and the "
+			   "rendezvous "
+			   "store does not answer",
+			   r->run_id, r->o.join_timeout);
 		return;
 	}
 	key(r, k, "r%d/join", r->round);
 	/* A reachable store answers at once; an unreachable one gets 2 s. */
 	uv_timer_start(&r->deadline, on_deadline, 2000, 0);
 	if (r->ops->add(r->kv, k, 0, on_deadline_count, op_new(r, 0)))
-		round_fail(r, CRUN_ERDZV_TIMEOUT, "rendezvous '%s' timed out after %.0f s",
-			   r->run_id, r->o.join_timeout);
+		round_fail(r, CRUN_ERDZV_TIMEOUT,
+			   "rendezvous '%s' timed out after %.0f s", r->run_id,
+			   r->o.join_timeout);
 }
 
 static void on_master(int status, const struct crun_store_reply *rep, void *arg)
@@ -317,9 +334,10 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 	if (status)
 		return store_error(r, status);
 	if (rep->nvalues != 1 ||
-	    sscanf(reply_str(rep, 0, buf, sizeof(buf)), "%255s %d", r->res.master_addr,
-		   &port) != 2)
-		return round_fail(r, CRUN_EPROTO, "bad master record in round %d", r->round);
+	    sscanf(reply_str(rep, 0, buf, sizeof(buf)), "%255s %d",
+		   r->res.master_addr, &port) != 2)
+		return round_fail(r, CRUN_EPROTO,
+				  "bad master record in round %d", r->round);
 	r->res.master_port = port;
 	r->state = R_RUNNING;
 	uv_timer_stop(&r->deadline);
@@ -334,8 +352,8 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 	cb(r, 0, &r->res, r->cb_data);
 }
 
-
-static void on_assignment(int status, const struct crun_store_reply *rep, void *arg)
+static void on_assignment(int status, const struct crun_store_reply *rep,
+			  void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	struct crun_ranks *k;
@@ -348,12 +366,14 @@ static void on_assignment(int status, const struct crun_store_reply *rep, void *
 		return store_error(r, status);
 	k = &r->res.ranks;
 	if (rep->nvalues != 1 ||
-	    sscanf(reply_str(rep, 0, buf, sizeof(buf)), "%d %d %d %d %d %d %d %255s",
-		   &k->group_rank,
+	    sscanf(reply_str(rep, 0, buf, sizeof(buf)),
+		   "%d %d %d %d %d %d %d %255s", &k->group_rank,
 		   &k->group_world_size, &k->base_rank, &k->world_size,
-		   &k->base_role_rank, &k->role_world_size, &k->local_world_size,
-		   r->succ_host) != 8)
-		return round_fail(r, CRUN_EPROTO, "bad assignment record in round %d", r->round);
+		   &k->base_role_rank, &k->role_world_size,
+		   &k->local_world_size, r->succ_host) != 8)
+		return round_fail(r, CRUN_EPROTO,
+				  "bad assignment record in round %d",
+				  r->round);
 	r->grank = k->group_rank;
 	r->gworld = k->group_world_size;
 	r->res.round = r->round;
@@ -364,19 +384,21 @@ static void on_assignment(int status, const struct crun_store_reply *rep, void *
 		int port, rc = r->o.start_master(r->o.data, r->round, &port);
 
 		if (rc)
-			return round_fail(r, rc, "cannot start the workers' store: %s",
+			return round_fail(r, rc,
+					  "cannot start the workers' store: %s",
 					  crun_strerror(rc));
 		snprintf(val, sizeof(val), "%s %d", r->o.addr, port);
 		r->ops->set(r->kv, mk, val, strlen(val), NULL, NULL);
 	}
-	if (r->ops->multi_get(r->kv, kp, 1, (int)(r->o.join_timeout * 1000), on_master,
-			      op_new(r, 0)))
+	if (r->ops->multi_get(r->kv, kp, 1, (int)(r->o.join_timeout * 1000),
+			      on_master, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
 static void late_or_spare(struct crun_rdzv *r, int closed);
 
-static void on_assigned_closed(int status, const struct crun_store_reply *rep, void *arg)
+static void on_assigned_closed(int status, const struct crun_store_reply *rep,
+			       void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char ak[KEYMAX];
@@ -394,7 +416,8 @@ static void on_assigned_closed(int status, const struct crun_store_reply *rep, v
 		store_error(r, CRUN_ECLOSED);
 }
 
-static void on_assigned(int status, const struct crun_store_reply *rep, void *arg)
+static void on_assigned(int status, const struct crun_store_reply *rep,
+			void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char ak[KEYMAX];
@@ -408,7 +431,8 @@ static void on_assigned(int status, const struct crun_store_reply *rep, void *ar
 	uv_timer_stop(&r->last_call);
 	if (!reply_is(rep, "ok")) {
 		if (rep->len > 7 && memcmp(rep->value, "abort X", 7) == 0)
-			return round_fail(r, CRUN_ERDZV_CLOSED, "%.*s", (int)rep->len - 8,
+			return round_fail(r, CRUN_ERDZV_CLOSED, "%.*s",
+					  (int)rep->len - 8,
 					  (const char *)rep->value + 8);
 		/* The round was aborted while forming: join the next one. */
 		return join_round(r);
@@ -419,14 +443,17 @@ static void on_assigned(int status, const struct crun_store_reply *rep, void *ar
 		store_error(r, CRUN_ECLOSED);
 }
 
-/* Descriptor order: store host first, then node rank (static), host, addr, pid. */
+/* Descriptor order: store host first, then node rank (static), host, addr, pid.
+ */
 int rdzv_descr_cmp(const char *a, const char *b)
 {
 	int ha, ra, na, pa, hb, rb, nb, pb, c;
 	char hosta[256], hostb[256], addra[256], addrb[256];
 
-	if (sscanf(a, "%d %d %d %d %255s %255s", &ha, &ra, &na, &pa, hosta, addra) != 6 ||
-	    sscanf(b, "%d %d %d %d %255s %255s", &hb, &rb, &nb, &pb, hostb, addrb) != 6)
+	if (sscanf(a, "%d %d %d %d %255s %255s", &ha, &ra, &na, &pa, hosta,
+		   addra) != 6 ||
+	    sscanf(b, "%d %d %d %d %255s %255s", &hb, &rb, &nb, &pb, hostb,
+		   addrb) != 6)
 		return strcmp(a, b);
 	/* Node ranks first (static backend; all 0 for c10d), then the host. */
 	if (ra != rb)
@@ -457,7 +484,8 @@ static int nd_cmp(const void *x, const void *y)
 	return rdzv_descr_cmp(a->d, b->d);
 }
 
-static void on_closed_assigned(int status, const struct crun_store_reply *rep, void *arg)
+static void on_closed_assigned(int status, const struct crun_store_reply *rep,
+			       void *arg)
 {
 	(void)rep;
 	(void)arg;
@@ -468,13 +496,14 @@ static void on_closed_assigned(int status, const struct crun_store_reply *rep, v
 static void abort_round(struct crun_rdzv *r, int kind, const char *why);
 
 /* The closer: read all N descriptors, order them, write every assignment. */
-static void on_descriptors(int status, const struct crun_store_reply *rep, void *arg)
+static void on_descriptors(int status, const struct crun_store_reply *rep,
+			   void *arg)
 {
 	int n;
 	struct crun_rdzv *r = op_take(arg, NULL, &n);
 	struct nd *v;
 	struct crun_node_info *info;
-	char (*keys)[KEYMAX], (*vals)[400], k[KEYMAX];
+	char(*keys)[KEYMAX], (*vals)[400], k[KEYMAX];
 	const char **kp;
 	const void **vp;
 	size_t *lens;
@@ -482,7 +511,8 @@ static void on_descriptors(int status, const struct crun_store_reply *rep, void 
 	if (r == NULL)
 		return;
 	if (status == CRUN_ETIMEDOUT)
-		return abort_round(r, RDZV_END_DEAD, "a node joined but never described itself");
+		return abort_round(r, RDZV_END_DEAD,
+				   "a node joined but never described itself");
 	if (status)
 		return store_error(r, status);
 	v = calloc((size_t)n, sizeof(*v));
@@ -497,11 +527,14 @@ static void on_descriptors(int status, const struct crun_store_reply *rep, void 
 	for (int i = 0; i < n; i++) {
 		int h, pid;
 
-		v[i].d = reply_str(rep, (size_t)i, v[i].descr, sizeof(v[i].descr));
+		v[i].d =
+		    reply_str(rep, (size_t)i, v[i].descr, sizeof(v[i].descr));
 		v[i].index = i + 1;
-		if (sscanf(v[i].d, "%d %d %d %d %255s %*s %127s", &h, &v[i].node_rank,
-			   &v[i].nproc, &pid, v[i].host, v[i].role) != 6) {
-			abort_round(r, RDZV_END_FATAL, "malformed node descriptor");
+		if (sscanf(v[i].d, "%d %d %d %d %255s %*s %127s", &h,
+			   &v[i].node_rank, &v[i].nproc, &pid, v[i].host,
+			   v[i].role) != 6) {
+			abort_round(r, RDZV_END_FATAL,
+				    "malformed node descriptor");
 			goto out;
 		}
 	}
@@ -512,7 +545,8 @@ static void on_descriptors(int status, const struct crun_store_reply *rep, void 
 				char why[600];
 
 				snprintf(why, sizeof(why),
-					 "static rendezvous needs node ranks 0..%d once each; "
+					 "static rendezvous needs node ranks "
+					 "0..%d once each; "
 					 "found %d at position %d (host %s)",
 					 n - 1, v[i].node_rank, i, v[i].host);
 				abort_round(r, RDZV_END_FATAL, why);
@@ -529,9 +563,10 @@ static void on_descriptors(int status, const struct crun_store_reply *rep, void 
 
 		env_compute_ranks(info, n, g, &rk);
 		key(r, keys[g], "r%d/assign/%d", r->round, v[g].index);
-		snprintf(vals[g], sizeof(vals[g]), "%d %d %d %d %d %d %d %s", g, n,
-			 rk.base_rank, rk.world_size, rk.base_role_rank,
-			 rk.role_world_size, rk.local_world_size, v[(g + 1) % n].host);
+		snprintf(vals[g], sizeof(vals[g]), "%d %d %d %d %d %d %d %s", g,
+			 n, rk.base_rank, rk.world_size, rk.base_role_rank,
+			 rk.role_world_size, rk.local_world_size,
+			 v[(g + 1) % n].host);
 		kp[g] = keys[g];
 		vp[g] = vals[g];
 		lens[g] = strlen(vals[g]);
@@ -549,7 +584,8 @@ out:
 	free(lens);
 }
 
-static void on_close_cas(int status, const struct crun_store_reply *rep, void *arg)
+static void on_close_cas(int status, const struct crun_store_reply *rep,
+			 void *arg)
 {
 	int n;
 	struct crun_rdzv *r = op_take(arg, NULL, &n);
@@ -571,13 +607,15 @@ static void on_close_cas(int status, const struct crun_store_reply *rep, void *a
 		key(r, keys[i], "r%d/node/%d", r->round, i + 1);
 		kp[i] = keys[i];
 	}
-	if (r->ops->multi_get(r->kv, kp, (size_t)n, 10000, on_descriptors, op_new(r, n)))
+	if (r->ops->multi_get(r->kv, kp, (size_t)n, 10000, on_descriptors,
+			      op_new(r, n)))
 		store_error(r, CRUN_ECLOSED);
 	free(keys);
 	free(kp);
 }
 
-static void on_close_count(int status, const struct crun_store_reply *rep, void *arg)
+static void on_close_count(int status, const struct crun_store_reply *rep,
+			   void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char k[KEYMAX], want[16];
@@ -594,8 +632,8 @@ static void on_close_count(int status, const struct crun_store_reply *rep, void 
 		return;
 	snprintf(want, sizeof(want), "%d", (int)c);
 	key(r, k, "r%d/closed", r->round);
-	if (r->ops->compare_set(r->kv, k, "0", 1, want, strlen(want), on_close_cas,
-				op_new(r, (int)c)))
+	if (r->ops->compare_set(r->kv, k, "0", 1, want, strlen(want),
+				on_close_cas, op_new(r, (int)c)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -615,7 +653,8 @@ static void on_last_call(uv_timer_t *t)
 	try_close(t->data);
 }
 
-static void on_spare_end(int status, const struct crun_store_reply *rep, void *arg)
+static void on_spare_end(int status, const struct crun_store_reply *rep,
+			 void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 
@@ -636,13 +675,15 @@ static void late_or_spare(struct crun_rdzv *r, int closed)
 
 	if (closed < r->o.max_nodes && r->o.static_rank < 0) {
 		/* Room to grow: running nodes restart to admit us. */
-		fprintf(stderr, "crun: round %d runs with %d of at most %d nodes: "
+		fprintf(stderr,
+			"crun: round %d runs with %d of at most %d nodes: "
 			"asking it to re-form to admit %s\n",
 			r->round, closed, r->o.max_nodes, r->o.host);
 		rdzv_end_round(r, RDZV_END_JOIN, r->o.host);
 		return join_round(r);
 	}
-	fprintf(stderr, "crun: round %d is full (%d nodes): %s waits as a spare\n",
+	fprintf(stderr,
+		"crun: round %d is full (%d nodes): %s waits as a spare\n",
 		r->round, closed, r->o.host);
 	r->state = R_WAITING;
 	uv_timer_stop(&r->deadline);
@@ -652,7 +693,8 @@ static void late_or_spare(struct crun_rdzv *r, int closed)
 }
 
 /* After ADD join and the peeks: participant, late joiner, or stale round. */
-static void on_join_state(int status, const struct crun_store_reply *rep, void *arg)
+static void on_join_state(int status, const struct crun_store_reply *rep,
+			  void *arg)
 {
 	int closed;
 	struct crun_rdzv *r = op_take(arg, NULL, &closed);
@@ -674,15 +716,18 @@ static void on_join_state(int status, const struct crun_store_reply *rep, void *
 	if (r->ops->watch(r->kv, k, -1, on_assigned, op_new(r, 0)))
 		return store_error(r, CRUN_ECLOSED);
 	if (r->index >= r->o.min_nodes) {
-		if (r->index >= r->o.max_nodes || (r->expect > 0 && r->index >= r->expect))
+		if (r->index >= r->o.max_nodes ||
+		    (r->expect > 0 && r->index >= r->expect))
 			try_close(r);
 		else
-			uv_timer_start(&r->last_call, on_last_call,
-				       (uint64_t)(r->o.last_call_timeout * 1000), 0);
+			uv_timer_start(
+			    &r->last_call, on_last_call,
+			    (uint64_t)(r->o.last_call_timeout * 1000), 0);
 	}
 }
 
-static void on_join_expect(int status, const struct crun_store_reply *rep, void *arg)
+static void on_join_expect(int status, const struct crun_store_reply *rep,
+			   void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 
@@ -691,7 +736,8 @@ static void on_join_expect(int status, const struct crun_store_reply *rep, void 
 	r->expect = (int)reply_int(rep);
 }
 
-static void on_join_closed(int status, const struct crun_store_reply *rep, void *arg)
+static void on_join_closed(int status, const struct crun_store_reply *rep,
+			   void *arg)
 {
 	struct op *o = arg;
 
@@ -702,7 +748,8 @@ static void on_join_closed(int status, const struct crun_store_reply *rep, void 
 	free(o);
 }
 
-static void on_join_index(int status, const struct crun_store_reply *rep, void *arg)
+static void on_join_index(int status, const struct crun_store_reply *rep,
+			  void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char k1[KEYMAX], k2[KEYMAX], k3[KEYMAX], k4[KEYMAX];
@@ -724,11 +771,13 @@ static void on_join_index(int status, const struct crun_store_reply *rep, void *
 	if (r->ops->set(r->kv, k1, r->descr, strlen(r->descr), NULL, NULL) ||
 	    r->ops->add(r->kv, k2, 0, on_join_closed, closed_op) ||
 	    r->ops->add(r->kv, k3, 0, on_join_expect, op_new(r, 0)) ||
-	    r->ops->compare_set(r->kv, k4, PEEK, strlen(PEEK), "", 0, on_join_state, end_op))
+	    r->ops->compare_set(r->kv, k4, PEEK, strlen(PEEK), "", 0,
+				on_join_state, end_op))
 		store_error(r, CRUN_ECLOSED);
 }
 
-static void on_round_number(int status, const struct crun_store_reply *rep, void *arg)
+static void on_round_number(int status, const struct crun_store_reply *rep,
+			    void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char k[KEYMAX];
@@ -753,7 +802,8 @@ static void join_round(struct crun_rdzv *r)
 	r->state = R_JOINING;
 	uv_timer_stop(&r->last_call);
 	key(r, k, "round");
-	if (r->ops->compare_set(r->kv, k, "", 0, "0", 1, on_round_number, op_new(r, 0)))
+	if (r->ops->compare_set(r->kv, k, "", 0, "0", 1, on_round_number,
+				op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -766,10 +816,13 @@ static void on_config(int status, const struct crun_store_reply *rep, void *arg)
 	if (status)
 		return store_error(r, status);
 	if (!reply_is(rep, r->config))
-		return round_fail(r, CRUN_ERDZV_MISMATCH,
-				  "rendezvous '%s' already runs with \"%.*s\"; this node has "
-				  "\"%s\": start every node with the same --nnodes and backend",
-				  r->run_id, (int)rep->len, (const char *)rep->value, r->config);
+		return round_fail(
+		    r, CRUN_ERDZV_MISMATCH,
+		    "rendezvous '%s' already runs with \"%.*s\"; this node has "
+		    "\"%s\": start every node with the same --nnodes and "
+		    "backend",
+		    r->run_id, (int)rep->len, (const char *)rep->value,
+		    r->config);
 	join_round(r);
 }
 
@@ -779,8 +832,8 @@ static void check_config(struct crun_rdzv *r)
 
 	snprintf(r->prefix, sizeof(r->prefix), "crun/%s/", r->run_id);
 	key(r, k, "config");
-	if (r->ops->compare_set(r->kv, k, "", 0, r->config, strlen(r->config), on_config,
-				op_new(r, 0)))
+	if (r->ops->compare_set(r->kv, k, "", 0, r->config, strlen(r->config),
+				on_config, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -793,12 +846,14 @@ static void on_job_id(int status, const struct crun_store_reply *rep, void *arg)
 	if (status)
 		return store_error(r, status);
 	if (*r->run_id && !reply_is(rep, r->run_id))
-		return round_fail(r, CRUN_ERDZV_MISMATCH,
-				  "the rendezvous endpoint serves job '%.*s', not '%s': "
-				  "use the same --rdzv_id on every node, or another endpoint",
-				  (int)rep->len, (const char *)rep->value, r->run_id);
+		return round_fail(
+		    r, CRUN_ERDZV_MISMATCH,
+		    "the rendezvous endpoint serves job '%.*s', not '%s': "
+		    "use the same --rdzv_id on every node, or another endpoint",
+		    (int)rep->len, (const char *)rep->value, r->run_id);
 	if (rep->len == 0 || rep->len >= sizeof(r->run_id))
-		return round_fail(r, CRUN_EPROTO, "bad job id at the rendezvous endpoint");
+		return round_fail(r, CRUN_EPROTO,
+				  "bad job id at the rendezvous endpoint");
 	memcpy(r->run_id, rep->value, rep->len);
 	r->run_id[rep->len] = '\0';
 	check_config(r);
@@ -816,18 +871,22 @@ int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
 	r->cb_data = data;
 	r->state = R_JOINING;
 	r->deadline_phase = 0;
-	uv_timer_start(&r->deadline, on_deadline, (uint64_t)(r->o.join_timeout * 1000), 0);
+	uv_timer_start(&r->deadline, on_deadline,
+		       (uint64_t)(r->o.join_timeout * 1000), 0);
 	if (*r->prefix) {
 		join_round(r);
 		return 0;
 	}
-	/* First round: agree on the job id (adopt the endpoint's if we have none). */
+	/* First round: agree on the job id (adopt the endpoint's if we have
+	 * none). */
 	if (*r->run_id)
 		rc = r->ops->compare_set(r->kv, "crun/job", "", 0, r->run_id,
-					 strlen(r->run_id), on_job_id, op_new(r, 0));
+					 strlen(r->run_id), on_job_id,
+					 op_new(r, 0));
 	else
-		rc = r->ops->watch(r->kv, "crun/job", (int)(r->o.join_timeout * 1000),
-				   on_job_id, op_new(r, 0));
+		rc = r->ops->watch(r->kv, "crun/job",
+				   (int)(r->o.join_timeout * 1000), on_job_id,
+				   op_new(r, 0));
 	if (rc) {
 		r->state = R_IDLE;
 		uv_timer_stop(&r->deadline);
@@ -837,7 +896,8 @@ int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
 
 /* --- running ------------------------------------------------------------ */
 
-static void on_watch_end(int status, const struct crun_store_reply *rep, void *arg)
+static void on_watch_end(int status, const struct crun_store_reply *rep,
+			 void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char why[512];
@@ -856,7 +916,8 @@ static void on_watch_end(int status, const struct crun_store_reply *rep, void *a
 static void on_hb_tick(uv_timer_t *t);
 
 /* The watched successor stalled: did it finish (then watch the next one)? */
-static void on_succ_done(int status, const struct crun_store_reply *rep, void *arg)
+static void on_succ_done(int status, const struct crun_store_reply *rep,
+			 void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char why[400];
@@ -873,14 +934,17 @@ static void on_succ_done(int status, const struct crun_store_reply *rep, void *a
 		return;
 	}
 	if (r->succ == (r->grank + 1) % r->gworld)
-		snprintf(why, sizeof(why), "%s (group rank %d) stopped answering",
-			 r->succ_host, r->succ);
+		snprintf(why, sizeof(why),
+			 "%s (group rank %d) stopped answering", r->succ_host,
+			 r->succ);
 	else
-		snprintf(why, sizeof(why), "group rank %d stopped answering", r->succ);
+		snprintf(why, sizeof(why), "group rank %d stopped answering",
+			 r->succ);
 	rdzv_end_round(r, RDZV_END_DEAD, why);
 }
 
-static void on_hb_succ(int status, const struct crun_store_reply *rep, void *arg)
+static void on_hb_succ(int status, const struct crun_store_reply *rep,
+		       void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char k[KEYMAX];
@@ -902,8 +966,8 @@ static void on_hb_succ(int status, const struct crun_store_reply *rep, void *arg
 		return;
 	r->succ_stall = 0;
 	key(r, k, "r%d/done/%d", r->round, r->succ);
-	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0, on_succ_done,
-				op_new(r, 0)))
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_succ_done, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -923,7 +987,8 @@ static void on_hb_tick(uv_timer_t *t)
 	if (r->hb_pending && uv_now(r->loop) - r->last_reply > limit) {
 		char why[256];
 
-		snprintf(why, sizeof(why), "no reply from the rendezvous store for %.1f s",
+		snprintf(why, sizeof(why),
+			 "no reply from the rendezvous store for %.1f s",
 			 (double)(uv_now(r->loop) - r->last_reply) / 1000);
 		round_ended(r, RDZV_END_LOST, why);
 		return;
@@ -953,7 +1018,8 @@ static void start_running(struct crun_rdzv *r)
 /* --- ending ------------------------------------------------------------- */
 
 /* The job-wide restart count after round R, for everyone deciding on R+1. */
-static void on_restart_total(int status, const struct crun_store_reply *rep, void *arg)
+static void on_restart_total(int status, const struct crun_store_reply *rep,
+			     void *arg)
 {
 	struct op *o = arg;
 	struct crun_rdzv *r = o->r;
@@ -967,15 +1033,19 @@ static void on_restart_total(int status, const struct crun_store_reply *rep, voi
 	free(o);
 }
 
-static void on_round_bumped(int status, const struct crun_store_reply *rep, void *arg)
+/*
+ * The reply to our CAS of "end". Only the node whose end was recorded counts
+ * (failures cost one). The CAS of "round" cannot tell: a losing CAS is
+ * answered with the current value, which is the very round it wanted.
+ */
+static void on_end_recorded(int status, const struct crun_store_reply *rep,
+			    void *arg)
 {
 	struct op *o = arg;
 	struct crun_rdzv *r = o->r;
-	char want[16], k[KEYMAX];
+	char k[KEYMAX];
 
-	snprintf(want, sizeof(want), "%d", o->round + 1);
-	/* Only the node that moved the round on counts (failures cost one). */
-	if (status == 0 && reply_is(rep, want) && r->state != R_DONE) {
+	if (status == 0 && reply_is(rep, o->data) && r->state != R_DONE) {
 		struct op *t = op_new(r, 0);
 
 		t->round = o->round;
@@ -984,19 +1054,23 @@ static void on_round_bumped(int status, const struct crun_store_reply *rep, void
 				on_restart_total, t))
 			free(t);
 	}
+	free(o->data);
 	free(o);
 }
 
 int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 {
 	char k[KEYMAX], cur[16], next[16], val[600], ek[KEYMAX];
-	int n = r->state == R_RUNNING || r->state == R_ENDED ? r->gworld : r->closed;
+	int n = r->state == R_RUNNING || r->state == R_ENDED ? r->gworld
+							     : r->closed;
 	int expect;
 	struct op *o = op_new(r, kind);
 	int rc;
 
 	o->round = r->round;
-	expect = kind == RDZV_END_DEAD ? n - 1 : kind == RDZV_END_JOIN ? n + 1 : n;
+	expect = kind == RDZV_END_DEAD	 ? n - 1
+		 : kind == RDZV_END_JOIN ? n + 1
+					 : n;
 	if (expect > r->o.max_nodes)
 		expect = r->o.max_nodes;
 	snprintf(cur, sizeof(cur), "%d", r->round);
@@ -1004,7 +1078,8 @@ int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 	snprintf(val, sizeof(val), "%c %s", kind, why);
 	key(r, ek, "r%d/expect", r->round + 1);
 	key(r, k, "round");
-	/* In order: the next round's expectation, the round, then the reason. */
+	/* In order: the next round's expectation, the round, then the reason.
+	 */
 	if (expect > 0) {
 		char e[16];
 
@@ -1012,13 +1087,22 @@ int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 		r->ops->set(r->kv, ek, e, strlen(e), NULL, NULL);
 	}
 	rc = r->ops->compare_set(r->kv, k, cur, strlen(cur), next, strlen(next),
-				 on_round_bumped, o);
+				 NULL, NULL);
 	if (rc) {
 		free(o);
 		return rc;
 	}
 	key(r, k, "r%d/end", r->round);
-	return r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL, NULL);
+	o->data = strdup(val);
+	if (o->data == NULL)
+		abort();
+	rc = r->ops->compare_set(r->kv, k, "", 0, val, strlen(val),
+				 on_end_recorded, o);
+	if (rc) {
+		free(o->data);
+		free(o);
+	}
+	return rc;
 }
 
 /* Abort a round that is still forming; "assigned" tells its participants. */
@@ -1040,7 +1124,8 @@ struct may {
 	void *data;
 };
 
-static void on_may_finished(int status, const struct crun_store_reply *rep, void *arg)
+static void on_may_finished(int status, const struct crun_store_reply *rep,
+			    void *arg)
 {
 	struct may *m = arg;
 	int ok = 0;
@@ -1049,9 +1134,11 @@ static void on_may_finished(int status, const struct crun_store_reply *rep, void
 		int64_t finished = reply_int(rep);
 
 		ok = finished == 0;
-		if (m->kind == RDZV_END_FAILURE && m->restarts > m->r->o.max_restarts)
+		if (m->kind == RDZV_END_FAILURE &&
+		    m->restarts > m->r->o.max_restarts)
 			ok = 0;
-		if (m->kind == RDZV_END_DEAD && m->r->gworld - 1 < m->r->o.min_nodes)
+		if (m->kind == RDZV_END_DEAD &&
+		    m->r->gworld - 1 < m->r->o.min_nodes)
 			ok = 0;
 		if (m->kind == RDZV_END_DEAD && m->r->o.static_rank >= 0)
 			ok = 0;
@@ -1064,7 +1151,8 @@ static void on_may_finished(int status, const struct crun_store_reply *rep, void
 	free(m);
 }
 
-static void on_may_restarts(int status, const struct crun_store_reply *rep, void *arg)
+static void on_may_restarts(int status, const struct crun_store_reply *rep,
+			    void *arg)
 {
 	struct may *m = arg;
 	char k[KEYMAX];
@@ -1076,12 +1164,14 @@ static void on_may_restarts(int status, const struct crun_store_reply *rep, void
 		m->restarts = INT64_MAX; /* unknown: do not restart */
 	}
 	key(m->r, k, "r%d/finished", m->r->round);
-	if (m->r->state == R_DONE || m->r->ops->add(m->r->kv, k, 0, on_may_finished, m))
+	if (m->r->state == R_DONE ||
+	    m->r->ops->add(m->r->kv, k, 0, on_may_finished, m))
 		on_may_finished(CRUN_ECLOSED, NULL, m);
 }
 
 int rdzv_may_restart(struct crun_rdzv *r, int kind,
-		     void (*cb)(struct crun_rdzv *r, int ok, void *data), void *data)
+		     void (*cb)(struct crun_rdzv *r, int ok, void *data),
+		     void *data)
 {
 	struct may *m = calloc(1, sizeof(*m));
 	char k[KEYMAX];
@@ -1125,7 +1215,8 @@ static void finish_done(struct crun_rdzv *r)
 		cb(r, r->finish_data);
 }
 
-static void on_all_left(int status, const struct crun_store_reply *rep, void *arg)
+static void on_all_left(int status, const struct crun_store_reply *rep,
+			void *arg)
 {
 	(void)rep;
 	if (status != CRUN_ECANCELED)
@@ -1149,7 +1240,8 @@ static void host_wait_left(struct crun_rdzv *r)
 		finish_done(r);
 }
 
-static void on_finished_count(int status, const struct crun_store_reply *rep, void *arg)
+static void on_finished_count(int status, const struct crun_store_reply *rep,
+			      void *arg)
 {
 	struct crun_rdzv *r = arg;
 	char k[KEYMAX];
@@ -1163,7 +1255,8 @@ static void on_finished_count(int status, const struct crun_store_reply *rep, vo
 		key(r, k, "r%d/all_left", r->round);
 		r->ops->set(r->kv, k, "1", 1, NULL, NULL);
 		key(r, k, "r%d/end", r->round);
-		r->ops->compare_set(r->kv, k, "", 0, "S all nodes finished", 20, NULL, NULL);
+		r->ops->compare_set(r->kv, k, "", 0, "S all nodes finished", 20,
+				    NULL, NULL);
 	}
 	if (!r->o.is_store_host)
 		return finish_done(r);
@@ -1176,8 +1269,8 @@ static void on_finished_count(int status, const struct crun_store_reply *rep, vo
 		host_wait_left(r);
 }
 
-int rdzv_finish(struct crun_rdzv *r, void (*cb)(struct crun_rdzv *r, void *data),
-		void *data)
+int rdzv_finish(struct crun_rdzv *r,
+		void (*cb)(struct crun_rdzv *r, void *data), void *data)
 {
 	char k1[KEYMAX], k2[KEYMAX];
 
@@ -1211,12 +1304,15 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	r->kv = kv;
 	r->on_end = on_end;
 	r->round = -1;
-	snprintf(r->run_id, sizeof(r->run_id), "%s", o->run_id ? o->run_id : "");
-	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s", o->is_store_host ? 1 : 0,
-		 o->static_rank >= 0 ? o->static_rank : 0, o->nproc, (int)getpid(), o->host,
-		 o->addr, o->role);
-	snprintf(r->config, sizeof(r->config), "nnodes=%d:%d backend=%s", o->min_nodes,
-		 o->max_nodes, o->static_rank >= 0 ? "static" : "c10d");
+	snprintf(r->run_id, sizeof(r->run_id), "%s",
+		 o->run_id ? o->run_id : "");
+	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s",
+		 o->is_store_host ? 1 : 0,
+		 o->static_rank >= 0 ? o->static_rank : 0, o->nproc,
+		 (int)getpid(), o->host, o->addr, o->role);
+	snprintf(r->config, sizeof(r->config), "nnodes=%d:%d backend=%s",
+		 o->min_nodes, o->max_nodes,
+		 o->static_rank >= 0 ? "static" : "c10d");
 	uv_timer_init(loop, &r->last_call);
 	uv_timer_init(loop, &r->hb);
 	uv_timer_init(loop, &r->deadline);

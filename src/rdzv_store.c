@@ -31,7 +31,7 @@ struct crun_rdzv_store {
 	char host[256];
 	int port;
 	int timeout_ms;
-	struct crun_store_server *server;	/* when this agent hosts */
+	struct crun_store_server *server; /* when this agent hosts */
 	struct crun_store_aclient *main;
 	struct crun_store_aclient *watch;
 	uv_timer_t progress;
@@ -40,7 +40,7 @@ struct crun_rdzv_store {
 	int closing;
 	int pending_close;
 	const struct crun_store_limits *limits;
-	int would_host;		/* should host, but the port was taken */
+	int would_host; /* should host, but the port was taken */
 	int ticks, bad_ticks;
 	rdzv_store_open_cb open_cb;
 	void *open_data;
@@ -87,15 +87,16 @@ static struct kvreq *kvreq(rdzv_kv_cb cb, void *arg)
 		return rc_;                                                    \
 	} while (0)
 
-static int kv_add(void *kv, const char *key, int64_t delta, rdzv_kv_cb cb, void *arg)
+static int kv_add(void *kv, const char *key, int64_t delta, rdzv_kv_cb cb,
+		  void *arg)
 {
 	struct crun_rdzv_store *s = kv;
 
 	SUBMIT(store_aclient_add(s->main, key, delta, kv_on_reply, q));
 }
 
-static int kv_set(void *kv, const char *key, const void *v, size_t n, rdzv_kv_cb cb,
-		  void *arg)
+static int kv_set(void *kv, const char *key, const void *v, size_t n,
+		  rdzv_kv_cb cb, void *arg)
 {
 	struct crun_rdzv_store *s = kv;
 
@@ -104,33 +105,40 @@ static int kv_set(void *kv, const char *key, const void *v, size_t n, rdzv_kv_cb
 	SUBMIT(store_aclient_set(s->main, key, v, n, kv_on_reply, q));
 }
 
-static int kv_compare_set(void *kv, const char *key, const void *exp, size_t elen,
-			  const void *des, size_t dlen, rdzv_kv_cb cb, void *arg)
+static int kv_compare_set(void *kv, const char *key, const void *exp,
+			  size_t elen, const void *des, size_t dlen,
+			  rdzv_kv_cb cb, void *arg)
 {
 	struct crun_rdzv_store *s = kv;
 
-	SUBMIT(store_aclient_compare_set(s->main, key, exp, elen, des, dlen, kv_on_reply, q));
+	SUBMIT(store_aclient_compare_set(s->main, key, exp, elen, des, dlen,
+					 kv_on_reply, q));
 }
 
-static int kv_multi_get(void *kv, const char *const *keys, size_t n, int timeout_ms,
+static int kv_multi_get(void *kv, const char *const *keys, size_t n,
+			int timeout_ms, rdzv_kv_cb cb, void *arg)
+{
+	struct crun_rdzv_store *s = kv;
+
+	SUBMIT(store_aclient_multi_get(s->main, keys, n, timeout_ms,
+				       kv_on_reply, q));
+}
+
+static int kv_multi_set(void *kv, const char *const *keys,
+			const void *const *vals, const size_t *lens, size_t n,
 			rdzv_kv_cb cb, void *arg)
 {
 	struct crun_rdzv_store *s = kv;
 
-	SUBMIT(store_aclient_multi_get(s->main, keys, n, timeout_ms, kv_on_reply, q));
-}
-
-static int kv_multi_set(void *kv, const char *const *keys, const void *const *vals,
-			const size_t *lens, size_t n, rdzv_kv_cb cb, void *arg)
-{
-	struct crun_rdzv_store *s = kv;
-
 	if (cb == NULL)
-		return store_aclient_multi_set(s->main, keys, vals, lens, n, NULL, NULL);
-	SUBMIT(store_aclient_multi_set(s->main, keys, vals, lens, n, kv_on_reply, q));
+		return store_aclient_multi_set(s->main, keys, vals, lens, n,
+					       NULL, NULL);
+	SUBMIT(store_aclient_multi_set(s->main, keys, vals, lens, n,
+				       kv_on_reply, q));
 }
 
-static void watch_on_connect(struct crun_store_aclient *c, int status, void *data)
+static void watch_on_connect(struct crun_store_aclient *c, int status,
+			     void *data)
 {
 	(void)c;
 	(void)status;
@@ -149,7 +157,8 @@ static void on_client_closed(void *data)
  * Close *slot's client. The slot is cleared first: closing fails pending
  * requests at once, and their callbacks may close this store again.
  */
-static void close_client(struct crun_rdzv_store *s, struct crun_store_aclient **slot)
+static void close_client(struct crun_rdzv_store *s,
+			 struct crun_store_aclient **slot)
 {
 	struct crun_store_aclient *c = *slot;
 
@@ -170,26 +179,27 @@ static void on_server_closed(void *data)
  * WAIT back without a timeout, so the old watch connection is closed (its
  * watch fails with CRUN_ECANCELED) and a fresh one opened.
  */
-static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb, void *arg)
+static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
+		    void *arg)
 {
 	struct crun_rdzv_store *s = kv;
 	int rc;
 
 	close_client(s, &s->watch);
-	rc = store_aclient_new(s->loop, s->host, s->port, s->timeout_ms, watch_on_connect,
-			       s, &s->watch);
+	rc = store_aclient_new(s->loop, s->host, s->port, s->timeout_ms,
+			       watch_on_connect, s, &s->watch);
 	if (rc)
 		return rc;
 	SUBMIT(store_aclient_get(s->watch, key, timeout_ms, kv_on_reply, q));
 }
 
 const struct rdzv_kv_ops rdzv_store_ops = {
-	.add = kv_add,
-	.set = kv_set,
-	.compare_set = kv_compare_set,
-	.multi_get = kv_multi_get,
-	.multi_set = kv_multi_set,
-	.watch = kv_watch,
+    .add = kv_add,
+    .set = kv_set,
+    .compare_set = kv_compare_set,
+    .multi_get = kv_multi_get,
+    .multi_set = kv_multi_set,
+    .watch = kv_watch,
 };
 
 /* --- who hosts ---------------------------------------------------------- */
@@ -205,7 +215,8 @@ int rdzv_host_is_local(const char *host)
 		return 1;
 	if (gethostname(name, sizeof(name)) == 0 &&
 	    (strcmp(name, host) == 0 ||
-	     (strncmp(host, name, strlen(name)) == 0 && host[strlen(name)] == '.')))
+	     (strncmp(host, name, strlen(name)) == 0 &&
+	      host[strlen(name)] == '.')))
 		return 1;
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_socktype = SOCK_STREAM;
@@ -215,23 +226,30 @@ int rdzv_host_is_local(const char *host)
 		ifs = NULL;
 	for (ai = res; ai && !local; ai = ai->ai_next) {
 		if (ai->ai_family == AF_INET) {
-			struct in_addr a = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
+			struct in_addr a =
+			    ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
 
 			if ((ntohl(a.s_addr) >> 24) == 127)
 				local = 1;
 			for (ifa = ifs; ifa && !local; ifa = ifa->ifa_next)
-				if (ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_INET &&
-				    ((struct sockaddr_in *)ifa->ifa_addr)->sin_addr.s_addr == a.s_addr)
+				if (ifa->ifa_addr &&
+				    ifa->ifa_addr->sa_family == AF_INET &&
+				    ((struct sockaddr_in *)ifa->ifa_addr)
+					    ->sin_addr.s_addr == a.s_addr)
 					local = 1;
 		} else if (ai->ai_family == AF_INET6) {
-			struct in6_addr *a = &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+			struct in6_addr *a =
+			    &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
 
 			if (IN6_IS_ADDR_LOOPBACK(a))
 				local = 1;
 			for (ifa = ifs; ifa && !local; ifa = ifa->ifa_next)
-				if (ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_INET6 &&
-				    memcmp(&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr, a,
-					   sizeof(*a)) == 0)
+				if (ifa->ifa_addr &&
+				    ifa->ifa_addr->sa_family == AF_INET6 &&
+				    memcmp(
+					&((struct sockaddr_in6 *)ifa->ifa_addr)
+					     ->sin6_addr,
+					a, sizeof(*a)) == 0)
 					local = 1;
 		}
 	}
@@ -260,8 +278,9 @@ void rdzv_port_holder(int port, char *out, size_t len)
 			unsigned st;
 			unsigned long ino;
 
-			if (sscanf(line, " %*d: %63s %*s %x %*s %*s %*s %*s %*s %lu", local,
-				   &st, &ino) == 3 &&
+			if (sscanf(line,
+				   " %*d: %63s %*s %x %*s %*s %*s %*s %*s %lu",
+				   local, &st, &ino) == 3 &&
 			    st == 0x0A && strstr(local, want) &&
 			    strcmp(strstr(local, want), want) == 0) {
 				inode = ino;
@@ -289,7 +308,8 @@ void rdzv_port_holder(int port, char *out, size_t len)
 			char path[600];
 			ssize_t n;
 
-			snprintf(path, sizeof(path), "%s/%s", fdpath, f->d_name);
+			snprintf(path, sizeof(path), "%s/%s", fdpath,
+				 f->d_name);
 			n = readlink(path, link, sizeof(link) - 1);
 			if (n <= 0)
 				continue;
@@ -298,14 +318,17 @@ void rdzv_port_holder(int port, char *out, size_t len)
 				char comm[64] = "?", cpath[300];
 				FILE *fp;
 
-				snprintf(cpath, sizeof(cpath), "/proc/%s/comm", p->d_name);
+				snprintf(cpath, sizeof(cpath), "/proc/%s/comm",
+					 p->d_name);
 				fp = fopen(cpath, "r");
 				if (fp) {
 					if (fgets(comm, sizeof(comm), fp))
-						comm[strcspn(comm, "\n")] = '\0';
+						comm[strcspn(comm, "\n")] =
+						    '\0';
 					fclose(fp);
 				}
-				snprintf(out, len, "pid %s (%s)", p->d_name, comm);
+				snprintf(out, len, "pid %s (%s)", p->d_name,
+					 comm);
 				break;
 			}
 		}
@@ -328,7 +351,8 @@ static void finish_open(struct crun_rdzv_store *s, int status)
 		cb(s, status, s->open_data);
 }
 
-static void main_on_connect(struct crun_store_aclient *c, int status, void *data);
+static void main_on_connect(struct crun_store_aclient *c, int status,
+			    void *data);
 
 /* Fail opening with errmsg already set: stop the client, report once. */
 static void open_fail(struct crun_rdzv_store *s, int status)
@@ -353,7 +377,8 @@ static void on_progress(uv_timer_t *t)
 	if (err == UV_EOF || err == UV_ECONNRESET || err == CRUN_EPROTO)
 		s->bad_ticks++;
 	else if (s->would_host && err == UV_ECONNREFUSED) {
-		rc = store_server_new(s->loop, NULL, s->port, s->limits, &s->server);
+		rc = store_server_new(s->loop, NULL, s->port, s->limits,
+				      &s->server);
 		if (rc == 0) {
 			store_server_set_quiet(s->server, 1);
 			s->would_host = 0;
@@ -366,7 +391,8 @@ static void on_progress(uv_timer_t *t)
 	if (s->bad_ticks >= 3) {
 		rdzv_port_holder(s->port, who, sizeof(who));
 		snprintf(s->errmsg, sizeof(s->errmsg),
-			 "port %d of %s is in use by another program%s%s that is not a crun "
+			 "port %d of %s is in use by another program%s%s that "
+			 "is not a crun "
 			 "store (%s): pick a free port for --rdzv_endpoint",
 			 s->port, s->host, *who ? ", " : "", who,
 			 err ? crun_strerror(err) : "no answer");
@@ -374,12 +400,16 @@ static void on_progress(uv_timer_t *t)
 	}
 	if (s->ticks % 5)
 		return;
-	fprintf(stderr, "crun: waiting for rendezvous host %s:%d (%s), %.0f s of %.0f s\n",
-		s->host, s->port, err ? crun_strerror(err) : "no answer yet",
-		(double)(uv_now(s->loop) - s->started) / 1000, (double)s->timeout_ms / 1000);
+	fprintf(
+	    stderr,
+	    "crun: waiting for rendezvous host %s:%d (%s), %.0f s of %.0f s\n",
+	    s->host, s->port, err ? crun_strerror(err) : "no answer yet",
+	    (double)(uv_now(s->loop) - s->started) / 1000,
+	    (double)s->timeout_ms / 1000);
 }
 
-static void main_on_connect(struct crun_store_aclient *c, int status, void *data)
+static void main_on_connect(struct crun_store_aclient *c, int status,
+			    void *data)
 {
 	struct crun_rdzv_store *s = data;
 
@@ -393,29 +423,35 @@ static void main_on_connect(struct crun_store_aclient *c, int status, void *data
 		int err = store_aclient_last_error(c);
 
 		snprintf(s->errmsg, sizeof(s->errmsg),
-			 "could not reach the rendezvous host %s:%d within %.0f s (%s): check "
-			 "that the first node runs crun with this --rdzv_endpoint and that "
+			 "could not reach the rendezvous host %s:%d within "
+			 "%.0f s (%s): check "
+			 "that the first node runs crun with this "
+			 "--rdzv_endpoint and that "
 			 "the port is open between the nodes",
 			 s->host, s->port, (double)s->timeout_ms / 1000,
 			 err ? crun_strerror(err) : "no answer");
-	} else if (status == CRUN_EPROTO || status == UV_EOF || status == UV_ECONNRESET) {
+	} else if (status == CRUN_EPROTO || status == UV_EOF ||
+		   status == UV_ECONNRESET) {
 		char who[128];
 
 		rdzv_port_holder(s->port, who, sizeof(who));
 		snprintf(s->errmsg, sizeof(s->errmsg),
-			 "%s:%d answers, but not as a crun store%s%s: pick a free port for "
-			 "--rdzv_endpoint", s->host, s->port, *who ? "; it is held by " : "",
-			 who);
+			 "%s:%d answers, but not as a crun store%s%s: pick a "
+			 "free port for "
+			 "--rdzv_endpoint",
+			 s->host, s->port, *who ? "; it is held by " : "", who);
 		status = CRUN_EADDRINUSE_OTHER;
 	} else {
-		snprintf(s->errmsg, sizeof(s->errmsg), "cannot reach the rendezvous host %s:%d: %s",
-			 s->host, s->port, crun_strerror(status));
+		snprintf(s->errmsg, sizeof(s->errmsg),
+			 "cannot reach the rendezvous host %s:%d: %s", s->host,
+			 s->port, crun_strerror(status));
 	}
 	finish_open(s, status);
 }
 
 int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
-		    rdzv_store_open_cb cb, void *data, struct crun_rdzv_store **out)
+		    rdzv_store_open_cb cb, void *data,
+		    struct crun_rdzv_store **out)
 {
 	struct crun_rdzv_store *s = calloc(1, sizeof(*s));
 	int host = o->is_host, rc;
@@ -432,7 +468,8 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 	if (host < 0)
 		host = rdzv_host_is_local(o->host);
 	if (host) {
-		rc = store_server_new(loop, NULL, o->port, o->limits, &s->server);
+		rc = store_server_new(loop, NULL, o->port, o->limits,
+				      &s->server);
 		if (rc == 0) {
 			store_server_set_quiet(s->server, 1);
 			s->port = store_server_port(s->server);
@@ -444,8 +481,10 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 			if (rc == UV_EADDRINUSE)
 				rdzv_port_holder(o->port, who, sizeof(who));
 			snprintf(s->errmsg, sizeof(s->errmsg),
-				 "cannot serve the rendezvous store on port %d: %s%s%s", o->port,
-				 crun_strerror(rc), *who ? "; held by " : "", who);
+				 "cannot serve the rendezvous store on port "
+				 "%d: %s%s%s",
+				 o->port, crun_strerror(rc),
+				 *who ? "; held by " : "", who);
 			snprintf(o->errmsg, o->errlen, "%s", s->errmsg);
 			free(s);
 			return rc == UV_EADDRINUSE ? CRUN_EADDRINUSE_OTHER : rc;
@@ -458,11 +497,11 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 	uv_timer_init(loop, &s->progress);
 	s->progress.data = s;
 	s->started = uv_now(loop);
-	rc = store_aclient_new(loop, s->host, s->port, o->timeout_ms, main_on_connect, s,
-			       &s->main);
+	rc = store_aclient_new(loop, s->host, s->port, o->timeout_ms,
+			       main_on_connect, s, &s->main);
 	if (rc) {
-		snprintf(o->errmsg, o->errlen, "cannot connect to %s:%d: %s", s->host, s->port,
-			 crun_strerror(rc));
+		snprintf(o->errmsg, o->errlen, "cannot connect to %s:%d: %s",
+			 s->host, s->port, crun_strerror(rc));
 		uv_close((uv_handle_t *)&s->progress, NULL);
 		if (s->server)
 			store_server_close(s->server, NULL, NULL);
@@ -494,7 +533,8 @@ static void on_progress_closed(uv_handle_t *h)
 	on_client_closed(h->data);
 }
 
-void rdzv_store_close(struct crun_rdzv_store *s, rdzv_store_close_cb cb, void *data)
+void rdzv_store_close(struct crun_rdzv_store *s, rdzv_store_close_cb cb,
+		      void *data)
 {
 	assert(!s->closing);
 	s->closing = 1;

@@ -40,7 +40,8 @@ int failure_read_error_file(struct crun_failure *f, const char *path)
 
 		f->message = dup_str(json_object_get(msg, "message"));
 		if (json_is_object(extra)) {
-			f->traceback = dup_str(json_object_get(extra, "py_callstack"));
+			f->traceback =
+			    dup_str(json_object_get(extra, "py_callstack"));
 			ts = json_object_get(extra, "timestamp");
 		}
 	} else if (json_is_string(msg)) {
@@ -102,13 +103,17 @@ static void entry(FILE *fp, int idx, const struct crun_failure *f)
 	fprintf(fp, "[%d]:\n", idx);
 	fprintf(fp, "  time      : %s\n", when);
 	fprintf(fp, "  host      : %s\n", f->host);
-	fprintf(fp, "  rank      : %d (local_rank: %d)\n", f->rank, f->local_rank);
+	fprintf(fp, "  rank      : %d (local_rank: %d)\n", f->rank,
+		f->local_rank);
 	if (f->signal)
-		fprintf(fp, "  exitcode  : %d (pid: %d, signal %d: %s)\n", f->exitcode,
-			(int)f->pid, f->signal, cfg_signame(f->signal));
+		fprintf(fp, "  exitcode  : %d (pid: %d, signal %d: %s)\n",
+			f->exitcode, (int)f->pid, f->signal,
+			cfg_signame(f->signal));
 	else
-		fprintf(fp, "  exitcode  : %d (pid: %d)\n", f->exitcode, (int)f->pid);
-	fprintf(fp, "  error_file: %s\n", f->error_file ? f->error_file : "<N/A>");
+		fprintf(fp, "  exitcode  : %d (pid: %d)\n", f->exitcode,
+			(int)f->pid);
+	fprintf(fp, "  error_file: %s\n",
+		f->error_file ? f->error_file : "<N/A>");
 	if (f->message)
 		fprintf(fp, "  message   : %s\n", f->message);
 	if (f->traceback) {
@@ -116,12 +121,13 @@ static void entry(FILE *fp, int idx, const struct crun_failure *f)
 			f->error_file ? "" : "(last lines of stderr)");
 		indented(fp, f->traceback, "    ");
 	} else if (!f->message) {
-		fprintf(fp, "  traceback : <no error file and no stderr output>\n");
+		fprintf(fp,
+			"  traceback : <no error file and no stderr output>\n");
 	}
 }
 
-void report_print(FILE *fp, const char *entrypoint, const struct crun_failure *f,
-		  int n)
+void report_print(FILE *fp, const char *entrypoint,
+		  const struct crun_failure *f, int n)
 {
 	int root = report_root(f, n), w = 60, others = 0;
 
@@ -159,7 +165,11 @@ static json_t *json_text(const char *s)
 	for (i = 0; copy[i]; i += n) {
 		unsigned char c = (unsigned char)copy[i];
 
-		n = c < 0x80 ? 1 : c >> 5 == 6 ? 2 : c >> 4 == 14 ? 3 : c >> 3 == 30 ? 4 : 0;
+		n = c < 0x80	   ? 1
+		    : c >> 5 == 6  ? 2
+		    : c >> 4 == 14 ? 3
+		    : c >> 3 == 30 ? 4
+				   : 0;
 		for (size_t k = 1; k < n; k++)
 			if (((unsigned char)copy[i + k] & 0xC0) != 0x80)
 				n = 0;
@@ -184,21 +194,31 @@ int report_write_json(const char *path, const char *entrypoint,
 	int rc;
 
 	for (int i = 0; i < n; i++) {
-		json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:f}",
-				      "rank", f[i].rank, "local_rank", f[i].local_rank,
-				      "group_rank", f[i].group_rank, "pid", (int)f[i].pid,
-				      "host", json_text(f[i].host), "exitcode", f[i].exitcode,
-				      "signal", f[i].signal, "time", f[i].time);
+		json_t *o = json_pack(
+		    "{s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:f}", "rank",
+		    f[i].rank, "local_rank", f[i].local_rank, "group_rank",
+		    f[i].group_rank, "pid", (int)f[i].pid, "host",
+		    json_text(f[i].host), "exitcode", f[i].exitcode, "signal",
+		    f[i].signal, "time", f[i].time);
 
 		if (f[i].signal)
-			json_object_set_new(o, "signal_name", json_string(cfg_signame(f[i].signal)));
-		json_object_set_new(o, "error_file", f[i].error_file ? json_text(f[i].error_file) : json_null());
-		json_object_set_new(o, "message", f[i].message ? json_text(f[i].message) : json_null());
-		json_object_set_new(o, "traceback", f[i].traceback ? json_text(f[i].traceback) : json_null());
+			json_object_set_new(
+			    o, "signal_name",
+			    json_string(cfg_signame(f[i].signal)));
+		json_object_set_new(o, "error_file",
+				    f[i].error_file ? json_text(f[i].error_file)
+						    : json_null());
+		json_object_set_new(o, "message",
+				    f[i].message ? json_text(f[i].message)
+						 : json_null());
+		json_object_set_new(o, "traceback",
+				    f[i].traceback ? json_text(f[i].traceback)
+						   : json_null());
 		json_array_append_new(arr, o);
 	}
 	json_object_set_new(root, "entrypoint", json_text(entrypoint));
-	json_object_set_new(root, "root_cause", json_integer(report_root(f, n)));
+	json_object_set_new(root, "root_cause",
+			    json_integer(report_root(f, n)));
 	json_object_set_new(root, "failures", arr);
 	rc = json_dump_file(root, path, JSON_INDENT(2)) ? CRUN_EPROTO : 0;
 	json_decref(root);

@@ -34,18 +34,24 @@
 /* What the main frame's reply looks like. */
 enum store_areply { AR_NONE, AR_U8, AR_U64, AR_BYTES, AR_NBYTES };
 
-enum store_astate { AS_RESOLVED, AS_CONNECTING, AS_VALIDATING, AS_READY, AS_FAILED };
+enum store_astate {
+	AS_RESOLVED,
+	AS_CONNECTING,
+	AS_VALIDATING,
+	AS_READY,
+	AS_FAILED
+};
 
 /* One queued request. */
 struct store_areq {
 	struct store_areq *next;
 	enum store_areply kind;
-	int has_wait;		/* a WAIT frame goes first */
-	int phase;		/* 0: the WAIT is pending; 1: the main frame */
-	int sent;		/* the current phase's frame is written */
-	int canceling;		/* CANCEL_WAIT sent */
+	int has_wait;  /* a WAIT frame goes first */
+	int phase;     /* 0: the WAIT is pending; 1: the main frame */
+	int sent;      /* the current phase's frame is written */
+	int canceling; /* CANCEL_WAIT sent */
 	int timeout_ms;
-	size_t n;		/* values in a MULTI_GET reply */
+	size_t n; /* values in a MULTI_GET reply */
 	store_reply_cb cb;
 	void *data;
 	struct store_buf wait;
@@ -62,25 +68,25 @@ struct store_awrite {
 struct crun_store_aclient {
 	uv_loop_t *loop;
 	uv_tcp_t tcp;
-	uv_timer_t timer;	/* connect backoff, then the WAIT timeout */
+	uv_timer_t timer; /* connect backoff, then the WAIT timeout */
 	uv_connect_t conn_req;
 	struct sockaddr_storage addr;
 	enum store_astate state;
-	int tcp_open;		/* tcp is initialised and not being closed */
+	int tcp_open; /* tcp is initialised and not being closed */
 	unsigned nhandles;
 	int closing;
-	uint64_t deadline;	/* of the connect, on the loop's clock */
+	uint64_t deadline; /* of the connect, on the loop's clock */
 	unsigned backoff;
 	int last_err;
-	uint32_t jitter;	/* state of the backoff's pseudo-random jitter */
+	uint32_t jitter; /* state of the backoff's pseudo-random jitter */
 	uint32_t nonce;
 	store_aclient_connect_cb connect_cb;
 	void *connect_data;
 	store_close_cb close_cb;
 	void *close_data;
 	struct store_areq *head, *tail;
-	struct store_areq *send_next;	/* first request not yet written */
-	struct store_areq *blocked;	/* a WAIT holding the pipeline */
+	struct store_areq *send_next; /* first request not yet written */
+	struct store_areq *blocked;   /* a WAIT holding the pipeline */
 	struct store_buf in;
 };
 
@@ -120,7 +126,8 @@ static void store_aclient_on_close(uv_handle_t *h)
 	c->nhandles--;
 	if (h == (uv_handle_t *)&c->tcp && !c->closing &&
 	    c->state == AS_CONNECTING) {
-		/* A failed attempt's socket is gone: retry after the backoff. */
+		/* A failed attempt's socket is gone: retry after the backoff.
+		 */
 		store_aclient_attempt(c);
 		return;
 	}
@@ -284,7 +291,8 @@ static ssize_t store_aclient_parse(struct crun_store_aclient *c)
 	memset(&rep, 0, sizeof(rep));
 	if (r->has_wait && r->phase == 0) {
 		if (p[0] == STORE_STOP_WAITING && r->canceling) {
-			r->canceling = 2; /* won the race; WAIT_CANCELED follows */
+			r->canceling =
+			    2; /* won the race; WAIT_CANCELED follows */
 			return 1;
 		}
 		if (p[0] == STORE_WAIT_CANCELED && r->canceling) {
@@ -377,7 +385,8 @@ static void store_aclient_process(struct crun_store_aclient *c)
 		}
 		if (used == 0)
 			break;
-		memmove(c->in.data, c->in.data + used, c->in.len - (size_t)used);
+		memmove(c->in.data, c->in.data + used,
+			c->in.len - (size_t)used);
 		c->in.len -= (size_t)used;
 	}
 	if (!c->closing && c->state == AS_READY)
@@ -411,9 +420,8 @@ static void store_aclient_retry(struct crun_store_aclient *c, int err)
 	c->last_err = err;
 	if (!store_aclient_retryable(err) ||
 	    uv_now(c->loop) + c->backoff > c->deadline) {
-		store_aclient_fail(c, store_aclient_retryable(err)
-					      ? CRUN_ETIMEDOUT
-					      : err);
+		store_aclient_fail(
+		    c, store_aclient_retryable(err) ? CRUN_ETIMEDOUT : err);
 		return;
 	}
 	c->state = AS_CONNECTING;
@@ -489,7 +497,8 @@ static void store_aclient_on_connect(uv_connect_t *req, int status)
 	rc = store_aclient_write(c, &b);
 	store_buf_release(&b);
 	if (rc == 0)
-		rc = uv_read_start((uv_stream_t *)&c->tcp, store_aclient_on_alloc,
+		rc = uv_read_start((uv_stream_t *)&c->tcp,
+				   store_aclient_on_alloc,
 				   store_aclient_on_read);
 	if (rc != 0)
 		store_aclient_retry(c, rc);
@@ -524,7 +533,8 @@ static void store_aclient_attempt(struct crun_store_aclient *c)
 		 * agents waiting for one host do not knock in lockstep.
 		 */
 		c->jitter = c->jitter * 1103515245u + 12345u;
-		delay = c->backoff / 2 + (c->jitter >> 8) % (c->backoff / 2 + 1);
+		delay =
+		    c->backoff / 2 + (c->jitter >> 8) % (c->backoff / 2 + 1);
 		c->backoff = c->backoff * 2 > 1000 ? 1000 : c->backoff * 2;
 	}
 	c->state = AS_CONNECTING;
@@ -549,7 +559,8 @@ int store_aclient_new(uv_loop_t *loop, const char *host, int port,
 		host = "127.0.0.1";
 	if (uv_ip4_addr(host, port, (struct sockaddr_in *)&c->addr) != 0 &&
 	    uv_ip6_addr(host, port, (struct sockaddr_in6 *)&c->addr) != 0) {
-		/* A name: resolve it now (blocking, once; /etc/hosts or DNS). */
+		/* A name: resolve it now (blocking, once; /etc/hosts or DNS).
+		 */
 		uv_getaddrinfo_t gai;
 
 		memset(&hints, 0, sizeof(hints));
@@ -571,8 +582,8 @@ int store_aclient_new(uv_loop_t *loop, const char *host, int port,
 	c->backoff = 50;
 	c->nonce = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)c;
 	c->jitter = c->nonce ^ (uint32_t)uv_hrtime();
-	c->deadline = timeout_ms < 0 ? UINT64_MAX
-				     : uv_now(loop) + (uint64_t)timeout_ms;
+	c->deadline =
+	    timeout_ms < 0 ? UINT64_MAX : uv_now(loop) + (uint64_t)timeout_ms;
 	c->state = AS_RESOLVED;
 	store_buf_init(&c->in);
 	uv_timer_init(loop, &c->timer);
@@ -657,11 +668,11 @@ static void store_areq_wait(struct store_areq *r, const char *const *keys,
 }
 
 /* A one-key request: op, key, then optional value(s). */
-static int store_aclient_simple(struct crun_store_aclient *c,
-				enum store_op op, enum store_areply kind,
-				const char *key, const void *v1, size_t l1,
-				const void *v2, size_t l2, int nvals,
-				store_reply_cb cb, void *data)
+static int store_aclient_simple(struct crun_store_aclient *c, enum store_op op,
+				enum store_areply kind, const char *key,
+				const void *v1, size_t l1, const void *v2,
+				size_t l2, int nvals, store_reply_cb cb,
+				void *data)
 {
 	struct store_areq *r;
 	int err = 0;

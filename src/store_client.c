@@ -30,9 +30,9 @@
 #include "store_wire.h"
 
 struct crun_store_client {
-	int fd;			/* -1 once broken */
+	int fd; /* -1 once broken */
 	enum store_gen gen;
-	int timeout_ms;		/* default per call; -1: none */
+	int timeout_ms; /* default per call; -1: none */
 	char *host;
 	int port;
 	struct store_buf out;
@@ -80,7 +80,8 @@ static int store_client_try(const struct addrinfo *ai, int64_t deadline)
 	socklen_t len = sizeof(int);
 	int fd, rc, err = 0, one = 1;
 
-	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	fd = socket(ai->ai_family,
+		    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    ai->ai_protocol);
 	if (fd < 0)
 		return -errno;
@@ -279,7 +280,7 @@ static int store_client_open(struct crun_store_client *c, int64_t deadline)
 			rc = store_client_send(c, deadline);
 			if (rc == 0)
 				rc = store_client_broken(
-					c, store_client_read(c, echo, 4, deadline));
+				    c, store_client_read(c, echo, 4, deadline));
 			if (rc == 0 && store_wire_u32(echo) != nonce)
 				rc = store_client_broken(c, CRUN_EPROTO);
 			if (rc == 0)
@@ -385,7 +386,8 @@ int store_append(struct crun_store_client *c, const char *key, const void *val,
 	return store_client_send(c, store_client_deadline(c->timeout_ms));
 }
 
-/* WAIT on keys until the deadline; cancels (G3) or reconnects (G0) on timeout. */
+/* WAIT on keys until the deadline; cancels (G3) or reconnects (G0) on timeout.
+ */
 static int store_client_wait(struct crun_store_client *c,
 			     const char *const *keys, size_t n, int timeout_ms)
 {
@@ -403,8 +405,9 @@ static int store_client_wait(struct crun_store_client *c,
 		return rc;
 	rc = store_client_read(c, &b, 1, deadline);
 	if (rc == 0)
-		return b == STORE_STOP_WAITING ? 0
-					       : store_client_broken(c, CRUN_EPROTO);
+		return b == STORE_STOP_WAITING
+			   ? 0
+			   : store_client_broken(c, CRUN_EPROTO);
 	if (rc != CRUN_ETIMEDOUT)
 		return store_client_broken(c, rc);
 	dl2 = store_client_deadline(c->timeout_ms < 0 ? 10000 : c->timeout_ms);

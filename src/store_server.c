@@ -47,8 +47,10 @@
 #include "store_wire.h"
 
 #define STORE_RBUF_SIZE 65536
-#define STORE_ENTRY_OVERHEAD 64 /* bytes charged per entry besides key/value */
-#define STORE_KEEP_BUF 16384	/* idle buffers larger than this are freed */
+/* Bytes charged per entry besides its key and value. */
+#define STORE_ENTRY_OVERHEAD 64
+/* Idle buffers larger than this are freed. */
+#define STORE_KEEP_BUF 16384
 
 struct store_conn;
 struct store_waiter;
@@ -56,9 +58,9 @@ struct store_waiter;
 /* One registration of a waiter on one key. */
 struct store_reg {
 	struct store_waiter *w;
-	struct store_entry *e;	/* NULL once woken */
+	struct store_entry *e; /* NULL once woken */
 	struct store_reg *prev, *next;
-	int barrier;		/* linked into e->bwaiters, not e->waiters */
+	int barrier; /* linked into e->bwaiters, not e->waiters */
 };
 
 /* A parked WAIT (or BARRIER): answered when missing drops to zero. */
@@ -105,12 +107,12 @@ struct store_conn {
 	uv_tcp_t tcp;
 	struct crun_store_server *srv;
 	enum store_gen gen;
-	struct store_buf in;	/* an unfinished frame */
-	struct store_buf out;	/* replies not yet handed to the kernel */
-	size_t queued;		/* bytes in pending uv_write requests */
+	struct store_buf in;  /* an unfinished frame */
+	struct store_buf out; /* replies not yet handed to the kernel */
+	size_t queued;	      /* bytes in pending uv_write requests */
 	struct store_waiter *waiters;
 	struct store_watch *watches;
-	struct store_conn *prev, *next;	/* srv->conns */
+	struct store_conn *prev, *next; /* srv->conns */
 	struct store_conn *dirty_next;
 	int dirty;
 	int closing;
@@ -121,34 +123,33 @@ struct store_wreq {
 	uv_write_t req;
 	struct store_conn *c;
 	size_t len;
-	unsigned char *data;	/* the output buffer, handed over whole */
+	unsigned char *data; /* the output buffer, handed over whole */
 };
 
 struct crun_store_server {
 	uv_loop_t *loop;
 	uv_tcp_t listener;
 	struct crun_store_limits lim;
-	size_t max_frame;	/* largest request buffered */
-	size_t max_out;		/* largest backlog of replies per connection */
+	size_t max_frame; /* largest request buffered */
+	size_t max_out;	  /* largest backlog of replies per connection */
 	struct map map;
-	size_t nkeys;		/* entries with a value */
-	size_t mem;		/* bytes charged against lim.max_memory */
+	size_t nkeys; /* entries with a value */
+	size_t mem;   /* bytes charged against lim.max_memory */
 	struct store_conn *conns;
 	size_t nconns;
 	struct store_conn *dirty;
-	unsigned nhandles;	/* listener and connections not yet closed */
+	unsigned nhandles; /* listener and connections not yet closed */
 	int closing;
 	int quiet;
 	int port;
-	unsigned long refused;	/* connections over max_conns */
+	unsigned long refused; /* connections over max_conns */
 	store_close_cb close_cb;
 	void *close_data;
 	unsigned char rbuf[STORE_RBUF_SIZE];
 };
 
 /* The store's one log helper: "crun store: <message>" on stderr. */
-static void store_log(const struct crun_store_server *srv, const char *fmt,
-		      ...)
+static void store_log(const struct crun_store_server *srv, const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -176,7 +177,8 @@ void store_limits_default(struct crun_store_limits *lim)
 static struct store_entry *store_find(struct crun_store_server *srv,
 				      const void *key, size_t klen)
 {
-	struct map_node *n = map_find(&srv->map, key, klen, map_hash(key, klen));
+	struct map_node *n =
+	    map_find(&srv->map, key, klen, map_hash(key, klen));
 
 	return n != NULL ? (struct store_entry *)n : NULL;
 }
@@ -279,9 +281,9 @@ static int store_entry_set(struct crun_store_server *srv, struct store_entry *e,
 			memcpy(v + alen, b, blen);
 	}
 	if (e->watches != NULL)
-		store_notify(e, e->has_value ? STORE_WATCH_UPDATED
-					     : STORE_WATCH_CREATED,
-			     e->val, oldlen, v, nlen);
+		store_notify(
+		    e, e->has_value ? STORE_WATCH_UPDATED : STORE_WATCH_CREATED,
+		    e->val, oldlen, v, nlen);
 	free(e->val);
 	srv->mem = srv->mem - oldlen + nlen;
 	if (!e->has_value)
@@ -474,10 +476,10 @@ static int store_do_add(struct crun_store_server *srv, struct store_entry *e,
 	int64_t old = 0;
 	int rc;
 
-	if (e->has_value &&
-	    store_wire_parse_int(e->val, e->vlen, &old) != 0) {
-		snprintf(errmsg, errlen, "value of key \"%.*s\" is not a number",
-			 (int)(e->klen > 64 ? 64 : e->klen), (const char *)e->key);
+	if (e->has_value && store_wire_parse_int(e->val, e->vlen, &old) != 0) {
+		snprintf(
+		    errmsg, errlen, "value of key \"%.*s\" is not a number",
+		    (int)(e->klen > 64 ? 64 : e->klen), (const char *)e->key);
 		return CRUN_EPROTO;
 	}
 	/* Wrap like the two's complement hardware PyTorch runs on. */
@@ -593,13 +595,15 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 	case STORE_OP_COMPARE_SET:
 		e = store_find(srv, req->key, req->key_len);
 		if (!(e != NULL && e->has_value) && req->val_len > 0) {
-			/* Missing key, expected not empty: PyTorch echoes it. */
+			/* Missing key, expected not empty: PyTorch echoes it.
+			 */
 			store_buf_str(&c->out, req->val, req->val_len);
 			return 0;
 		}
 		if (e == NULL || !e->has_value ||
 		    (e->vlen == req->val_len &&
-		     (e->vlen == 0 || memcmp(e->val, req->val, e->vlen) == 0))) {
+		     (e->vlen == 0 ||
+		      memcmp(e->val, req->val, e->vlen) == 0))) {
 			if (e == NULL)
 				e = store_get_entry(srv, req->key, req->key_len,
 						    &err);
@@ -624,7 +628,8 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 			if (!store_present(store_find(srv, k, klen)))
 				missing++;
 		if (req->op == STORE_OP_CHECK) {
-			store_buf_u8(&c->out, missing ? STORE_NOT_READY : STORE_READY);
+			store_buf_u8(&c->out,
+				     missing ? STORE_NOT_READY : STORE_READY);
 			return 0;
 		}
 		if (missing == 0) {
@@ -686,12 +691,13 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 		e = store_get_entry(srv, req->key, req->key_len, &err);
 		if (e == NULL)
 			break;
-		if (srv->mem + req->val_len + sizeof(*q) > srv->lim.max_memory ||
+		if (srv->mem + req->val_len + sizeof(*q) >
+			srv->lim.max_memory ||
 		    (q = malloc(sizeof(*q) + req->val_len)) == NULL) {
 			err = srv->mem + req->val_len + sizeof(*q) >
-					      srv->lim.max_memory
-				      ? CRUN_ETOOBIG
-				      : UV_ENOMEM;
+				      srv->lim.max_memory
+				  ? CRUN_ETOOBIG
+				  : UV_ENOMEM;
 			store_entry_gc(srv, e);
 			break;
 		}
@@ -761,7 +767,9 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 		break;
 	}
 	if (err == CRUN_ETOOBIG)
-		snprintf(errmsg, errlen, "%s would exceed the store's limits (%zu bytes of %zu used)",
+		snprintf(errmsg, errlen,
+			 "%s would exceed the store's limits (%zu bytes of %zu "
+			 "used)",
 			 store_wire_op_name(req->op), srv->mem,
 			 srv->lim.max_memory);
 	else if (err != 0)
@@ -799,11 +807,14 @@ static void store_conn_close(struct store_conn *c, const char *reason)
 		return;
 	c->closing = 1;
 	if (reason != NULL && !srv->quiet) {
-		if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+		if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) ==
+		    0) {
 			if (ss.ss_family == AF_INET6)
-				uv_ip6_name((struct sockaddr_in6 *)&ss, addr, sizeof(addr));
+				uv_ip6_name((struct sockaddr_in6 *)&ss, addr,
+					    sizeof(addr));
 			else
-				uv_ip4_name((struct sockaddr_in *)&ss, addr, sizeof(addr));
+				uv_ip4_name((struct sockaddr_in *)&ss, addr,
+					    sizeof(addr));
 		}
 		store_log(srv, "closing connection from %s: %s", addr, reason);
 	}
@@ -871,7 +882,8 @@ static void store_conn_flush(struct store_conn *c)
 	w->data = c->out.data;
 	store_buf_init(&c->out);
 	b = uv_buf_init((char *)w->data + n, (unsigned)w->len);
-	if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, store_on_write) != 0) {
+	if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, store_on_write) !=
+	    0) {
 		free(w->data);
 		free(w);
 		store_conn_close(c, NULL);
@@ -958,7 +970,8 @@ static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	if (nread < 0) {
-		store_conn_close(c, NULL); /* EOF or reset: clients just leave */
+		store_conn_close(c,
+				 NULL); /* EOF or reset: clients just leave */
 		store_flush_dirty(srv);
 		return;
 	}
@@ -973,7 +986,8 @@ static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		c->in.len += (size_t)nread;
 		used = store_conn_parse(c, c->in.data, c->in.len);
 		if (used > 0) {
-			memmove(c->in.data, c->in.data + used, c->in.len - used);
+			memmove(c->in.data, c->in.data + used,
+				c->in.len - used);
 			c->in.len -= used;
 		}
 		if (c->in.len == 0 && c->in.cap > STORE_KEEP_BUF)
@@ -1023,13 +1037,16 @@ static void store_on_connection(uv_stream_t *ls, int status)
 	}
 	if (srv->nconns > srv->lim.max_conns) {
 		if (srv->refused++ % 1000 == 0)
-			store_log(srv, "refusing connections beyond max-conns %zu (%lu so far)",
+			store_log(srv,
+				  "refusing connections beyond max-conns %zu "
+				  "(%lu so far)",
 				  srv->lim.max_conns, srv->refused);
 		store_conn_close(c, NULL);
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
-	rc = uv_read_start((uv_stream_t *)&c->tcp, store_on_alloc, store_on_read);
+	rc = uv_read_start((uv_stream_t *)&c->tcp, store_on_alloc,
+			   store_on_read);
 	if (rc != 0)
 		store_conn_close(c, "cannot read from connection");
 }
@@ -1062,8 +1079,8 @@ static void store_raise_nofile(void)
 }
 
 /* Allocate a server with its listener initialised but not bound. */
-static struct crun_store_server *store_server_alloc(uv_loop_t *loop,
-						    const struct crun_store_limits *lim)
+static struct crun_store_server *
+store_server_alloc(uv_loop_t *loop, const struct crun_store_limits *lim)
 {
 	struct crun_store_server *srv = calloc(1, sizeof(*srv));
 
@@ -1098,8 +1115,8 @@ static int store_server_listen(struct crun_store_server *srv)
 	if (rc != 0)
 		return rc;
 	srv->port = ntohs(ss.ss_family == AF_INET6
-				  ? ((struct sockaddr_in6 *)&ss)->sin6_port
-				  : ((struct sockaddr_in *)&ss)->sin_port);
+			      ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			      : ((struct sockaddr_in *)&ss)->sin_port);
 	return 0;
 }
 
@@ -1124,7 +1141,8 @@ static int store_server_bind(struct crun_store_server *srv, const char *host,
 		rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
 		if (rc == UV_EAFNOSUPPORT || rc == UV_EADDRNOTAVAIL) {
 			uv_ip4_addr("0.0.0.0", port, (struct sockaddr_in *)&ss);
-			rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+			rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss,
+					 0);
 		}
 		return rc;
 	}

@@ -26,40 +26,39 @@
 
 /* op -> opcode, per generation (-1: absent). */
 static const signed char store_wire_g0_codes[STORE_OP__COUNT] = {
-	[STORE_OP_VALIDATE] = -1,   [STORE_OP_SET] = 0,
-	[STORE_OP_COMPARE_SET] = 1, [STORE_OP_GET] = 2,
-	[STORE_OP_ADD] = 3,	    [STORE_OP_CHECK] = 4,
-	[STORE_OP_WAIT] = 5,	    [STORE_OP_GETNUMKEYS] = 6,
-	[STORE_OP_WATCH_KEY] = 7,   [STORE_OP_DELETE_KEY] = 8,
-	[STORE_OP_APPEND] = 9,	    [STORE_OP_MULTI_GET] = 10,
-	[STORE_OP_MULTI_SET] = 11,  [STORE_OP_CANCEL_WAIT] = 12,
-	[STORE_OP_PING] = -1,	    [STORE_OP_QUEUE_PUSH] = -1,
-	[STORE_OP_QUEUE_POP] = -1,  [STORE_OP_QUEUE_LEN] = -1,
-	[STORE_OP_LIST_KEYS] = -1,  [STORE_OP_BARRIER] = -1,
+    [STORE_OP_VALIDATE] = -1,	[STORE_OP_SET] = 0,
+    [STORE_OP_COMPARE_SET] = 1, [STORE_OP_GET] = 2,
+    [STORE_OP_ADD] = 3,		[STORE_OP_CHECK] = 4,
+    [STORE_OP_WAIT] = 5,	[STORE_OP_GETNUMKEYS] = 6,
+    [STORE_OP_WATCH_KEY] = 7,	[STORE_OP_DELETE_KEY] = 8,
+    [STORE_OP_APPEND] = 9,	[STORE_OP_MULTI_GET] = 10,
+    [STORE_OP_MULTI_SET] = 11,	[STORE_OP_CANCEL_WAIT] = 12,
+    [STORE_OP_PING] = -1,	[STORE_OP_QUEUE_PUSH] = -1,
+    [STORE_OP_QUEUE_POP] = -1,	[STORE_OP_QUEUE_LEN] = -1,
+    [STORE_OP_LIST_KEYS] = -1,	[STORE_OP_BARRIER] = -1,
 };
 
 static const signed char store_wire_g3_codes[STORE_OP__COUNT] = {
-	[STORE_OP_VALIDATE] = 0,    [STORE_OP_SET] = 1,
-	[STORE_OP_COMPARE_SET] = 2, [STORE_OP_GET] = 3,
-	[STORE_OP_ADD] = 4,	    [STORE_OP_CHECK] = 5,
-	[STORE_OP_WAIT] = 6,	    [STORE_OP_GETNUMKEYS] = 7,
-	[STORE_OP_WATCH_KEY] = -1,  [STORE_OP_DELETE_KEY] = 8,
-	[STORE_OP_APPEND] = 9,	    [STORE_OP_MULTI_GET] = 10,
-	[STORE_OP_MULTI_SET] = 11,  [STORE_OP_CANCEL_WAIT] = 12,
-	[STORE_OP_PING] = 13,	    [STORE_OP_QUEUE_PUSH] = 14,
-	[STORE_OP_QUEUE_POP] = 15,  [STORE_OP_QUEUE_LEN] = 16,
-	[STORE_OP_LIST_KEYS] = 17,  [STORE_OP_BARRIER] = 18,
+    [STORE_OP_VALIDATE] = 0,	[STORE_OP_SET] = 1,
+    [STORE_OP_COMPARE_SET] = 2, [STORE_OP_GET] = 3,
+    [STORE_OP_ADD] = 4,		[STORE_OP_CHECK] = 5,
+    [STORE_OP_WAIT] = 6,	[STORE_OP_GETNUMKEYS] = 7,
+    [STORE_OP_WATCH_KEY] = -1,	[STORE_OP_DELETE_KEY] = 8,
+    [STORE_OP_APPEND] = 9,	[STORE_OP_MULTI_GET] = 10,
+    [STORE_OP_MULTI_SET] = 11,	[STORE_OP_CANCEL_WAIT] = 12,
+    [STORE_OP_PING] = 13,	[STORE_OP_QUEUE_PUSH] = 14,
+    [STORE_OP_QUEUE_POP] = 15,	[STORE_OP_QUEUE_LEN] = 16,
+    [STORE_OP_LIST_KEYS] = 17,	[STORE_OP_BARRIER] = 18,
 };
 
 static const char *const store_wire_names[STORE_OP__COUNT] = {
-	"validate", "set",	  "compare_set", "get",	       "add",
-	"check",    "wait",	  "getnumkeys",	 "watch_key",  "delete_key",
-	"append",   "multi_get",  "multi_set",	 "cancel_wait", "ping",
-	"queue_push", "queue_pop", "queue_len",	 "list_keys",  "barrier",
+    "validate",	  "set",       "compare_set", "get",	     "add",
+    "check",	  "wait",      "getnumkeys",  "watch_key",   "delete_key",
+    "append",	  "multi_get", "multi_set",   "cancel_wait", "ping",
+    "queue_push", "queue_pop", "queue_len",   "list_keys",   "barrier",
 };
 
-static const unsigned char store_wire_magic[5] = {0x00, 0xce, 0xf7, 0x85,
-						  0x3c};
+static const unsigned char store_wire_magic[5] = {0x00, 0xce, 0xf7, 0x85, 0x3c};
 
 /* A read cursor over the frame being decoded. */
 struct store_cur {
@@ -143,9 +142,10 @@ static int store_cur_str(struct store_cur *c, size_t max, const char *what,
 	if (rc != 1)
 		return rc;
 	if (n > max)
-		return store_wire_err(c, CRUN_ETOOBIG,
-				      "%s of %llu bytes exceeds the limit of %zu",
-				      what, (unsigned long long)n, max);
+		return store_wire_err(
+		    c, CRUN_ETOOBIG,
+		    "%s of %llu bytes exceeds the limit of %zu", what,
+		    (unsigned long long)n, max);
 	if ((uint64_t)(c->end - c->p) < n)
 		return STORE_WIRE_NEED_MORE;
 	*s = c->p;
@@ -168,12 +168,14 @@ static int store_cur_list(struct store_cur *c, int pairs, struct store_req *r)
 	if (rc != 1)
 		return rc;
 	if (c->lim != NULL && r->n > c->lim->max_keys)
-		return store_wire_err(c, CRUN_ETOOBIG,
-				      "%llu keys in one request exceed the limit of %zu",
-				      (unsigned long long)r->n, c->lim->max_keys);
+		return store_wire_err(
+		    c, CRUN_ETOOBIG,
+		    "%llu keys in one request exceed the limit of %zu",
+		    (unsigned long long)r->n, c->lim->max_keys);
 	r->list = c->p;
 	for (i = 0; i < r->n; i++) {
-		/* Each string needs 8 bytes at least: fail before looping long. */
+		/* Each string needs 8 bytes at least: fail before looping long.
+		 */
 		if ((uint64_t)(c->end - c->p) / 8 < r->n - i)
 			return STORE_WIRE_NEED_MORE;
 		rc = store_cur_str(c, maxk, "key", &s, &slen);
@@ -193,7 +195,7 @@ static int store_cur_list(struct store_cur *c, int pairs, struct store_req *r)
 static int store_wire_op_of(enum store_gen gen, unsigned code)
 {
 	const signed char *t =
-		gen == STORE_GEN_G3 ? store_wire_g3_codes : store_wire_g0_codes;
+	    gen == STORE_GEN_G3 ? store_wire_g3_codes : store_wire_g0_codes;
 	int op;
 
 	for (op = 0; op < STORE_OP__COUNT; op++)
@@ -203,8 +205,9 @@ static int store_wire_op_of(enum store_gen gen, unsigned code)
 }
 
 int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
-		      const struct crun_store_limits *lim, struct store_req *req,
-		      size_t *used, char *errmsg, size_t errlen)
+		      const struct crun_store_limits *lim,
+		      struct store_req *req, size_t *used, char *errmsg,
+		      size_t errlen)
 {
 	struct store_cur c = {buf, buf + len, lim, errmsg, errlen};
 	size_t maxk = lim != NULL ? lim->max_key : SIZE_MAX;
@@ -226,8 +229,9 @@ int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
 	}
 	op = store_wire_op_of(*gen, buf[0]);
 	if (op < 0)
-		return store_wire_err(&c, CRUN_EPROTO, "unknown opcode 0x%02x (%s)",
-				      buf[0], *gen == STORE_GEN_G3 ? "g3" : "g0");
+		return store_wire_err(&c, CRUN_EPROTO,
+				      "unknown opcode 0x%02x (%s)", buf[0],
+				      *gen == STORE_GEN_G3 ? "g3" : "g0");
 	memset(req, 0, sizeof(*req));
 	req->op = (enum store_op)op;
 	c.p++;

@@ -11,17 +11,28 @@
 #include <stdio.h>
 
 /* Bits of a redirect/tee value, as torchrun's Std: 1 stdout, 2 stderr. */
-enum crun_std { CRUN_STD_NONE = 0, CRUN_STD_OUT = 1, CRUN_STD_ERR = 2, CRUN_STD_ALL = 3 };
+enum crun_std {
+	CRUN_STD_NONE = 0,
+	CRUN_STD_OUT = 1,
+	CRUN_STD_ERR = 2,
+	CRUN_STD_ALL = 3
+};
 
 /* Where a value came from, for --print-config. Higher wins. */
-enum crun_src { CRUN_SRC_DEFAULT = 0, CRUN_SRC_DERIVED, CRUN_SRC_FILE, CRUN_SRC_ENV, CRUN_SRC_CLI };
+enum crun_src {
+	CRUN_SRC_DEFAULT = 0,
+	CRUN_SRC_DERIVED,
+	CRUN_SRC_FILE,
+	CRUN_SRC_ENV,
+	CRUN_SRC_CLI
+};
 
 #define CRUN_MAX_LOCAL_RANKS 1024
 #define CRUN_CFG_MAX_OPTS 96
 
 /* "3" or "0:1,1:2": one value for every local rank, or a per-rank map. */
 struct crun_std_spec {
-	int all;	/* applies to local ranks not in the map */
+	int all; /* applies to local ranks not in the map */
 	int nmap;
 	int rank[64];
 	unsigned char val[64];
@@ -36,26 +47,26 @@ struct crun_rdzv_conf {
 	double heartbeat_timeout;
 	double keep_alive_interval;
 	int keep_alive_max_attempt;
-	double timeout;		/* static backend: wait for all agents */
-	int is_host;		/* -1 auto, 0, 1 */
-	char *store_type;	/* "tcp" (only tcp is supported) */
+	double timeout;	  /* static backend: wait for all agents */
+	int is_host;	  /* -1 auto, 0, 1 */
+	char *store_type; /* "tcp" (only tcp is supported) */
 	char *local_addr;
 };
 
 /* Limits of the agent's store (issue: the crun store). */
 struct crun_store_limits {
-	size_t max_key;		/* bytes per key */
-	size_t max_value;	/* bytes per value */
-	size_t max_keys;	/* keys in one request */
-	size_t max_memory;	/* total bytes of keys and values */
-	size_t max_conns;	/* concurrent connections */
+	size_t max_key;	   /* bytes per key */
+	size_t max_value;  /* bytes per value */
+	size_t max_keys;   /* keys in one request */
+	size_t max_memory; /* total bytes of keys and values */
+	size_t max_conns;  /* concurrent connections */
 };
 
 struct crun_cfg {
 	/* Nodes and workers. */
 	int nnodes_min, nnodes_max;
-	char *nproc_spec;	/* as given: "4", "cpu", "gpu", "auto" */
-	int nproc_per_node;	/* resolved */
+	char *nproc_spec;   /* as given: "4", "cpu", "gpu", "auto" */
+	int nproc_per_node; /* resolved */
 	int standalone;
 	int max_restarts;
 	double monitor_interval;
@@ -66,18 +77,18 @@ struct crun_cfg {
 	int module;
 	int no_python;
 	int run_path;
-	char **argv;		/* training script (or binary) and its args */
+	char **argv; /* training script (or binary) and its args */
 	int argc;
 
 	/* Rendezvous. */
-	char *rdzv_backend;	/* "static", "c10d", "etcd", "etcd-v2" */
+	char *rdzv_backend; /* "static", "c10d", "etcd", "etcd-v2" */
 	char *rdzv_endpoint;
 	char *rdzv_id;
 	char *rdzv_conf_str;
 	struct crun_rdzv_conf rdzv;
 	int node_rank;
 	char *master_addr;
-	int master_port;	/* -1 when not given */
+	int master_port; /* -1 when not given */
 	char *local_addr;
 
 	/* Logs. */
@@ -95,11 +106,11 @@ struct crun_cfg {
 	int nsignals;
 
 	/* crun's own. */
-	int agent_store;	/* 1: the agent hosts the workers' store */
+	int agent_store; /* 1: the agent hosts the workers' store */
 	struct crun_store_limits store;
 	char *config_file;
 	int print_config;
-	int slurm;		/* -1 auto, 0 off, 1 on */
+	int slurm; /* -1 auto, 0 off, 1 on */
 
 	/* Extra environment for workers ([env] in a job file), NAME=VALUE. */
 	char **env;
@@ -107,7 +118,8 @@ struct crun_cfg {
 
 	/*
 	 * Every option as text, indexed by option id: the value (NULL when
-	 * unset), where it came from (enum crun_src) and a human-readable origin
+	 * unset), where it came from (enum crun_src) and a human-readable
+	 * origin
 	 * ("--nnodes", "PET_NNODES", "job.ini:3") for error messages and
 	 * --print-config. Typed fields above are derived from these by
 	 * cfg_finalize, so precedence is decided in one place (cfg_set).
@@ -115,7 +127,7 @@ struct crun_cfg {
 	char *raw[CRUN_CFG_MAX_OPTS];
 	char *origin[CRUN_CFG_MAX_OPTS];
 	unsigned char src[CRUN_CFG_MAX_OPTS];
-	int nargs_override;	/* entrypoint args given after a job file */
+	int nargs_override; /* entrypoint args given after a job file */
 };
 
 /** Fill cfg with torchrun's defaults. Release with cfg_release. */
@@ -181,7 +193,8 @@ int cfg_apply_env(struct crun_cfg *cfg, char **envp);
  * between cfg_parse_args and cfg_finalize. CRUN_EUSAGE with errmsg for
  * --slurm outside SLURM or a malformed SLURM environment.
  */
-int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg, size_t len);
+int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg,
+		    size_t len);
 
 /**
  * Load an INI job file into cfg (source: job file). ${VAR} and ${VAR:-dflt}

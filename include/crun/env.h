@@ -37,9 +37,9 @@ struct crun_node_info {
 /** What the contract says about one node's workers. */
 struct crun_ranks {
 	int group_rank, group_world_size;
-	int base_rank;		/* RANK of local rank 0 */
+	int base_rank; /* RANK of local rank 0 */
 	int world_size;
-	int base_role_rank;	/* ROLE_RANK of local rank 0 */
+	int base_role_rank; /* ROLE_RANK of local rank 0 */
 	int role_world_size;
 	int local_world_size;
 };
@@ -60,7 +60,7 @@ struct crun_worker_ctx {
 	int restart_count, max_restarts;
 	const char *run_id;
 	int use_agent_store;
-	const char *error_file;	/* may be NULL */
+	const char *error_file; /* may be NULL */
 	int nproc;		/* for OMP_NUM_THREADS */
 };
 

@@ -16,7 +16,7 @@
 	X(ETIMEDOUT, -5007, "timed out")                                       \
 	X(ERDZV_TIMEOUT, -5008, "rendezvous timed out")                        \
 	X(ERDZV_CLOSED, -5009, "rendezvous closed")                            \
-	X(ERDZV_MISMATCH, -5010, "rendezvous configuration mismatch")         \
+	X(ERDZV_MISMATCH, -5010, "rendezvous configuration mismatch")          \
 	X(EWORKER, -5011, "worker failed")                                     \
 	X(ENOTFOUND, -5012, "not found")                                       \
 	X(EADDRINUSE_OTHER, -5013, "address in use by another program")

@@ -14,10 +14,10 @@
 typedef void (*linebuf_emit_cb)(void *ctx, const char *line, size_t len);
 
 struct crun_linebuf {
-	char *buf;	/* prefix, then the pending partial line */
-	size_t plen;	/* prefix length */
-	size_t len;	/* bytes used, prefix included */
-	size_t max;	/* longest line body before it is cut */
+	char *buf;   /* prefix, then the pending partial line */
+	size_t plen; /* prefix length */
+	size_t len;  /* bytes used, prefix included */
+	size_t max;  /* longest line body before it is cut */
 };
 
 /** Set up lb with a prefix (copied; may be "") and a line limit (> 0). */

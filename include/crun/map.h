@@ -21,7 +21,7 @@ struct map_node {
 
 struct map {
 	struct map_node **buckets;
-	size_t mask;	/* number of buckets - 1; buckets is NULL while empty */
+	size_t mask; /* number of buckets - 1; buckets is NULL while empty */
 	size_t count;
 };
 
@@ -49,8 +49,8 @@ void map_remove(struct map *m, struct map_node *n);
 
 /* Iteration state: zero it to start (struct map_iter it = {0}). */
 struct map_iter {
-	size_t pos;		/* next bucket to look at */
-	struct map_node *next;	/* next node in the current chain */
+	size_t pos;	       /* next bucket to look at */
+	struct map_node *next; /* next node in the current chain */
 };
 
 /**

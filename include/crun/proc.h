@@ -23,12 +23,13 @@ struct crun_proc;
 typedef void (*proc_exit_cb)(struct crun_proc *p, int status, int term_signal);
 
 struct proc_opts {
-	char **argv;		/* argv[0] is looked up in PATH if it has no '/' */
-	char **envp;		/* the complete environment; NULL: inherit */
-	const char *cwd;	/* NULL: inherit */
-	int fd_in, fd_out, fd_err; /* child's 0/1/2; -1: /dev/null for 0, inherit for 1/2 */
-	int pdeath_signal;	/* sent to the child when crun dies; 0: SIGKILL */
-	int own_group;		/* 1: setpgid(0, 0) in the child */
+	char **argv;	 /* argv[0] is looked up in PATH if it has no '/' */
+	char **envp;	 /* the complete environment; NULL: inherit */
+	const char *cwd; /* NULL: inherit */
+	int fd_in, fd_out,
+	    fd_err; /* child's 0/1/2; -1: /dev/null for 0, inherit for 1/2 */
+	int pdeath_signal; /* sent to the child when crun dies; 0: SIGKILL */
+	int own_group;	   /* 1: setpgid(0, 0) in the child */
 	proc_exit_cb exit_cb;
 	void *data;
 };

@@ -54,16 +54,19 @@ typedef void (*rdzv_kv_cb)(int status, const struct crun_store_reply *r,
 			   void *arg);
 
 struct rdzv_kv_ops {
-	int (*add)(void *kv, const char *key, int64_t delta, rdzv_kv_cb cb, void *arg);
-	int (*set)(void *kv, const char *key, const void *v, size_t n, rdzv_kv_cb cb,
+	int (*add)(void *kv, const char *key, int64_t delta, rdzv_kv_cb cb,
 		   void *arg);
-	int (*compare_set)(void *kv, const char *key, const void *exp, size_t elen,
-			   const void *des, size_t dlen, rdzv_kv_cb cb, void *arg);
+	int (*set)(void *kv, const char *key, const void *v, size_t n,
+		   rdzv_kv_cb cb, void *arg);
+	int (*compare_set)(void *kv, const char *key, const void *exp,
+			   size_t elen, const void *des, size_t dlen,
+			   rdzv_kv_cb cb, void *arg);
 	/* Wait (up to timeout_ms; -1 forever) for every key, then read them. */
-	int (*multi_get)(void *kv, const char *const *keys, size_t n, int timeout_ms,
+	int (*multi_get)(void *kv, const char *const *keys, size_t n,
+			 int timeout_ms, rdzv_kv_cb cb, void *arg);
+	int (*multi_set)(void *kv, const char *const *keys,
+			 const void *const *vals, const size_t *lens, size_t n,
 			 rdzv_kv_cb cb, void *arg);
-	int (*multi_set)(void *kv, const char *const *keys, const void *const *vals,
-			 const size_t *lens, size_t n, rdzv_kv_cb cb, void *arg);
 	/*
 	 * Wait for key to exist and read it, on a channel of its own so the
 	 * calls above keep flowing meanwhile. One watch at a time.
@@ -75,13 +78,13 @@ struct rdzv_kv_ops {
 /* ---- the rendezvous ----------------------------------------------------- */
 
 struct rdzv_opts {
-	const char *run_id;	/* NULL: adopt the endpoint's job id */
+	const char *run_id; /* NULL: adopt the endpoint's job id */
 	int min_nodes, max_nodes;
-	int static_rank;	/* >= 0: static backend with this node rank */
+	int static_rank; /* >= 0: static backend with this node rank */
 	int max_restarts;
-	const char *host;	/* this node's name (hostname or --local_addr) */
-	const char *addr;	/* this node's address for MASTER_ADDR */
-	int is_store_host;	/* this node hosts the store: group rank 0 */
+	const char *host;  /* this node's name (hostname or --local_addr) */
+	const char *addr;  /* this node's address for MASTER_ADDR */
+	int is_store_host; /* this node hosts the store: group rank 0 */
 	int nproc;
 	const char *role;
 	double join_timeout, last_call_timeout, close_timeout;
@@ -97,7 +100,7 @@ struct rdzv_opts {
 
 /* What a round gives this node. */
 struct rdzv_result {
-	int round;		/* job-wide generation: TORCHELASTIC_RESTART_COUNT */
+	int round; /* job-wide generation: TORCHELASTIC_RESTART_COUNT */
 	struct crun_ranks ranks;
 	char master_addr[256];
 	int master_port;
@@ -106,10 +109,10 @@ struct rdzv_result {
 
 /* Why a running round ended (argument of rdzv_end_cb). */
 enum rdzv_end_kind {
-	RDZV_END_FAILURE = 'F',	/* a worker failed somewhere: costs a restart */
+	RDZV_END_FAILURE = 'F', /* a worker failed somewhere: costs a restart */
 	RDZV_END_JOIN = 'J',	/* a node waits to join: free restart */
 	RDZV_END_DEAD = 'D',	/* a node died or stopped answering */
-	RDZV_END_SUCCESS = 'S',	/* a node finished: no restart possible */
+	RDZV_END_SUCCESS = 'S', /* a node finished: no restart possible */
 	RDZV_END_FATAL = 'X',	/* the job cannot go on */
 	RDZV_END_LOST = 'L',	/* this node lost the store host */
 };
@@ -159,8 +162,8 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
  * (up to close_timeout) until every node of the round has finished or the
  * round ended, so nobody loses the store early; cb runs once after that.
  */
-int rdzv_finish(struct crun_rdzv *r, void (*cb)(struct crun_rdzv *r, void *data),
-		void *data);
+int rdzv_finish(struct crun_rdzv *r,
+		void (*cb)(struct crun_rdzv *r, void *data), void *data);
 
 /** Job-wide failure restarts so far (as read by rdzv_may_restart). */
 int rdzv_restarts(const struct crun_rdzv *r);

@@ -17,17 +17,18 @@ struct crun_rdzv_store;
 extern const struct rdzv_kv_ops rdzv_store_ops;
 
 struct rdzv_store_opts {
-	const char *host;	/* endpoint host */
-	int port;		/* endpoint port */
-	int is_host;		/* -1: host if the endpoint is this machine */
-	int timeout_ms;		/* keep trying to connect this long */
+	const char *host; /* endpoint host */
+	int port;	  /* endpoint port */
+	int is_host;	  /* -1: host if the endpoint is this machine */
+	int timeout_ms;	  /* keep trying to connect this long */
 	const struct crun_store_limits *limits;
-	char *errmsg;		/* filled on a synchronous error */
+	char *errmsg; /* filled on a synchronous error */
 	size_t errlen;
 };
 
 /** status 0: connected (and hosting, if chosen); else see rdzv_store_errmsg. */
-typedef void (*rdzv_store_open_cb)(struct crun_rdzv_store *s, int status, void *data);
+typedef void (*rdzv_store_open_cb)(struct crun_rdzv_store *s, int status,
+				   void *data);
 typedef void (*rdzv_store_close_cb)(void *data);
 
 /**
@@ -37,17 +38,20 @@ typedef void (*rdzv_store_close_cb)(void *data);
  * then free with rdzv_store_free from its callback.
  */
 int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
-		    rdzv_store_open_cb cb, void *data, struct crun_rdzv_store **out);
+		    rdzv_store_open_cb cb, void *data,
+		    struct crun_rdzv_store **out);
 
 int rdzv_store_is_host(const struct crun_rdzv_store *s);
 const char *rdzv_store_errmsg(const struct crun_rdzv_store *s);
 struct crun_store_server *rdzv_store_server(const struct crun_rdzv_store *s);
 
 /** Close every connection (failing pending requests) and the server. */
-void rdzv_store_close(struct crun_rdzv_store *s, rdzv_store_close_cb cb, void *data);
+void rdzv_store_close(struct crun_rdzv_store *s, rdzv_store_close_cb cb,
+		      void *data);
 void rdzv_store_free(struct crun_rdzv_store *s);
 
-/** Whether host names this machine: localhost, hostname, FQDN, a local address. */
+/** Whether host names this machine: localhost, hostname, FQDN, a local address.
+ */
 int rdzv_host_is_local(const char *host);
 
 /** "pid N (comm)" of the process listening on TCP port, or "". */

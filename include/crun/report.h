@@ -15,12 +15,12 @@ struct crun_failure {
 	int rank, local_rank, group_rank;
 	pid_t pid;
 	char host[256];
-	int exitcode;		/* 128+N for signal N */
-	int signal;		/* 0 when the worker exited */
-	double time;		/* epoch seconds: error file's, else detection */
-	char *error_file;	/* path, or NULL when none was written */
-	char *message;		/* error file's message, or NULL */
-	char *traceback;	/* error file's py_callstack, else stderr tail */
+	int exitcode;	  /* 128+N for signal N */
+	int signal;	  /* 0 when the worker exited */
+	double time;	  /* epoch seconds: error file's, else detection */
+	char *error_file; /* path, or NULL when none was written */
+	char *message;	  /* error file's message, or NULL */
+	char *traceback;  /* error file's py_callstack, else stderr tail */
 };
 
 void failure_release(struct crun_failure *f);
@@ -37,8 +37,8 @@ int failure_read_error_file(struct crun_failure *f, const char *path);
 int report_root(const struct crun_failure *f, int n);
 
 /** Print the failure block (torchrun's layout) for the entrypoint name. */
-void report_print(FILE *fp, const char *entrypoint, const struct crun_failure *f,
-		  int n);
+void report_print(FILE *fp, const char *entrypoint,
+		  const struct crun_failure *f, int n);
 
 /** Write the failures as JSON ({"entrypoint", "root_cause", "failures"}). */
 int report_write_json(const char *path, const char *entrypoint,

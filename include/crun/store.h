@@ -25,10 +25,11 @@ struct crun_store_server;
 struct crun_store_client;
 struct crun_store_aclient;
 
-/* Defaults of store_limits_default(). The first three are PyTorch's libuv server's. */
-#define CRUN_STORE_MAX_KEY (8u << 10)		/* 8 KiB per key */
-#define CRUN_STORE_MAX_VALUE (8u << 20)		/* 8 MiB per value */
-#define CRUN_STORE_MAX_KEYS (128u << 10)	/* keys in one WAIT/CHECK/MULTI_* */
+/* Defaults of store_limits_default(). The first three are PyTorch's libuv
+ * server's. */
+#define CRUN_STORE_MAX_KEY (8u << 10)	 /* 8 KiB per key */
+#define CRUN_STORE_MAX_VALUE (8u << 20)	 /* 8 MiB per value */
+#define CRUN_STORE_MAX_KEYS (128u << 10) /* keys in one WAIT/CHECK/MULTI_* */
 #define CRUN_STORE_MAX_MEMORY ((size_t)1 << 30) /* 1 GiB of keys and values */
 #define CRUN_STORE_MAX_CONNS 65536u		/* concurrent connections */
 
@@ -74,7 +75,8 @@ int store_server_new_fd(uv_loop_t *loop, int fd,
 /** The port the server listens on (the chosen one if created with port 0). */
 int store_server_port(const struct crun_store_server *srv);
 
-/** Silence (1) or restore (0) the server's log lines about closed connections. */
+/** Silence (1) or restore (0) the server's log lines about closed connections.
+ */
 void store_server_set_quiet(struct crun_store_server *srv, int quiet);
 
 /** Connections open right now. */
@@ -104,8 +106,9 @@ int store_server_add(struct crun_store_server *srv, const char *key,
 
 /* ---- Blocking client --------------------------------------------------- */
 
-/* Flags of store_connect_ex. */
-#define CRUN_STORE_G0 1 /* speak PyTorch <= 1.13's protocol: no VALIDATE/PING */
+/* Flags of store_connect_ex. CRUN_STORE_G0: speak PyTorch <= 1.13's
+ * protocol (no VALIDATE, no PING). */
+#define CRUN_STORE_G0 1
 
 /**
  * Connect to a store, retrying a refused or unreachable connection with
@@ -149,7 +152,8 @@ int store_set(struct crun_store_client *c, const char *key, const void *val,
 int store_get(struct crun_store_client *c, const char *key, int timeout_ms,
 	      void **val, size_t *len);
 
-/** ADD delta to the decimal counter at key; *result (may be NULL) gets the sum. */
+/** ADD delta to the decimal counter at key; *result (may be NULL) gets the sum.
+ */
 int store_add(struct crun_store_client *c, const char *key, int64_t delta,
 	      int64_t *result);
 
@@ -163,16 +167,19 @@ int store_compare_set(struct crun_store_client *c, const char *key,
 		      const void *expected, size_t elen, const void *desired,
 		      size_t dlen, void **cur, size_t *curlen);
 
-/** CHECK: *ready = 1 if every key exists, else 0. Never blocks on the server. */
+/** CHECK: *ready = 1 if every key exists, else 0. Never blocks on the server.
+ */
 int store_check(struct crun_store_client *c, const char *const *keys, size_t n,
 		int *ready);
 
-/** WAIT until every key exists, or CRUN_ETIMEDOUT after timeout_ms (-1: default). */
+/** WAIT until every key exists, or CRUN_ETIMEDOUT after timeout_ms (-1:
+ * default). */
 int store_wait(struct crun_store_client *c, const char *const *keys, size_t n,
 	       int timeout_ms);
 
 /** DELETE_KEY: *deleted (may be NULL) = 1 if the key existed. */
-int store_delete_key(struct crun_store_client *c, const char *key, int *deleted);
+int store_delete_key(struct crun_store_client *c, const char *key,
+		     int *deleted);
 
 /** GETNUMKEYS: number of keys in the server's map. */
 int store_num_keys(struct crun_store_client *c, int64_t *n);
@@ -206,11 +213,11 @@ struct crun_store_iov {
 };
 
 struct crun_store_reply {
-	const void *value;	/* get, compare_set */
+	const void *value; /* get, compare_set */
 	size_t len;
-	int64_t num;		/* add: the sum; delete_key: 1/0; num_keys */
-	int ready;		/* check */
-	size_t nvalues;		/* multi_get */
+	int64_t num;	/* add: the sum; delete_key: 1/0; num_keys */
+	int ready;	/* check */
+	size_t nvalues; /* multi_get */
 	const struct crun_store_iov *values;
 };
 

@@ -10,9 +10,9 @@
 
 struct crun_tail {
 	char *buf;
-	size_t cap;	/* bytes kept */
-	size_t pos;	/* next write position */
-	size_t total;	/* bytes ever written (saturating is fine) */
+	size_t cap;   /* bytes kept */
+	size_t pos;   /* next write position */
+	size_t total; /* bytes ever written (saturating is fine) */
 };
 
 int tail_init(struct crun_tail *t, size_t cap);
