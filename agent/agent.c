@@ -593,7 +593,7 @@ static int reserve_port(struct agent *a, int *port)
 }
 
 /* Create <log_root>/attempt_<n>; a directory that exists is never reused. */
-static int make_attempt_dir(struct agent *a)
+static int make_attempt_dir(struct agent *a, int generation)
 {
 	char path[PATH_MAX];
 
@@ -601,8 +601,7 @@ static int make_attempt_dir(struct agent *a)
 	a->attempt_dir = NULL;
 	if (a->log_root == NULL)
 		return 0;
-	snprintf(path, sizeof(path), "%s/attempt_%d", a->log_root,
-		 a->restart_count);
+	snprintf(path, sizeof(path), "%s/attempt_%d", a->log_root, generation);
 	for (int k = 1; mkdir(path, 0755) != 0; k++) {
 		if (errno != EEXIST || k > 1000) {
 			say("cannot create log directory '%s': %s", path,
@@ -610,13 +609,12 @@ static int make_attempt_dir(struct agent *a)
 			return -errno;
 		}
 		snprintf(path, sizeof(path), "%s/attempt_%d.%d", a->log_root,
-			 a->restart_count, k);
+			 generation, k);
 	}
 	a->attempt_dir = strdup(path);
 	return 0;
 }
 
-/* The rendezvous of a single node: it is group rank 0 of a group of one. */
 /*
  * Start the workers' store of a round (called on group rank 0): a fresh
  * keyspace per round serves PyTorch versions that prefix /worker/attempt_<n>
@@ -668,7 +666,7 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 		return;
 	}
 	a->logs_ready = 1;
-	if (make_attempt_dir(a)) {
+	if (make_attempt_dir(a, res->round)) {
 		agent_finish(a, 1);
 		return;
 	}

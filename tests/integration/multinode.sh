@@ -48,14 +48,18 @@ done
 
 # 2. A worker failure on one node restarts every node, one generation.
 PORT=$(free_port) JOB=restart
-agent a 2 2 --max_restarts=1 "$FAKE_WORKER" append "$T/runs" run fail-if 3 0 5 hang-if-attempt 0
-agent b 2 2 --max_restarts=1 "$FAKE_WORKER" append "$T/runs" run fail-if 3 0 5 hang-if-attempt 0
+agent a 2 2 --max_restarts=1 --log_dir="$T/la" "$FAKE_WORKER" append "$T/runs" run fail-if 3 0 5 hang-if-attempt 0
+agent b 2 2 --max_restarts=1 --log_dir="$T/lb" "$FAKE_WORKER" append "$T/runs" run fail-if 3 0 5 hang-if-attempt 0
 expect_status a 0
 expect_status b 0
 expect_eq "every rank ran generation 1" "$(grep ' 1$' "$T/runs" | sort | tr '\n' ' ')" "run 0 1 run 1 1 run 2 1 run 3 1 "
 cat "$T/a.out" "$T/b.out" >"$T/ab.out"
 expect_grep "the other node heard of it" "a worker failed on another node" "$T/ab.out"
 expect_grep "restart counted once, job-wide" "restart 1 of 1 after a worker failure" "$T/ab.out"
+for d in la lb; do
+	[ -d "$T/$d/restart/attempt_0/0" ] && [ -d "$T/$d/restart/attempt_1/1" ] ||
+		fail "log directories of generations 0 and 1 missing in $d"
+done
 
 # 3. Restarts exhausted: every node exits with the failed worker's status.
 PORT=$(free_port) JOB=exhaust
