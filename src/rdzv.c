@@ -90,6 +90,7 @@ struct op {
 static void join_round(struct crun_rdzv *r);
 static void try_close(struct crun_rdzv *r);
 static void start_running(struct crun_rdzv *r);
+static void on_deadline(uv_timer_t *t);
 
 static void key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -663,8 +664,12 @@ static void on_spare_end(int status, const struct crun_store_reply *rep,
 		return;
 	if (status)
 		return store_error(r, status);
-	/* The full round ended: there may be room for us in the next one. */
+	/* The full round ended: there may be room for us in the next one,
+	 * which gets the whole join_timeout again. */
 	r->state = R_JOINING;
+	r->deadline_phase = 0;
+	uv_timer_start(&r->deadline, on_deadline,
+		       (uint64_t)(r->o.join_timeout * 1000), 0);
 	join_round(r);
 }
 
