@@ -759,12 +759,16 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 		}
 		if (a[0] != '-' || a[1] == '\0')
 			break;
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+		/* No option starts with "h" or "v": any prefix is unique. */
+		if (strcmp(a, "-h") == 0 ||
+		    (a[1] == '-' && a[2] == 'h' &&
+		     strncmp(a + 2, "help", strlen(a + 2)) == 0)) {
 			usage(stdout);
 			*done = 1;
 			return 0;
 		}
-		if (strcmp(a, "--version") == 0) {
+		if (a[1] == '-' && a[2] == 'v' &&
+		    strncmp(a + 2, "version", strlen(a + 2)) == 0) {
 			printf("crun %s\n", CRUN_VERSION);
 			*done = 1;
 			return 0;

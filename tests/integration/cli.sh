@@ -9,6 +9,9 @@ for g in "Worker/node size:" "Rendezvous:" "User-code launch:" "Logs:" "Lifecycl
 done
 expect_grep "run_path says crun starts a fresh process" "always starts a fresh process" "$T/help"
 "$CRUN" --version | grep -q '^crun [0-9]' || fail "--version"
+# Unique prefixes are accepted, as argparse does.
+"$CRUN" --vers | grep -q '^crun [0-9]' || fail "--vers"
+"$CRUN" --he | grep -q '^usage: crun' || fail "--he"
 
 # bad ARGS... EXPECTED-SUBSTRING
 bad() {
