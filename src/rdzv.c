@@ -91,6 +91,9 @@ static void join_round(struct crun_rdzv *r);
 static void try_close(struct crun_rdzv *r);
 static void start_running(struct crun_rdzv *r);
 static void on_deadline(uv_timer_t *t);
+static void on_node_end(int status, const struct crun_store_reply *rep,
+			void *arg);
+static int mark_ended(struct crun_rdzv *r, int n);
 
 static void key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -518,11 +521,13 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 		return store_error(r, status);
 	v = calloc((size_t)n, sizeof(*v));
 	info = calloc((size_t)n, sizeof(*info));
-	keys = calloc((size_t)n, sizeof(*keys));
-	vals = calloc((size_t)n, sizeof(*vals));
-	kp = calloc((size_t)n, sizeof(*kp));
-	vp = calloc((size_t)n, sizeof(*vp));
-	lens = calloc((size_t)n, sizeof(*lens));
+	/* Every assignment, and every host name by group rank (for messages).
+	 */
+	keys = calloc(2 * (size_t)n, sizeof(*keys));
+	vals = calloc(2 * (size_t)n, sizeof(*vals));
+	kp = calloc(2 * (size_t)n, sizeof(*kp));
+	vp = calloc(2 * (size_t)n, sizeof(*vp));
+	lens = calloc(2 * (size_t)n, sizeof(*lens));
 	if (!v || !info || !keys || !vals || !kp || !vp || !lens)
 		abort();
 	for (int i = 0; i < n; i++) {
@@ -571,8 +576,12 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 		kp[g] = keys[g];
 		vp[g] = vals[g];
 		lens[g] = strlen(vals[g]);
+		key(r, keys[n + g], "r%d/host/%d", r->round, g);
+		kp[n + g] = keys[n + g];
+		vp[n + g] = v[g].host;
+		lens[n + g] = strlen(v[g].host);
 	}
-	r->ops->multi_set(r->kv, kp, vp, lens, (size_t)n, NULL, NULL);
+	r->ops->multi_set(r->kv, kp, vp, lens, 2 * (size_t)n, NULL, NULL);
 	key(r, k, "r%d/assigned", r->round);
 	r->ops->set(r->kv, k, "ok", 2, on_closed_assigned, NULL);
 out:
@@ -901,7 +910,8 @@ int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
 
 /* --- running ------------------------------------------------------------ */
 
-static void on_watch_end(int status, const struct crun_store_reply *rep,
+/* The round's "end" value: its first byte is the kind, then the reason. */
+static void on_end_value(int status, const struct crun_store_reply *rep,
 			 void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
@@ -912,20 +922,69 @@ static void on_watch_end(int status, const struct crun_store_reply *rep,
 		return;
 	if (status)
 		return store_error(r, status);
-	n = rep->len < sizeof(why) - 1 ? rep->len : sizeof(why) - 1;
-	memcpy(why, rep->value, n);
-	why[n] = '\0';
+	if (rep->nvalues != 1)
+		return store_error(r, CRUN_EPROTO);
+	reply_str(rep, 0, why, sizeof(why));
+	n = strlen(why);
 	round_ended(r, n ? why[0] : RDZV_END_FATAL, n > 2 ? why + 2 : why);
 }
 
+/* Our end/<g> mark is set: read why the round ended. */
+static void on_node_end(int status, const struct crun_store_reply *rep,
+			void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char k[KEYMAX];
+	const char *kp[1] = {k};
+
+	(void)rep;
+	if (r == NULL || status == CRUN_ECANCELED)
+		return;
+	if (status)
+		return store_error(r, status);
+	key(r, k, "r%d/end", r->round);
+	if (r->ops->multi_get(r->kv, kp, 1, 10000, on_end_value, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
 static void on_hb_tick(uv_timer_t *t);
+
+static void on_dead_host(int status, const struct crun_store_reply *rep,
+			 void *arg)
+{
+	struct op *o = arg;
+	struct crun_rdzv *r = o->r;
+	char host[256] = "?", why[400];
+
+	if (r->state == R_RUNNING || r->state == R_FINISHING) {
+		if (status == 0 && rep->nvalues == 1)
+			reply_str(rep, 0, host, sizeof(host));
+		snprintf(why, sizeof(why), "%s (group rank %d) %s", host,
+			 o->arg, (const char *)o->data);
+		if (o->round == r->round)
+			rdzv_end_round(r, RDZV_END_DEAD, why);
+	}
+	free(o);
+}
+
+/* Node g is gone: end the round, naming its host (read from the store). */
+static void declare_dead(struct crun_rdzv *r, int g, const char *how)
+{
+	char k[KEYMAX];
+	const char *kp[1] = {k};
+	struct op *o = op_new(r, g);
+
+	o->data = (void *)how; /* a string literal */
+	key(r, k, "r%d/host/%d", r->round, g);
+	if (r->ops->multi_get(r->kv, kp, 1, 2000, on_dead_host, o))
+		free(o);
+}
 
 /* The watched successor stalled: did it finish (then watch the next one)? */
 static void on_succ_done(int status, const struct crun_store_reply *rep,
 			 void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char why[400];
 
 	if (r == NULL || (r->state != R_RUNNING && r->state != R_FINISHING))
 		return;
@@ -938,14 +997,7 @@ static void on_succ_done(int status, const struct crun_store_reply *rep,
 		r->succ_last = -1;
 		return;
 	}
-	if (r->succ == (r->grank + 1) % r->gworld)
-		snprintf(why, sizeof(why),
-			 "%s (group rank %d) stopped answering", r->succ_host,
-			 r->succ);
-	else
-		snprintf(why, sizeof(why), "group rank %d stopped answering",
-			 r->succ);
-	rdzv_end_round(r, RDZV_END_DEAD, why);
+	declare_dead(r, r->succ, "stopped answering");
 }
 
 static void on_hb_succ(int status, const struct crun_store_reply *rep,
@@ -1014,8 +1066,9 @@ static void start_running(struct crun_rdzv *r)
 	char k[KEYMAX];
 	uint64_t ms = (uint64_t)(r->o.keep_alive_interval * 1000);
 
-	key(r, k, "r%d/end", r->round);
-	if (r->ops->watch(r->kv, k, -1, on_watch_end, op_new(r, 0)))
+	/* A key of our own, so the store host can tell when we vanish. */
+	key(r, k, "r%d/end/%d", r->round, r->grank);
+	if (r->ops->watch(r->kv, k, -1, on_node_end, op_new(r, 0)))
 		return store_error(r, CRUN_ECLOSED);
 	uv_timer_start(&r->hb, on_hb_tick, ms ? ms : 1, ms ? ms : 1);
 }
@@ -1063,6 +1116,40 @@ static void on_end_recorded(int status, const struct crun_store_reply *rep,
 	free(o);
 }
 
+/*
+ * After "end" is written: set every participant's end/<g> (what each one
+ * watches), so they all learn it, in one MULTI_SET.
+ */
+static int mark_ended(struct crun_rdzv *r, int n)
+{
+	char(*keys)[KEYMAX];
+	const char **kp;
+	const void **vp;
+	size_t *lens;
+	int rc = 0;
+
+	if (n <= 0)
+		return 0;
+	keys = calloc((size_t)n, sizeof(*keys));
+	kp = calloc((size_t)n, sizeof(*kp));
+	vp = calloc((size_t)n, sizeof(*vp));
+	lens = calloc((size_t)n, sizeof(*lens));
+	if (!keys || !kp || !vp || !lens)
+		abort();
+	for (int g = 0; g < n; g++) {
+		key(r, keys[g], "r%d/end/%d", r->round, g);
+		kp[g] = keys[g];
+		vp[g] = "1";
+		lens[g] = 1;
+	}
+	rc = r->ops->multi_set(r->kv, kp, vp, lens, (size_t)n, NULL, NULL);
+	free(keys);
+	free(kp);
+	free(vp);
+	free(lens);
+	return rc;
+}
+
 int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 {
 	char k[KEYMAX], cur[16], next[16], val[600], ek[KEYMAX];
@@ -1106,8 +1193,9 @@ int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 	if (rc) {
 		free(o->data);
 		free(o);
+		return rc;
 	}
-	return rc;
+	return mark_ended(r, n);
 }
 
 /* Abort a round that is still forming; "assigned" tells its participants. */
@@ -1262,6 +1350,7 @@ static void on_finished_count(int status, const struct crun_store_reply *rep,
 		key(r, k, "r%d/end", r->round);
 		r->ops->compare_set(r->kv, k, "", 0, "S all nodes finished", 20,
 				    NULL, NULL);
+		mark_ended(r, r->gworld);
 	}
 	if (!r->o.is_store_host)
 		return finish_done(r);
@@ -1293,6 +1382,64 @@ int rdzv_finish(struct crun_rdzv *r,
 	return r->ops->add(r->kv, k2, 1, on_finished_count, r);
 }
 
+/* --- vanished nodes (store host only) ---------------------------------- */
+
+static void on_vanished_done(int status, const struct crun_store_reply *rep,
+			     void *arg)
+{
+	int g;
+	struct crun_rdzv *r = op_take(arg, NULL, &g);
+
+	if (r == NULL || status ||
+	    (r->state != R_RUNNING && r->state != R_FINISHING))
+		return;
+	if (!reply_is(rep, PEEK))
+		return; /* it finished and left */
+	declare_dead(r, g, "disconnected");
+}
+
+static void on_vanished_end(int status, const struct crun_store_reply *rep,
+			    void *arg)
+{
+	int g;
+	struct crun_rdzv *r = op_take(arg, NULL, &g);
+	char k[KEYMAX];
+
+	if (r == NULL || status || !reply_is(rep, PEEK))
+		return; /* the round already ended: leaving is expected */
+	key(r, k, "r%d/done/%d", r->round, g);
+	r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+			    on_vanished_done, op_new(r, g));
+}
+
+/*
+ * The store host saw a client vanish while it waited on "r<R>/end/<g>":
+ * node g's agent died or its connection broke. Unless the round already
+ * ended or g finished, that node is gone: end the round now rather than
+ * after missed heartbeats.
+ */
+static void rdzv_on_vanish(void *arg, const char *k, size_t klen)
+{
+	struct crun_rdzv *r = arg;
+	char buf[KEYMAX], tail[16];
+	size_t plen = strlen(r->prefix);
+	int round, g;
+
+	if (klen >= sizeof(buf) || klen <= plen ||
+	    memcmp(k, r->prefix, plen) != 0)
+		return;
+	memcpy(buf, k + plen, klen - plen);
+	buf[klen - plen] = '\0';
+	if (sscanf(buf, "r%d/end/%d%15s", &round, &g, tail) != 2)
+		return;
+	if (round != r->round || g == r->grank || g < 0 || g >= r->gworld ||
+	    (r->state != R_RUNNING && r->state != R_FINISHING))
+		return;
+	key(r, buf, "r%d/end", r->round);
+	r->ops->compare_set(r->kv, buf, PEEK, strlen(PEEK), "", 0,
+			    on_vanished_end, op_new(r, g));
+}
+
 /* --- life cycle --------------------------------------------------------- */
 
 int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
@@ -1322,6 +1469,8 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	uv_timer_init(loop, &r->hb);
 	uv_timer_init(loop, &r->deadline);
 	r->last_call.data = r->hb.data = r->deadline.data = r;
+	if (ops->on_vanish)
+		ops->on_vanish(kv, rdzv_on_vanish, r);
 	*out = r;
 	return 0;
 }
@@ -1341,6 +1490,8 @@ static void rdzv_on_timer_closed(uv_handle_t *h)
 
 void rdzv_free(struct crun_rdzv *r)
 {
+	if (r->ops->on_vanish)
+		r->ops->on_vanish(r->kv, NULL, NULL);
 	r->state = R_DONE;
 	r->timers = 3;
 	uv_close((uv_handle_t *)&r->last_call, rdzv_on_timer_closed);

@@ -40,6 +40,8 @@ struct crun_rdzv_store {
 	int closing;
 	int pending_close;
 	const struct crun_store_limits *limits;
+	store_vanish_cb vanish_cb;
+	void *vanish_arg;
 	int would_host; /* should host, but the port was taken */
 	int ticks, bad_ticks;
 	rdzv_store_open_cb open_cb;
@@ -193,6 +195,18 @@ static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
 	SUBMIT(store_aclient_get(s->watch, key, timeout_ms, kv_on_reply, q));
 }
 
+/* The store host learns at once which node's watch connection broke. */
+static void kv_on_vanish(void *kv, void (*cb)(void *, const char *, size_t),
+			 void *arg)
+{
+	struct crun_rdzv_store *s = kv;
+
+	s->vanish_cb = cb;
+	s->vanish_arg = arg;
+	if (s->server)
+		store_server_on_vanish(s->server, cb, arg);
+}
+
 const struct rdzv_kv_ops rdzv_store_ops = {
     .add = kv_add,
     .set = kv_set,
@@ -200,6 +214,7 @@ const struct rdzv_kv_ops rdzv_store_ops = {
     .multi_get = kv_multi_get,
     .multi_set = kv_multi_set,
     .watch = kv_watch,
+    .on_vanish = kv_on_vanish,
 };
 
 /* --- who hosts ---------------------------------------------------------- */
@@ -381,6 +396,9 @@ static void on_progress(uv_timer_t *t)
 				      &s->server);
 		if (rc == 0) {
 			store_server_set_quiet(s->server, 1);
+			if (s->vanish_cb)
+				store_server_on_vanish(s->server, s->vanish_cb,
+						       s->vanish_arg);
 			s->would_host = 0;
 			return; /* the client's next attempt finds our server */
 		}

@@ -145,6 +145,8 @@ struct crun_store_server {
 	unsigned long refused; /* connections over max_conns */
 	store_close_cb close_cb;
 	void *close_data;
+	store_vanish_cb vanish_cb;
+	void *vanish_data;
 	unsigned char rbuf[STORE_RBUF_SIZE];
 };
 
@@ -795,6 +797,20 @@ static void store_on_conn_close(uv_handle_t *h)
 	store_server_maybe_free(srv);
 }
 
+/* Tell the owner which keys a vanishing client was still waiting on. */
+static void store_conn_report_vanished(struct store_conn *c)
+{
+	struct crun_store_server *srv = c->srv;
+	struct store_waiter *w;
+
+	for (w = c->waiters; w != NULL; w = w->next)
+		for (size_t i = 0; i < w->nregs; i++)
+			if (w->regs[i].e != NULL)
+				srv->vanish_cb(srv->vanish_data,
+					       (const char *)w->regs[i].e->key,
+					       w->regs[i].e->klen);
+}
+
 /* Close c, logging why unless reason is NULL. */
 static void store_conn_close(struct store_conn *c, const char *reason)
 {
@@ -818,6 +834,8 @@ static void store_conn_close(struct store_conn *c, const char *reason)
 		}
 		store_log(srv, "closing connection from %s: %s", addr, reason);
 	}
+	if (srv->vanish_cb != NULL && !srv->closing)
+		store_conn_report_vanished(c);
 	store_conn_cancel_waits(c);
 	store_conn_unwatch(c);
 	if (c->prev != NULL)
@@ -1223,6 +1241,13 @@ int store_server_port(const struct crun_store_server *srv)
 void store_server_set_quiet(struct crun_store_server *srv, int quiet)
 {
 	srv->quiet = quiet;
+}
+
+void store_server_on_vanish(struct crun_store_server *srv, store_vanish_cb cb,
+			    void *data)
+{
+	srv->vanish_cb = cb;
+	srv->vanish_data = data;
 }
 
 size_t store_server_nconns(const struct crun_store_server *srv)

@@ -73,6 +73,14 @@ struct rdzv_kv_ops {
 	 */
 	int (*watch)(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
 		     void *arg);
+	/*
+	 * Optional (may be NULL): have cb(arg, key, klen) called when a client
+	 * vanishes while it watches key, where the backend can tell (the
+	 * store host can). cb NULL unregisters.
+	 */
+	void (*on_vanish)(void *kv,
+			  void (*cb)(void *arg, const char *key, size_t klen),
+			  void *arg);
 };
 
 /* ---- the rendezvous ----------------------------------------------------- */

@@ -79,6 +79,18 @@ int store_server_port(const struct crun_store_server *srv);
  */
 void store_server_set_quiet(struct crun_store_server *srv, int quiet);
 
+/** Called with a key (not NUL-terminated) a closing client still waited on. */
+typedef void (*store_vanish_cb)(void *data, const char *key, size_t klen);
+
+/**
+ * Have cb called, from the loop, for every key that a client connection was
+ * still waiting on when it closed (a crashed peer, a cut connection), but not
+ * when the server itself closes. The rendezvous uses it to learn at once that
+ * a node is gone. cb must not close the server.
+ */
+void store_server_on_vanish(struct crun_store_server *srv, store_vanish_cb cb,
+			    void *data);
+
 /** Connections open right now. */
 size_t store_server_nconns(const struct crun_store_server *srv);
 
