@@ -16,6 +16,11 @@
  *   end         why the round ended: "F <code> <rank> <host>" a worker
  *               failed, "J <host>" a node waits to join, "D <host>" a node
  *               died, "S" a node succeeded and left, "X <why>" fatal
+ *   end/<g>     set for every participant once "end" is written: what
+ *               node g watches, so the store host learns at once when g's
+ *               watching connection vanishes (an agent that died)
+ *   host/<g>    the host name of group rank g, for messages
+ *   done/<g>    node g finished and left: its silence is not a death
  *   finished    counter of nodes whose workers all succeeded
  * plus "crun/<run_id>/round" (the current round), ".../config" (nnodes and
  * backend, which every node must agree on), ".../restarts" (job-wide count
@@ -33,8 +38,10 @@
  * Running: every node bumps its heartbeat counter each keep_alive_interval
  * and reads its successor's; a counter that stops for keep_alive_max_attempt
  * intervals ends the round ("D"). A heartbeat whose reply does not come in
- * that time means this node lost the store host. Every node waits on "end"
- * on a second channel, so a failure anywhere stops every node at once.
+ * that time means this node lost the store host. Every node waits on its
+ * end/<g> on a second channel, so a failure anywhere stops every node at
+ * once, and a node whose agent dies is noticed by the store host as soon as
+ * that wait's connection closes (rdzv_kv_ops.on_vanish).
  */
 #ifndef CRUN_RDZV_H
 #define CRUN_RDZV_H
