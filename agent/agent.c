@@ -81,7 +81,6 @@ struct agent {
 	struct crun_store_server *wstore;
 	int logs_ready;
 	double started;
-	struct crun_store_limits defaults;
 };
 
 static void agent_round_start(struct agent *a);
@@ -333,21 +332,6 @@ static int agent_collect_failures(struct agent *a, struct crun_failure **out)
 	return n;
 }
 
-/* Keep a round's failures until the job-wide decision about a restart. */
-static struct crun_failure *report_dup(const struct crun_failure *f, int n)
-{
-	struct crun_failure *c = calloc((size_t)n, sizeof(*c));
-
-	for (int i = 0; c && i < n; i++) {
-		c[i] = f[i];
-		c[i].error_file =
-		    f[i].error_file ? strdup(f[i].error_file) : NULL;
-		c[i].message = f[i].message ? strdup(f[i].message) : NULL;
-		c[i].traceback = f[i].traceback ? strdup(f[i].traceback) : NULL;
-	}
-	return c;
-}
-
 static void agent_drop_report(struct agent *a, int print)
 {
 	if (a->pending_report && print) {
@@ -504,6 +488,20 @@ static void agent_round_end(struct agent *a)
 			report_write_json(path, ep, f, nf);
 		}
 	}
+	/*
+	 * The failures are kept until it is known whether the group restarts
+	 * (on several nodes that is a job-wide decision); agent_drop_report
+	 * prints them if it does not.
+	 */
+	agent_drop_report(a, 0);
+	if (nf > 0) {
+		a->failed_rank = f[root].rank;
+		a->pending_report = f;
+		a->npending = nf;
+		snprintf(a->report_path, sizeof(a->report_path), "%s", path);
+	} else {
+		free(f);
+	}
 	if (restart) {
 		a->restarts_left--;
 		a->restart_count++;
@@ -514,26 +512,15 @@ static void agent_round_end(struct agent *a)
 		    f[root].signal ? ", " : "",
 		    f[root].signal ? cfg_signame(f[root].signal) : "",
 		    a->restart_count, a->cfg->max_restarts);
-	} else if (nf > 0 && !a->multi) {
-		a->failed_rank = f[root].rank;
-		report_print(stderr, ep, f, nf);
-		if (*path)
-			say("failure report saved to %s", path);
-	} else if (nf > 0) {
-		/* Printed if the job-wide decision is not to restart. */
-		a->failed_rank = f[root].rank;
-		a->pending_report = report_dup(f, nf);
-		a->npending = nf;
-		snprintf(a->report_path, sizeof(a->report_path), "%s", path);
+		agent_drop_report(a, 0);
+	} else if (!a->multi) {
+		agent_drop_report(a, 1);
 	}
 	for (int i = 0; i < a->nworkers; i++)
 		worker_release(&a->workers[i]);
 	free(a->workers);
 	a->workers = NULL;
 	a->nworkers = a->ndone = 0;
-	for (int i = 0; i < nf; i++)
-		failure_release(&f[i]);
-	free(f);
 
 	if (!a->multi) {
 		if (a->reason == STOP_SIGNAL)
@@ -779,11 +766,6 @@ static int rm_entry(const char *path, const struct stat *st, int flag,
 	return remove(path);
 }
 
-static void agent_on_handle_closed(uv_handle_t *h)
-{
-	(void)h;
-}
-
 static void agent_on_rs_closed(void *data)
 {
 	struct agent *a = data;
@@ -801,8 +783,8 @@ static void agent_finish(struct agent *a, int status)
 	a->exit_status = status;
 	agent_drop_report(a, 0);
 	for (int i = 0; i < a->nsigs; i++)
-		uv_close((uv_handle_t *)&a->sigs[i], agent_on_handle_closed);
-	uv_close((uv_handle_t *)&a->kill_timer, agent_on_handle_closed);
+		uv_close((uv_handle_t *)&a->sigs[i], NULL);
+	uv_close((uv_handle_t *)&a->kill_timer, NULL);
 	procs_close(a->procs, NULL, NULL);
 	a->procs = NULL;
 	if (a->port_fd >= 0) {
@@ -961,22 +943,6 @@ static int agent_setup_logs(struct agent *a)
 	return 0;
 }
 
-/* Store limits the user did not set come from the store's defaults. */
-static void agent_fill_limits(struct crun_cfg *cfg,
-			      const struct crun_store_limits *d)
-{
-	if (cfg->store.max_key == 0)
-		cfg->store.max_key = d->max_key;
-	if (cfg->store.max_value == 0)
-		cfg->store.max_value = d->max_value;
-	if (cfg->store.max_keys == 0)
-		cfg->store.max_keys = d->max_keys;
-	if (cfg->store.max_memory == 0)
-		cfg->store.max_memory = d->max_memory;
-	if (cfg->store.max_conns == 0)
-		cfg->store.max_conns = d->max_conns;
-}
-
 int agent_run(struct crun_cfg *cfg)
 {
 	struct agent a;
@@ -992,8 +958,6 @@ int agent_run(struct crun_cfg *cfg)
 	a.multi = cfg->nnodes_max > 1;
 	if (cfg->rdzv_id == NULL && !a.multi)
 		cfg->rdzv_id = make_run_id(a.host);
-	store_limits_default(&a.defaults);
-	agent_fill_limits(cfg, &a.defaults);
 
 	rc = uv_loop_init(&a.loop);
 	if (rc) {
@@ -1014,8 +978,7 @@ int agent_run(struct crun_cfg *cfg)
 				    cfg->signals[i]) == 0)
 			a.nsigs++;
 		else
-			uv_close((uv_handle_t *)&a.sigs[a.nsigs],
-				 agent_on_handle_closed);
+			uv_close((uv_handle_t *)&a.sigs[a.nsigs], NULL);
 	}
 	/* Workers inherit this (torchrun exports it to the agent's env too). */
 	setenv("TORCHELASTIC_SIGNALS_TO_HANDLE", cfg->signals_str, 1);

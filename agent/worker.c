@@ -398,6 +398,7 @@ fail:
 		 */
 		w->exited = 1;
 		w->status = 127;
+		w->exit_time = agent_wall_time();
 		stream_finish(&w->out);
 		stream_finish(&w->err);
 	}

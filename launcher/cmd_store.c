@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "crun/banned.h"
+#include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/store.h"
 #include "launcher.h"
@@ -45,32 +46,6 @@ struct cmd_store {
 	struct crun_store_server *srv;
 	int stopping;
 };
-
-/* Parse a size with an optional K/M/G suffix; 0 or -1. */
-static int cmd_store_size(const char *s, size_t *out)
-{
-	unsigned long long v, mul = 1;
-	char *end;
-
-	if (s[0] == '\0' || s[0] == '-')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s)
-		return -1;
-	if (*end == 'K' || *end == 'k')
-		mul = 1ull << 10;
-	else if (*end == 'M' || *end == 'm')
-		mul = 1ull << 20;
-	else if (*end == 'G' || *end == 'g')
-		mul = 1ull << 30;
-	if (mul != 1)
-		end++;
-	if (*end != '\0' || v == 0 || v > SIZE_MAX / mul)
-		return -1;
-	*out = (size_t)(v * mul);
-	return 0;
-}
 
 /* SIGINT/SIGTERM: close the server; the loop ends when it is closed. */
 static void cmd_store_on_signal(uv_signal_t *h, int signum)
@@ -164,7 +139,7 @@ int cmd_store_main(int argc, char **argv)
 				argv[optind - 1]);
 			return 2;
 		}
-		if (slot != NULL && cmd_store_size(optarg, slot) != 0) {
+		if (slot != NULL && cfg_parse_size(optarg, slot) != 0) {
 			fprintf(stderr, "crun store: invalid %s \"%s\"\n", flag,
 				optarg);
 			return 2;

@@ -892,19 +892,14 @@ static int get_int(struct crun_cfg *cfg, int id, long lo, long hi, int *out,
 	return 0;
 }
 
-static int get_size(struct crun_cfg *cfg, int id, size_t *out, char *e,
-		    size_t l)
+int cfg_parse_size(const char *s, size_t *out)
 {
-	const char *s = cfg->raw[id];
 	unsigned long long v, mul = 1;
 	char *end;
 
-	if (s == NULL)
-		return 0;
-	errno = 0;
 	if (!isdigit((unsigned char)*s))
-		return bad(cfg, id, e, l,
-			   "expected a size like 8192, 64K, 8M, 1G");
+		return CRUN_EUSAGE;
+	errno = 0;
 	v = strtoull(s, &end, 10);
 	switch (*end) {
 	case 'k':
@@ -924,10 +919,17 @@ static int get_size(struct crun_cfg *cfg, int id, size_t *out, char *e,
 		break;
 	}
 	if (errno || *end || v == 0 || v > (1ULL << 40) / mul)
-		return bad(cfg, id, e, l,
-			   "expected a size like 8192, 64K, 8M, 1G");
+		return CRUN_EUSAGE;
 	*out = (size_t)(v * mul);
 	return 0;
+}
+
+static int get_size(struct crun_cfg *cfg, int id, size_t *out, char *e,
+		    size_t l)
+{
+	if (cfg->raw[id] == NULL || cfg_parse_size(cfg->raw[id], out) == 0)
+		return 0;
+	return bad(cfg, id, e, l, "expected a size like 8192, 64K, 8M, 1G");
 }
 
 static int get_double(struct crun_cfg *cfg, int id, double lo, int positive,

@@ -57,7 +57,6 @@ struct crun_rdzv {
 	int closed; /* participants, once known */
 	int expect; /* participants the round expects (0: unknown) */
 	int grank, gworld;
-	char succ_host[256];
 	int64_t succ_last;
 	int succ_stall;
 	uint64_t last_reply; /* loop time of the last heartbeat reply */
@@ -70,7 +69,6 @@ struct crun_rdzv {
 	int64_t restarts; /* job-wide failure restarts, last read */
 	int succ;	  /* group rank whose heartbeat we watch */
 	int end_seen;	  /* the round's "end" was read */
-	int end_kind;
 	rdzv_round_cb cb;
 	void *cb_data;
 	void (*finish_cb)(struct crun_rdzv *, void *);
@@ -207,7 +205,6 @@ static void finish_done(struct crun_rdzv *r);
 static void round_ended(struct crun_rdzv *r, int kind, const char *why)
 {
 	r->end_seen = 1;
-	r->end_kind = kind;
 	if (r->state == R_FINISHING) {
 		/* The store host, done itself, waits for the others to leave.
 		 */
@@ -370,11 +367,10 @@ static void on_assignment(int status, const struct crun_store_reply *rep,
 		return store_error(r, status);
 	k = &r->res.ranks;
 	if (rep->nvalues != 1 ||
-	    sscanf(reply_str(rep, 0, buf, sizeof(buf)),
-		   "%d %d %d %d %d %d %d %255s", &k->group_rank,
-		   &k->group_world_size, &k->base_rank, &k->world_size,
-		   &k->base_role_rank, &k->role_world_size,
-		   &k->local_world_size, r->succ_host) != 8)
+	    sscanf(reply_str(rep, 0, buf, sizeof(buf)), "%d %d %d %d %d %d %d",
+		   &k->group_rank, &k->group_world_size, &k->base_rank,
+		   &k->world_size, &k->base_role_rank, &k->role_world_size,
+		   &k->local_world_size) != 7)
 		return round_fail(r, CRUN_EPROTO,
 				  "bad assignment record in round %d",
 				  r->round);
@@ -488,14 +484,6 @@ static int nd_cmp(const void *x, const void *y)
 	return rdzv_descr_cmp(a->d, b->d);
 }
 
-static void on_closed_assigned(int status, const struct crun_store_reply *rep,
-			       void *arg)
-{
-	(void)rep;
-	(void)arg;
-	(void)status;
-}
-
 /* End round R before it formed (a node vanished while joining). */
 static void abort_round(struct crun_rdzv *r, int kind, const char *why);
 
@@ -569,10 +557,9 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 
 		env_compute_ranks(info, n, g, &rk);
 		key(r, keys[g], "r%d/assign/%d", r->round, v[g].index);
-		snprintf(vals[g], sizeof(vals[g]), "%d %d %d %d %d %d %d %s", g,
-			 n, rk.base_rank, rk.world_size, rk.base_role_rank,
-			 rk.role_world_size, rk.local_world_size,
-			 v[(g + 1) % n].host);
+		snprintf(vals[g], sizeof(vals[g]), "%d %d %d %d %d %d %d", g, n,
+			 rk.base_rank, rk.world_size, rk.base_role_rank,
+			 rk.role_world_size, rk.local_world_size);
 		kp[g] = keys[g];
 		vp[g] = vals[g];
 		lens[g] = strlen(vals[g]);
@@ -583,7 +570,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	}
 	r->ops->multi_set(r->kv, kp, vp, lens, 2 * (size_t)n, NULL, NULL);
 	key(r, k, "r%d/assigned", r->round);
-	r->ops->set(r->kv, k, "ok", 2, on_closed_assigned, NULL);
+	r->ops->set(r->kv, k, "ok", 2, NULL, NULL);
 out:
 	free(v);
 	free(info);

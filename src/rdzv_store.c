@@ -147,6 +147,7 @@ static void watch_on_connect(struct crun_store_aclient *c, int status,
 	(void)data; /* failures surface through the queued watch */
 }
 
+/* One of the clients, the server or the timer is closed. */
 static void on_client_closed(void *data)
 {
 	struct crun_rdzv_store *s = data;
@@ -169,11 +170,6 @@ static void close_client(struct crun_rdzv_store *s,
 	*slot = NULL;
 	s->pending_close++;
 	store_aclient_close(c, on_client_closed, s);
-}
-
-static void on_server_closed(void *data)
-{
-	on_client_closed(data);
 }
 
 /*
@@ -566,7 +562,7 @@ void rdzv_store_close(struct crun_rdzv_store *s, rdzv_store_close_cb cb,
 
 		s->server = NULL;
 		s->pending_close++;
-		store_server_close(srv, on_server_closed, s);
+		store_server_close(srv, on_client_closed, s);
 	}
 	uv_close((uv_handle_t *)&s->progress, on_progress_closed);
 }

@@ -203,6 +203,9 @@ int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg,
 int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 		 char *errmsg, size_t errlen);
 
+/** Parse a size: digits with an optional K, M or G (powers of 1024), > 0. */
+int cfg_parse_size(const char *s, size_t *out);
+
 /** Parse a boolean: 1/0, true/false, t/f, yes/no, y/n, on/off. */
 int cfg_parse_bool(const char *s, int *out);
 

@@ -46,6 +46,12 @@ expect_grep "message" "message   : RuntimeError: cuda went away" "$T/out4"
 expect_grep "traceback" 'File "train.py", line 1' "$T/out4"
 expect_nogrep "error_file N/A" "error_file: <N/A>" "$T/out4"
 
-# Exec failure of one worker: reported, nothing hangs.
-"$CRUN" --nproc_per_node=1 --no_python "$FAKE_WORKER" exit 0 || fail "plain success"
+# A worker that cannot be executed (its interpreter is missing): reported
+# with the reason, status 127 like a shell, nothing hangs.
+printf '#!/nonexistent/interpreter\n' >"$T/badexec"
+chmod +x "$T/badexec"
+"$CRUN" --nproc_per_node=2 "$T/badexec" >"$T/out5" 2>&1
+expect_eq "exec failure status" "$?" 127
+expect_grep "exec failure reason" "cannot execute '$T/badexec': no such file or directory" "$T/out5"
+expect_grep "exec failure time" "time      : $(date +%Y)" "$T/out5"
 exit 0

@@ -17,6 +17,7 @@
 
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/store.h"
 #include "../../src/cfg_opts.h"
 
 #define MAX_ARGS 64
@@ -404,6 +405,24 @@ Test(cfg, defaults_match_torchrun)
 	cr_expect_eq(cfg.rdzv.is_host, -1);
 	cr_expect_null(cfg.local_ranks_filter);
 	cr_expect_eq(cfg.src[CFG_nnodes], CRUN_SRC_DEFAULT);
+}
+
+/* The option table's store defaults are the store's own (one set of limits). */
+Test(cfg, store_limit_defaults_are_the_stores)
+{
+	struct crun_store_limits d;
+
+	store_limits_default(&d);
+	RUN_OK(noenv, "crun", "/bin/true");
+	cr_assert_eq(cfg.store.max_key, d.max_key);
+	cr_assert_eq(cfg.store.max_value, d.max_value);
+	cr_assert_eq(cfg.store.max_keys, d.max_keys);
+	cr_assert_eq(cfg.store.max_memory, d.max_memory);
+	cr_assert_eq(cfg.store.max_conns, d.max_conns);
+	cr_assert_eq(cfg_parse_size("64k", &d.max_key), 0);
+	cr_assert_eq(d.max_key, 65536);
+	cr_assert_neq(cfg_parse_size("0", &d.max_key), 0);
+	cr_assert_neq(cfg_parse_size("5T", &d.max_key), 0);
 }
 
 Test(cfg, boolean_rejects_explicit_value)
