@@ -6,9 +6,11 @@ set -eu
 
 PKGS="build-essential pkg-config libuv1-dev libinih-dev libcurl4-openssl-dev
 libjansson-dev libcriterion-dev python3 python3-torch iproute2 procps psmisc
-util-linux xxd clang libclang-rt-14-dev clang-format"
+util-linux xxd clang libclang-rt-14-dev clang-format libsodium-dev lcov"
 # The SLURM tests start a real slurmctld, slurmd and munged.
 PKGS="$PKGS slurm-wlm munge"
+# The etcd rendezvous tests start real etcd members (etcdctl for debugging).
+PKGS="$PKGS etcd-server etcd-client openssl"
 
 missing=""
 for p in $PKGS; do
@@ -28,7 +30,7 @@ apt-get update -q
 # shellcheck disable=SC2086
 apt-get install -y -q --no-install-recommends $missing
 # Debian starts daemons on install; the tests start their own.
-for s in slurmctld slurmd munge; do
+for s in slurmctld slurmd munge etcd; do
 	if command -v systemctl >/dev/null 2>&1; then systemctl stop "$s" 2>/dev/null || true; fi
 	pkill -x "$s" 2>/dev/null || true
 	pkill -x "${s}d" 2>/dev/null || true
