@@ -177,27 +177,18 @@ static char *subst_local_rank(const char *arg, int local_rank)
 	return out;
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t a = strlen(s), b = strlen(suffix);
-
-	return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
 /* torchrun's command: [python, -u, (-m), script, args...] or [script, args...].
  */
 static char **build_argv(const struct crun_cfg *cfg, int local_rank)
 {
-	const char *py = getenv("PYTHON");
 	char **argv = calloc((size_t)cfg->argc + 4, sizeof(char *));
-	int n = 0, python;
+	int n = 0;
 
 	if (argv == NULL)
 		return NULL;
-	python =
-	    !cfg->no_python && (cfg->module || ends_with(cfg->argv[0], ".py"));
-	if (python) {
-		argv[n++] = strdup(py && *py ? py : "python3");
+	/* The launcher decided (and chose the interpreter) once. */
+	if (cfg->python) {
+		argv[n++] = strdup(cfg->python);
 		argv[n++] = strdup("-u");
 		if (cfg->module)
 			argv[n++] = strdup("-m");
@@ -241,8 +232,9 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 	int rbits = cfg_std_for(&cfg->redirects, w->local_rank);
 	int tbits = cfg_std_for(&cfg->tee, w->local_rank);
 	int to_file = w->dir && ((rbits | tbits) & bit);
-	int to_console =
-	    !(rbits & bit) && cfg_rank_on_console(cfg, w->local_rank);
+	/* tee wins over redirects, as torchrun's "tee implies redirect". */
+	int to_console = ((tbits & bit) || !(rbits & bit)) &&
+			 cfg_rank_on_console(cfg, w->local_rank);
 	const char *name = bit == CRUN_STD_OUT ? "stdout.log" : "stderr.log";
 	int fds[2], rc;
 

@@ -85,6 +85,8 @@ void cfg_release(struct crun_cfg *cfg)
 	for (i = 0; i < cfg->argc; i++)
 		free(cfg->argv[i]);
 	free(cfg->argv);
+	free(cfg->python);
+	free(cfg->python_why);
 	free(cfg->rdzv_backend);
 	free(cfg->rdzv_endpoint);
 	free(cfg->rdzv_id);
@@ -1201,6 +1203,9 @@ void cfg_print(const struct crun_cfg *cfg, FILE *fp)
 	for (int k = 0; k < cfg->argc; k++)
 		fprintf(fp, " %s", cfg->argv[k]);
 	fputc('\n', fp);
+	if (cfg->python)
+		fprintf(fp, "%-24s = %-28s # %s\n", "python", cfg->python,
+			cfg->python_why ? cfg->python_why : "");
 	for (int k = 0; k < cfg->nenv; k++)
 		fprintf(fp, "env: %s\n", cfg->env[k]);
 }

@@ -649,6 +649,27 @@ static void free_words(char **w, int n)
 	free(w);
 }
 
+/*
+ * A script named by a job file is found next to the file, wherever crun runs
+ * from: "../examples/train.py" in configs/x.ini is configs/../examples/...
+ * Absolute paths, modules and bare program names (looked up on PATH, like
+ * "python3" or "torchrun") are kept as written.
+ */
+static char *job_relative(const char *job, const char *p, int module)
+{
+	const char *slash = strrchr(job, '/');
+	size_t n = strlen(p);
+	char *out;
+
+	if (module || *p == '/' || slash == NULL ||
+	    (strchr(p, '/') == NULL && (n < 3 || strcmp(p + n - 3, ".py"))))
+		return xstrdup(p);
+	out = xrealloc(NULL, (size_t)(slash - job) + n + 2);
+	memcpy(out, job, (size_t)(slash - job) + 1);
+	memcpy(out + (slash - job) + 1, p, n + 1);
+	return out;
+}
+
 /* Pass two: the whole file is good, hand its values to cfg. */
 static void apply(struct crun_cfg *cfg, struct ini_state *st, int first_entry,
 		  int first_args)
@@ -726,8 +747,7 @@ static void apply(struct crun_cfg *cfg, struct ini_state *st, int first_entry,
 		char **argv =
 		    xrealloc(NULL, sizeof(char *) * (size_t)(nextra + 2));
 
-		argv[0] = ent->words[0];
-		ent->words[0] = NULL;
+		argv[0] = job_relative(st->path, ent->words[0], cfg->module);
 		for (int k = 0; k < nextra; k++) {
 			if (cfg->argc > 0) {
 				argv[k + 1] = cfg->argv[k];

@@ -79,6 +79,8 @@ struct crun_cfg {
 	int run_path;
 	char **argv; /* training script (or binary) and its args */
 	int argc;
+	char *python;	  /* interpreter of Python workers, NULL: direct exec */
+	char *python_why; /* where it came from (for --print-config) */
 
 	/* Rendezvous. */
 	char *rdzv_backend; /* "static", "c10d", "etcd", "etcd-v2" */
