@@ -50,6 +50,7 @@ struct agent {
 	char host[256];
 	char *log_root;	  /* <log_dir>/<run_id>, NULL: no files */
 	int log_root_tmp; /* we made it up: remove after success */
+	int log_kept;	  /* ... unless --redirects/--tee wrote files there */
 	char *attempt_dir;
 	int restart_count;
 	int restarts_left;
@@ -75,6 +76,7 @@ struct agent {
 	int own_status; /* the root failure's status on this node */
 	struct crun_failure *pending_report;
 	int npending;
+	int error_file_done; /* TORCHELASTIC_ERROR_FILE written */
 	char report_path[PATH_MAX];
 
 	/* The workers' store of the current round (agent store mode). */
@@ -138,6 +140,9 @@ void agent_console(struct agent *a, int fd, const char *line, size_t len)
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The last thing crun said: why it stops, for the launcher's error file. */
+static char last_said[1024];
+
 /* One line from crun itself, on stderr. */
 static void say(const char *fmt, ...)
 {
@@ -151,8 +156,41 @@ static void say(const char *fmt, ...)
 	va_end(ap);
 	if (n >= (int)sizeof(buf) - 1)
 		n = sizeof(buf) - 2;
+	memcpy(last_said, buf + 6, (size_t)n - 6);
+	last_said[n - 6] = '\0';
 	buf[n++] = '\n';
 	agent_console(NULL, 2, buf, (size_t)n);
+}
+
+/*
+ * When crun's own environment names TORCHELASTIC_ERROR_FILE (a scheduler
+ * asks for the launcher's root cause, as torchrun writes it), write it once:
+ * the root failure of this node when there is one, else why crun stops.
+ */
+static void agent_write_error_file(struct agent *a, int status)
+{
+	const char *path = getenv("TORCHELASTIC_ERROR_FILE");
+	const struct crun_failure *root = NULL;
+	char why[1200];
+
+	if (a->error_file_done || path == NULL || *path == '\0')
+		return;
+	a->error_file_done = 1;
+	snprintf(why, sizeof(why), "crun: %s", last_said);
+	if (a->npending > 0) {
+		root = &a->pending_report[report_root(a->pending_report,
+						      a->npending)];
+		snprintf(why, sizeof(why),
+			 "ChildFailedError: %s: rank %d (local rank %d, pid "
+			 "%d) on %s exited with %d%s%s",
+			 a->cfg->argv[0], root->rank, root->local_rank,
+			 (int)root->pid, root->host, root->exitcode,
+			 root->signal ? ", " : "",
+			 root->signal ? cfg_signame(root->signal) : "");
+		status = root->exitcode;
+	}
+	if (report_write_error_file(path, root, why, status))
+		say("cannot write the error file '%s'", path);
 }
 
 /* --- stopping ----------------------------------------------------------- */
@@ -335,6 +373,7 @@ static int agent_collect_failures(struct agent *a, struct crun_failure **out)
 static void agent_drop_report(struct agent *a, int print)
 {
 	if (a->pending_report && print) {
+		agent_write_error_file(a, 1);
 		report_print(stderr, a->cfg->argv[0], a->pending_report,
 			     a->npending);
 		if (*a->report_path)
@@ -781,6 +820,8 @@ static void agent_finish(struct agent *a, int status)
 		return;
 	a->state = A_DONE;
 	a->exit_status = status;
+	if (status != 0)
+		agent_write_error_file(a, status);
 	agent_drop_report(a, 0);
 	for (int i = 0; i < a->nsigs; i++)
 		uv_close((uv_handle_t *)&a->sigs[i], NULL);
@@ -927,6 +968,9 @@ static int agent_setup_logs(struct agent *a)
 		}
 		a->log_root_tmp = 1;
 		dir = path;
+		for (int i = 0; i < a->cfg->nproc_per_node; i++)
+			a->log_kept |= cfg_std_for(&a->cfg->redirects, i) |
+				       cfg_std_for(&a->cfg->tee, i);
 	} else if (mkdir(dir, 0755) && errno != EEXIST) {
 		say("cannot create log directory '%s': %s", dir,
 		    strerror(errno));
@@ -940,6 +984,8 @@ static int agent_setup_logs(struct agent *a)
 		    strerror(errno));
 		return -errno;
 	}
+	if (a->log_root_tmp && a->log_kept)
+		say("worker logs go to %s (no --log_dir given)", a->log_root);
 	return 0;
 }
 
@@ -1003,7 +1049,7 @@ int agent_run(struct crun_cfg *cfg)
 		say("internal error: event loop closed with handles open");
 
 	/* A log directory crun invented is removed after a success. */
-	if (a.log_root_tmp && a.exit_status == 0 && a.log_root) {
+	if (a.log_root_tmp && !a.log_kept && a.exit_status == 0 && a.log_root) {
 		char *parent = strdup(a.log_root);
 
 		nftw(a.log_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
