@@ -633,9 +633,40 @@ int cfg_split_words(const char *s, char ***out, int *n)
 
 /* --- command line ------------------------------------------------------- */
 
+/* One option's line of --help. */
+static void usage_opt(FILE *fp, const struct cfg_opt *o)
+{
+	char spell[96];
+	int n;
+
+	n = snprintf(spell, sizeof(spell), "  %s%c%s--%s", o->shrt ? "-" : "",
+		     o->shrt ? o->shrt : ' ', o->shrt ? ", " : "", o->name);
+	if (!o->shrt)
+		n = snprintf(spell, sizeof(spell), "  --%s", o->name);
+	if (o->type != CFG_T_BOOL)
+		snprintf(spell + n, sizeof(spell) - (size_t)n, " %s",
+			 o->type == CFG_T_INT ? "N" : "VALUE");
+	if (strlen(spell) > 30)
+		fprintf(fp, "%s\n%32s", spell, "");
+	else
+		fprintf(fp, "%-32s", spell);
+	fprintf(fp, "%s", o->help);
+	if (o->def && *o->def)
+		fprintf(fp, " (default: %s)", o->def);
+	fputc('\n', fp);
+}
+
+/* Whether an option before table row i belongs to group. */
+static int group_seen(size_t i, const char *group)
+{
+	for (size_t k = 0; k < i; k++)
+		if (cfg_opts[k].help && strcmp(cfg_opts[k].group, group) == 0)
+			return 1;
+	return 0;
+}
+
 static void usage(FILE *fp)
 {
-	const char *group = NULL;
 	size_t i;
 
 	fprintf(
@@ -654,33 +685,17 @@ static void usage(FILE *fp)
 	    "replaced per worker. Options also read PET_<NAME> (crun's own:\n"
 	    "CRUN_<NAME>) from the environment; both - and _ spellings "
 	    "work.\n");
+	/* Each group once, in the order groups first appear in the table. */
 	for (i = 0; i < CFG_NOPTS; i++) {
-		const struct cfg_opt *o = &cfg_opts[i];
-		char spell[96];
-		int n;
+		const char *group = cfg_opts[i].group;
 
-		if (o->help == NULL)
+		if (cfg_opts[i].help == NULL || group_seen(i, group))
 			continue;
-		if (group == NULL || strcmp(group, o->group) != 0) {
-			group = o->group;
-			fprintf(fp, "\n%s:\n", group);
-		}
-		n = snprintf(spell, sizeof(spell), "  %s%c%s--%s",
-			     o->shrt ? "-" : "", o->shrt ? o->shrt : ' ',
-			     o->shrt ? ", " : "", o->name);
-		if (!o->shrt)
-			n = snprintf(spell, sizeof(spell), "  --%s", o->name);
-		if (o->type != CFG_T_BOOL)
-			snprintf(spell + n, sizeof(spell) - (size_t)n, " %s",
-				 o->type == CFG_T_INT ? "N" : "VALUE");
-		if (strlen(spell) > 30)
-			fprintf(fp, "%s\n%32s", spell, "");
-		else
-			fprintf(fp, "%-32s", spell);
-		fprintf(fp, "%s", o->help);
-		if (o->def && *o->def)
-			fprintf(fp, " (default: %s)", o->def);
-		fputc('\n', fp);
+		fprintf(fp, "\n%s:\n", group);
+		for (size_t k = i; k < CFG_NOPTS; k++)
+			if (cfg_opts[k].help &&
+			    strcmp(cfg_opts[k].group, group) == 0)
+				usage_opt(fp, &cfg_opts[k]);
 	}
 	fprintf(
 	    fp,
@@ -784,8 +799,9 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 				return cfg__err(errmsg, errlen,
 						"unrecognized argument '%s'",
 						a);
+			/* -t3, and -t=3 as argparse reads it. */
 			if (o->type != CFG_T_BOOL && a[2])
-				val = a + 2;
+				val = a + 2 + (a[2] == '=');
 			else if (o->type == CFG_T_BOOL && a[2])
 				return cfg__err(errmsg, errlen,
 						"unrecognized argument '%s'",
