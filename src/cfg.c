@@ -20,6 +20,7 @@
 
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/gpu.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
 
@@ -439,53 +440,10 @@ out:
 	return rc;
 }
 
-/* Count entries of CUDA_VISIBLE_DEVICES the way CUDA does: stop at the first
- * invalid one. */
-static int visible_devices(const char *cvd, int physical)
-{
-	char *copy = xstrdup(cvd), *tok, *save = NULL;
-	int n = 0;
-
-	for (tok = strtok_r(copy, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		long idx;
-
-		while (isspace((unsigned char)*tok))
-			tok++;
-		if (strncmp(tok, "GPU-", 4) == 0 ||
-		    strncmp(tok, "MIG-", 4) == 0) {
-			n++;
-			continue;
-		}
-		if (parse_long(tok, 0, INT_MAX, &idx) || idx >= physical)
-			break;
-		n++;
-	}
-	free(copy);
-	return n;
-}
-
+/* GPUs that "gpu" counts: CUDA devices, which ROCm builds also report. */
 int cfg_gpu_count(void)
 {
-	const char *root = getenv("CRUN_NVIDIA_PROC");
-	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-	struct dirent *de;
-	DIR *d;
-	int n = 0;
-
-	/* The NVIDIA kernel driver lists one directory per GPU here; no CUDA
-	 * library is needed to read it. CRUN_NVIDIA_PROC lets tests point
-	 * elsewhere. */
-	d = opendir(root ? root : "/proc/driver/nvidia/gpus");
-	if (d) {
-		while ((de = readdir(d)) != NULL)
-			if (de->d_name[0] != '.')
-				n++;
-		closedir(d);
-	}
-	if (cvd)
-		return visible_devices(cvd, n);
-	return n;
+	return gpu_count(CRUN_GPU_NVIDIA) + gpu_count(CRUN_GPU_AMD);
 }
 
 static int parse_filter(const char *s, int **out, int *n)
@@ -1034,17 +992,27 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	} else if (strcmp(RAW(nproc_per_node), "gpu") == 0) {
 		cfg->nproc_per_node = cfg_gpu_count();
 		if (cfg->nproc_per_node == 0)
+			return bad(
+			    cfg, CFG_nproc_per_node, e, l,
+			    "no NVIDIA or AMD GPU is visible (see "
+			    "CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)");
+	} else if (strcmp(RAW(nproc_per_node), "xpu") == 0) {
+		cfg->nproc_per_node = gpu_count(CRUN_GPU_INTEL);
+		if (cfg->nproc_per_node == 0)
 			return bad(cfg, CFG_nproc_per_node, e, l,
-				   "no NVIDIA GPU is visible (see "
-				   "CUDA_VISIBLE_DEVICES)");
+				   "no Intel XPU is visible (see "
+				   "ZE_AFFINITY_MASK)");
 	} else if (strcmp(RAW(nproc_per_node), "auto") == 0) {
+		/* As torchrun 2.x: the accelerators, else the CPUs. */
 		cfg->nproc_per_node = cfg_gpu_count();
+		if (cfg->nproc_per_node == 0)
+			cfg->nproc_per_node = gpu_count(CRUN_GPU_INTEL);
 		if (cfg->nproc_per_node == 0)
 			cfg->nproc_per_node = cpu_count();
 	} else if (parse_long(RAW(nproc_per_node), 1, CRUN_MAX_LOCAL_RANKS,
 			      &v)) {
 		return bad(cfg, CFG_nproc_per_node, e, l,
-			   "expected a count 1..1024, cpu, gpu or auto");
+			   "expected a count 1..1024, cpu, gpu, xpu or auto");
 	} else {
 		cfg->nproc_per_node = (int)v;
 	}

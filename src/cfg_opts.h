@@ -27,7 +27,7 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	X(nnodes, "nnodes", 0, STR, "job", "1:1", CFG_ENV_PET, G_SIZE,        \
 	  "number of nodes, N or MIN:MAX")                                     \
 	X(nproc_per_node, "nproc_per_node", 0, STR, "job", "1", CFG_ENV_PET,  \
-	  G_SIZE, "workers per node: a count, cpu, gpu or auto")               \
+	  G_SIZE, "workers per node: a count, cpu, gpu, xpu, auto")             \
 	X(rdzv_backend, "rdzv_backend", 0, STR, "rendezvous", "static",       \
 	  CFG_ENV_PET, G_RDZV, "rendezvous backend: c10d or static")           \
 	X(rdzv_endpoint, "rdzv_endpoint", 0, STR, "rendezvous", "",           \

@@ -55,6 +55,7 @@ static void setup(void)
 	/* Tests must not see the GPUs or the settings of the machine. */
 	unsetenv("CUDA_VISIBLE_DEVICES");
 	setenv("CRUN_NVIDIA_PROC", "/nonexistent/crun-test-no-gpus", 1);
+	setenv("CRUN_SYSFS", "/nonexistent/crun-test-no-sysfs", 1);
 }
 
 static void teardown(void)
