@@ -888,6 +888,13 @@ static void agent_on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
 	o.close_timeout = cfg->rdzv.close_timeout;
 	o.keep_alive_interval = cfg->rdzv.keep_alive_interval;
 	o.keep_alive_max_attempt = cfg->rdzv.keep_alive_max_attempt;
+	o.heartbeat_timeout = cfg->rdzv.heartbeat_timeout;
+	if (o.static_rank >= 0 && cfg->rdzv.timeout > 0)
+		o.join_timeout = cfg->rdzv.timeout; /* torchrun's static wait */
+	else if (cfg->rdzv.timeout > 0)
+		say("rdzv_conf timeout is for the static backend (torchrun's "
+		    "c10d ignores it too); c10d waits join_timeout=%g s",
+		    cfg->rdzv.join_timeout);
 	o.start_master = agent_start_master;
 	o.data = a;
 	rc = rdzv_new(&a->loop, &o, &rdzv_store_ops, rs, agent_on_rdzv_end,
@@ -921,7 +928,12 @@ static int agent_multi_start(struct agent *a)
 	o.is_host = cfg->rdzv.is_host;
 	if (o.is_host < 0 && is_static)
 		o.is_host = cfg->node_rank == 0;
-	o.timeout_ms = (int)(cfg->rdzv.join_timeout * 1000);
+	/* As torchrun's TCPStore client: give up reaching the host after
+	 * read_timeout (and never later than the join deadline). */
+	o.timeout_ms =
+	    (int)(1000 * (cfg->rdzv.read_timeout < cfg->rdzv.join_timeout
+			      ? cfg->rdzv.read_timeout
+			      : cfg->rdzv.join_timeout));
 	o.limits = &cfg->store;
 	o.errmsg = errmsg;
 	o.errlen = sizeof(errmsg);

@@ -222,6 +222,51 @@ static int open_log(const char *dir, const char *name, char **path_out)
 }
 
 /*
+ * The console prefix of a tee'd line: [<role><local_rank>]:, or torchrun
+ * 2.x's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE with ${role_name},
+ * ${local_rank} and ${rank} replaced (other text kept as written).
+ */
+static void line_prefix(const struct crun_cfg *cfg, int local_rank, int rank,
+			char *out, size_t len)
+{
+	const char *t = getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+	size_t n = 0;
+
+	if (t == NULL || *t == '\0') {
+		snprintf(out, len, "[%s%d]:", cfg->role, local_rank);
+		return;
+	}
+	*out = '\0';
+	while (*t && n + 1 < len) {
+		const char *sub = NULL;
+		char num[16];
+		size_t skip = 0;
+
+		if (strncmp(t, "${role_name}", 12) == 0) {
+			sub = cfg->role;
+			skip = 12;
+		} else if (strncmp(t, "${local_rank}", 13) == 0) {
+			snprintf(num, sizeof(num), "%d", local_rank);
+			sub = num;
+			skip = 13;
+		} else if (strncmp(t, "${rank}", 7) == 0) {
+			snprintf(num, sizeof(num), "%d", rank);
+			sub = num;
+			skip = 7;
+		}
+		if (sub) {
+			n += (size_t)snprintf(out + n, len - n, "%s", sub);
+			t += skip;
+		} else {
+			out[n++] = *t++;
+			out[n] = '\0';
+		}
+		if (n >= len)
+			n = len - 1;
+	}
+}
+
+/*
  * Decide where one stream goes and set up the pipe end the agent reads.
  * *child_fd is what the worker gets as fd 1 or 2 (-1: inherit).
  */
@@ -266,8 +311,9 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 		char prefix[128] = "";
 
 		if (tbits & bit)
-			snprintf(prefix, sizeof(prefix), "[%s%d]:", cfg->role,
-				 w->local_rank);
+			line_prefix(cfg, w->local_rank,
+				    r->ranks.base_rank + w->local_rank, prefix,
+				    sizeof(prefix));
 		s->console_fd = s->is_err ? 2 : 1;
 		rc = linebuf_init(&s->lb, prefix, LINE_MAX_BYTES);
 		if (rc)

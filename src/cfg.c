@@ -636,7 +636,7 @@ static void usage(FILE *fp)
 	    "in a\n"
 	    "rendezvous, and restart the workers when they fail or nodes come "
 	    "and\n"
-	    "go. A .py script runs under python3 -u ($PYTHON), -m runs a "
+	    "go. A .py script runs under python3 -u ($PYTHON_EXEC), -m runs a "
 	    "module,\n"
 	    "anything else is executed directly. ${local_rank} in an argument "
 	    "is\n"
@@ -699,6 +699,13 @@ int cfg_apply_env(struct crun_cfg *cfg, char **envp)
 			continue;
 		env_name(o, name, sizeof(name));
 		v = envp_get(envp, name);
+		/* torchrun 2.x's own variable, below PET_SHUTDOWN_TIMEOUT. */
+		if ((v == NULL || *v == '\0') &&
+		    o->id == CFG_shutdown_timeout) {
+			snprintf(name, sizeof(name),
+				 "TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+			v = envp_get(envp, name);
+		}
 		/* An empty value is ignored, as torchrun's env action does. */
 		if (v && *v)
 			cfg_set(cfg, o->id, v, CRUN_SRC_ENV, name);
@@ -1080,10 +1087,11 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	cfg->rdzv.last_call_timeout = 30;
 	cfg->rdzv.close_timeout = 30;
 	cfg->rdzv.read_timeout = 60;
-	cfg->rdzv.heartbeat_timeout = 5;
+	/* 0: keep_alive_interval x keep_alive_max_attempt (1.5 s). */
+	cfg->rdzv.heartbeat_timeout = 0;
 	cfg->rdzv.keep_alive_interval = 0.5;
 	cfg->rdzv.keep_alive_max_attempt = 3;
-	cfg->rdzv.timeout = 900;
+	cfg->rdzv.timeout = 0; /* static backend: 0 means join_timeout */
 	cfg->rdzv.is_host = -1;
 	set_str(&cfg->rdzv_conf_str, RAW(rdzv_conf));
 	if (*RAW(rdzv_conf)) {

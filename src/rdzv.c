@@ -1022,8 +1022,10 @@ static void on_hb_succ(int status, const struct crun_store_reply *rep,
 static void on_hb_tick(uv_timer_t *t)
 {
 	struct crun_rdzv *r = t->data;
-	uint64_t limit = (uint64_t)(r->o.keep_alive_interval * 1000 *
-				    r->o.keep_alive_max_attempt);
+	uint64_t limit = (uint64_t)(r->o.heartbeat_timeout > 0
+					? r->o.heartbeat_timeout * 1000
+					: r->o.keep_alive_interval * 1000 *
+					      r->o.keep_alive_max_attempt);
 	char k1[KEYMAX], k2[KEYMAX];
 
 	if (r->state != R_RUNNING && r->state != R_FINISHING)

@@ -105,6 +105,9 @@ struct rdzv_opts {
 	double join_timeout, last_call_timeout, close_timeout;
 	double keep_alive_interval;
 	int keep_alive_max_attempt;
+	/* A heartbeat unanswered this long: the store is lost (0: interval
+	 * x max_attempt). */
+	double heartbeat_timeout;
 	/*
 	 * Called on the node that becomes group rank 0 of a round, to start
 	 * the workers' store for that round; returns 0 and its port.
