@@ -34,6 +34,7 @@
 #include "crun/report.h"
 #include "crun/store.h"
 #include "agent.h"
+#include "filetimer.h"
 
 extern char **environ;
 
@@ -78,6 +79,8 @@ struct agent {
 	int npending;
 	int error_file_done; /* TORCHELASTIC_ERROR_FILE written */
 	char report_path[PATH_MAX];
+
+	struct filetimer *ft; /* TORCHELASTIC_ENABLE_FILE_TIMER's watchdog */
 
 	/* The workers' store of the current round (agent store mode). */
 	struct crun_store_server *wstore;
@@ -555,6 +558,8 @@ static void agent_round_end(struct agent *a)
 	} else if (!a->multi) {
 		agent_drop_report(a, 1);
 	}
+	if (a->ft)
+		filetimer_clear(a->ft);
 	for (int i = 0; i < a->nworkers; i++)
 		worker_release(&a->workers[i]);
 	free(a->workers);
@@ -828,6 +833,8 @@ static void agent_finish(struct agent *a, int status)
 	uv_close((uv_handle_t *)&a->kill_timer, NULL);
 	procs_close(a->procs, NULL, NULL);
 	a->procs = NULL;
+	filetimer_close(a->ft);
+	a->ft = NULL;
 	if (a->port_fd >= 0) {
 		close(a->port_fd);
 		a->port_fd = -1;
@@ -943,6 +950,43 @@ static int agent_multi_start(struct agent *a)
 	return rc;
 }
 
+/* The watchdog may signal only our workers and their process groups. */
+static int agent_owns_pid(void *data, pid_t pid, int *rank)
+{
+	struct agent *a = data;
+	pid_t pg = getpgid(pid);
+
+	for (int i = 0; i < a->nworkers; i++) {
+		struct worker *w = &a->workers[i];
+
+		if (w->proc && (w->pid == pid || w->pid == pg)) {
+			*rank = a->round.ranks.base_rank + w->local_rank;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * torchrun's FileTimer watchdog, when crun's environment asks for it: the
+ * workers find the FIFO in TORCHELASTIC_TIMER_FILE.
+ */
+static int agent_start_watchdog(struct agent *a)
+{
+	const char *on = getenv("TORCHELASTIC_ENABLE_FILE_TIMER");
+	char errmsg[512];
+
+	if (on == NULL || strcmp(on, "1") != 0)
+		return 0;
+	if (filetimer_new(&a->loop, getenv("TORCHELASTIC_TIMER_FILE"),
+			  agent_owns_pid, a, &a->ft, errmsg, sizeof(errmsg))) {
+		say("%s", errmsg);
+		return -1;
+	}
+	setenv("TORCHELASTIC_TIMER_FILE", filetimer_path(a->ft), 1);
+	return 0;
+}
+
 /* A unique run id: torchrun's default "none" makes unrelated jobs collide. */
 static char *make_run_id(const char *host)
 {
@@ -1046,7 +1090,9 @@ int agent_run(struct crun_cfg *cfg)
 		    "share this node); set it yourself to tune",
 		    cfg->nproc_per_node);
 
-	if (a.multi) {
+	if (agent_start_watchdog(&a)) {
+		agent_finish(&a, 1);
+	} else if (a.multi) {
 		if (agent_multi_start(&a))
 			agent_finish(&a, 1);
 	} else if (agent_setup_logs(&a) == 0) {
