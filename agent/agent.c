@@ -729,6 +729,7 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 			w->a = a;
 			w->local_rank = k;
 			w->out.file_fd = w->err.file_fd = -1;
+			w->out.filter_fd = w->err.filter_fd = -1;
 			w->exited = w->stopped = 1;
 			w->status = 127;
 		}

@@ -26,6 +26,8 @@ struct wstream {
 	int file_fd;		/* tee copy, or -1 */
 	int is_err;
 	struct crun_linebuf lb;
+	int filter_fd;		/* <attempt>/filtered_std*.log, or -1 */
+	struct crun_linebuf flb; /* lines for the duplicate filters */
 };
 
 struct worker {

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "crun/err.h"
+#include "crun/gpu.h"
 #include "agent.h"
 
 #define LINE_MAX_BYTES (64 * 1024)
@@ -48,6 +49,24 @@ static void stream_on_line(void *ctx, const char *line, size_t len)
 	agent_console(s->w->a, s->console_fd, line, len);
 }
 
+/* A line holding one of the duplicate filters is copied to their file. */
+static void stream_on_filter_line(void *ctx, const char *line, size_t len)
+{
+	struct wstream *s = ctx;
+	const struct crun_cfg *cfg = agent_cfg(s->w->a);
+	size_t plen = s->flb.plen;
+
+	for (int i = 0; i < cfg->ndup_filters[s->is_err]; i++)
+		if (memmem(line + plen, len - plen,
+			   cfg->dup_filters[s->is_err][i],
+			   strlen(cfg->dup_filters[s->is_err][i]))) {
+			/* O_APPEND: one write per line, whole among ranks. */
+			if (write(s->filter_fd, line, len) < 0)
+				return; /* a full disk must not stop the job */
+			return;
+		}
+}
+
 /* Route one chunk of a stream's bytes to its tee file, console and tail. */
 static void stream_consume(struct wstream *s, const char *data, size_t n)
 {
@@ -66,6 +85,8 @@ static void stream_consume(struct wstream *s, const char *data, size_t n)
 	}
 	if (s->console_fd >= 0)
 		linebuf_feed(&s->lb, data, n, stream_on_line, s);
+	if (s->filter_fd >= 0)
+		linebuf_feed(&s->flb, data, n, stream_on_filter_line, s);
 	if (s->is_err)
 		tail_write(&s->w->tail, data, n);
 }
@@ -85,6 +106,8 @@ static void stream_finish(struct wstream *s)
 		return;
 	if (s->console_fd >= 0)
 		linebuf_flush(&s->lb, stream_on_line, s);
+	if (s->filter_fd >= 0)
+		linebuf_flush(&s->flb, stream_on_filter_line, s);
 	uv_close((uv_handle_t *)&s->pipe, stream_on_close);
 }
 
@@ -212,7 +235,11 @@ static int open_log(const char *dir, const char *name, char **path_out)
 
 	if (path == NULL)
 		return -1;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+	/* The filtered files are shared by the workers: never truncated
+	 * (each attempt directory is new anyway). */
+	fd = open(path,
+		  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+		      (strncmp(name, "filtered_", 9) ? O_TRUNC : 0),
 		  0644);
 	if (path_out && fd >= 0)
 		*path_out = path;
@@ -281,23 +308,42 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 	int to_console = ((tbits & bit) || !(rbits & bit)) &&
 			 cfg_rank_on_console(cfg, w->local_rank);
 	const char *name = bit == CRUN_STD_OUT ? "stdout.log" : "stderr.log";
+	/* The duplicate filters need the lines: through the pipe too. */
+	int filter =
+	    r->attempt_dir && cfg->ndup_filters[bit == CRUN_STD_ERR] > 0;
 	int fds[2], rc;
 
 	s->w = w;
 	s->is_err = bit == CRUN_STD_ERR;
 	s->file_fd = -1;
 	s->console_fd = -1;
+	s->filter_fd = -1;
 	*child_fd = -1;
 	*close_fd = -1;
 
-	if (to_file && !to_console) {
+	if (filter) {
+		char prefix[128];
+
+		s->filter_fd = open_log(r->attempt_dir,
+					s->is_err ? "filtered_stderr.log"
+						  : "filtered_stdout.log",
+					NULL);
+		if (s->filter_fd < 0)
+			return -errno;
+		line_prefix(cfg, w->local_rank,
+			    r->ranks.base_rank + w->local_rank, prefix,
+			    sizeof(prefix));
+		if ((rc = linebuf_init(&s->flb, prefix, LINE_MAX_BYTES)))
+			return rc;
+	}
+	if (to_file && !to_console && !filter) {
 		/* Only the file wants it: give it to the worker directly. */
 		*child_fd =
 		    open_log(w->dir, name, s->is_err ? &w->stderr_file : NULL);
 		*close_fd = *child_fd;
 		return *child_fd < 0 ? -errno : 0;
 	}
-	if (!to_file && !to_console && !s->is_err) {
+	if (!to_file && !to_console && !s->is_err && !filter) {
 		*child_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 		*close_fd = *child_fd;
 		return *child_fd < 0 ? -errno : 0;
@@ -354,6 +400,7 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 	w->a = a;
 	w->local_rank = local_rank;
 	w->out.file_fd = w->err.file_fd = -1;
+	w->out.filter_fd = w->err.filter_fd = -1;
 	env.v = NULL;
 	if ((rc = tail_init(&w->tail, TAIL_BYTES)))
 		goto fail;
@@ -398,6 +445,16 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 	ctx.nproc = r->ranks.local_world_size;
 	if ((rc = env_add_contract(&env, &r->ranks, &ctx)))
 		goto fail;
+	if (cfg->virtual_local_rank) {
+		const char *var;
+		char dev[64];
+
+		/* torchrun 2.x: the worker's device is its only one, as 0. */
+		gpu_virtual_device(local_rank, &var, dev, sizeof(dev));
+		if ((rc = env_set(&env, "LOCAL_RANK", "0")) ||
+		    (rc = env_set(&env, var, dev)))
+			goto fail;
+	}
 
 	argv = build_argv(cfg, local_rank);
 	if (argv == NULL) {
@@ -457,6 +514,14 @@ void worker_release(struct worker *w)
 		close(w->out.file_fd);
 	if (w->err.file_fd >= 0)
 		close(w->err.file_fd);
+	if (w->out.filter_fd >= 0)
+		close(w->out.filter_fd);
+	if (w->err.filter_fd >= 0)
+		close(w->err.filter_fd);
+	if (w->out.flb.buf)
+		linebuf_release(&w->out.flb);
+	if (w->err.flb.buf)
+		linebuf_release(&w->err.flb);
 	if (w->out.lb.buf)
 		linebuf_release(&w->out.lb);
 	if (w->err.lb.buf)

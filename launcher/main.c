@@ -133,6 +133,7 @@ int main(int argc, char **argv)
 		cfg_release(&cfg);
 		return 0;
 	}
+	cfg_notices(&cfg, stderr);
 	rc = agent_run(&cfg);
 	cfg_release(&cfg);
 	return rc;

@@ -56,6 +56,14 @@ static char *xstrdup(const char *s)
 	return p;
 }
 
+static void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n);
+	if (p == NULL)
+		abort();
+	return p;
+}
+
 /* Replace *slot with a copy of s (or NULL). */
 static void set_str(char **slot, const char *s)
 {
@@ -87,6 +95,7 @@ void cfg_release(struct crun_cfg *cfg)
 		free(cfg->argv[i]);
 	free(cfg->argv);
 	free(cfg->python);
+	free(cfg->numa_binding);
 	free(cfg->python_why);
 	free(cfg->rdzv_backend);
 	free(cfg->rdzv_endpoint);
@@ -99,6 +108,11 @@ void cfg_release(struct crun_cfg *cfg)
 	free(cfg->log_dir);
 	free(cfg->local_ranks_filter_str);
 	free(cfg->local_ranks_filter);
+	for (int k = 0; k < 2; k++) {
+		for (int j = 0; j < cfg->ndup_filters[k]; j++)
+			free(cfg->dup_filters[k][j]);
+		free(cfg->dup_filters[k]);
+	}
 	free(cfg->signals_str);
 	free(cfg->config_file);
 	for (i = 0; i < cfg->nenv; i++)
@@ -446,6 +460,50 @@ int cfg_gpu_count(void)
 	return gpu_count(CRUN_GPU_NVIDIA) + gpu_count(CRUN_GPU_AMD);
 }
 
+/*
+ * torchrun's duplicate filters: a comma-separated list in which ",," stands
+ * for a literal comma; empty entries are dropped. *n is -1 on error.
+ */
+static int parse_dup_filters(const char *s, char ***out, int *n)
+{
+	char buf[257];
+	size_t k = 0;
+
+	for (int i = 0; i < *n; i++)
+		free((*out)[i]);
+	free(*out);
+	*out = NULL;
+	*n = 0;
+	for (;; s++) {
+		if (*s == ',' && s[1] == ',') {
+			s++; /* a literal comma */
+		} else if (*s == ',' || *s == '\0') {
+			if (k > 0) {
+				if (*n == 64)
+					goto bad;
+				*out = xrealloc(*out, sizeof(char *) *
+							  (size_t)(*n + 1));
+				buf[k] = '\0';
+				(*out)[(*n)++] = xstrdup(buf);
+				k = 0;
+			}
+			if (*s == '\0')
+				return 0;
+			continue;
+		}
+		if (k == sizeof(buf) - 1)
+			goto bad;
+		buf[k++] = *s;
+	}
+bad:
+	for (int i = 0; i < *n; i++)
+		free((*out)[i]);
+	free(*out);
+	*out = NULL;
+	*n = -1;
+	return -1;
+}
+
 static int parse_filter(const char *s, int **out, int *n)
 {
 	char *copy = xstrdup(s), *tok, *save = NULL;
@@ -741,7 +799,13 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 		}
 		if (a[0] != '-' || a[1] == '\0')
 			break;
-		/* No option starts with "h" or "v": any prefix is unique. */
+		/*
+		 * No option but --help starts with "h": any prefix is unique;
+		 * "--v" could be --version or --virtual_local_rank.
+		 */
+		if (strcmp(a, "--v") == 0)
+			return cfg__err(errmsg, errlen,
+					"ambiguous argument '--v'");
 		if (strcmp(a, "-h") == 0 ||
 		    (a[1] == '-' && a[2] == 'h' &&
 		     strncmp(a + 2, "help", strlen(a + 2)) == 0)) {
@@ -749,7 +813,7 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 			*done = 1;
 			return 0;
 		}
-		if (a[1] == '-' && a[2] == 'v' &&
+		if (a[1] == '-' && a[2] == 'v' && a[3] == 'e' &&
 		    strncmp(a + 2, "version", strlen(a + 2)) == 0) {
 			printf("crun %s\n", CRUN_VERSION);
 			*done = 1;
@@ -960,6 +1024,8 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	    (rc = get_bool(cfg, CFG_module, &cfg->module, e, l)) ||
 	    (rc = get_bool(cfg, CFG_no_python, &cfg->no_python, e, l)) ||
 	    (rc = get_bool(cfg, CFG_run_path, &cfg->run_path, e, l)) ||
+	    (rc = get_bool(cfg, CFG_virtual_local_rank,
+			   &cfg->virtual_local_rank, e, l)) ||
 	    (rc = get_bool(cfg, CFG_print_config, &cfg->print_config, e, l)) ||
 	    (rc = get_bool(cfg, CFG_no_agent_store, &cfg->agent_store, e, l)))
 		return rc;
@@ -1045,6 +1111,13 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	if (*RAW(role) == '\0')
 		return bad(cfg, CFG_role, e, l, "must not be empty");
 	set_str(&cfg->role, RAW(role));
+	if (RAW(numa_binding) && strcmp(RAW(numa_binding), "node") &&
+	    strcmp(RAW(numa_binding), "socket") &&
+	    strcmp(RAW(numa_binding), "exclusive") &&
+	    strcmp(RAW(numa_binding), "core-complex"))
+		return bad(cfg, CFG_numa_binding, e, l,
+			   "expected node, socket, exclusive or core-complex");
+	set_str(&cfg->numa_binding, RAW(numa_binding));
 
 	if (cfg->module && cfg->no_python)
 		return cfg__err(
@@ -1118,6 +1191,15 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 			 &cfg->nfilter))
 		return bad(cfg, CFG_local_ranks_filter, e, l,
 			   "expected local ranks like 0,2");
+	if (parse_dup_filters(RAW(duplicate_stdout_filters),
+			      &cfg->dup_filters[0], &cfg->ndup_filters[0]) ||
+	    parse_dup_filters(RAW(duplicate_stderr_filters),
+			      &cfg->dup_filters[1], &cfg->ndup_filters[1]))
+		return bad(cfg,
+			   cfg->ndup_filters[0] < 0
+			       ? CFG_duplicate_stdout_filters
+			       : CFG_duplicate_stderr_filters,
+			   e, l, "expected at most 64 filters of 1..256 bytes");
 
 	set_str(&cfg->signals_str, RAW(signals_to_handle));
 	if (cfg_parse_signals(RAW(signals_to_handle), cfg->signals, 32,
@@ -1200,4 +1282,24 @@ void cfg_print(const struct crun_cfg *cfg, FILE *fp)
 			cfg->python_why ? cfg->python_why : "");
 	for (int k = 0; k < cfg->nenv; k++)
 		fprintf(fp, "env: %s\n", cfg->env[k]);
+}
+
+void cfg_notices(const struct crun_cfg *cfg, FILE *fp)
+{
+	if (cfg->numa_binding)
+		fprintf(fp,
+			"crun: --numa_binding=%s is not applied yet: workers "
+			"keep crun's CPU and memory affinity\n",
+			cfg->numa_binding);
+	if (RAW(logs_specs))
+		fprintf(fp,
+			"crun: --logs_specs=%s: crun has no log-spec plugins; "
+			"logs follow --log_dir, --redirects and --tee\n",
+			RAW(logs_specs));
+	if (RAW(event_log_handler))
+		fprintf(fp,
+			"crun: --event_log_handler=%s: crun says each "
+			"rendezvous and worker event on its own stderr "
+			"lines\n",
+			RAW(event_log_handler));
 }

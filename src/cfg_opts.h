@@ -53,6 +53,11 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  "execute the entrypoint directly, even a .py file")                  \
 	X(run_path, "run_path", 0, BOOL, "job", NULL, CFG_ENV_PET, G_LAUNCH,    \
 	  "accepted for compatibility; crun always starts a fresh process")    \
+	X(virtual_local_rank, "virtual_local_rank", 0, BOOL, "job", NULL,     \
+	  CFG_ENV_PET, G_LAUNCH,                                               \
+	  "LOCAL_RANK=0 and only its own GPU visible, for each worker")        \
+	X(numa_binding, "numa_binding", 0, STR, "job", NULL, CFG_ENV_PET,      \
+	  G_LAUNCH, "node, socket, exclusive, core-complex (not applied yet)") \
 	X(log_dir, "log_dir", 0, STR, "logs", NULL, CFG_ENV_PET, G_LOGS,        \
 	  "write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log") \
 	X(redirects, "redirects", 'r', STR, "logs", "0", CFG_ENV_PET, G_LOGS, \
@@ -61,6 +66,18 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  "streams to files and console, with [<role><rank>]: prefixes")      \
 	X(local_ranks_filter, "local_ranks_filter", 0, STR, "logs", "",       \
 	  CFG_ENV_PET, G_LOGS, "local ranks whose output reaches the console") \
+	X(duplicate_stdout_filters, "duplicate_stdout_filters", 0, STR, "logs", \
+	  "", CFG_ENV_PET, G_LOGS,                                             \
+	  "copy stdout lines holding any of these (a,b; ,, is a comma) "       \
+	  "to <attempt>/filtered_stdout.log")                                  \
+	X(duplicate_stderr_filters, "duplicate_stderr_filters", 0, STR, "logs", \
+	  "", CFG_ENV_PET, G_LOGS,                                             \
+	  "the same for stderr, to <attempt>/filtered_stderr.log")             \
+	X(logs_specs, "logs_specs", 0, STR, "logs", NULL, CFG_ENV_PET, G_LOGS,  \
+	  "accepted for compatibility; the log layout is built in")            \
+	X(event_log_handler, "event_log_handler", 0, STR, "logs", NULL,       \
+	  CFG_ENV_PET, G_LOGS,                                                 \
+	  "accepted for compatibility; crun says each event on stderr")        \
 	X(node_rank, "node_rank", 0, INT, "rendezvous", "0", CFG_ENV_PET,     \
 	  G_RDZV, "this node's rank (static backend only)")                    \
 	X(master_addr, "master_addr", 0, STR, "rendezvous", "127.0.0.1",      \

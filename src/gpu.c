@@ -178,3 +178,41 @@ int gpu_count(enum crun_gpu_vendor v)
 	}
 	return 0;
 }
+
+/* The n-th comma-separated entry of list into val; 0 if it has none. */
+static int nth_entry(const char *list, int n, char *val, size_t len)
+{
+	const char *p = list;
+
+	for (int i = 0; *p; i++) {
+		size_t k = strcspn(p, ",");
+
+		if (i == n) {
+			snprintf(val, len, "%.*s", (int)k, p);
+			return k > 0;
+		}
+		p += k + (p[k] == ',');
+	}
+	return 0;
+}
+
+void gpu_virtual_device(int local_rank, const char **var, char *val, size_t len)
+{
+	const char *list;
+
+	if (gpu_count(CRUN_GPU_AMD) > 0) {
+		*var = "HIP_VISIBLE_DEVICES";
+		if ((list = getenv("HIP_VISIBLE_DEVICES")) == NULL &&
+		    (list = getenv("ROCR_VISIBLE_DEVICES")) == NULL)
+			list = getenv("CUDA_VISIBLE_DEVICES");
+	} else if (gpu_count(CRUN_GPU_NVIDIA) == 0 &&
+		   gpu_count(CRUN_GPU_INTEL) > 0) {
+		*var = "ZE_AFFINITY_MASK";
+		list = getenv("ZE_AFFINITY_MASK");
+	} else {
+		*var = "CUDA_VISIBLE_DEVICES";
+		list = getenv("CUDA_VISIBLE_DEVICES");
+	}
+	if (list == NULL || !nth_entry(list, local_rank, val, len))
+		snprintf(val, len, "%d", local_rank);
+}

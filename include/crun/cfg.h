@@ -77,7 +77,9 @@ struct crun_cfg {
 	int module;
 	int no_python;
 	int run_path;
-	char **argv; /* training script (or binary) and its args */
+	int virtual_local_rank;
+	char *numa_binding; /* accepted, not applied yet (a warning) */
+	char **argv;	    /* training script (or binary) and its args */
 	int argc;
 	char *python;	  /* interpreter of Python workers, NULL: direct exec */
 	char *python_why; /* where it came from (for --print-config) */
@@ -100,6 +102,9 @@ struct crun_cfg {
 	char *local_ranks_filter_str;
 	int *local_ranks_filter; /* NULL: every rank reaches the console */
 	int nfilter;
+	/* --duplicate_std{out,err}_filters: [0] stdout, [1] stderr. */
+	char **dup_filters[2];
+	int ndup_filters[2];
 
 	/* Lifecycle. */
 	double shutdown_timeout;
@@ -219,5 +224,12 @@ const char *cfg_signame(int sig);
 
 /** Write the effective configuration and each value's source to fp. */
 void cfg_print(const struct crun_cfg *cfg, FILE *fp);
+
+/**
+ * One line on fp for each torchrun option that crun accepts but handles its
+ * own way (--numa_binding, --logs_specs, --event_log_handler), so that
+ * nothing given is silently ignored.
+ */
+void cfg_notices(const struct crun_cfg *cfg, FILE *fp);
 
 #endif

@@ -26,4 +26,13 @@ int gpu_count(enum crun_gpu_vendor v);
  */
 int gpu_visible(const char *list, int physical);
 
+/**
+ * For --virtual-local-rank: the variable that makes local_rank's device the
+ * worker's only one (AMD: HIP_VISIBLE_DEVICES, Intel alone:
+ * ZE_AFFINITY_MASK, else CUDA_VISIBLE_DEVICES) and its value: the
+ * local_rank-th entry of the list this node was given, else local_rank.
+ */
+void gpu_virtual_device(int local_rank, const char **var, char *val,
+			size_t len);
+
 #endif
