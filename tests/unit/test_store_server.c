@@ -442,7 +442,7 @@ static const char *limits(int port)
 
 Test(store_server, limits, .timeout = 30)
 {
-	struct crun_store_limits lim = {16, 64, 4, 4096, 100};
+	struct crun_store_limits lim = {16, 64, 4, 4096, 100, 1 << 20, 30};
 
 	run_scenario(limits, &lim);
 }

@@ -27,7 +27,7 @@ static unsigned char *unhex(const char *hex, size_t *len)
 	return b;
 }
 
-static struct crun_store_limits lim = {8192, 8 << 20, 131072, 1 << 30, 65536};
+static struct crun_store_limits lim = {8192, 8 << 20, 131072, 1 << 30, 65536, 64 << 20, 30};
 
 /* Decode one whole frame; assert it is exactly len bytes. */
 static void decode1(const unsigned char *b, size_t len, enum store_gen *gen,
@@ -35,7 +35,7 @@ static void decode1(const unsigned char *b, size_t len, enum store_gen *gen,
 {
 	char err[128] = "";
 	size_t used = 0;
-	int rc = store_wire_decode(b, len, gen, &lim, r, &used, err, sizeof(err));
+	int rc = store_wire_decode(b, len, gen, &lim, NULL, r, &used, err, sizeof(err));
 
 	cr_assert_eq(rc, STORE_WIRE_OK, "rc %d (%s)", rc, err);
 	cr_assert_eq(used, len, "used %zu of %zu", used, len);
@@ -51,7 +51,7 @@ static void check_prefixes(const unsigned char *b, size_t len, enum store_gen g0
 
 	for (i = 0; i < len; i++) {
 		gen = g0;
-		cr_assert_eq(store_wire_decode(b, i, &gen, &lim, &r, &used, err,
+		cr_assert_eq(store_wire_decode(b, i, &gen, &lim, NULL, &r, &used, err,
 					       sizeof(err)),
 			     STORE_WIRE_NEED_MORE, "prefix %zu of %zu", i, len);
 	}
@@ -194,7 +194,7 @@ static void roundtrip(enum store_gen gen)
 	/* All at once. */
 	g = gen == STORE_GEN_G3 ? STORE_GEN_UNKNOWN : STORE_GEN_G0;
 	while (off < b.len) {
-		rc = store_wire_decode(b.data + off, b.len - off, &g, &lim, &r, &used, err, sizeof(err));
+		rc = store_wire_decode(b.data + off, b.len - off, &g, &lim, NULL, &r, &used, err, sizeof(err));
 		cr_assert_eq(rc, STORE_WIRE_OK, "%s", err);
 		while (store_wire_opcode(gen, (enum store_op)op) < 0)
 			op++;
@@ -212,7 +212,7 @@ static void roundtrip(enum store_gen gen)
 	g = gen == STORE_GEN_G3 ? STORE_GEN_UNKNOWN : STORE_GEN_G0;
 	off = 0;
 	for (fed = 1; fed <= b.len; fed++) {
-		rc = store_wire_decode(b.data + off, fed - off, &g, &lim, &r, &used, err, sizeof(err));
+		rc = store_wire_decode(b.data + off, fed - off, &g, &lim, NULL, &r, &used, err, sizeof(err));
 		cr_assert(rc == STORE_WIRE_OK || rc == STORE_WIRE_NEED_MORE, "%s", err);
 		if (rc == STORE_WIRE_OK) {
 			off += used;
@@ -263,7 +263,7 @@ Test(store_wire, generation_detection)
 
 	/* The first bytes of the magic are not enough to decide. */
 	b = unhex("00cef785", &len);
-	cr_assert_eq(store_wire_decode(b, len, &gen, &lim, &r, &used, err, sizeof(err)),
+	cr_assert_eq(store_wire_decode(b, len, &gen, &lim, NULL, &r, &used, err, sizeof(err)),
 		     STORE_WIRE_NEED_MORE);
 	cr_assert_eq(gen, STORE_GEN_UNKNOWN);
 	free(b);
@@ -275,7 +275,7 @@ Test(store_wire, generation_detection)
 	/* G0 SET: 00 then a small length. */
 	gen = STORE_GEN_UNKNOWN;
 	b = unhex("0002", &len);
-	cr_assert_eq(store_wire_decode(b, len, &gen, &lim, &r, &used, err, sizeof(err)),
+	cr_assert_eq(store_wire_decode(b, len, &gen, &lim, NULL, &r, &used, err, sizeof(err)),
 		     STORE_WIRE_NEED_MORE);
 	cr_assert_eq(gen, STORE_GEN_G0);
 	free(b);
@@ -291,7 +291,7 @@ static void expect_err(const char *hex, enum store_gen gen, int want, const char
 	int rc;
 
 	b = unhex(hex, &len);
-	rc = store_wire_decode(b, len, &gen, &lim, &r, &used, err, sizeof(err));
+	rc = store_wire_decode(b, len, &gen, &lim, NULL, &r, &used, err, sizeof(err));
 	cr_assert_eq(rc, want, "%s: rc %d (%s)", hex, rc, err);
 	cr_assert(strstr(err, frag) != NULL, "%s: reason \"%s\"", hex, err);
 	free(b);
@@ -310,7 +310,7 @@ Test(store_wire, garbage)
 
 Test(store_wire, limits)
 {
-	struct crun_store_limits small = {4, 8, 2, 1 << 20, 10};
+	struct crun_store_limits small = {4, 8, 2, 1 << 20, 10, 1 << 20, 30};
 	struct store_req r;
 	enum store_gen gen;
 	unsigned char *b;
@@ -341,7 +341,7 @@ Test(store_wire, limits)
 		b = unhex(cases[i].hex, &len);
 		gen = STORE_GEN_G0;
 		err[0] = '\0';
-		rc = store_wire_decode(b, len, &gen, &small, &r, &used, err, sizeof(err));
+		rc = store_wire_decode(b, len, &gen, &small, NULL, &r, &used, err, sizeof(err));
 		cr_assert_eq(rc, cases[i].rc, "case %zu: rc %d (%s)", i, rc, err);
 		cr_assert(strstr(err, cases[i].frag) != NULL, "case %zu: \"%s\"", i, err);
 		free(b);
@@ -349,7 +349,7 @@ Test(store_wire, limits)
 	/* Without limits a huge count only needs more bytes. */
 	b = unhex("05ffffffffffffffff", &len);
 	gen = STORE_GEN_G0;
-	cr_assert_eq(store_wire_decode(b, len, &gen, NULL, &r, &used, err, sizeof(err)),
+	cr_assert_eq(store_wire_decode(b, len, &gen, NULL, NULL, &r, &used, err, sizeof(err)),
 		     STORE_WIRE_NEED_MORE);
 	free(b);
 }
@@ -386,7 +386,7 @@ Test(store_wire, captured_streams_decode)
 		free(c);
 	}
 	while (off < b.len) {
-		cr_assert_eq(store_wire_decode(b.data + off, b.len - off, &gen, &lim, &r, &used, err, sizeof(err)),
+		cr_assert_eq(store_wire_decode(b.data + off, b.len - off, &gen, &lim, NULL, &r, &used, err, sizeof(err)),
 			     STORE_WIRE_OK);
 		cr_assert_eq(r.op, want[k++]);
 		off += used;
