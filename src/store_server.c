@@ -79,12 +79,13 @@
 #include "store_wire.h"
 
 #define STORE_RBUF_SIZE 65536
-/* Largest uv_buf_t piece (uv_buf_t lengths are unsigned int). */
-#define STORE_WRITE_CHUNK ((size_t)1 << 30)
+/* Lines about closed connections logged per second, at most. */
+#define STORE_LOG_BURST 10
 /* Period of the idle check, at most. */
 #define STORE_TICK_MS 1000
-/* Bytes charged per entry besides its key and value. */
-#define STORE_ENTRY_OVERHEAD 64
+/* Bytes charged per entry besides its key and value: the struct, malloc's
+ * header and its share of the bucket array. */
+#define STORE_ENTRY_OVERHEAD (sizeof(struct store_entry) + 32)
 /* Idle buffers larger than this are freed. */
 #define STORE_KEEP_BUF 16384
 
@@ -187,7 +188,8 @@ struct crun_store_server {
 	size_t mem;	 /* bytes charged against lim.max_memory */
 	size_t nwaiters, nwatches;
 	uv_timer_t tick;	   /* the idle check */
-	uint64_t log_at;	   /* uv_now of the last close logged */
+	uint64_t log_at;	   /* uv_now when the log window opened */
+	unsigned log_lines;	   /* close lines logged in this window */
 	unsigned long log_skipped; /* closes not logged since */
 	struct store_conn *conns;
 	size_t nconns;
@@ -298,6 +300,8 @@ static void store_conn_dirty(struct store_conn *c)
 	c->srv->dirty = c;
 }
 
+static void store_conn_account(struct store_conn *c);
+
 /*
  * Whether c may get n more bytes of output now: its unsent replies stay
  * within max_output and the process within max_memory.
@@ -306,10 +310,11 @@ static int store_conn_fits(const struct store_conn *c, size_t n)
 {
 	const struct crun_store_server *srv = c->srv;
 	size_t cap = store_buf_grown_cap(&c->out, n);
+	/* srv->mem counts c's buffers as of its last store_conn_account. */
+	size_t mem = srv->mem - c->charged + c->in.cap + c->qcap;
 
 	return c->out.len + c->queued + n <= srv->lim.max_output &&
-	       cap != SIZE_MAX &&
-	       srv->mem + (cap - c->out.cap) <= srv->lim.max_memory;
+	       cap != SIZE_MAX && mem + cap <= srv->lim.max_memory;
 }
 
 /* Have c closed at the next flush (not now: a list may be walking it). */
@@ -342,6 +347,7 @@ static void store_notify(struct store_entry *e, unsigned kind, const void *old,
 		store_buf_str(&w->c->out, e->key, e->klen);
 		store_buf_str(&w->c->out, old, olen);
 		store_buf_str(&w->c->out, new, nlen);
+		store_conn_account(w->c);
 		store_conn_dirty(w->c);
 	}
 }
@@ -451,6 +457,7 @@ static int store_waiter_hit(struct store_waiter *w)
 		return 0;
 	if (!w->c->closing) {
 		store_buf_u8(&w->c->out, STORE_STOP_WAITING);
+		store_conn_account(w->c);
 		store_conn_dirty(w->c);
 	}
 	store_waiter_free(w);
@@ -998,9 +1005,9 @@ static void store_conn_peer(struct store_conn *c, char *addr, size_t len)
 }
 
 /*
- * Close c, logging why unless reason is NULL. At most one line a second is
- * logged (a flood of hostile connections must not flood the log); the next
- * line says how many were not.
+ * Close c, logging why unless reason is NULL. At most STORE_LOG_BURST lines
+ * a second are logged (a flood of hostile connections must not flood the
+ * log); the next line logged says how many were not.
  */
 static void store_conn_close(struct store_conn *c, const char *reason)
 {
@@ -1014,6 +1021,10 @@ static void store_conn_close(struct store_conn *c, const char *reason)
 	if (reason != NULL && !srv->quiet) {
 		now = uv_now(srv->loop);
 		if (srv->log_at == 0 || now - srv->log_at >= 1000) {
+			srv->log_at = now != 0 ? now : 1;
+			srv->log_lines = 0;
+		}
+		if (srv->log_lines < STORE_LOG_BURST) {
 			store_conn_peer(c, addr, sizeof(addr));
 			if (srv->log_skipped > 0)
 				store_log(srv,
@@ -1023,7 +1034,7 @@ static void store_conn_close(struct store_conn *c, const char *reason)
 			else
 				store_log(srv, "closing connection from %s: %s",
 					  addr, reason);
-			srv->log_at = now != 0 ? now : 1;
+			srv->log_lines++;
 			srv->log_skipped = 0;
 		} else {
 			srv->log_skipped++;
@@ -1112,6 +1123,7 @@ static size_t store_conn_parse(struct store_conn *c, const unsigned char *buf,
 		if (!store_conn_room(c, &req))
 			break;
 		rc = store_exec(c, &req, errmsg, sizeof(errmsg));
+		store_conn_account(c);
 		if (rc < 0) {
 			store_conn_close(c, errmsg);
 			break;
@@ -1183,18 +1195,6 @@ static void store_on_write(uv_write_t *req, int status)
 	store_flush_dirty(srv);
 }
 
-/* Point bufs (n of them) at p[0..len) in pieces a uv_buf_t can hold. */
-static void store_bufs(uv_buf_t *bufs, size_t n, unsigned char *p, size_t len)
-{
-	for (size_t i = 0; i < n; i++) {
-		size_t k = len < STORE_WRITE_CHUNK ? len : STORE_WRITE_CHUNK;
-
-		bufs[i] = uv_buf_init((char *)p, (unsigned int)k);
-		p += k;
-		len -= k;
-	}
-}
-
 /*
  * Hand c's output to the kernel: try_write, then uv_write for the rest.
  * Lengths stay size_t throughout; a buffer is split into pieces below 4 GiB.
@@ -1218,13 +1218,13 @@ static void store_conn_flush(struct store_conn *c)
 		store_conn_close(c, "out of memory for replies");
 		return;
 	}
-	nb = (c->out.len + STORE_WRITE_CHUNK - 1) / STORE_WRITE_CHUNK;
+	nb = store_wire_npieces(c->out.len);
 	if (nb > 4 && (bufs = malloc(nb * sizeof(*bufs))) == NULL) {
 		store_conn_close(c, "out of memory for replies");
 		return;
 	}
 	if (c->queued == 0) {
-		store_bufs(bufs, nb, c->out.data, c->out.len);
+		store_wire_slices(bufs, nb, c->out.data, c->out.len);
 		n = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)nb);
 		if (n < 0 && n != UV_EAGAIN) {
 			if (bufs != small)
@@ -1242,8 +1242,7 @@ static void store_conn_flush(struct store_conn *c)
 			c->since = uv_now(c->srv->loop);
 			goto done;
 		}
-		nb = (c->out.len - off + STORE_WRITE_CHUNK - 1) /
-		     STORE_WRITE_CHUNK;
+		nb = store_wire_npieces(c->out.len - off);
 	}
 	w = malloc(sizeof(*w));
 	if (w == NULL) {
@@ -1257,7 +1256,7 @@ static void store_conn_flush(struct store_conn *c)
 	w->cap = c->out.cap;
 	w->data = c->out.data;
 	store_buf_init(&c->out);
-	store_bufs(bufs, nb, w->data + off, w->len);
+	store_wire_slices(bufs, nb, w->data + off, w->len);
 	n = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, (unsigned)nb,
 		     store_on_write);
 	if (bufs != small)
@@ -1312,10 +1311,9 @@ static void store_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	}
 	store_conn_account(c);
 	room = c->in.cap - c->in.len;
-	*buf = uv_buf_init((char *)c->in.data + c->in.len,
-			   (unsigned int)(room < STORE_WRITE_CHUNK
-					      ? room
-					      : STORE_WRITE_CHUNK));
+	*buf = uv_buf_init(
+	    (char *)c->in.data + c->in.len,
+	    (unsigned int)(room < STORE_WIRE_PIECE ? room : STORE_WIRE_PIECE));
 }
 
 /* Keep the unparsed tail rest[0..n) of a shared-buffer read in c->in. */
@@ -1415,8 +1413,8 @@ static void store_on_tick(uv_timer_t *t)
 		snprintf(msg, sizeof(msg),
 			 "no progress for idle-timeout %zu s with %s pending",
 			 srv->lim.idle_timeout,
-			 c->in.len > 0 ? "a partial request"
-				       : "unsent replies");
+			 c->in.len > 0 && !c->paused ? "a partial request"
+						     : "unsent replies");
 		store_conn_close(c, msg);
 	}
 	store_flush_dirty(srv);

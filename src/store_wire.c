@@ -394,6 +394,22 @@ void store_buf_release(struct store_buf *b)
 	store_buf_init(b);
 }
 
+size_t store_wire_npieces(size_t len)
+{
+	return len / STORE_WIRE_PIECE + (len % STORE_WIRE_PIECE != 0);
+}
+
+void store_wire_slices(uv_buf_t *bufs, size_t n, unsigned char *p, size_t len)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t k = len < STORE_WIRE_PIECE ? len : STORE_WIRE_PIECE;
+
+		bufs[i] = uv_buf_init((char *)p, (unsigned int)k);
+		p += k;
+		len -= k;
+	}
+}
+
 size_t store_buf_grown_cap(const struct store_buf *b, size_t n)
 {
 	size_t cap;

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <uv.h>
+
 #include "crun/cfg.h"
 
 #define STORE_WIRE_MAGIC 0x3C85F7CEu
@@ -156,6 +158,16 @@ void store_buf_u64(struct store_buf *b, uint64_t v);
 void store_buf_str(struct store_buf *b, const void *p, size_t n);
 /** Append op's opcode for gen (assert: gen has it). */
 void store_buf_op(struct store_buf *b, enum store_gen gen, enum store_op op);
+
+/*
+ * Writing a buffer of any size_t length with libuv, whose uv_buf_t lengths
+ * are unsigned int: split it into pieces of at most STORE_WIRE_PIECE bytes.
+ */
+#define STORE_WIRE_PIECE ((size_t)1 << 30)
+/** The number of pieces of a buffer of len bytes (0 for len 0). */
+size_t store_wire_npieces(size_t len);
+/** Point bufs[0..n) (n = store_wire_npieces(len)) at p[0..len), in order. */
+void store_wire_slices(uv_buf_t *bufs, size_t n, unsigned char *p, size_t len);
 
 /** Little-endian loads. */
 uint64_t store_wire_u64(const unsigned char *p);
