@@ -830,3 +830,57 @@ Test(store_server, raises_open_file_limit, .timeout = 30)
 	uv_run(&loop, UV_RUN_DEFAULT);
 	cr_assert_eq(uv_loop_close(&loop), 0);
 }
+
+/*
+ * BARRIER semantics chosen for the libuv server's extra (see the opening
+ * comment of store_server.c): a plain WAIT on a barrier key returns at the
+ * first arrival; a SET on the key of a pending barrier releases no party.
+ */
+static const char *barrier_semantics(int port)
+{
+	static const char hello[] = "\x00\xce\xf7\x85\x3c";
+	static const char barrier[] = "\x12\x02\0\0\0\0\0\0\0/b\x03\0\0\0\0\0\0\0";
+	static const char wait_b[] = "\x06\x01\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0/b";
+	static const char set_b[] = "\x01\x02\0\0\0\0\0\0\0/b\x01\0\0\0\0\0\0\0" "1";
+	int a, w, s, b, c;
+	unsigned char r;
+
+	a = raw_connect(port);
+	w = raw_connect(port);
+	s = raw_connect(port);
+	b = raw_connect(port);
+	c = raw_connect(port);
+	CHECK(a >= 0 && w >= 0 && s >= 0 && b >= 0 && c >= 0);
+	CHECK(send(a, hello, 5, 0) == 5 && send(w, hello, 5, 0) == 5 &&
+	      send(s, hello, 5, 0) == 5 && send(b, hello, 5, 0) == 5 &&
+	      send(c, hello, 5, 0) == 5);
+	CHECK(send(a, barrier, sizeof(barrier) - 1, 0) > 0);
+	WAIT_STATS(waiters, ==, 1, 5000);
+	/* The key exists from the first arrival: a plain WAIT returns. */
+	CHECK(send(w, wait_b, sizeof(wait_b) - 1, 0) > 0);
+	CHECK(raw_read(w, &r, 1, 2000) == 1 && r == 0);
+	/* A SET on the pending barrier's key releases nobody. */
+	CHECK(send(s, set_b, sizeof(set_b) - 1, 0) > 0);
+	CHECK(send(s, "\x0d\x01\0\0\0", 5, 0) == 5); /* PING: the SET is done */
+	CHECK(raw_read(s, &r, 1, 2000) == 1);
+	CHECK(raw_read(a, &r, 1, 100) == -1);
+	CHECK(get_stats().waiters == 1);
+	/* Arrivals 2 and 3 (counting on from the SET value 1) release all. */
+	CHECK(send(b, barrier, sizeof(barrier) - 1, 0) > 0);
+	WAIT_STATS(waiters, ==, 2, 5000);
+	CHECK(send(c, barrier, sizeof(barrier) - 1, 0) > 0);
+	CHECK(raw_read(c, &r, 1, 2000) == 1 && r == 0);
+	CHECK(raw_read(a, &r, 1, 2000) == 1 && r == 0);
+	CHECK(raw_read(b, &r, 1, 2000) == 1 && r == 0);
+	close(a);
+	close(w);
+	close(s);
+	close(b);
+	close(c);
+	return NULL;
+}
+
+Test(store_server, barrier_semantics, .timeout = 30)
+{
+	run_scenario(barrier_semantics, NULL);
+}
