@@ -261,10 +261,13 @@ int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
 	if (first) {
 		/* As a G0 SET, a first frame whose key length (bytes 1-8) is
 		 * past 4 GiB is a VALIDATE with a wrong magic followed by the
-		 * client's next request (a G3 client sends both at once). */
+		 * client's next request (a G3 client sends both at once).
+		 * Undecided until those bytes are in, so that the verdict
+		 * does not depend on how the bytes arrive. */
+		if (buf[0] == 0 && len < 9)
+			return STORE_WIRE_NEED_MORE;
 		*gen = STORE_GEN_G0;
-		if (buf[0] == 0 && len >= 9 &&
-		    store_wire_u64(buf + 1) > (uint64_t)maxk &&
+		if (buf[0] == 0 && store_wire_u64(buf + 1) > (uint64_t)maxk &&
 		    store_wire_u64(buf + 1) > UINT32_MAX)
 			return store_wire_bad_magic(&c, buf);
 	}

@@ -272,9 +272,14 @@ Test(store_wire, generation_detection)
 	cr_assert_eq(gen, STORE_GEN_G3);
 	cr_assert_eq(r.op, STORE_OP_VALIDATE);
 	free(b);
-	/* G0 SET: 00 then a small length. */
+	/* G0 SET: 00 then a small length (decided once the length is in). */
 	gen = STORE_GEN_UNKNOWN;
 	b = unhex("0002", &len);
+	cr_assert_eq(store_wire_decode(b, len, &gen, &lim, NULL, &r, &used, err, sizeof(err)),
+		     STORE_WIRE_NEED_MORE);
+	cr_assert_eq(gen, STORE_GEN_UNKNOWN);
+	free(b);
+	b = unhex("000200000000000000", &len);
 	cr_assert_eq(store_wire_decode(b, len, &gen, &lim, NULL, &r, &used, err, sizeof(err)),
 		     STORE_WIRE_NEED_MORE);
 	cr_assert_eq(gen, STORE_GEN_G0);
