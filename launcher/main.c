@@ -4,6 +4,7 @@
  * with one line naming the option and the value.
  */
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,9 @@ int main(int argc, char **argv)
 	char msg[1024];
 	int done = 0, rc;
 
+	/* Before any socket exists: a peer that hangs up must cost an EPIPE,
+	 * never the process (the agent's stores, `crun store`, the clients). */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1 && strcmp(argv[1], "store") == 0)
 		return cmd_store_main(argc - 1, argv + 1);
 

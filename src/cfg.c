@@ -1217,7 +1217,11 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	    (rc = get_size(cfg, CFG_store_max_memory, &cfg->store.max_memory, e,
 			   l)) ||
 	    (rc = get_size(cfg, CFG_store_max_conns, &cfg->store.max_conns, e,
-			   l)))
+			   l)) ||
+	    (rc = get_size(cfg, CFG_store_max_output, &cfg->store.max_output, e,
+			   l)) ||
+	    (rc = get_size(cfg, CFG_store_idle_timeout,
+			   &cfg->store.idle_timeout, e, l)))
 		return rc;
 
 	set_str(&cfg->config_file, RAW(config));

@@ -466,6 +466,8 @@ static void lookup(struct ini_state *st, struct ini_entry *e, const char *n)
 	    {SEC_STORE, "max_keys", CFG_store_max_keys},
 	    {SEC_STORE, "max_memory", CFG_store_max_memory},
 	    {SEC_STORE, "max_conns", CFG_store_max_conns},
+	    {SEC_STORE, "max_output", CFG_store_max_output},
+	    {SEC_STORE, "idle_timeout", CFG_store_idle_timeout},
 	};
 	const struct cfg_opt *o;
 	int amb = 0;

@@ -104,6 +104,11 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  CFG_ENV_CRUN, G_STORE, "total bytes of keys and values held")        \
 	X(store_max_conns, "store_max_conns", 0, STR, "store", "65536",       \
 	  CFG_ENV_CRUN, G_STORE, "concurrent store connections")               \
+	X(store_max_output, "store_max_output", 0, STR, "store", "64M",       \
+	  CFG_ENV_CRUN, G_STORE, "unsent reply bytes per store connection")    \
+	X(store_idle_timeout, "store_idle_timeout", 0, STR, "store", "30",    \
+	  CFG_ENV_CRUN, G_STORE,                                               \
+	  "seconds a stalled store connection is kept")                        \
 	X(config, "config", 0, STR, "job", NULL, CFG_ENV_CRUN, G_JOB,           \
 	  "read options from an INI job file (also: crun job.ini)")            \
 	X(print_config, "print_config", 0, BOOL, "job", NULL, CFG_ENV_NONE,     \

@@ -60,6 +60,9 @@ struct crun_store_limits {
 	size_t max_keys;   /* keys in one request */
 	size_t max_memory; /* total bytes of keys and values */
 	size_t max_conns;  /* concurrent connections */
+	size_t max_output; /* unsent reply bytes per connection */
+	size_t
+	    idle_timeout; /* seconds a stalled connection is kept (0: ever) */
 };
 
 struct crun_cfg {

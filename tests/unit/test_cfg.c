@@ -234,6 +234,8 @@ static const char *sample_value(int id)
 	case CFG_store_max_keys: return "100";
 	case CFG_store_max_memory: return "1G";
 	case CFG_store_max_conns: return "10";
+	case CFG_store_max_output: return "16M";
+	case CFG_store_idle_timeout: return "20";
 	case CFG_config: return "job.ini";
 	default: return "value";
 	}
@@ -420,6 +422,8 @@ Test(cfg, store_limit_defaults_are_the_stores)
 	cr_assert_eq(cfg.store.max_keys, d.max_keys);
 	cr_assert_eq(cfg.store.max_memory, d.max_memory);
 	cr_assert_eq(cfg.store.max_conns, d.max_conns);
+	cr_assert_eq(cfg.store.max_output, d.max_output);
+	cr_assert_eq(cfg.store.idle_timeout, d.idle_timeout);
 	cr_assert_eq(cfg_parse_size("64k", &d.max_key), 0);
 	cr_assert_eq(d.max_key, 65536);
 	cr_assert_neq(cfg_parse_size("0", &d.max_key), 0);

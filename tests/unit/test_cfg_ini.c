@@ -143,6 +143,8 @@ static const char *sample(int id)
 	case CFG_store_max_keys: return "100";
 	case CFG_store_max_memory: return "3G";
 	case CFG_store_max_conns: return "10";
+	case CFG_store_max_output: return "16M";
+	case CFG_store_idle_timeout: return "20";
 	}
 	return "true"; /* booleans */
 }
