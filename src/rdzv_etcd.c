@@ -50,9 +50,10 @@ struct kop {
 	int absent;	   /* CAS: expected "" means absent */
 	int have;	   /* ADD: cur and rev known */
 	int64_t cur, rev;
-	size_t pos;    /* MGET/MSET: keys done */
-	size_t chunk0; /* MGET: first key of the txn out */
-	char **got;    /* MGET: values read */
+	char token[48]; /* ADD: "<node>:<seq>", written beside the sum */
+	size_t pos;	/* MGET/MSET: keys done */
+	size_t chunk0;	/* MGET: first key of the txn out */
+	char **got;	/* MGET: values read */
 	size_t *glen;
 	int missing; /* MGET: keys absent in this pass */
 	int waiting; /* for a PUT event on one of keys */
@@ -94,6 +95,7 @@ struct crun_rdzv_etcd {
 	uv_timer_t evtimer;
 	struct cache *cache;
 	int ncache;
+	unsigned seq; /* ADDs so far */
 	void (*vanish_cb)(void *, const char *, size_t);
 	void *vanish_arg;
 	rdzv_etcd_open_cb open_cb;
@@ -377,8 +379,22 @@ static void on_add(int status, json_t *resp, void *arg)
 	o->have = 1;
 	o->cur = 0;
 	o->rev = 0;
-	if (etcd_kv_first(resp, &v, &n, &o->rev))
+	if (etcd_kv_first(resp, &v, &n, &o->rev)) {
+		const char *t = strchr(v, ' ');
+
 		o->cur = strtoll(v, NULL, 10);
+		if (*o->token && t && strcmp(t + 1, o->token) == 0) {
+			/*
+			 * Our own write: etcd applied a try whose answer was
+			 * lost, and the retry found it done.
+			 */
+			free(v);
+			cache_put(s, o->keys[0], o->cur, o->rev);
+			memset(&r, 0, sizeof(r));
+			r.num = o->cur;
+			return reply(o, 0, &r);
+		}
+	}
 	free(v);
 	if (o->delta == 0) {
 		/* Created by someone else meanwhile: that is the value. */
@@ -511,7 +527,7 @@ static void step(struct kop *o)
 	json_t *b = NULL;
 	const char *path = "/v3/kv/txn";
 	etcd_cb cb = NULL;
-	char num[32];
+	char num[96];
 	int rc;
 
 	o->waiting = 0;
@@ -533,8 +549,13 @@ static void step(struct kop *o)
 			}
 		}
 		if (b == NULL) {
-			snprintf(num, sizeof(num), "%" PRId64,
-				 o->cur + o->delta);
+			/* The sum, and who wrote it (see on_add). */
+			if (o->delta && !*o->token)
+				snprintf(o->token, sizeof(o->token), "%s:%u",
+					 s->node, ++s->seq);
+			snprintf(num, sizeof(num), "%" PRId64 "%s%s",
+				 o->cur + o->delta, *o->token ? " " : "",
+				 o->token);
 			b = etcd_txn_mod(o->keys[0], o->rev, num, strlen(num),
 					 lease);
 		}

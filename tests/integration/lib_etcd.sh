@@ -9,12 +9,13 @@ need_etcd() { [ -x "$ETCD" ] && [ -x "$ETCDCTL" ] || skip "no etcd ($ETCD, $ETCD
 
 _etcd_data=$(mktemp -d /dev/shm/crun-etcd-$$-XXXX 2>/dev/null || mktemp -d "$T/etcd-XXXX")
 at_exit "rm -rf '$_etcd_data'"
-ETCD_NAMES="" ETCD_EP=""
+ETCD_NAMES="" ETCD_EP="" ETCD_GEN=0
 
 # etcd_cluster N [etcd flags...]: start N members, wait until they serve.
 etcd_cluster() {
 	_n=$1; shift
-	_cl="" _i=1
+	_cl="" _i=1 ETCD_GEN=$((ETCD_GEN+1))
+	for _m in $ETCD_NAMES; do etcd_kill "$_m"; done
 	while [ $_i -le "$_n" ]; do
 		if [ -n "${ETCD_HOSTS:-}" ]; then
 			_h=$(echo $ETCD_HOSTS | cut -d' ' -f$_i)
@@ -45,12 +46,12 @@ etcd_addr() { eval "echo \$_etcd_a_$1:\$_etcd_cp_$1"; }
 etcd_start() {
 	_m=$1; shift
 	eval "_a=\$_etcd_a_$_m _cp=\$_etcd_cp_$_m _pp=\$_etcd_pp_$_m _h=\$_etcd_h_$_m"
-	_st=new; [ -d "$_etcd_data/$_m" ] && _st=existing
-	set -- "$ETCD" --name "$_m" --data-dir "$_etcd_data/$_m" \
+	_st=new; [ -d "$_etcd_data/$ETCD_GEN-$_m" ] && _st=existing
+	set -- "$ETCD" --name "$_m" --data-dir "$_etcd_data/$ETCD_GEN-$_m" \
 		--listen-client-urls "${ETCD_SCHEME:-http}://$_a:$_cp" --advertise-client-urls "${ETCD_SCHEME:-http}://$_a:$_cp" \
 		--listen-peer-urls "http://$_a:$_pp" --initial-advertise-peer-urls "http://$_a:$_pp" \
 		--initial-cluster "$ETCD_CLUSTER" --initial-cluster-state $_st \
-		--initial-cluster-token "crun-$$" "$@"
+		--initial-cluster-token "crun-$$-$ETCD_GEN" "$@"
 	if [ -n "$_h" ]; then
 		netns_spawn "$_h" "$T/etcd-$_m.log" "$@"
 		eval "_etcd_pid_$_m=\$NETNS_PID"
