@@ -531,10 +531,16 @@ static void on_done(CURL *easy, CURLcode res, void *arg)
 		e->token = NULL;
 		return wait_auth(q);
 	}
-	snprintf(e->errmsg, sizeof(e->errmsg), "etcd at %s: %s", e->urls[q->ep],
+	snprintf(e->errmsg, sizeof(e->errmsg), "etcd at %s: %s%s",
+		 e->urls[q->ep],
 		 json_string_value(json_object_get(err, "message"))
 		     ? json_string_value(json_object_get(err, "message"))
-		     : "no answer");
+		     : "no answer",
+		 !*e->user && (code == 16 || strstr(q->buf ? q->buf : "",
+						    "user name is empty"))
+		     ? " (it wants a user: set user and password_file in "
+		       "--rdzv_conf)"
+		     : "");
 	req_done(q, CRUN_EETCD, err);
 	json_decref(j);
 }
