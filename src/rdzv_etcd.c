@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "crun/err.h"
 #include "crun/etcd.h"
@@ -51,6 +52,7 @@ struct kop {
 	int have;	   /* ADD: cur and rev known */
 	int64_t cur, rev;
 	char token[48]; /* ADD: "<node>:<seq>", written beside the sum */
+	int fails;	/* ADD: compares lost */
 	size_t pos;	/* MGET/MSET: keys done */
 	size_t chunk0;	/* MGET: first key of the txn out */
 	char **got;	/* MGET: values read */
@@ -80,7 +82,7 @@ struct crun_rdzv_etcd {
 	double ttl, timeout;
 	struct kop *head, *tail; /* the main channel */
 	struct kop *w;		 /* the watch channel */
-	uv_timer_t mtimer, wtimer, ka, restart;
+	uv_timer_t mtimer, wtimer, ka, restart, btimer;
 	int timers;
 	struct etcd_req *stream;
 	int64_t rev; /* last revision seen on the watch */
@@ -338,6 +340,14 @@ static json_t *txn_resp(json_t *resp, size_t i, const char *kind)
 
 /* --- the main channel --------------------------------------------------- */
 
+static void on_backoff(uv_timer_t *t)
+{
+	struct crun_rdzv_etcd *s = t->data;
+
+	if (s->head && s->head->type == OP_ADD && !s->head->inflight)
+		step(s->head);
+}
+
 static void on_add(int status, json_t *resp, void *arg)
 {
 	struct kop *o = call_back(arg);
@@ -402,7 +412,16 @@ static void on_add(int status, json_t *resp, void *arg)
 		r.num = o->cur;
 		return reply(o, 0, &r);
 	}
-	step(o);
+	if (o->fails++ == 0)
+		return step(o);
+	/*
+	 * Lost the race again: back off a random while (up to 2^fails ms,
+	 * at most 64), so N nodes adding at once cost O(N) writes, not
+	 * O(N^2).
+	 */
+	uv_timer_start(
+	    &s->btimer, on_backoff,
+	    (uint64_t)(rand() % (1 << (o->fails < 6 ? o->fails : 6))), 0);
 }
 
 static void on_set(int status, json_t *resp, void *arg)
@@ -1185,6 +1204,9 @@ int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
 	uv_timer_init(loop, &s->ka);
 	uv_timer_init(loop, &s->restart);
 	uv_timer_init(loop, &s->evtimer);
+	uv_timer_init(loop, &s->btimer);
+	s->btimer.data = s;
+	srand((unsigned)uv_hrtime() ^ (unsigned)getpid());
 	s->mtimer.data = s->wtimer.data = s->ka.data = s->restart.data = s;
 	s->evtimer.data = s;
 	s->pending = json_array();
@@ -1222,7 +1244,8 @@ static void close_now(struct crun_rdzv_etcd *s)
 	if (s->close_started)
 		return;
 	s->close_started = 1;
-	s->timers = 5;
+	s->timers = 6;
+	uv_close((uv_handle_t *)&s->btimer, on_timer_closed);
 	uv_close((uv_handle_t *)&s->evtimer, on_timer_closed);
 	uv_close((uv_handle_t *)&s->mtimer, on_timer_closed);
 	uv_close((uv_handle_t *)&s->wtimer, on_timer_closed);
