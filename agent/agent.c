@@ -30,6 +30,7 @@
 
 #include "crun/err.h"
 #include "crun/rdzv.h"
+#include "crun/rdzv_etcd.h"
 #include "crun/rdzv_store.h"
 #include "crun/report.h"
 #include "crun/store.h"
@@ -69,6 +70,7 @@ struct agent {
 	/* Multi-node: the rendezvous and the store it runs over. */
 	int multi;
 	struct crun_rdzv_store *rs;
+	struct crun_rdzv_etcd *re; /* --rdzv_backend=etcd: no store host */
 	struct crun_rdzv *rdzv;
 	struct rdzv_result res;
 	int peer_kind; /* why another node ended the round */
@@ -476,7 +478,7 @@ static void agent_multi_round_end(struct agent *a, int nf, int status)
 		 * without us. The store host cannot leave that way: it ends the
 		 * job and serves the store until the others have left.
 		 */
-		if (rdzv_store_is_host(a->rs)) {
+		if (a->rs && rdzv_store_is_host(a->rs)) {
 			snprintf(why, sizeof(why),
 				 "the store host %s was stopped (%s)", a->host,
 				 cfg_signame(a->stop_signal));
@@ -819,6 +821,14 @@ static void agent_on_rs_closed(void *data)
 	a->rs = NULL;
 }
 
+static void agent_on_re_closed(void *data)
+{
+	struct agent *a = data;
+
+	rdzv_etcd_free(a->re);
+	a->re = NULL;
+}
+
 /* Close every handle; the loop then runs dry and agent_run returns. */
 static void agent_finish(struct agent *a, int status)
 {
@@ -852,20 +862,18 @@ static void agent_finish(struct agent *a, int status)
 	}
 	if (a->rs)
 		rdzv_store_close(a->rs, agent_on_rs_closed, a);
+	if (a->re)
+		rdzv_etcd_close(a->re, agent_on_re_closed, a);
 }
 
-static void agent_on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
+/* The backend is open: start the rendezvous over it. */
+static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
+			     void *kv, int is_host)
 {
-	struct agent *a = data;
 	struct crun_cfg *cfg = a->cfg;
 	struct rdzv_opts o;
-	int rc, is_host = rdzv_store_is_host(rs);
+	int rc;
 
-	if (status) {
-		say("%s", rdzv_store_errmsg(rs));
-		agent_finish(a, 1);
-		return;
-	}
 	if (is_host && cfg->rdzv_id == NULL)
 		cfg->rdzv_id = make_run_id(a->host);
 	snprintf(a->addr, sizeof(a->addr), "%s",
@@ -897,22 +905,98 @@ static void agent_on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
 	o.keep_alive_interval = cfg->rdzv.keep_alive_interval;
 	o.keep_alive_max_attempt = cfg->rdzv.keep_alive_max_attempt;
 	o.heartbeat_timeout = cfg->rdzv.heartbeat_timeout;
-	if (o.static_rank >= 0 && cfg->rdzv.timeout > 0)
-		o.join_timeout = cfg->rdzv.timeout; /* torchrun's static wait */
+	/* torchrun's static and etcd backends wait `timeout` for everyone. */
+	if ((o.static_rank >= 0 || a->re) && cfg->rdzv.timeout > 0)
+		o.join_timeout = cfg->rdzv.timeout;
 	else if (cfg->rdzv.timeout > 0)
 		say("rdzv_conf timeout is for the static backend (torchrun's "
 		    "c10d ignores it too); c10d waits join_timeout=%g s",
 		    cfg->rdzv.join_timeout);
 	o.start_master = agent_start_master;
 	o.data = a;
-	rc = rdzv_new(&a->loop, &o, &rdzv_store_ops, rs, agent_on_rdzv_end,
-		      &a->rdzv);
+	if (a->re) {
+		/*
+		 * Node loss shows as lease expiry; missed heartbeat replies
+		 * only mean etcd is failing over, which etcd.c rides out for
+		 * read_timeout: they must not end the job before that.
+		 */
+		double span = cfg->rdzv.read_timeout + cfg->rdzv.lease_ttl;
+		int n = (int)(span / (o.keep_alive_interval > 0
+					  ? o.keep_alive_interval
+					  : 1)) +
+			1;
+
+		if (n > o.keep_alive_max_attempt)
+			o.keep_alive_max_attempt = n;
+		if (o.heartbeat_timeout > 0 && o.heartbeat_timeout < span)
+			o.heartbeat_timeout = span;
+	}
+	rc = rdzv_new(&a->loop, &o, ops, kv, agent_on_rdzv_end, &a->rdzv);
 	if (rc) {
 		say("cannot start the rendezvous: %s", crun_strerror(rc));
 		agent_finish(a, 1);
 		return;
 	}
 	agent_round_start(a);
+}
+
+static void agent_on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
+{
+	struct agent *a = data;
+
+	if (status) {
+		say("%s", rdzv_store_errmsg(rs));
+		agent_finish(a, 1);
+		return;
+	}
+	agent_rdzv_begin(a, &rdzv_store_ops, rs, rdzv_store_is_host(rs));
+}
+
+static void agent_on_re_open(struct crun_rdzv_etcd *re, int status, void *data)
+{
+	struct agent *a = data;
+
+	if (status) {
+		say("%s", rdzv_etcd_errmsg(re));
+		agent_finish(a, 1);
+		return;
+	}
+	agent_rdzv_begin(a, &rdzv_etcd_ops, re, 0);
+}
+
+/* etcd: every agent is a client of the cluster; nobody hosts anything. */
+static int agent_etcd_start(struct agent *a)
+{
+	struct crun_cfg *cfg = a->cfg;
+	struct rdzv_etcd_opts o;
+	char errmsg[512] = "";
+	int rc;
+
+	if (*cfg->rdzv_endpoint == '\0') {
+		say("--rdzv_backend=etcd needs --rdzv_endpoint=HOST[:PORT],... "
+		    "naming etcd members");
+		return CRUN_EUSAGE;
+	}
+	if (cfg->rdzv_id == NULL)
+		cfg->rdzv_id = strdup("none"); /* torchrun's default */
+	memset(&o, 0, sizeof(o));
+	o.endpoints = cfg->rdzv_endpoint;
+	o.https = cfg->rdzv.https;
+	o.cacert = cfg->rdzv.cacert;
+	o.cert = cfg->rdzv.cert;
+	o.key = cfg->rdzv.key;
+	o.user = cfg->rdzv.user;
+	o.password_file = cfg->rdzv.password_file;
+	o.prefix = cfg->rdzv.etcd_prefix;
+	o.run_id = cfg->rdzv_id;
+	o.lease_ttl = cfg->rdzv.lease_ttl;
+	o.timeout = cfg->rdzv.read_timeout;
+	o.errmsg = errmsg;
+	o.errlen = sizeof(errmsg);
+	rc = rdzv_etcd_open(&a->loop, &o, agent_on_re_open, a, &a->re);
+	if (rc)
+		say("%s", *errmsg ? errmsg : crun_strerror(rc));
+	return rc;
 }
 
 /* Multi-node: host or reach the rendezvous store, then join rounds. */
@@ -923,6 +1007,8 @@ static int agent_multi_start(struct agent *a)
 	char host[256], errmsg[512] = "";
 	int port, rc, is_static = strcmp(cfg->rdzv_backend, "static") == 0;
 
+	if (strcmp(cfg->rdzv_backend, "etcd") == 0)
+		return agent_etcd_start(a);
 	if (*cfg->rdzv_endpoint == '\0' ||
 	    cfg_split_endpoint(cfg->rdzv_endpoint, host, sizeof(host), &port)) {
 		say("multi-node runs need --rdzv_endpoint=HOST[:PORT] (c10d) "

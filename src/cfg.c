@@ -20,6 +20,7 @@
 
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/etcd.h"
 #include "crun/gpu.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
@@ -103,6 +104,12 @@ void cfg_release(struct crun_cfg *cfg)
 	free(cfg->rdzv_conf_str);
 	free(cfg->rdzv.store_type);
 	free(cfg->rdzv.local_addr);
+	free(cfg->rdzv.etcd_prefix);
+	free(cfg->rdzv.cacert);
+	free(cfg->rdzv.cert);
+	free(cfg->rdzv.key);
+	free(cfg->rdzv.user);
+	free(cfg->rdzv.password_file);
 	free(cfg->master_addr);
 	free(cfg->local_addr);
 	free(cfg->log_dir);
@@ -413,6 +420,7 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 		DUR("heartbeat_timeout", heartbeat_timeout, 0)
 		DUR("keep_alive_interval", keep_alive_interval, 0)
 		DUR("timeout", timeout, 0)
+		DUR("lease_ttl", lease_ttl, 0)
 #undef DUR
 		if (strcmp(k, "keep_alive_max_attempt") == 0) {
 			if (parse_long(v, 1, 1000000, &l))
@@ -428,6 +436,27 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			set_str(&conf->store_type, v);
 		} else if (strcmp(k, "local_addr") == 0) {
 			set_str(&conf->local_addr, v);
+		} else if (strcmp(k, "etcd_prefix") == 0) {
+			if (*v != '/' || strlen(v) > 200)
+				goto bad;
+			set_str(&conf->etcd_prefix, v);
+		} else if (strcmp(k, "protocol") == 0) {
+			if (strcmp(v, "http") && strcmp(v, "https"))
+				goto bad;
+			conf->https = strcmp(v, "https") == 0;
+		} else if (strcmp(k, "cacert") == 0 ||
+			   strcmp(k, "ca_cert") == 0) {
+			set_str(&conf->cacert, v);
+		} else if (strcmp(k, "cert") == 0 ||
+			   strcmp(k, "ssl_cert") == 0) {
+			set_str(&conf->cert, v);
+		} else if (strcmp(k, "key") == 0 ||
+			   strcmp(k, "ssl_cert_key") == 0) {
+			set_str(&conf->key, v);
+		} else if (strcmp(k, "user") == 0) {
+			set_str(&conf->user, v);
+		} else if (strcmp(k, "password_file") == 0) {
+			set_str(&conf->password_file, v);
 		} else if (strcmp(k, "rank") == 0 ||
 			   strcmp(k, "use_libuv") == 0) {
 			/* Accepted for torchrun compatibility; crun needs
@@ -439,7 +468,9 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			    "last_call_timeout, close_timeout, read_timeout, "
 			    "heartbeat_timeout, keep_alive_interval, "
 			    "keep_alive_max_attempt, is_host, store_type, "
-			    "local_addr, timeout)",
+			    "local_addr, timeout; etcd: etcd_prefix, protocol, "
+			    "cacert, cert, key, user, password_file, "
+			    "lease_ttl)",
 			    k);
 			goto out;
 		}
@@ -1126,14 +1157,18 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	if (strcmp(RAW(rdzv_backend), "static") &&
 	    strcmp(RAW(rdzv_backend), "c10d") &&
 	    strcmp(RAW(rdzv_backend), "etcd") &&
+	    strcmp(RAW(rdzv_backend), "etcd-v3") &&
 	    strcmp(RAW(rdzv_backend), "etcd-v2"))
 		return bad(cfg, CFG_rdzv_backend, e, l,
-			   "expected static, c10d, etcd or etcd-v2");
-	if (strncmp(RAW(rdzv_backend), "etcd", 4) == 0)
+			   "expected static, c10d or etcd (alias etcd-v3)");
+	if (strcmp(RAW(rdzv_backend), "etcd-v2") == 0)
 		return bad(cfg, CFG_rdzv_backend, e, l,
-			   "the etcd backends are not supported yet; use c10d "
-			   "or static");
-	set_str(&cfg->rdzv_backend, RAW(rdzv_backend));
+			   "etcd-v2 speaks etcd's v2 API, which etcd 3.4 turns "
+			   "off and 3.6 removes; use --rdzv_backend=etcd (the "
+			   "v3 API) with the same endpoints");
+	set_str(&cfg->rdzv_backend, strcmp(RAW(rdzv_backend), "etcd-v3") == 0
+					? "etcd"
+					: RAW(rdzv_backend));
 
 	/* The static backend meets at master_addr:master_port. */
 	if (strcmp(cfg->rdzv_backend, "static") == 0 &&
@@ -1147,8 +1182,16 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 		derive(cfg, CFG_rdzv_endpoint, ep,
 		       "--master_addr:--master_port");
 	}
-	if (*RAW(rdzv_endpoint) &&
-	    cfg_split_endpoint(RAW(rdzv_endpoint), host, sizeof(host), &port))
+	if (strcmp(cfg->rdzv_backend, "etcd") == 0 && *RAW(rdzv_endpoint)) {
+		char urls[ETCD_MAX_ENDPOINTS][300], why[400];
+
+		if (etcd_parse_endpoints(RAW(rdzv_endpoint), 0, urls,
+					 ETCD_MAX_ENDPOINTS, why,
+					 sizeof(why)) < 0)
+			return bad(cfg, CFG_rdzv_endpoint, e, l, why);
+	} else if (*RAW(rdzv_endpoint) &&
+		   cfg_split_endpoint(RAW(rdzv_endpoint), host, sizeof(host),
+				      &port))
 		return bad(cfg, CFG_rdzv_endpoint, e, l,
 			   "expected HOST[:PORT] with PORT in 0..65535");
 	set_str(&cfg->rdzv_endpoint, RAW(rdzv_endpoint));
@@ -1166,6 +1209,8 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	cfg->rdzv.keep_alive_max_attempt = 3;
 	cfg->rdzv.timeout = 0; /* static backend: 0 means join_timeout */
 	cfg->rdzv.is_host = -1;
+	cfg->rdzv.lease_ttl = 10;
+	set_str(&cfg->rdzv.etcd_prefix, "/crun");
 	set_str(&cfg->rdzv_conf_str, RAW(rdzv_conf));
 	if (*RAW(rdzv_conf)) {
 		char why[400];

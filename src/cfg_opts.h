@@ -29,9 +29,9 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	X(nproc_per_node, "nproc_per_node", 0, STR, "job", "1", CFG_ENV_PET,  \
 	  G_SIZE, "workers per node: a count, cpu, gpu, xpu, auto")             \
 	X(rdzv_backend, "rdzv_backend", 0, STR, "rendezvous", "static",       \
-	  CFG_ENV_PET, G_RDZV, "rendezvous backend: c10d or static")           \
+	  CFG_ENV_PET, G_RDZV, "rendezvous backend: c10d, etcd (alias etcd-v3) or static")           \
 	X(rdzv_endpoint, "rdzv_endpoint", 0, STR, "rendezvous", "",           \
-	  CFG_ENV_PET, G_RDZV, "rendezvous HOST[:PORT] (c10d port 29400)")     \
+	  CFG_ENV_PET, G_RDZV, "rendezvous HOST[:PORT] (c10d port 29400; etcd: H1:2379,H2,...)")     \
 	X(rdzv_id, "rdzv_id", 0, STR, "rendezvous", NULL, CFG_ENV_PET, G_RDZV, \
 	  "job id shared by all nodes (default: a fresh unique id)")           \
 	X(rdzv_conf, "rdzv_conf", 0, STR, "rendezvous", "", CFG_ENV_PET,      \

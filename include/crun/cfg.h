@@ -51,6 +51,12 @@ struct crun_rdzv_conf {
 	int is_host;	  /* -1 auto, 0, 1 */
 	char *store_type; /* "tcp" (only tcp is supported) */
 	char *local_addr;
+	/* etcd backend */
+	char *etcd_prefix; /* key prefix, "/crun" */
+	int https;	   /* protocol=https for bare endpoints */
+	char *cacert, *cert, *key;
+	char *user, *password_file;
+	double lease_ttl; /* s: a node that stops refreshing is lost */
 };
 
 /* Limits of the agent's store (issue: the crun store). */

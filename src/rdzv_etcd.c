@@ -1,0 +1,1336 @@
+/*
+ * The etcd rendezvous backend (see rdzv_etcd.h for the key layout).
+ *
+ * Happy path: open grants the node's lease, adopts the job's lease (the
+ * first node creates it with a create_revision==0 txn) and opens one watch
+ * on the job's keys. The algorithm's requests run one at a time, in call
+ * order, as TCPStore's pipelined requests do: ADD is a txn compared on the
+ * key's mod_revision (the failure branch returns the current value, so a
+ * loser retries at once), COMPARE_SET a txn compared on the value (or on
+ * absence), MULTI_GET a txn of ranges that, when keys are missing, waits
+ * for their PUT events and reads again. WATCH does the same on a channel of
+ * its own, and first puts this node's mark for the key. A timer refreshes
+ * both leases every lease_ttl/3.
+ *
+ * Failure modes: etcd.c fails requests over between endpoints; a request no
+ * endpoint answers within the timeout fails this backend for good (one
+ * line naming the endpoints, then every request fails). The watch stream
+ * is reopened from the last revision seen (from now, re-reading every
+ * waiter, when that revision was compacted), and on the new endpoint after
+ * a failover. A node lease that expired is granted again (the others
+ * already saw this node vanish); the job's lease expiring is fatal.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crun/err.h"
+#include "crun/etcd.h"
+#include "crun/rdzv_etcd.h"
+
+#define CHUNK 64      /* operations per txn (etcd allows 128) */
+#define CLOSE_MS 3000 /* revoking at exit, at most */
+#define CACHE_MAX 512
+
+enum optype { OP_ADD, OP_SET, OP_CAS, OP_MGET, OP_MSET, OP_WATCH };
+
+struct kop {
+	struct crun_rdzv_etcd *s;
+	struct kop *next;
+	enum optype type;
+	char **keys; /* etcd keys */
+	char **vals;
+	size_t *lens;
+	size_t n;
+	int64_t delta;
+	int timeout_ms;
+	uint64_t deadline; /* loop time; 0: none */
+	int absent;	   /* CAS: expected "" means absent */
+	int have;	   /* ADD: cur and rev known */
+	int64_t cur, rev;
+	char token[48]; /* ADD: "<node>:<seq>", written beside the sum */
+	int fails;	/* ADD: compares lost */
+	size_t pos;	/* MGET/MSET: keys done */
+	size_t chunk0;	/* MGET: first key of the txn out */
+	char **got;	/* MGET: values read */
+	size_t *glen;
+	int missing; /* MGET: keys absent in this pass */
+	int waiting; /* for a PUT event on one of keys */
+	int inflight;
+	int dead; /* completed or cancelled while a call was out */
+	int started;
+	rdzv_kv_cb cb;
+	void *arg;
+};
+
+struct cache {
+	struct cache *next;
+	char *key;
+	int64_t val, rev;
+};
+
+struct crun_rdzv_etcd {
+	uv_loop_t *loop;
+	struct etcd *etcd;
+	char ns[512];  /* "<prefix>/<run_id>/" */
+	char node[32]; /* this node's lease ID */
+	char job[32];  /* the job's lease ID */
+	char cand[32]; /* a job lease we granted while opening */
+	double ttl, timeout;
+	struct kop *head, *tail; /* the main channel */
+	struct kop *w;		 /* the watch channel */
+	uv_timer_t mtimer, wtimer, ka, restart, btimer;
+	int timers;
+	struct etcd_req *stream;
+	int64_t rev; /* last revision seen on the watch */
+	int reopen;  /* the stream must be replaced */
+	unsigned stream_failovers;
+	int failed;
+	int closing;
+	int opening;
+	int kicking, rekick;
+	int close_started;
+	json_t *pending; /* watch messages not yet handled */
+	uv_timer_t evtimer;
+	struct cache *cache;
+	int ncache;
+	unsigned seq; /* ADDs so far */
+	void (*vanish_cb)(void *, const char *, size_t);
+	void *vanish_arg;
+	rdzv_etcd_open_cb open_cb;
+	void *open_data;
+	void (*close_cb)(void *);
+	void *close_data;
+	char errmsg[1200];
+};
+
+static void kick(struct crun_rdzv_etcd *s);
+static void step(struct kop *o);
+static void watch_open(struct crun_rdzv_etcd *s);
+static void on_restart(uv_timer_t *t);
+
+/* --- small helpers ------------------------------------------------------ */
+
+static char *xstrdup(const char *p)
+{
+	char *d = strdup(p);
+
+	if (d == NULL)
+		abort();
+	return d;
+}
+
+static char *ekey(const struct crun_rdzv_etcd *s, const char *k)
+{
+	size_t n = strlen(s->ns) + strlen(k) + 3;
+	char *b = malloc(n);
+
+	if (b == NULL)
+		abort();
+	snprintf(b, n, "%sk/%s", s->ns, k);
+	return b;
+}
+
+static struct kop *op_new(struct crun_rdzv_etcd *s, enum optype t, size_t n,
+			  rdzv_kv_cb cb, void *arg)
+{
+	struct kop *o = calloc(1, sizeof(*o));
+
+	if (o == NULL)
+		abort();
+	o->s = s;
+	o->type = t;
+	o->n = n;
+	/* One slot more: COMPARE_SET keeps the expected value there. */
+	o->keys = calloc(n + 1, sizeof(*o->keys));
+	o->vals = calloc(n + 1, sizeof(*o->vals));
+	o->lens = calloc(n + 1, sizeof(*o->lens));
+	if (!o->keys || !o->vals || !o->lens)
+		abort();
+	o->cb = cb;
+	o->arg = arg;
+	return o;
+}
+
+static void got_free(struct kop *o)
+{
+	for (size_t i = 0; o->got && i < o->n; i++)
+		free(o->got[i]);
+	free(o->got);
+	free(o->glen);
+	o->got = NULL;
+	o->glen = NULL;
+}
+
+static void op_free(struct kop *o)
+{
+	for (size_t i = 0; i <= o->n; i++) {
+		free(o->keys[i]);
+		free(o->vals[i]);
+	}
+	free(o->keys);
+	free(o->vals);
+	free(o->lens);
+	got_free(o);
+	free(o);
+}
+
+static struct cache *cache_find(struct crun_rdzv_etcd *s, const char *k)
+{
+	for (struct cache *c = s->cache; c; c = c->next)
+		if (strcmp(c->key, k) == 0)
+			return c;
+	return NULL;
+}
+
+static void cache_clear(struct crun_rdzv_etcd *s)
+{
+	while (s->cache) {
+		struct cache *c = s->cache;
+
+		s->cache = c->next;
+		free(c->key);
+		free(c);
+	}
+	s->ncache = 0;
+}
+
+static void cache_put(struct crun_rdzv_etcd *s, const char *k, int64_t val,
+		      int64_t rev)
+{
+	struct cache *c = cache_find(s, k);
+
+	if (c == NULL) {
+		if (s->ncache >= CACHE_MAX)
+			cache_clear(s);
+		c = calloc(1, sizeof(*c));
+		if (c == NULL)
+			abort();
+		c->key = xstrdup(k);
+		c->next = s->cache;
+		s->cache = c;
+		s->ncache++;
+	}
+	c->val = val;
+	c->rev = rev;
+}
+
+static void cache_drop(struct crun_rdzv_etcd *s, const char *k)
+{
+	for (struct cache **p = &s->cache; *p; p = &(*p)->next) {
+		if (strcmp((*p)->key, k) == 0) {
+			struct cache *c = *p;
+
+			*p = c->next;
+			free(c->key);
+			free(c);
+			s->ncache--;
+			return;
+		}
+	}
+}
+
+/* --- replies ------------------------------------------------------------ */
+
+static void reply(struct kop *o, int status, const struct crun_store_reply *r)
+{
+	struct crun_rdzv_etcd *s = o->s;
+	rdzv_kv_cb cb = o->cb;
+	void *arg = o->arg;
+
+	if (o->type == OP_WATCH) {
+		if (s->w == o) {
+			s->w = NULL;
+			uv_timer_stop(&s->wtimer);
+		}
+	} else if (s->head == o) {
+		s->head = o->next;
+		if (s->tail == o)
+			s->tail = NULL;
+		uv_timer_stop(&s->mtimer);
+	}
+	o->cb = NULL;
+	o->dead = 1;
+	/* Held through the callback: r may point into the op. */
+	o->inflight++;
+	if (cb)
+		cb(status, r, arg);
+	if (o->type != OP_WATCH)
+		kick(s);
+	if (--o->inflight == 0)
+		op_free(o);
+}
+
+static void reply_value(struct kop *o, const void *v, size_t n)
+{
+	struct crun_store_reply r;
+
+	memset(&r, 0, sizeof(r));
+	r.value = v;
+	r.len = n;
+	reply(o, 0, &r);
+}
+
+/* This backend cannot go on: say why once, fail everything. */
+static void fail_all(struct crun_rdzv_etcd *s, int status, const char *why)
+{
+	if (!s->failed && !s->closing) {
+		snprintf(s->errmsg, sizeof(s->errmsg), "%s", why);
+		fprintf(stderr, "crun: %s\n", why);
+	}
+	s->failed = status;
+	while (s->head)
+		reply(s->head, status, NULL);
+	if (s->w)
+		reply(s->w, status, NULL);
+}
+
+/*
+ * Account for a finished call: NULL when the op no longer wants it (then
+ * freed if it was the last call out).
+ */
+static struct kop *call_back(void *arg)
+{
+	struct kop *o = arg;
+
+	o->inflight--;
+	if (o->dead) {
+		if (o->inflight == 0)
+			op_free(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int call(struct kop *o, const char *path, json_t *body, etcd_cb cb)
+{
+	int rc = etcd_call(o->s->etcd, path, body, cb, o);
+
+	if (rc == 0)
+		o->inflight++;
+	return rc;
+}
+
+/* A call failed: fatal unless etcd itself refused it (then just this op). */
+static void op_error(struct kop *o, int status, json_t *resp)
+{
+	struct crun_rdzv_etcd *s = o->s;
+
+	if (status == CRUN_ECANCELED)
+		return reply(o, status, NULL);
+	if (resp == NULL)
+		return fail_all(s, status, etcd_errmsg(s->etcd));
+	if (etcd_int(resp, "code") == 5 &&
+	    strstr(etcd_errmsg(s->etcd), "lease"))
+		return fail_all(s, status,
+				"the job's etcd lease expired (etcd did not "
+				"answer for longer than its TTL)");
+	fprintf(stderr, "crun: %s\n", etcd_errmsg(s->etcd));
+	reply(o, status, NULL);
+}
+
+static json_t *txn_resp(json_t *resp, size_t i, const char *kind)
+{
+	return json_object_get(
+	    json_array_get(json_object_get(resp, "responses"), i), kind);
+}
+
+/* --- the main channel --------------------------------------------------- */
+
+static void on_backoff(uv_timer_t *t)
+{
+	struct crun_rdzv_etcd *s = t->data;
+
+	if (s->head && s->head->type == OP_ADD && !s->head->inflight)
+		step(s->head);
+}
+
+static void on_add(int status, json_t *resp, void *arg)
+{
+	struct kop *o = call_back(arg);
+	struct crun_rdzv_etcd *s;
+	struct crun_store_reply r;
+	char *v = NULL;
+	size_t n;
+
+	if (o == NULL)
+		return;
+	s = o->s;
+	if (status)
+		return op_error(o, status, resp);
+	if (o->delta == 0 && !o->have) {
+		/* A read; an absent key is created with 0, as TCPStore does. */
+		if (etcd_kv_first(resp, &v, &n, NULL)) {
+			memset(&r, 0, sizeof(r));
+			r.num = strtoll(v, NULL, 10);
+			free(v);
+			return reply(o, 0, &r);
+		}
+		o->have = 1;
+		o->cur = o->rev = 0;
+		return step(o);
+	}
+	if (o->have && json_is_true(json_object_get(resp, "succeeded"))) {
+		int64_t num = o->cur + o->delta;
+
+		cache_put(
+		    s, o->keys[0], num,
+		    etcd_int(json_object_get(resp, "header"), "revision"));
+		memset(&r, 0, sizeof(r));
+		r.num = num;
+		return reply(o, 0, &r);
+	}
+	/* A first read, or the key moved on: retry from its current state. */
+	if (o->have)
+		resp = txn_resp(resp, 0, "response_range");
+	o->have = 1;
+	o->cur = 0;
+	o->rev = 0;
+	if (etcd_kv_first(resp, &v, &n, &o->rev)) {
+		const char *t = strchr(v, ' ');
+
+		o->cur = strtoll(v, NULL, 10);
+		if (*o->token && t && strcmp(t + 1, o->token) == 0) {
+			/*
+			 * Our own write: etcd applied a try whose answer was
+			 * lost, and the retry found it done.
+			 */
+			free(v);
+			cache_put(s, o->keys[0], o->cur, o->rev);
+			memset(&r, 0, sizeof(r));
+			r.num = o->cur;
+			return reply(o, 0, &r);
+		}
+	}
+	free(v);
+	if (o->delta == 0) {
+		/* Created by someone else meanwhile: that is the value. */
+		memset(&r, 0, sizeof(r));
+		r.num = o->cur;
+		return reply(o, 0, &r);
+	}
+	if (o->fails++ == 0)
+		return step(o);
+	/*
+	 * Lost the race again: back off a random while (up to 2^fails ms,
+	 * at most 64), so N nodes adding at once cost O(N) writes, not
+	 * O(N^2).
+	 */
+	uv_timer_start(
+	    &s->btimer, on_backoff,
+	    (uint64_t)(rand() % (1 << (o->fails < 6 ? o->fails : 6))), 0);
+}
+
+static void on_set(int status, json_t *resp, void *arg)
+{
+	struct kop *o = call_back(arg);
+	struct crun_store_reply r;
+
+	if (o == NULL)
+		return;
+	if (status)
+		return op_error(o, status, resp);
+	memset(&r, 0, sizeof(r));
+	reply(o, 0, &r);
+}
+
+static void on_cas(int status, json_t *resp, void *arg)
+{
+	struct kop *o = call_back(arg);
+	char *v = NULL;
+	size_t n;
+
+	if (o == NULL)
+		return;
+	if (status)
+		return op_error(o, status, resp);
+	if (json_is_true(json_object_get(resp, "succeeded")))
+		return reply_value(o, o->vals[0], o->lens[0]);
+	if (!etcd_kv_first(txn_resp(resp, 0, "response_range"), &v, &n, NULL))
+		/* Absent, expected something: echoed, as PyTorch does. */
+		return reply_value(o, o->vals[1], o->lens[1]);
+	reply_value(o, v, n);
+	free(v);
+}
+
+static void on_mset(int status, json_t *resp, void *arg)
+{
+	struct kop *o = call_back(arg);
+	struct crun_store_reply r;
+
+	if (o == NULL)
+		return;
+	if (status)
+		return op_error(o, status, resp);
+	if (o->pos < o->n)
+		return step(o);
+	memset(&r, 0, sizeof(r));
+	reply(o, 0, &r);
+}
+
+/* Every key read: reply, or wait for the missing ones to appear. */
+static void mget_pass_done(struct kop *o)
+{
+	struct crun_rdzv_etcd *s = o->s;
+	struct crun_store_iov *iov;
+	struct crun_store_reply r;
+
+	if (o->missing) {
+		o->waiting = 1;
+		return;
+	}
+	if (o->type == OP_WATCH)
+		return reply_value(o, o->got[0], o->glen[0]);
+	iov = calloc(o->n ? o->n : 1, sizeof(*iov));
+	if (iov == NULL)
+		abort();
+	for (size_t i = 0; i < o->n; i++) {
+		iov[i].base = o->got[i];
+		iov[i].len = o->glen[i];
+	}
+	memset(&r, 0, sizeof(r));
+	r.nvalues = o->n;
+	r.values = iov;
+	reply(o, 0, &r);
+	free(iov);
+	(void)s;
+}
+
+static void on_mget(int status, json_t *resp, void *arg)
+{
+	struct kop *o = call_back(arg);
+	size_t i0;
+
+	if (o == NULL)
+		return;
+	if (status)
+		return op_error(o, status, resp);
+	i0 = o->chunk0;
+	for (size_t i = i0; i < o->pos; i++) {
+		json_t *rr = txn_resp(resp, i - i0, "response_range");
+
+		free(o->got[i]);
+		o->got[i] = NULL;
+		if (!etcd_kv_first(rr, &o->got[i], &o->glen[i], NULL))
+			o->missing++;
+	}
+	if (o->pos < o->n)
+		return step(o);
+	mget_pass_done(o);
+}
+
+static void on_mtimer(uv_timer_t *t)
+{
+	struct crun_rdzv_etcd *s = t->data;
+
+	if (s->head)
+		reply(s->head, CRUN_ETIMEDOUT, NULL);
+}
+
+static void on_wtimer(uv_timer_t *t)
+{
+	struct crun_rdzv_etcd *s = t->data;
+
+	if (s->w)
+		reply(s->w, CRUN_ETIMEDOUT, NULL);
+}
+
+/* The next request of op o. */
+static void step(struct kop *o)
+{
+	struct crun_rdzv_etcd *s = o->s;
+	const char *lease = s->job;
+	json_t *b = NULL;
+	const char *path = "/v3/kv/txn";
+	etcd_cb cb = NULL;
+	char num[96];
+	int rc;
+
+	o->waiting = 0;
+	switch (o->type) {
+	case OP_ADD:
+		if (o->delta == 0 && !o->have) {
+			b = etcd_range_req(o->keys[0], NULL);
+			path = "/v3/kv/range";
+		} else if (!o->have) {
+			struct cache *c = cache_find(s, o->keys[0]);
+
+			if (c) {
+				o->have = 1;
+				o->cur = c->val;
+				o->rev = c->rev;
+			} else {
+				b = etcd_range_req(o->keys[0], NULL);
+				path = "/v3/kv/range";
+			}
+		}
+		if (b == NULL) {
+			/* The sum, and who wrote it (see on_add). */
+			if (o->delta && !*o->token)
+				snprintf(o->token, sizeof(o->token), "%s:%u",
+					 s->node, ++s->seq);
+			snprintf(num, sizeof(num), "%" PRId64 "%s%s",
+				 o->cur + o->delta, *o->token ? " " : "",
+				 o->token);
+			b = etcd_txn_mod(o->keys[0], o->rev, num, strlen(num),
+					 lease);
+		}
+		cb = on_add;
+		break;
+	case OP_SET:
+		cache_drop(s, o->keys[0]);
+		b = etcd_put_req(o->keys[0], o->vals[0], o->lens[0], lease);
+		path = "/v3/kv/put";
+		cb = on_set;
+		break;
+	case OP_CAS:
+		cache_drop(s, o->keys[0]);
+		b = etcd_txn_cas(o->keys[0], o->absent, o->vals[1], o->lens[1],
+				 o->vals[0], o->lens[0], lease);
+		cb = on_cas;
+		break;
+	case OP_MSET: {
+		size_t k = o->n - o->pos < CHUNK ? o->n - o->pos : CHUNK;
+
+		for (size_t i = o->pos; i < o->pos + k; i++)
+			cache_drop(s, o->keys[i]);
+		b = etcd_txn_puts((const char *const *)o->keys + o->pos,
+				  (const void *const *)o->vals + o->pos,
+				  o->lens + o->pos, k, lease);
+		o->pos += k;
+		cb = on_mset;
+		break;
+	}
+	case OP_MGET:
+	case OP_WATCH: {
+		size_t k;
+
+		if (o->pos >= o->n) { /* a new pass */
+			o->pos = 0;
+			o->missing = 0;
+		}
+		if (o->got == NULL) {
+			o->got = calloc(o->n, sizeof(*o->got));
+			o->glen = calloc(o->n, sizeof(*o->glen));
+			if (!o->got || !o->glen)
+				abort();
+		}
+		k = o->n - o->pos < CHUNK ? o->n - o->pos : CHUNK;
+		b = etcd_txn_ranges((const char *const *)o->keys + o->pos, k);
+		o->chunk0 = o->pos;
+		o->pos += k;
+		cb = on_mget;
+		break;
+	}
+	}
+	rc = call(o, path, b, cb);
+	if (rc)
+		reply(o, rc, NULL);
+}
+
+/* Start the head of the main channel if it is idle. */
+static void kick(struct crun_rdzv_etcd *s)
+{
+	struct kop *o;
+
+	if (s->kicking) {
+		s->rekick = 1;
+		return;
+	}
+	s->kicking = 1;
+	do {
+		s->rekick = 0;
+		o = s->head;
+		if (o == NULL || o->inflight || o->waiting || o->started)
+			continue;
+		o->started = 1;
+		if (o->type == OP_MGET && o->timeout_ms >= 0)
+			uv_timer_start(&s->mtimer, on_mtimer,
+				       (uint64_t)o->timeout_ms, 0);
+		step(o);
+	} while (s->rekick);
+	s->kicking = 0;
+}
+
+static int enqueue(struct crun_rdzv_etcd *s, struct kop *o)
+{
+	if (s->failed || s->closing) {
+		op_free(o);
+		return CRUN_ECLOSED;
+	}
+	if (s->tail)
+		s->tail->next = o;
+	else
+		s->head = o;
+	s->tail = o;
+	if (s->head == o)
+		kick(s);
+	return 0;
+}
+
+/* --- the operations ----------------------------------------------------- */
+
+static int kv_add(void *kv, const char *key, int64_t delta, rdzv_kv_cb cb,
+		  void *arg)
+{
+	struct crun_rdzv_etcd *s = kv;
+	struct kop *o = op_new(s, OP_ADD, 1, cb, arg);
+
+	o->keys[0] = ekey(s, key);
+	o->delta = delta;
+	return enqueue(s, o);
+}
+
+static char *dupn(const void *v, size_t n)
+{
+	char *b = malloc(n + 1);
+
+	if (b == NULL)
+		abort();
+	if (n)
+		memcpy(b, v, n);
+	b[n] = '\0';
+	return b;
+}
+
+static int kv_set(void *kv, const char *key, const void *v, size_t n,
+		  rdzv_kv_cb cb, void *arg)
+{
+	struct crun_rdzv_etcd *s = kv;
+	struct kop *o = op_new(s, OP_SET, 1, cb, arg);
+
+	o->keys[0] = ekey(s, key);
+	o->vals[0] = dupn(v, n);
+	o->lens[0] = n;
+	return enqueue(s, o);
+}
+
+static int kv_compare_set(void *kv, const char *key, const void *exp,
+			  size_t elen, const void *des, size_t dlen,
+			  rdzv_kv_cb cb, void *arg)
+{
+	struct crun_rdzv_etcd *s = kv;
+	struct kop *o = op_new(s, OP_CAS, 1, cb, arg);
+
+	o->keys[0] = ekey(s, key);
+	o->vals[0] = dupn(des, dlen);
+	o->lens[0] = dlen;
+	o->vals[1] = dupn(exp, elen);
+	o->lens[1] = elen;
+	o->absent = elen == 0;
+	return enqueue(s, o);
+}
+
+static int kv_multi_get(void *kv, const char *const *keys, size_t n,
+			int timeout_ms, rdzv_kv_cb cb, void *arg)
+{
+	struct crun_rdzv_etcd *s = kv;
+	struct kop *o = op_new(s, OP_MGET, n, cb, arg);
+
+	for (size_t i = 0; i < n; i++)
+		o->keys[i] = ekey(s, keys[i]);
+	o->timeout_ms = timeout_ms;
+	return enqueue(s, o);
+}
+
+static int kv_multi_set(void *kv, const char *const *keys,
+			const void *const *vals, const size_t *lens, size_t n,
+			rdzv_kv_cb cb, void *arg)
+{
+	struct crun_rdzv_etcd *s = kv;
+	struct kop *o = op_new(s, OP_MSET, n, cb, arg);
+
+	for (size_t i = 0; i < n; i++) {
+		o->keys[i] = ekey(s, keys[i]);
+		o->vals[i] = dupn(vals[i], lens[i]);
+		o->lens[i] = lens[i];
+	}
+	return enqueue(s, o);
+}
+
+static void on_mark(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+
+	if (status && status != CRUN_ECANCELED && resp == NULL)
+		fail_all(s, status, etcd_errmsg(s->etcd));
+}
+
+/*
+ * A new watch replaces the one outstanding (which fails with
+ * CRUN_ECANCELED). This node's mark for the key goes first, attached to
+ * its lease: if the node dies, the mark goes, and the others hear of it.
+ */
+static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
+		    void *arg)
+{
+	struct crun_rdzv_etcd *s = kv;
+	struct kop *o;
+	char *mk;
+	size_t n;
+	int rc;
+
+	if (s->failed || s->closing)
+		return CRUN_ECLOSED;
+	if (s->w)
+		reply(s->w, CRUN_ECANCELED, NULL);
+	n = strlen(s->ns) + strlen(s->node) + strlen(key) + 4;
+	mk = malloc(n);
+	if (mk == NULL)
+		abort();
+	snprintf(mk, n, "%sw/%s/%s", s->ns, s->node, key);
+	rc = etcd_call(s->etcd, "/v3/kv/put", etcd_put_req(mk, "1", 1, s->node),
+		       on_mark, s);
+	free(mk);
+	if (rc)
+		return rc;
+	o = op_new(s, OP_WATCH, 1, cb, arg);
+	o->keys[0] = ekey(s, key);
+	o->timeout_ms = timeout_ms;
+	s->w = o;
+	if (timeout_ms >= 0)
+		uv_timer_start(&s->wtimer, on_wtimer, (uint64_t)timeout_ms, 0);
+	step(o);
+	return 0;
+}
+
+static void kv_on_vanish(void *kv, void (*cb)(void *, const char *, size_t),
+			 void *arg)
+{
+	struct crun_rdzv_etcd *s = kv;
+
+	s->vanish_cb = cb;
+	s->vanish_arg = arg;
+}
+
+const struct rdzv_kv_ops rdzv_etcd_ops = {
+    .add = kv_add,
+    .set = kv_set,
+    .compare_set = kv_compare_set,
+    .multi_get = kv_multi_get,
+    .multi_set = kv_multi_set,
+    .watch = kv_watch,
+    .on_vanish = kv_on_vanish,
+};
+
+/* --- the watch stream --------------------------------------------------- */
+
+static int wants(const struct kop *o, const char *k)
+{
+	if (o == NULL || !o->waiting)
+		return 0;
+	for (size_t i = 0; i < o->n; i++)
+		if (strcmp(o->keys[i], k) == 0)
+			return 1;
+	return 0;
+}
+
+/* Something changed, or may have: every waiter reads again. */
+static void recheck_all(struct crun_rdzv_etcd *s)
+{
+	if (s->head && s->head->waiting)
+		step(s->head);
+	if (s->w && s->w->waiting)
+		step(s->w);
+}
+
+static void on_event(struct crun_rdzv_etcd *s, json_t *ev)
+{
+	json_t *kv = json_object_get(ev, "kv");
+	const char *type = json_string_value(json_object_get(ev, "type"));
+	size_t nslen = strlen(s->ns), klen;
+	char *k = NULL;
+	int64_t rev = etcd_int(kv, "mod_revision");
+
+	if (rev > s->rev)
+		s->rev = rev;
+	if (etcd_unb64(json_object_get(kv, "key"), &k, &klen))
+		return;
+	if (klen <= nslen + 2 || memcmp(k, s->ns, nslen) != 0)
+		goto out;
+	if (type && strcmp(type, "DELETE") == 0) {
+		/* A node's mark went: that node vanished (or left). */
+		const char *p = k + nslen, *slash;
+
+		if (strncmp(p, "w/", 2) == 0 &&
+		    (slash = strchr(p + 2, '/')) != NULL && s->vanish_cb &&
+		    strncmp(p + 2, s->node, (size_t)(slash - p - 2)) != 0)
+			s->vanish_cb(s->vanish_arg, slash + 1,
+				     strlen(slash + 1));
+		goto out;
+	}
+	if (wants(s->head, k))
+		step(s->head);
+	if (wants(s->w, k))
+		step(s->w);
+out:
+	free(k);
+}
+
+static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
+{
+	json_t *res = json_object_get(msg, "result"), *evs, *ev;
+	int64_t hrev;
+	size_t i;
+
+	if (res == NULL)
+		return; /* an error: the stream ends and is reopened */
+	hrev = etcd_int(json_object_get(res, "header"), "revision");
+	if (etcd_int(res, "compact_revision") > 0 ||
+	    json_is_true(json_object_get(res, "canceled"))) {
+		/* Compacted past us: read everything again from now. */
+		s->rev = 0;
+		s->reopen = 1;
+		uv_timer_start(&s->restart, on_restart, 0, 0);
+		recheck_all(s);
+		return;
+	}
+	if (json_is_true(json_object_get(res, "created")) && s->rev == 0 &&
+	    hrev > 0)
+		s->rev = hrev;
+	evs = json_object_get(res, "events");
+	json_array_foreach(evs, i, ev) on_event(s, ev);
+}
+
+static void on_evtimer(uv_timer_t *t)
+{
+	struct crun_rdzv_etcd *s = t->data;
+	json_t *q = s->pending, *m;
+	size_t i;
+
+	s->pending = json_array();
+	json_array_foreach(q, i, m)
+	{
+		if (s->closing || s->failed)
+			break;
+		handle_msg(s, m);
+	}
+	json_decref(q);
+}
+
+/*
+ * Called from inside curl's write callback, where the transfers must not
+ * change: handled from the loop instead.
+ */
+static void on_watch_msg(json_t *msg, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+
+	json_array_append(s->pending, msg);
+	if (!uv_is_active((uv_handle_t *)&s->evtimer))
+		uv_timer_start(&s->evtimer, on_evtimer, 0, 0);
+}
+
+static void on_restart(uv_timer_t *t)
+{
+	struct crun_rdzv_etcd *s = t->data;
+
+	if (s->closing || s->failed)
+		return;
+	if (s->stream && s->reopen) {
+		etcd_req_cancel(s->stream);
+		s->stream = NULL;
+	}
+	s->reopen = 0;
+	if (s->stream == NULL)
+		watch_open(s);
+}
+
+static void on_watch_end(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+
+	(void)resp;
+	s->stream = NULL;
+	if (status == CRUN_ECANCELED || s->closing || s->failed)
+		return;
+	/* Reopen from where we were, soon (at once after a failover). */
+	uv_timer_start(&s->restart, on_restart, 100, 0);
+}
+
+static void watch_open(struct crun_rdzv_etcd *s)
+{
+	int rc;
+
+	s->stream_failovers = etcd_failovers(s->etcd);
+	rc = etcd_stream(s->etcd, "/v3/watch",
+			 etcd_watch_req(s->ns, s->rev ? s->rev + 1 : 0),
+			 on_watch_msg, on_watch_end, s, &s->stream);
+	if (rc)
+		s->stream = NULL;
+}
+
+/* --- leases ------------------------------------------------------------- */
+
+static void grant_node(struct crun_rdzv_etcd *s);
+
+static void on_ka(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+	json_t *res = json_object_get(resp, "result");
+	const char *id = json_string_value(json_object_get(res, "ID"));
+
+	if (status == CRUN_ECANCELED || s->closing)
+		return;
+	if (status)
+		return fail_all(s, status, etcd_errmsg(s->etcd));
+	if (etcd_int(res, "TTL") > 0)
+		return;
+	if (id && strcmp(id, s->job) == 0)
+		return fail_all(s, CRUN_EETCD,
+				"the job's etcd lease expired (etcd did not "
+				"answer for longer than its TTL)");
+	if (id && strcmp(id, s->node) == 0) {
+		fprintf(stderr,
+			"crun: this node's etcd lease expired (the others "
+			"count it as lost); taking a new one\n");
+		grant_node(s);
+	}
+}
+
+static void keepalive(struct crun_rdzv_etcd *s, const char *id)
+{
+	if (*id)
+		etcd_call(s->etcd, "/v3/lease/keepalive",
+			  json_pack("{s:s}", "ID", id), on_ka, s);
+}
+
+static void on_ka_tick(uv_timer_t *t)
+{
+	struct crun_rdzv_etcd *s = t->data;
+
+	if (s->failed || s->closing)
+		return;
+	keepalive(s, s->node);
+	keepalive(s, s->job);
+	/* After a failover the watch moves to the endpoint that answers. */
+	if (s->stream && etcd_failovers(s->etcd) != s->stream_failovers) {
+		etcd_req_cancel(s->stream);
+		s->stream = NULL;
+		watch_open(s);
+	}
+}
+
+static void open_done(struct crun_rdzv_etcd *s, int status, const char *why)
+{
+	rdzv_etcd_open_cb cb = s->open_cb;
+
+	s->open_cb = NULL;
+	s->opening = 0;
+	if (status) {
+		s->failed = status;
+		snprintf(s->errmsg, sizeof(s->errmsg), "%s", why);
+	}
+	if (cb)
+		cb(s, status, s->open_data);
+}
+
+static void on_alive(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+
+	(void)resp;
+	if (status == CRUN_ECANCELED)
+		return;
+	if (s->opening) {
+		if (status)
+			return open_done(s, status, etcd_errmsg(s->etcd));
+		if (s->stream == NULL)
+			watch_open(s);
+		uv_timer_start(&s->ka, on_ka_tick,
+			       (uint64_t)(s->ttl * 1000 / 3),
+			       (uint64_t)(s->ttl * 1000 / 3));
+		open_done(s, 0, "");
+	}
+}
+
+static void put_alive(struct crun_rdzv_etcd *s)
+{
+	char k[600];
+
+	snprintf(k, sizeof(k), "%sn/%s", s->ns, s->node);
+	if (etcd_call(s->etcd, "/v3/kv/put", etcd_put_req(k, "1", 1, s->node),
+		      on_alive, s) &&
+	    s->opening)
+		open_done(s, CRUN_EETCD, "cannot reach etcd");
+}
+
+static void on_job_lease(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+	char *v = NULL;
+	size_t n;
+
+	if (status == CRUN_ECANCELED)
+		return;
+	if (status)
+		return open_done(s, status, etcd_errmsg(s->etcd));
+	if (s->rev == 0)
+		s->rev = etcd_int(json_object_get(resp, "header"), "revision");
+	if (json_is_true(json_object_get(resp, "succeeded"))) {
+		snprintf(s->job, sizeof(s->job), "%s", s->cand);
+	} else if (etcd_kv_first(txn_resp(resp, 0, "response_range"), &v, &n,
+				 NULL)) {
+		/* Another node made it first: use theirs. */
+		snprintf(s->job, sizeof(s->job), "%s", v);
+		etcd_call(s->etcd, "/v3/lease/revoke",
+			  json_pack("{s:s}", "ID", s->cand), NULL, NULL);
+		free(v);
+	}
+	*s->cand = '\0';
+	put_alive(s);
+}
+
+static void on_job_grant(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+	const char *id = json_string_value(json_object_get(resp, "ID"));
+	char k[600];
+
+	if (status == CRUN_ECANCELED)
+		return;
+	if (status || id == NULL)
+		return open_done(s, status ? status : CRUN_EPROTO,
+				 etcd_errmsg(s->etcd));
+	snprintf(s->cand, sizeof(s->cand), "%s", id);
+	snprintf(k, sizeof(k), "%slease", s->ns);
+	if (etcd_call(s->etcd, "/v3/kv/txn",
+		      etcd_txn_cas(k, 1, "", 0, id, strlen(id), id),
+		      on_job_lease, s))
+		open_done(s, CRUN_EETCD, "cannot reach etcd");
+}
+
+static void on_node_grant(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+	const char *id = json_string_value(json_object_get(resp, "ID"));
+	char ttl[32];
+
+	if (status == CRUN_ECANCELED)
+		return;
+	if (status || id == NULL) {
+		if (s->opening)
+			return open_done(s, status ? status : CRUN_EPROTO,
+					 etcd_errmsg(s->etcd));
+		return fail_all(s, status ? status : CRUN_EPROTO,
+				etcd_errmsg(s->etcd));
+	}
+	snprintf(s->node, sizeof(s->node), "%s", id);
+	if (!s->opening)
+		return put_alive(s);
+	/* The job's lease outlives any node and an outage of read_timeout. */
+	snprintf(ttl, sizeof(ttl), "%.0f",
+		 s->ttl * 3 > s->timeout + s->ttl ? s->ttl * 3
+						  : s->timeout + s->ttl);
+	if (etcd_call(s->etcd, "/v3/lease/grant",
+		      json_pack("{s:s}", "TTL", ttl), on_job_grant, s))
+		open_done(s, CRUN_EETCD, "cannot reach etcd");
+}
+
+static void grant_node(struct crun_rdzv_etcd *s)
+{
+	char ttl[32];
+	int rc;
+
+	snprintf(ttl, sizeof(ttl), "%.0f", s->ttl);
+	rc = etcd_call(s->etcd, "/v3/lease/grant",
+		       json_pack("{s:s}", "TTL", ttl), on_node_grant, s);
+	if (rc && s->opening)
+		open_done(s, rc, "cannot reach etcd");
+}
+
+/* --- open and close ----------------------------------------------------- */
+
+static int read_password(const char *path, char *out, size_t len, char *errmsg,
+			 size_t errlen)
+{
+	FILE *fp = fopen(path, "r");
+	size_t n;
+
+	if (fp == NULL) {
+		snprintf(errmsg, errlen, "cannot read password_file '%s': %s",
+			 path, strerror(errno));
+		return CRUN_ECONFIG;
+	}
+	n = fread(out, 1, len - 1, fp);
+	fclose(fp);
+	out[n] = '\0';
+	out[strcspn(out, "\r\n")] = '\0';
+	return 0;
+}
+
+int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
+		   rdzv_etcd_open_cb cb, void *data,
+		   struct crun_rdzv_etcd **out)
+{
+	struct crun_rdzv_etcd *s = calloc(1, sizeof(*s));
+	struct etcd_opts eo;
+	char pw[256] = "";
+	int rc;
+
+	if (s == NULL)
+		return UV_ENOMEM;
+	if (o->password_file && *o->password_file &&
+	    (rc = read_password(o->password_file, pw, sizeof(pw), o->errmsg,
+				o->errlen))) {
+		free(s);
+		return rc;
+	}
+	memset(&eo, 0, sizeof(eo));
+	eo.endpoints = o->endpoints;
+	eo.https = o->https;
+	eo.cacert = o->cacert;
+	eo.cert = o->cert;
+	eo.key = o->key;
+	eo.user = o->user;
+	eo.password = pw;
+	eo.timeout = o->timeout;
+	rc = etcd_new(loop, &eo, o->errmsg, o->errlen, &s->etcd);
+	memset(pw, 0, sizeof(pw));
+	if (rc) {
+		free(s);
+		return rc;
+	}
+	s->loop = loop;
+	s->ttl = o->lease_ttl > 0 ? o->lease_ttl : 10;
+	s->timeout = o->timeout > 0 ? o->timeout : 60;
+	snprintf(s->ns, sizeof(s->ns), "%s/%s/", o->prefix ? o->prefix : "",
+		 o->run_id);
+	uv_timer_init(loop, &s->mtimer);
+	uv_timer_init(loop, &s->wtimer);
+	uv_timer_init(loop, &s->ka);
+	uv_timer_init(loop, &s->restart);
+	uv_timer_init(loop, &s->evtimer);
+	uv_timer_init(loop, &s->btimer);
+	s->btimer.data = s;
+	srand((unsigned)uv_hrtime() ^ (unsigned)getpid());
+	s->mtimer.data = s->wtimer.data = s->ka.data = s->restart.data = s;
+	s->evtimer.data = s;
+	s->pending = json_array();
+	s->open_cb = cb;
+	s->open_data = data;
+	s->opening = 1;
+	grant_node(s);
+	*out = s;
+	return 0;
+}
+
+const char *rdzv_etcd_errmsg(const struct crun_rdzv_etcd *s)
+{
+	return s->errmsg;
+}
+
+static void on_etcd_closed(void *data)
+{
+	struct crun_rdzv_etcd *s = data;
+
+	if (s->close_cb)
+		s->close_cb(s->close_data);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	struct crun_rdzv_etcd *s = h->data;
+
+	if (--s->timers == 0)
+		etcd_close(s->etcd, on_etcd_closed, s);
+}
+
+static void close_now(struct crun_rdzv_etcd *s)
+{
+	if (s->close_started)
+		return;
+	s->close_started = 1;
+	s->timers = 6;
+	uv_close((uv_handle_t *)&s->btimer, on_timer_closed);
+	uv_close((uv_handle_t *)&s->evtimer, on_timer_closed);
+	uv_close((uv_handle_t *)&s->mtimer, on_timer_closed);
+	uv_close((uv_handle_t *)&s->wtimer, on_timer_closed);
+	uv_close((uv_handle_t *)&s->ka, on_timer_closed);
+	uv_close((uv_handle_t *)&s->restart, on_timer_closed);
+}
+
+static void on_close_timeout(uv_timer_t *t)
+{
+	close_now(t->data);
+}
+
+static void on_job_revoked(int status, json_t *resp, void *arg)
+{
+	(void)status;
+	(void)resp;
+	if (status != CRUN_ECANCELED)
+		close_now(arg);
+}
+
+/* Any node left? If not, the job's keys go with its lease now. */
+static void on_nodes_left(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+
+	if (status == CRUN_ECANCELED)
+		return;
+	if (status == 0 && etcd_int(resp, "count") == 0 && *s->job &&
+	    etcd_call(s->etcd, "/v3/lease/revoke",
+		      json_pack("{s:s}", "ID", s->job), on_job_revoked, s) == 0)
+		return;
+	close_now(s);
+}
+
+static void on_node_revoked(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+	char k[600], end[600];
+	json_t *b;
+
+	(void)resp;
+	if (status == CRUN_ECANCELED)
+		return;
+	snprintf(k, sizeof(k), "%sn/", s->ns);
+	etcd_prefix_end(k, end, sizeof(end));
+	b = etcd_range_req(k, end);
+	json_object_set_new(b, "count_only", json_true());
+	if (etcd_call(s->etcd, "/v3/kv/range", b, on_nodes_left, s))
+		close_now(s);
+}
+
+void rdzv_etcd_close(struct crun_rdzv_etcd *s, void (*cb)(void *data),
+		     void *data)
+{
+	s->close_cb = cb;
+	s->close_data = data;
+	/* Pending requests fail now, while their owners still exist. */
+	while (s->head)
+		reply(s->head, CRUN_ECANCELED, NULL);
+	if (s->w)
+		reply(s->w, CRUN_ECANCELED, NULL);
+	s->closing = 1;
+	s->open_cb = NULL;
+	if (s->stream) {
+		etcd_req_cancel(s->stream);
+		s->stream = NULL;
+	}
+	uv_timer_stop(&s->ka);
+	uv_timer_stop(&s->restart);
+	if (*s->node && !s->failed &&
+	    etcd_call(s->etcd, "/v3/lease/revoke",
+		      json_pack("{s:s}", "ID", s->node), on_node_revoked,
+		      s) == 0) {
+		uv_timer_start(&s->mtimer, on_close_timeout, CLOSE_MS, 0);
+		return;
+	}
+	close_now(s);
+}
+
+void rdzv_etcd_free(struct crun_rdzv_etcd *s)
+{
+	if (s == NULL)
+		return;
+	cache_clear(s);
+	json_decref(s->pending);
+	etcd_free(s->etcd);
+	free(s);
+}

@@ -1,0 +1,68 @@
+#!/bin/sh
+# etcd failover: a 3-member cluster on loopback loses one member (a
+# follower, then the leader) during the rendezvous and during the run; the
+# job completes every time. The member killed is listed first in
+# --rdzv_endpoint, so the agents were talking to it.
+. tests/integration/lib.sh
+. tests/integration/lib_etcd.sh
+need_etcd
+
+FAST="last_call_timeout=1,join_timeout=30,lease_ttl=3,read_timeout=10"
+now_ms() { date +%s%3N; }
+exited() {
+	_st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+	[ -z "$_st" ] || [ "$_st" = Z ]
+}
+agent_exited() { eval "exited \$pid_$1"; }
+agent() {
+	_name=$1 _np=$2 _nn=$3; shift 3
+	"$CRUN" --nnodes="$_nn" --nproc_per_node="$_np" --rdzv_backend=etcd \
+		--rdzv_endpoint="$EP" --rdzv_id="$JOB" "$@" >"$T/$_name.out" 2>&1 &
+	eval "pid_$_name=\$!"
+	at_exit "kill -9 $! 2>/dev/null"
+}
+expect_status() {
+	wait_for "${3:-40}" agent_exited "$1" || { tail -n 20 "$T/$1.out" >&2; fail "agent $1 still running after ${3:-40} s"; }
+	eval "wait \$pid_$1"; _rc=$?
+	[ "$_rc" = "$2" ] || { cat "$T/$1.out" >&2; fail "agent $1 exited $_rc, want $2"; }
+}
+# pick leader|follower: a member of that kind; EP lists it first.
+pick() {
+	L=$(etcd_leader) || fail "no etcd leader"
+	if [ "$1" = leader ]; then V=$L; else for m in $ETCD_NAMES; do [ $m = $L ] || { V=$m; break; }; done; fi
+	EP=$(etcd_addr $V)
+	for m in $ETCD_NAMES; do [ $m = $V ] || EP="$EP,$(etcd_addr $m)"; done
+}
+
+for kind in follower leader; do
+	etcd_cluster 3
+	# During the rendezvous: one agent waits for the other when the member dies.
+	pick $kind; JOB=rdzv-$kind
+	note "kill -9 the $kind ($V) during the rendezvous"
+	agent a 1 2 --rdzv_conf=$FAST "$FAKE_WORKER" append "$T/r-$kind" run
+	wait_for 10 sh -c "grep -q . '$T/a.out' || [ -n \"\$(ETCDCTL_API=3 $ETCDCTL --endpoints=http://$(etcd_addr $V) get --prefix --keys-only /crun/$JOB/k/ 2>/dev/null)\" ]" ||
+		fail "agent a never joined"
+	etcd_kill $V
+	t0=$(now_ms)
+	agent b 1 2 --rdzv_conf=$FAST "$FAKE_WORKER" append "$T/r-$kind" run
+	expect_status a 0
+	expect_status b 0
+	expect_eq "both ranks ran" "$(sort "$T/r-$kind" | tr '\n' ' ')" "run 0 0 run 1 0 "
+	note "   job done $(( $(now_ms) - t0 )) ms after the kill"
+
+	# During the run: workers run 4 s; the member dies after 1 s.
+	etcd_cluster 3
+	pick $kind; JOB=run-$kind
+	note "kill -9 the $kind ($V) during the run"
+	agent a 2 2 --rdzv_conf=$FAST "$FAKE_WORKER" sleep 4000 append "$T/x-$kind" run
+	agent b 1 2 --rdzv_conf=$FAST "$FAKE_WORKER" sleep 4000 append "$T/x-$kind" run
+	wait_for 20 sh -c "grep -q 'round 0' '$T/a.out' && grep -q 'round 0' '$T/b.out'" || fail "round 0 never formed"
+	sleep 1
+	etcd_kill $V
+	t0=$(now_ms)
+	expect_status a 0
+	expect_status b 0
+	expect_eq "every rank ran once, generation 0" "$(sort "$T/x-$kind" | tr '\n' ' ')" "run 0 0 run 1 0 run 2 0 "
+	note "   job done $(( $(now_ms) - t0 )) ms after the kill"
+done
+exit 0
