@@ -909,7 +909,8 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 	if ((o.static_rank >= 0 || a->re) && cfg->rdzv.timeout > 0)
 		o.join_timeout = cfg->rdzv.timeout;
 	else if (cfg->rdzv.timeout > 0)
-		say("rdzv_conf timeout is for the static backend (torchrun's "
+		say("rdzv_conf timeout is for the static and etcd backends "
+		    "(torchrun's "
 		    "c10d ignores it too); c10d waits join_timeout=%g s",
 		    cfg->rdzv.join_timeout);
 	o.start_master = agent_start_master;

@@ -35,7 +35,7 @@ PORT=$(free_port)
 timeout 30 "$CRUN" --nnodes=1:2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT \
 	--rdzv_conf=timeout=5,last_call_timeout=0.1 "$FAKE_WORKER" exit 0 >"$T/ct.out" 2>&1 ||
 	fail "c10d with timeout= failed: $(cat "$T/ct.out")"
-expect_grep "c10d says timeout is not its setting" "rdzv_conf timeout is for the static backend" "$T/ct.out"
+expect_grep "c10d says timeout is not its setting" "rdzv_conf timeout is for the static and etcd backends" "$T/ct.out"
 
 # --- heartbeat_timeout: a stopped store host is declared lost after it ----
 # hb_run SECONDS|"": a 2-node job whose store host is SIGSTOPped mid-run;
