@@ -138,21 +138,36 @@ void agent_console(struct agent *a, int fd, const char *line, size_t len)
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* One line from crun itself, on stderr. */
-static void say(const char *fmt, ...)
+static void agent_vsay(struct agent *a, const char *fmt, va_list ap)
 {
 	char buf[1024];
-	va_list ap;
 	int n;
 
 	n = snprintf(buf, sizeof(buf), "crun: ");
-	va_start(ap, fmt);
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
-	va_end(ap);
 	if (n >= (int)sizeof(buf) - 1)
 		n = sizeof(buf) - 2;
 	buf[n++] = '\n';
-	agent_console(NULL, 2, buf, (size_t)n);
+	agent_console(a, 2, buf, (size_t)n);
+}
+
+void agent_say(struct agent *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	agent_vsay(a, fmt, ap);
+	va_end(ap);
+}
+
+/* One line from crun itself, on stderr. */
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	agent_vsay(NULL, fmt, ap);
+	va_end(ap);
 }
 
 /* --- stopping ----------------------------------------------------------- */
@@ -676,7 +691,10 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 				  sizeof(errmsg));
 		if (rc == 0)
 			continue;
-		/* Workers that never started count as done (and not as failed).
+		/*
+		 * A worker that cannot start failed like one that exited 127:
+		 * the round ends on every node and restarts are spent job-wide.
+		 * Workers not started yet count as done (and not as failed).
 		 */
 		say("%s", errmsg);
 		for (int k = i + 1; k < a->nworkers; k++) {
@@ -688,7 +706,7 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 			w->exited = w->stopped = 1;
 			w->status = 127;
 		}
-		agent_stop_group(a, STOP_FAILURE, SIGTERM);
+		agent_on_worker_exit(a, &a->workers[i]);
 		a->ndone += a->nworkers - i - 1 + (a->workers[i].handles == 0);
 		if (a->ndone == a->nworkers)
 			agent_round_end(a);
