@@ -1,0 +1,87 @@
+#!/bin/sh
+# The agent under faults (issue 8): every case ends in bounded time with the
+# right status and leaves no process behind. Each check names its defect.
+. tests/integration/lib.sh
+
+FAST="--rdzv_conf=last_call_timeout=1,join_timeout=20"
+M=$$ # a marker in sleep arguments, so only our processes are counted
+
+# count PATTERN: live processes whose command line matches (zombies excluded).
+count() { pgrep -f "$1" 2>/dev/null | wc -l; }
+none() { [ "$(count "$1")" -eq 0 ]; }
+# run_bounded SECONDS OUT crun-args...: crun in the foreground, status in $rc.
+run_bounded() {
+	_s=$1 _o=$2; shift 2
+	timeout -s KILL "$_s" "$CRUN" "$@" >"$_o" 2>&1; rc=$?
+	[ $rc -ne 137 ] || { tail -n 20 "$_o" >&2; fail "crun still running after $_s s: $*"; }
+}
+# FAULTS="1 2" runs only those sections (to show each fails on an old build).
+want() { [ -z "${FAULTS:-}" ] && return 0; case " $FAULTS " in *" $1 "*) return 0;; esac; return 1; }
+at_exit "pkill -KILL -f 'sleep 9[0-9]*$M' "
+
+printf '#!/nonexistent/interpreter\necho never\n' >"$T/bad.sh"
+chmod +x "$T/bad.sh"
+
+if want 1; then
+# 1. A worker that cannot start (bad interpreter) fails the round like a worker
+# failure: restarts are spent, then crun exits 127 in bounded time, alone ...
+PORT=$(free_port)
+run_bounded 30 "$T/1a.out" --nnodes=1:2 --rdzv_backend=c10d \
+	--rdzv_endpoint=127.0.0.1:$PORT --rdzv_id=f1 $FAST --max_restarts=1 "$T/bad.sh"
+expect_eq "1: status of a worker that cannot start (1 node of 1:2)" $rc 127
+expect_grep "1: the restart is spent" "restart 1 of 1 after a worker failure" "$T/1a.out"
+run_bounded 30 "$T/1s.out" --standalone --max_restarts=1 "$T/bad.sh"
+expect_eq "1: status of a worker that cannot start (standalone)" $rc 127
+
+# ... and on two nodes: the store host cannot start its worker; the other
+# node's worker (which would hang) is stopped and both exit 127.
+PORT=$(free_port)
+"$CRUN" --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT \
+	--rdzv_id=f1b $FAST "$T/bad.sh" >"$T/1h.out" 2>&1 &
+host=$!
+wait_for 10 listening $PORT || fail "1: the host never served the store"
+run_bounded 40 "$T/1o.out" --nnodes=2 --rdzv_backend=c10d \
+	--rdzv_endpoint=127.0.0.1:$PORT --rdzv_id=f1b $FAST "$FAKE_WORKER" hang
+expect_eq "1: the other node's status" $rc 127
+wait_for 20 sh -c "! kill -0 $host 2>/dev/null" || fail "1: the store host still runs"
+wait $host; expect_eq "1: the store host's status" $? 127
+
+fi
+
+if want 2; then
+# 2. A worker's process group is killed after it exits, failed or not, so
+# nothing of it survives crun.
+run_bounded 60 "$T/2.out" --standalone --max_restarts=2 /bin/sh -c "sleep 9871$M & exit 1"
+expect_eq "2: status" $rc 1
+wait_for 5 none "sleep 9871$M" || fail "2: $(count "sleep 9871$M") 'sleep 9871$M' outlived crun"
+run_bounded 60 "$T/2b.out" --standalone --shutdown_timeout=2 /bin/sh -c \
+	"trap '' TERM; (trap '' TERM; exec sleep 9872$M) & exit 0"
+expect_eq "2: status of a worker that left a child ignoring SIGTERM" $rc 0
+wait_for 5 none "sleep 9872$M" || fail "2: a child ignoring SIGTERM outlived crun"
+
+fi
+
+if want 4; then
+# 4. The drain at exit is bounded: a grandchild that keeps writing cannot keep
+# the agent in it.
+run_bounded 30 "$T/4.out" --standalone /bin/sh -c 'yes & sleep 0.2; exit 0'
+expect_eq "4: status with 'yes &' left behind" $rc 0
+
+fi
+
+if want gc; then
+# Grandchildren die with a SIGKILLed agent, even one that called setsid.
+cat >"$T/gc.sh" <<EOS
+#!/bin/sh
+sh -c 'sleep 9873$M & wait' &
+setsid sleep 9874$M &
+exec sleep 9875$M
+EOS
+chmod +x "$T/gc.sh"
+"$CRUN" --standalone --nproc_per_node=2 "$T/gc.sh" >"$T/gc.out" 2>&1 &
+crun=$!
+wait_for 10 sh -c "[ \$(pgrep -f 'sleep 987[345]$M' | wc -l) -ge 6 ]" || fail "gc: workers did not start"
+kill -KILL $crun
+wait_for 5 none "sleep 987[345]$M" || fail "gc: $(count "sleep 987[345]$M") descendants outlived the SIGKILLed agent"
+fi
+exit 0
