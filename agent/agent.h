@@ -96,6 +96,9 @@ double agent_wall_time(void);
 char **agent_base_env(const struct agent *a);
 void agent_console(struct agent *a, int fd, const char *line, size_t len);
 
+/** The agent's console (console.h), for batching worker lines. */
+struct console *agent_con(const struct agent *a);
+
 /** One line from crun itself ("crun: ..."), on stderr. */
 void agent_say(struct agent *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -30,6 +30,7 @@
 
 #include "crun/err.h"
 #include "agent.h"
+#include "console.h"
 
 #define LINE_MAX_BYTES (64 * 1024)
 #define TAIL_BYTES (16 * 1024)
@@ -49,7 +50,8 @@ static void stream_on_line(void *ctx, const char *line, size_t len)
 {
 	struct wstream *s = ctx;
 
-	agent_console(s->w->a, s->console_fd, line, len);
+	/* Queued only: stream_consume writes the whole batch at once. */
+	console_put(agent_con(s->w->a), s->console_fd, line, len);
 }
 
 /* Route one chunk of a stream's bytes to its tee file, console and tail. */
@@ -68,8 +70,10 @@ static void stream_consume(struct wstream *s, const char *data, size_t n)
 			off += (size_t)k;
 		}
 	}
-	if (s->console_fd >= 0)
+	if (s->console_fd >= 0) {
 		linebuf_feed(&s->lb, data, n, stream_on_line, s);
+		console_flush(agent_con(s->w->a), s->console_fd);
+	}
 	if (s->is_err)
 		tail_write(&s->w->tail, data, n);
 }
@@ -91,8 +95,10 @@ static void stream_finish(struct wstream *s)
 {
 	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe))
 		return;
-	if (s->console_fd >= 0)
+	if (s->console_fd >= 0) {
 		linebuf_flush(&s->lb, stream_on_line, s);
+		console_flush(agent_con(s->w->a), s->console_fd);
+	}
 	uv_close((uv_handle_t *)&s->pipe, stream_on_close);
 }
 

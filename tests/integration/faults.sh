@@ -61,6 +61,38 @@ wait_for 5 none "sleep 9872$M" || fail "2: a child ignoring SIGTERM outlived cru
 
 fi
 
+if want 3; then
+# 3. A stalled console reader never blocks the agent: the per-rank log stays
+# complete, and SIGTERM is acted on while the reader sleeps.
+mkfifo "$T/fifo"
+sleep 60 <"$T/fifo" &
+stall=$!
+at_exit "kill $stall"
+"$CRUN" --standalone --log_dir="$T/l3" --tee=3 "$FAKE_WORKER" print 50000 hang \
+	>"$T/fifo" 2>"$T/3.err" &
+crun=$!
+log_lines() { [ "$(cat "$T"/l3/*/attempt_0/0/stdout.log 2>/dev/null | wc -l)" -ge 50000 ]; }
+wait_for 20 log_lines || fail "3: stdout.log incomplete while the console reader stalls"
+kill -TERM $crun
+wait_for 10 sh -c "! kill -0 $crun 2>/dev/null" || fail "3: SIGTERM not acted on while the console reader stalls"
+wait $crun; expect_eq "3: status after SIGTERM" $? 143
+kill $stall 2>/dev/null
+
+# Lines reach a slow reader whole and in order, with several workers; past
+# the console bound (4 MiB) lines are dropped whole, and a notice counts them.
+"$CRUN" --standalone --nproc_per_node=3 "$FAKE_WORKER" print 30000 2>"$T/3b.err" |
+	{ sleep 3; cat; } >"$T/3.out"
+good=$(grep -c '^rank [0-2] line [0-9]* abcdefghijklmnopqrstuvwxyz0123456789 end$' "$T/3.out")
+dropped=$(sed -n 's/^crun: dropped \([0-9]*\) lines (.*/\1/p' "$T/3.out" | awk '{ s += $1 } END { print s + 0 }')
+[ "$dropped" -gt 0 ] || fail "3: no drop notice although 5 MB waited for a stalled reader"
+expect_eq "3: lines shown + lines counted as dropped" $((good + dropped)) 90000
+expect_eq "3: no line split or mixed" "$(grep -v -c -e '^rank [0-2] line [0-9]* abcdefghijklmnopqrstuvwxyz0123456789 end$' -e '^crun: ' "$T/3.out")" 0
+for r in 0 1 2; do
+	grep "^rank $r " "$T/3.out" | awk -v r=$r '$4 <= last && NR > 1 { print "3: rank " r " out of order: " $0; exit 1 } { last = $4 }' >&2 ||
+		fail "3: rank $r lines out of order"
+done
+fi
+
 if want 4; then
 # 4. The drain at exit is bounded: a grandchild that keeps writing cannot keep
 # the agent in it.
