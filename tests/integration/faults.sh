@@ -101,6 +101,30 @@ expect_eq "4: status with 'yes &' left behind" $rc 0
 
 fi
 
+if want 7; then
+# 7. Numbers out of range are usage errors (exit 2, one line naming them);
+# job files over 1 MiB and non-regular files are refused, naming the file.
+usage_err() { # WHAT PATTERN crun-args...
+	_w=$1 _p=$2; shift 2
+	(ulimit -v 2000000; timeout -s KILL 10 "$CRUN" "$@") >"$T/7.out" 2>&1; _rc=$?
+	expect_eq "7: status of $_w" $_rc 2
+	expect_eq "7: one line for $_w" "$(wc -l <"$T/7.out")" 1
+	expect_grep "7: message for $_w" "$_p" "$T/7.out"
+}
+PORT=$(free_port)
+for conf in join_timeout=1e300 last_call_timeout=1e300 close_timeout=1e300 \
+	keep_alive_interval=1e300 read_timeout=1e300 timeout=1e300; do
+	usage_err "$conf" "out of range" --nnodes=2 --rdzv_backend=c10d \
+		--rdzv_endpoint=127.0.0.1:$PORT --rdzv_conf=$conf /bin/true
+done
+usage_err shutdown_timeout "shutdown_timeout.*out of range" --shutdown_timeout=1e300 /bin/true
+usage_err monitor_interval "monitor_interval.*out of range" --monitor_interval=1e300 /bin/true
+usage_err store_max_conns "store_max_conns.*out of range" --store_max_conns=1G /bin/true
+usage_err "/dev/zero" "/dev/zero: job file is not a regular file" --config /dev/zero /bin/true
+head -c 1100000 /dev/zero | tr '\0' '#' >"$T/big.ini"
+usage_err "a 1.1 MB job file" "big.ini: job file larger than" --config "$T/big.ini" /bin/true
+fi
+
 if want gc; then
 # Grandchildren die with a SIGKILLed agent, even one that called setsid.
 cat >"$T/gc.sh" <<EOS
