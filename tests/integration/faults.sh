@@ -125,6 +125,45 @@ head -c 1100000 /dev/zero | tr '\0' '#' >"$T/big.ini"
 usage_err "a 1.1 MB job file" "big.ini: job file larger than" --config "$T/big.ini" /bin/true
 fi
 
+if want 8; then
+# 8. SIGTERM to one node of an elastic job (spot reclaim) is a node loss while
+# MIN holds: the others re-form without spending a restart and finish ...
+PORT=$(free_port)
+node() { # NAME: a node of --nnodes=2:3 whose workers hang in round 0
+	"$CRUN" --nnodes=2:3 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT \
+		--rdzv_id=f8 $FAST --max_restarts=0 "$FAKE_WORKER" pid "$T/8.$1.pids" \
+		hang-if-attempt 0 >"$T/8.$1.out" 2>&1 &
+	eval "pid_$1=\$!"
+}
+node a
+wait_for 10 listening $PORT || fail "8: node a never served the store"
+node b; node c
+started() { [ -s "$T/8.a.pids" ] && [ -s "$T/8.b.pids" ] && [ -s "$T/8.c.pids" ]; }
+wait_for 30 started || fail "8: the three nodes never ran round 0"
+kill -TERM $pid_c
+for n in a b c; do
+	eval "p=\$pid_$n"
+	wait_for 30 sh -c "! kill -0 $p 2>/dev/null" || fail "8: node $n still runs"
+done
+wait $pid_c; expect_eq "8: the signalled node's status" $? 143
+wait $pid_a; rc_a=$?; wait $pid_b; rc_b=$?
+[ $rc_a = 0 ] && [ $rc_b = 0 ] || { cat "$T/8.a.out" >&2; fail "8: survivors exited $rc_a, $rc_b; want 0, 0"; }
+expect_grep "8: re-formed without a restart" "re-forming the group (.* left (SIGTERM)); no restart is spent" "$T/8.a.out"
+
+# ... and ends the job, saying why, when MIN no longer holds.
+PORT=$(free_port)
+rm -f "$T"/8.*.pids
+node a
+wait_for 10 listening $PORT || fail "8: node a never served the store"
+node b
+wait_for 30 sh -c "[ -s '$T/8.a.pids' ] && [ -s '$T/8.b.pids' ]" || fail "8: two nodes never ran"
+kill -TERM $pid_b
+wait_for 30 sh -c "! kill -0 $pid_a 2>/dev/null" || fail "8: node a still runs below MIN"
+wait $pid_b; expect_eq "8: the signalled node's status" $? 143
+wait $pid_a; expect_eq "8: status below MIN" $? 143
+expect_grep "8: the message says why" "1 node remains, below the minimum of 2" "$T/8.a.out"
+fi
+
 if want gc; then
 # Grandchildren die with a SIGKILLed agent, even one that called setsid.
 cat >"$T/gc.sh" <<EOS
