@@ -1046,6 +1046,13 @@ int agent_run(struct crun_cfg *cfg)
 	if (gethostname(a.host, sizeof(a.host) - 1))
 		snprintf(a.host, sizeof(a.host), "localhost");
 	a.multi = cfg->nnodes_max > 1;
+	{
+		char note[256];
+
+		nofile_budget(cfg, note, sizeof(note));
+		if (*note)
+			say("%s", note);
+	}
 	if (cfg->rdzv_id == NULL && !a.multi)
 		cfg->rdzv_id = make_run_id(a.host);
 

@@ -101,6 +101,31 @@ expect_eq "4: status with 'yes &' left behind" $rc 0
 
 fi
 
+if want 6; then
+# 6. The agent's fds are budgeted: under RLIMIT_NOFILE=64, 100 idle
+# connections to the rendezvous port leave the next round the fds its
+# workers need, and the job finishes.
+command -v prlimit >/dev/null || skip "6: no prlimit"
+PORT=$(free_port)
+timeout -s KILL 60 prlimit --nofile=64 "$CRUN" --nnodes=1:2 --nproc_per_node=2 \
+	--log_dir="$T/l6" --tee=3 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT \
+	--rdzv_id=f6 $FAST --max_restarts=1 "$FAKE_WORKER" pid "$T/6.pids" sleep 2000 \
+	fail-if-attempt 0 1 >"$T/6.out" 2>&1 &
+crun=$!
+wait_for 20 test -s "$T/6.pids" || fail "6: round 0 never started"
+"$PYTHON" -c "
+import socket, sys, time
+conns = [socket.create_connection(('127.0.0.1', $PORT)) for i in range(100)]
+time.sleep(15)" &
+idle=$!
+at_exit "kill $idle"
+wait $crun; rc=$?
+[ $rc -ne 137 ] || { cat "$T/6.out" >&2; fail "6: crun hung with 100 idle connections"; }
+[ $rc -eq 0 ] || { cat "$T/6.out" >&2; fail "6: status $rc with 100 idle connections, want 0"; }
+expect_grep "6: round 1 ran" "2 workers of .* succeeded (ranks 0-1 of 2, generation 1" "$T/6.out"
+kill $idle 2>/dev/null
+fi
+
 if want 7; then
 # 7. Numbers out of range are usage errors (exit 2, one line naming them);
 # job files over 1 MiB and non-regular files are refused, naming the file.
