@@ -35,9 +35,15 @@
 #include "crun/report.h"
 #include "crun/store.h"
 #include "agent.h"
+#include "console.h"
 #include "filetimer.h"
 
 extern char **environ;
+
+/* Console bytes queued for a slow reader before lines are dropped. */
+#define CONSOLE_LIMIT (4u << 20)
+/* At exit, how long a console reader may take no byte before crun gives up. */
+#define CONSOLE_STALL_MS 10000
 
 enum agent_state { A_ROUND, A_RUNNING, A_STOPPING, A_DONE };
 enum stop_reason { STOP_NONE, STOP_FAILURE, STOP_SIGNAL, STOP_PEER };
@@ -82,7 +88,8 @@ struct agent {
 	int error_file_done; /* TORCHELASTIC_ERROR_FILE written */
 	char report_path[PATH_MAX];
 
-	struct filetimer *ft; /* TORCHELASTIC_ENABLE_FILE_TIMER's watchdog */
+	struct filetimer *ft;	 /* TORCHELASTIC_ENABLE_FILE_TIMER's watchdog */
+	struct console *console; /* our stdout and stderr, never blocking */
 
 	/* The workers' store of the current round (agent store mode). */
 	struct crun_store_server *wstore;
@@ -126,10 +133,21 @@ double agent_wall_time(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/*
+ * The console of the running agent, for say() (which has no agent at hand);
+ * NULL before it exists and after it is freed (then writes go straight out).
+ */
+static struct console *the_console;
+
 /* Write whole lines to the console; the agent is its only writer. */
 void agent_console(struct agent *a, int fd, const char *line, size_t len)
 {
-	(void)a;
+	struct console *c = a ? a->console : the_console;
+
+	if (c) {
+		console_write(c, fd, line, len);
+		return;
+	}
 	while (len > 0) {
 		ssize_t n = write(fd, line, len);
 
@@ -143,28 +161,46 @@ void agent_console(struct agent *a, int fd, const char *line, size_t len)
 	}
 }
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+struct console *agent_con(const struct agent *a)
+{
+	return a->console;
+}
 
 /* The last thing crun said: why it stops, for the launcher's error file. */
 static char last_said[1024];
 
-/* One line from crun itself, on stderr. */
-static void say(const char *fmt, ...)
+static void agent_vsay(struct agent *a, const char *fmt, va_list ap)
 {
 	char buf[1024];
-	va_list ap;
 	int n;
 
 	n = snprintf(buf, sizeof(buf), "crun: ");
-	va_start(ap, fmt);
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
-	va_end(ap);
 	if (n >= (int)sizeof(buf) - 1)
 		n = sizeof(buf) - 2;
 	memcpy(last_said, buf + 6, (size_t)n - 6);
 	last_said[n - 6] = '\0';
 	buf[n++] = '\n';
-	agent_console(NULL, 2, buf, (size_t)n);
+	agent_console(a, 2, buf, (size_t)n);
+}
+
+void agent_say(struct agent *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	agent_vsay(a, fmt, ap);
+	va_end(ap);
+}
+
+/* One line from crun itself, on stderr. */
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	agent_vsay(NULL, fmt, ap);
+	va_end(ap);
 }
 
 /*
@@ -300,6 +336,19 @@ static int peer_signal(const struct agent *a, const char *why)
 	return SIGTERM;
 }
 
+/* The signal named at the end of why ("… (SIGTERM)"), or 0. */
+static int peer_signal_any(const char *why)
+{
+	const char *open = strrchr(why, '(');
+	char name[16];
+	int sig, n;
+
+	if (open == NULL || sscanf(open, "(%15[A-Z0-9])", name) != 1 ||
+	    cfg_parse_signals(name, &sig, 1, &n) != 0)
+		return 0;
+	return sig;
+}
+
 /* Another node (or the store) ended the round: stop our workers too. */
 static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why,
 			      void *data)
@@ -378,9 +427,19 @@ static int agent_collect_failures(struct agent *a, struct crun_failure **out)
 static void agent_drop_report(struct agent *a, int print)
 {
 	if (a->pending_report && print) {
+		char *text = NULL;
+		size_t len = 0;
+		FILE *fp = open_memstream(&text, &len);
+
+		/* Through the console, which never blocks. */
+		if (fp) {
+			report_print(fp, a->cfg->argv[0], a->pending_report,
+				     a->npending);
+			fclose(fp);
+			agent_console(a, 2, text, len);
+		}
+		free(text);
 		agent_write_error_file(a, 1);
-		report_print(stderr, a->cfg->argv[0], a->pending_report,
-			     a->npending);
 		if (*a->report_path)
 			say("failure report saved to %s", a->report_path);
 	}
@@ -443,12 +502,30 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 	} else if (kind == RDZV_END_SUCCESS) {
 		status = 1;
 		say("cannot restart: another node already finished");
+	} else if (kind == RDZV_END_DEAD) {
+		int left = a->res.ranks.group_world_size - 1;
+
+		/* A signalled node passes its signal's status on. */
+		status = strrchr(a->peer_why, '(')
+			     ? 128 + peer_signal_any(a->peer_why)
+			     : 1;
+		if (status == 128)
+			status = 1;
+		if (strcmp(a->cfg->rdzv_backend, "static") == 0)
+			say("job stopped: %s; the static backend cannot "
+			    "re-form without it",
+			    a->peer_why);
+		else if (left < a->cfg->nnodes_min)
+			say("job stopped: %s; %d node%s remain%s, below the "
+			    "minimum of %d",
+			    a->peer_why, left, left == 1 ? "" : "s",
+			    left == 1 ? "s" : "", a->cfg->nnodes_min);
+		else
+			say("job stopped: %s; another node already finished",
+			    a->peer_why);
 	} else {
 		status = 1;
-		say("job stopped: %s%s", a->peer_why,
-		    kind == RDZV_END_DEAD
-			? " (too few nodes remain, or the static backend)"
-			: "");
+		say("job stopped: %s", a->peer_why);
 	}
 	if (kind == RDZV_END_LOST)
 		agent_finish(a, status);
@@ -472,23 +549,30 @@ static void agent_multi_round_end(struct agent *a, int nf, int status)
 {
 	char why[300];
 
-	if (a->reason == STOP_SIGNAL) {
+	if (a->reason == STOP_SIGNAL || a->stop_signal) {
 		/*
 		 * A departure, not the end of the job: the others re-form
-		 * without us. The store host cannot leave that way: it ends the
-		 * job and serves the store until the others have left.
+		 * without us while MIN holds (a node loss, no restart spent).
+		 * The store host cannot leave that way: it ends the job and
+		 * serves the store until the others have left. A node that
+		 * was signalled after another ended the round leaves too.
 		 */
 		if (a->rs && rdzv_store_is_host(a->rs)) {
 			snprintf(why, sizeof(why),
 				 "the store host %s was stopped (%s)", a->host,
 				 cfg_signame(a->stop_signal));
 			rdzv_end_round(a->rdzv, RDZV_END_FATAL, why);
-		} else {
+			agent_leave(a, 128 + a->stop_signal);
+			return;
+		}
+		if (a->reason == STOP_SIGNAL) {
 			snprintf(why, sizeof(why), "%s left (%s)", a->host,
 				 cfg_signame(a->stop_signal));
 			rdzv_end_round(a->rdzv, RDZV_END_DEAD, why);
 		}
-		agent_leave(a, 128 + a->stop_signal);
+		a->exit_status = 128 + a->stop_signal;
+		if (rdzv_depart(a->rdzv, agent_on_left, a))
+			agent_finish(a, a->exit_status);
 		return;
 	}
 	if (nf == 0 && a->reason == STOP_NONE) {
@@ -722,7 +806,10 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 				  sizeof(errmsg));
 		if (rc == 0)
 			continue;
-		/* Workers that never started count as done (and not as failed).
+		/*
+		 * A worker that cannot start failed like one that exited 127:
+		 * the round ends on every node and restarts are spent job-wide.
+		 * Workers not started yet count as done (and not as failed).
 		 */
 		say("%s", errmsg);
 		for (int k = i + 1; k < a->nworkers; k++) {
@@ -735,7 +822,7 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 			w->exited = w->stopped = 1;
 			w->status = 127;
 		}
-		agent_stop_group(a, STOP_FAILURE, SIGTERM);
+		agent_on_worker_exit(a, &a->workers[i]);
 		a->ndone += a->nworkers - i - 1 + (a->workers[i].handles == 0);
 		if (a->ndone == a->nworkers)
 			agent_round_end(a);
@@ -842,6 +929,8 @@ static void agent_finish(struct agent *a, int status)
 	for (int i = 0; i < a->nsigs; i++)
 		uv_close((uv_handle_t *)&a->sigs[i], NULL);
 	uv_close((uv_handle_t *)&a->kill_timer, NULL);
+	if (a->console)
+		console_close(a->console);
 	procs_close(a->procs, NULL, NULL);
 	a->procs = NULL;
 	filetimer_close(a->ft);
@@ -1146,6 +1235,13 @@ int agent_run(struct crun_cfg *cfg)
 	if (gethostname(a.host, sizeof(a.host) - 1))
 		snprintf(a.host, sizeof(a.host), "localhost");
 	a.multi = cfg->nnodes_max > 1;
+	{
+		char note[256];
+
+		nofile_budget(cfg, note, sizeof(note));
+		if (*note)
+			say("%s", note);
+	}
 	if (cfg->rdzv_id == NULL && !a.multi)
 		cfg->rdzv_id = make_run_id(a.host);
 
@@ -1156,6 +1252,8 @@ int agent_run(struct crun_cfg *cfg)
 	}
 	uv_timer_init(&a.loop, &a.kill_timer);
 	a.kill_timer.data = &a;
+	if (console_new(&a.loop, CONSOLE_LIMIT, &a.console) == 0)
+		the_console = a.console;
 	rc = procs_new(&a.loop, &a.procs);
 	if (rc) {
 		say("cannot watch child processes: %s", crun_strerror(rc));
@@ -1193,6 +1291,9 @@ int agent_run(struct crun_cfg *cfg)
 	rc = uv_loop_close(&a.loop);
 	if (rc)
 		say("internal error: event loop closed with handles open");
+	/* What a slow reader has not taken yet, bounded: then we exit. */
+	the_console = NULL;
+	console_free(a.console, CONSOLE_STALL_MS);
 
 	/* A log directory crun invented is removed after a success. */
 	if (a.log_root_tmp && !a.log_kept && a.exit_status == 0 && a.log_root) {
