@@ -26,8 +26,10 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <ftw.h>
+#include <sodium.h>
 #include <stdarg.h>
 
+#include "crun/auth.h"
 #include "crun/err.h"
 #include "crun/rdzv.h"
 #include "crun/rdzv_store.h"
@@ -864,6 +866,7 @@ static int agent_multi_start(struct agent *a)
 {
 	struct crun_cfg *cfg = a->cfg;
 	struct rdzv_store_opts o;
+	struct crun_auth_key key;
 	char host[256], errmsg[512] = "";
 	int port, rc, is_static = strcmp(cfg->rdzv_backend, "static") == 0;
 
@@ -884,7 +887,17 @@ static int agent_multi_start(struct agent *a)
 	o.limits = &cfg->store;
 	o.errmsg = errmsg;
 	o.errlen = sizeof(errmsg);
+	if (cfg->rdzv.secret_file) { /* the rendezvous secret (auth.h) */
+		rc = auth_key_load(cfg->rdzv.secret_file, &key, errmsg,
+				   sizeof(errmsg));
+		if (rc) {
+			say("%s", errmsg);
+			return CRUN_ECONFIG;
+		}
+		o.auth = &key;
+	}
 	rc = rdzv_store_open(&a->loop, &o, agent_on_rs_open, a, &a->rs);
+	sodium_memzero(&key, sizeof(key));
 	if (rc)
 		say("%s", *errmsg ? errmsg : crun_strerror(rc));
 	return rc;

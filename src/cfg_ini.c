@@ -65,6 +65,7 @@ static const char *const conf_keys[] = {
     "is_host",
     "store_type",
     "timeout",
+    "store_allow",
 };
 #define NCONF ((int)(sizeof(conf_keys) / sizeof(conf_keys[0])))
 
@@ -459,6 +460,7 @@ static void lookup(struct ini_state *st, struct ini_entry *e, const char *n)
 	    {SEC_RDZV, "endpoint", CFG_rdzv_endpoint},
 	    {SEC_RDZV, "id", CFG_rdzv_id},
 	    {SEC_RDZV, "conf", CFG_rdzv_conf},
+	    {SEC_RDZV, "secret_file", CFG_rdzv_secret_file},
 	    {SEC_LOGS, "dir", CFG_log_dir},
 	    {SEC_LOGS, "filter", CFG_local_ranks_filter},
 	    {SEC_STORE, "max_key_size", CFG_store_max_key_size},

@@ -51,6 +51,8 @@ struct crun_rdzv_conf {
 	int is_host;	  /* -1 auto, 0, 1 */
 	char *store_type; /* "tcp" (only tcp is supported) */
 	char *local_addr;
+	char *secret_file;   /* the rendezvous secret (see auth.h), or NULL */
+	int store_allow_any; /* workers' store: 1 any peer, 0 the round's */
 };
 
 /* Limits of the agent's store (issue: the crun store). */

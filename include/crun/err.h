@@ -19,7 +19,8 @@
 	X(ERDZV_MISMATCH, -5010, "rendezvous configuration mismatch")          \
 	X(EWORKER, -5011, "worker failed")                                     \
 	X(ENOTFOUND, -5012, "not found")                                       \
-	X(EADDRINUSE_OTHER, -5013, "address in use by another program")
+	X(EADDRINUSE_OTHER, -5013, "address in use by another program")        \
+	X(EAUTH, -5091, "authentication failed")
 
 enum crun_errno {
 #define X(name, val, msg) CRUN_##name = (val),
