@@ -76,6 +76,7 @@ struct crun_rdzv {
 	void (*finish_cb)(struct crun_rdzv *, void *);
 	void *finish_data;
 	struct rdzv_result res;
+	char *peers; /* the round's node addresses ("r<R>/addrs"), or NULL */
 };
 
 /* One request in flight: the round it belongs to, and a step-specific int. */
@@ -417,11 +418,18 @@ static void on_assignment(int status, const struct crun_store_reply *rep,
 	k = &r->res.ranks;
 	key(r, mk, "r%d/assign/%d", r->round, r->index);
 	snprintf(by, sizeof(by), "the node that closed round %d", r->round);
-	if (rep->nvalues != 1)
+	if (rep->nvalues != 2)
 		return bad_record(r, mk, by, "no value");
 	if (rdzv_parse_assign(rep->values[0].base, rep->values[0].len,
 			      r->closed, r->o.nproc, k, why, sizeof(why)))
 		return bad_record(r, mk, by, why);
+	free(r->peers);
+	r->peers = NULL;
+	if (rdzv_parse_addrs(rep->values[1].base, rep->values[1].len, r->closed,
+			     &r->peers, why, sizeof(why))) {
+		key(r, mk, "r%d/addrs", r->round);
+		return bad_record(r, mk, by, why);
+	}
 	r->grank = k->group_rank;
 	r->gworld = k->group_world_size;
 	r->res.round = r->round;
@@ -449,8 +457,8 @@ static void on_assigned_closed(int status, const struct crun_store_reply *rep,
 			       void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char ak[KEYMAX];
-	const char *kp[1] = {ak};
+	char ak[KEYMAX], dk[KEYMAX];
+	const char *kp[2] = {ak, dk};
 	int64_t closed;
 
 	if (r == NULL)
@@ -464,7 +472,8 @@ static void on_assigned_closed(int status, const struct crun_store_reply *rep,
 	if (r->index > r->closed)
 		return late_or_spare(r, r->closed);
 	key(r, ak, "r%d/assign/%d", r->round, r->index);
-	if (r->ops->multi_get(r->kv, kp, 1, 10000, on_assignment, op_new(r, 0)))
+	key(r, dk, "r%d/addrs", r->round);
+	if (r->ops->multi_get(r->kv, kp, 2, 10000, on_assignment, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -534,6 +543,7 @@ struct nd {
 	int nproc;
 	int node_rank;
 	char host[256];
+	char addr[256];
 	char role[128];
 };
 
@@ -558,8 +568,9 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	char(*keys)[KEYMAX], (*vals)[400], k[KEYMAX];
 	const char **kp;
 	const void **vp;
-	size_t *lens;
+	size_t *lens, alen = 0;
 	int64_t total = 0;
+	char *addrs = NULL;
 
 	if (r == NULL)
 		return;
@@ -572,12 +583,13 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	info = calloc((size_t)n, sizeof(*info));
 	/* Every assignment, and every host name by group rank (for messages).
 	 */
-	keys = calloc(2 * (size_t)n, sizeof(*keys));
+	keys = calloc(2 * (size_t)n + 1, sizeof(*keys));
 	vals = calloc(2 * (size_t)n, sizeof(*vals));
-	kp = calloc(2 * (size_t)n, sizeof(*kp));
-	vp = calloc(2 * (size_t)n, sizeof(*vp));
-	lens = calloc(2 * (size_t)n, sizeof(*lens));
-	if (!v || !info || !keys || !vals || !kp || !vp || !lens)
+	kp = calloc(2 * (size_t)n + 1, sizeof(*kp));
+	vp = calloc(2 * (size_t)n + 1, sizeof(*vp));
+	lens = calloc(2 * (size_t)n + 1, sizeof(*lens));
+	addrs = calloc((size_t)n, 257);
+	if (!v || !info || !keys || !vals || !kp || !vp || !lens || !addrs)
 		abort();
 	for (int i = 0; i < n; i++) {
 		struct rdzv_descr d;
@@ -593,6 +605,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 			v[i].node_rank = d.node_rank;
 			v[i].nproc = d.nproc;
 			memcpy(v[i].host, d.host, sizeof(v[i].host));
+			memcpy(v[i].addr, d.addr, sizeof(v[i].addr));
 			memcpy(v[i].role, d.role, sizeof(v[i].role));
 			total += d.nproc;
 			continue;
@@ -649,12 +662,21 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 		vp[n + g] = v[g].host;
 		lens[n + g] = strlen(v[g].host);
 	}
-	r->ops->multi_set(r->kv, kp, vp, lens, 2 * (size_t)n, NULL, NULL);
+	/* The nodes' addresses, for the workers' store's allow list. */
+	for (int g = 0; g < n; g++)
+		alen += (size_t)snprintf(addrs + alen, (size_t)n * 257 - alen,
+					 "%s%s", g ? " " : "", v[g].addr);
+	key(r, keys[2 * n], "r%d/addrs", r->round);
+	kp[2 * n] = keys[2 * n];
+	vp[2 * n] = addrs;
+	lens[2 * n] = alen;
+	r->ops->multi_set(r->kv, kp, vp, lens, 2 * (size_t)n + 1, NULL, NULL);
 	key(r, k, "r%d/assigned", r->round);
 	r->ops->set(r->kv, k, "ok", 2, NULL, NULL);
 out:
 	free(v);
 	free(info);
+	free(addrs);
 	free(keys);
 	free(vals);
 	free(kp);
@@ -1582,6 +1604,11 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	return 0;
 }
 
+const char *rdzv_peers(const struct crun_rdzv *r)
+{
+	return r->peers;
+}
+
 const char *rdzv_errmsg(const struct crun_rdzv *r)
 {
 	return r->errmsg;
@@ -1591,8 +1618,10 @@ static void rdzv_on_timer_closed(uv_handle_t *h)
 {
 	struct crun_rdzv *r = h->data;
 
-	if (--r->timers == 0)
+	if (--r->timers == 0) {
+		free(r->peers);
 		free(r);
+	}
 }
 
 void rdzv_free(struct crun_rdzv *r)

@@ -7,7 +7,9 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "crun/err.h"
 #include "crun/rdzv_records.h"
@@ -268,5 +270,32 @@ int rdzv_parse_end(const void *p, size_t len, int *kind, char *text,
 		text[i] =
 		    (s[2 + i] >= 0x20 && s[2 + i] < 0x7f) ? s[2 + i] : '?';
 	text[n] = '\0';
+	return 0;
+}
+
+int rdzv_parse_addrs(const void *p, size_t len, int nodes, char **out,
+		     char *why, size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	char field[RDZV_MAX_FIELD + 1];
+	char *copy;
+	int rc;
+
+	*out = NULL;
+	if (len == 0 || nodes < 1 || len > (size_t)nodes * (RDZV_MAX_FIELD + 1))
+		return reason(why, wlen, "%zu bytes for %d addresses", len,
+			      nodes);
+	for (int i = 0; i < nodes; i++)
+		if ((rc = next_str(&c, "address", field, sizeof(field), why,
+				   wlen)) != 0)
+			return rc;
+	if (!cur_done(&c))
+		return reason(why, wlen, "more than %d addresses", nodes);
+	copy = malloc(len + 1);
+	if (copy == NULL)
+		return UV_ENOMEM;
+	memcpy(copy, p, len);
+	copy[len] = '\0';
+	*out = copy;
 	return 0;
 }

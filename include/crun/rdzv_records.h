@@ -65,4 +65,12 @@ int rdzv_parse_master(const void *p, size_t len, char *addr, size_t alen,
 int rdzv_parse_end(const void *p, size_t len, int *kind, char *text,
 		   size_t tlen, char *why, size_t wlen);
 
+/**
+ * The addresses record of a round of nodes participants: exactly that many
+ * blank-separated fields of 1..RDZV_MAX_FIELD printable bytes. *out gets a
+ * malloc'd NUL-terminated copy.
+ */
+int rdzv_parse_addrs(const void *p, size_t len, int nodes, char **out,
+		     char *why, size_t wlen);
+
 #endif
