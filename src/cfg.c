@@ -42,6 +42,10 @@ int cfg__err(char *errmsg, size_t len, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(errmsg, len, fmt, ap);
 		va_end(ap);
+		/* One line, whatever the value quoted in it holds. */
+		for (char *p = errmsg; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
 	}
 	return CRUN_EUSAGE;
 }

@@ -771,6 +771,14 @@ static void check_all(struct crun_cfg *cfg, struct ini_state *st,
 		     st->v[*first_args].key);
 }
 
+/* A message is one line, whatever the path or value quoted in it holds. */
+static void one_line(char *msg)
+{
+	for (; *msg; msg++)
+		if ((unsigned char)*msg < 0x20 || *msg == 0x7f)
+			*msg = '?';
+}
+
 int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 		 char *errmsg, size_t errlen)
 {
@@ -785,6 +793,7 @@ int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 	if (st.fp == NULL) {
 		snprintf(errmsg, errlen, "%s: cannot open job file: %s", path,
 			 strerror(errno));
+		one_line(errmsg);
 		return CRUN_EUSAGE;
 	}
 	rc = ini_parse_stream(ini_read, &st, on_key, &st);
@@ -818,5 +827,7 @@ out:
 	free(st.v);
 	free(st.buf);
 	fclose(st.fp);
+	if (rc != 0)
+		one_line(errmsg);
 	return rc;
 }
