@@ -48,6 +48,13 @@ for cmd in "set crun/$JOB/r0/end X_intruder" "set crun/$JOB/r0/end/0 1" "get cru
 	out=$(eval "$RAW 127.0.0.1 $PORT $cmd" 2>&1); rc=$?
 	[ $rc -eq 3 ] && [ "$out" = closed ] || fail "raw client '$cmd' was served (status $rc: $out)"
 done
+# A PyTorch 2.x-style client: VALIDATE, then LIST_KEYS (G3 opcode 17).
+"$PYTHON" - "$PORT" <<'EOF' || fail "a G3 LIST_KEYS was served"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(bytes([0x00, 0xce, 0xf7, 0x85, 0x3c, 17]))
+sys.exit(0 if s.recv(100) == b"" else 1)
+EOF
 # A raw client that sends a garbage AUTH message is refused too.
 "$PYTHON" - "$PORT" <<'EOF' || fail "a forged AUTH message was served"
 import socket, struct, sys
@@ -60,7 +67,7 @@ EOF
 
 # Every intruder was logged by the store host (agent a), naming the peer.
 n=$(grep -c "refusing connection from 127.0.0.1: " "$T/a.out")
-[ "$n" -ge 8 ] || { cat "$T/a.out" >&2; fail "host logged $n refusals, want >= 8"; }
+[ "$n" -ge 9 ] || { cat "$T/a.out" >&2; fail "host logged $n refusals, want >= 9"; }
 expect_nogrep "the secret's job does not call itself unauthenticated" "unauthenticated" "$T/a.out"
 
 # 3. The job goes on undisturbed: release the workers, both agents exit 0.
