@@ -26,9 +26,12 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <ftw.h>
+#include <sodium.h>
 #include <stdarg.h>
 
+#include "crun/auth.h"
 #include "crun/err.h"
+#include "crun/peers.h"
 #include "crun/rdzv.h"
 #include "crun/rdzv_etcd.h"
 #include "crun/rdzv_store.h"
@@ -93,6 +96,7 @@ struct agent {
 
 	/* The workers' store of the current round (agent store mode). */
 	struct crun_store_server *wstore;
+	struct crun_peers *peers; /* who may reach it (store_allow=round) */
 	int logs_ready;
 	double started;
 };
@@ -733,6 +737,30 @@ static int make_attempt_dir(struct agent *a, int generation)
 }
 
 /*
+ * PyTorch's clients cannot authenticate: the workers' store accepts only
+ * loopback, this machine's addresses and the round's nodes (peers.h),
+ * unless --rdzv_conf=store_allow=any.
+ */
+static int agent_confine_store(struct agent *a)
+{
+	char why[512];
+	int rc;
+
+	peers_free(a->peers);
+	a->peers = NULL;
+	if (a->cfg->rdzv.store_allow_any)
+		return 0;
+	rc = peers_new(a->multi && a->rdzv ? rdzv_peers(a->rdzv) : NULL,
+		       &a->peers, why, sizeof(why));
+	if (rc)
+		return rc;
+	if (*why)
+		say("workers' store: %s: their workers will be refused", why);
+	store_server_set_allow(a->wstore, peers_allow, a->peers);
+	return 0;
+}
+
+/*
  * Start the workers' store of a round (called on group rank 0): a fresh
  * keyspace per round serves PyTorch versions that prefix /worker/attempt_<n>
  * and those that expect a new store per attempt alike. Without the agent
@@ -761,7 +789,7 @@ static int agent_start_master(void *data, int round, int *port)
 		return rc;
 	store_server_set_quiet(a->wstore, 1);
 	*port = store_server_port(a->wstore);
-	return 0;
+	return agent_confine_store(a);
 }
 
 /* A round is formed: start this node's workers with its result. */
@@ -943,6 +971,8 @@ static void agent_finish(struct agent *a, int status)
 		store_server_close(a->wstore, NULL, NULL);
 		a->wstore = NULL;
 	}
+	peers_free(a->peers);
+	a->peers = NULL;
 	/* The rendezvous first: the store's pending replies then find it done.
 	 */
 	if (a->rdzv) {
@@ -1094,6 +1124,7 @@ static int agent_multi_start(struct agent *a)
 {
 	struct crun_cfg *cfg = a->cfg;
 	struct rdzv_store_opts o;
+	struct crun_auth_key key;
 	char host[256], errmsg[512] = "";
 	int port, rc, is_static = strcmp(cfg->rdzv_backend, "static") == 0;
 
@@ -1121,7 +1152,17 @@ static int agent_multi_start(struct agent *a)
 	o.limits = &cfg->store;
 	o.errmsg = errmsg;
 	o.errlen = sizeof(errmsg);
+	if (cfg->rdzv.secret_file) { /* the rendezvous secret (auth.h) */
+		rc = auth_key_load(cfg->rdzv.secret_file, &key, errmsg,
+				   sizeof(errmsg));
+		if (rc) {
+			say("%s", errmsg);
+			return CRUN_ECONFIG;
+		}
+		o.auth = &key;
+	}
 	rc = rdzv_store_open(&a->loop, &o, agent_on_rs_open, a, &a->rs);
+	sodium_memzero(&key, sizeof(key));
 	if (rc)
 		say("%s", *errmsg ? errmsg : crun_strerror(rc));
 	return rc;

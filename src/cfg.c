@@ -44,6 +44,10 @@ int cfg__err(char *errmsg, size_t len, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(errmsg, len, fmt, ap);
 		va_end(ap);
+		/* One line, whatever the value quoted in it holds. */
+		for (char *p = errmsg; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
 	}
 	return CRUN_EUSAGE;
 }
@@ -110,6 +114,7 @@ void cfg_release(struct crun_cfg *cfg)
 	free(cfg->rdzv.key);
 	free(cfg->rdzv.user);
 	free(cfg->rdzv.password_file);
+	free(cfg->rdzv.secret_file);
 	free(cfg->master_addr);
 	free(cfg->local_addr);
 	free(cfg->log_dir);
@@ -467,6 +472,12 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			set_str(&conf->user, v);
 		} else if (strcmp(k, "password_file") == 0) {
 			set_str(&conf->password_file, v);
+		} else if (strcmp(k, "secret_file") == 0) {
+			set_str(&conf->secret_file, v);
+		} else if (strcmp(k, "store_allow") == 0) {
+			if (strcmp(v, "any") != 0 && strcmp(v, "round") != 0)
+				goto bad;
+			conf->store_allow_any = strcmp(v, "any") == 0;
 		} else if (strcmp(k, "rank") == 0 ||
 			   strcmp(k, "use_libuv") == 0) {
 			/* Accepted for torchrun compatibility; crun needs
@@ -478,9 +489,9 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			    "last_call_timeout, close_timeout, read_timeout, "
 			    "heartbeat_timeout, keep_alive_interval, "
 			    "keep_alive_max_attempt, is_host, store_type, "
-			    "local_addr, timeout; etcd: etcd_prefix, protocol, "
-			    "cacert, cert, key, user, password_file, "
-			    "lease_ttl)",
+			    "local_addr, timeout, secret_file, store_allow; "
+			    "etcd: etcd_prefix, protocol, cacert, cert, key, "
+			    "user, password_file, lease_ttl)",
 			    k);
 			goto out;
 		}
@@ -1250,6 +1261,12 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 			return cfg__err(e, l, "%s: %s",
 					cfg->origin[CFG_rdzv_conf], why);
 	}
+	/* rdzv_conf's secret_file is the option, at rdzv_conf's precedence. */
+	if (cfg->rdzv.secret_file)
+		cfg_set(cfg, CFG_rdzv_secret_file, cfg->rdzv.secret_file,
+			cfg->src[CFG_rdzv_conf], cfg->origin[CFG_rdzv_conf]);
+	if (RAW(rdzv_secret_file) && *RAW(rdzv_secret_file))
+		set_str(&cfg->rdzv.secret_file, RAW(rdzv_secret_file));
 
 	set_str(&cfg->log_dir, RAW(log_dir));
 	if (cfg_parse_std(RAW(redirects), &cfg->redirects))

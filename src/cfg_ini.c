@@ -69,6 +69,7 @@ static const char *const conf_keys[] = {
     "is_host",
     "store_type",
     "timeout",
+    "store_allow",
 };
 #define NCONF ((int)(sizeof(conf_keys) / sizeof(conf_keys[0])))
 
@@ -471,6 +472,7 @@ static void lookup(struct ini_state *st, struct ini_entry *e, const char *n)
 	    {SEC_RDZV, "endpoint", CFG_rdzv_endpoint},
 	    {SEC_RDZV, "id", CFG_rdzv_id},
 	    {SEC_RDZV, "conf", CFG_rdzv_conf},
+	    {SEC_RDZV, "secret_file", CFG_rdzv_secret_file},
 	    {SEC_LOGS, "dir", CFG_log_dir},
 	    {SEC_LOGS, "filter", CFG_local_ranks_filter},
 	    {SEC_STORE, "max_key_size", CFG_store_max_key_size},
@@ -803,6 +805,14 @@ static void check_all(struct crun_cfg *cfg, struct ini_state *st,
 		     st->v[*first_args].key);
 }
 
+/* A message is one line, whatever the path or value quoted in it holds. */
+static void one_line(char *msg)
+{
+	for (; *msg; msg++)
+		if ((unsigned char)*msg < 0x20 || *msg == 0x7f)
+			*msg = '?';
+}
+
 int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 		 char *errmsg, size_t errlen)
 {
@@ -817,6 +827,7 @@ int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 	if (st.fp == NULL) {
 		snprintf(errmsg, errlen, "%s: cannot open job file: %s", path,
 			 strerror(errno));
+		one_line(errmsg);
 		return CRUN_EUSAGE;
 	}
 	/* A job file is a small regular file: never read /dev/zero or a
@@ -867,5 +878,7 @@ out:
 	free(st.v);
 	free(st.buf);
 	fclose(st.fp);
+	if (rc != 0)
+		one_line(errmsg);
 	return rc;
 }

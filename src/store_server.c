@@ -73,6 +73,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "crun/auth.h"
 #include "crun/err.h"
 #include "crun/map.h"
 #include "crun/store.h"
@@ -166,6 +167,8 @@ struct store_conn {
 	int paused; /* not reading: too many unsent replies */
 	int nobufs; /* the last read buffer was refused by max_memory */
 	int closing;
+	int authed;		/* passed the rendezvous secret (auth.h) */
+	struct crun_auth_hs hs; /* that handshake, while it runs */
 };
 
 /* A uv_write of a connection's output that try_write could not finish. */
@@ -203,6 +206,11 @@ struct crun_store_server {
 	void *close_data;
 	store_vanish_cb vanish_cb;
 	void *vanish_data;
+	int has_key; /* clients must prove the secret (auth.h) */
+	struct crun_auth_key key;
+	store_allow_cb allow; /* which peers may connect (NULL: any) */
+	void *allow_data;
+	unsigned long turned_away; /* connections refused by auth or allow */
 	unsigned char rbuf[STORE_RBUF_SIZE];
 };
 
@@ -1002,6 +1010,9 @@ static void store_conn_peer(struct store_conn *c, char *addr, size_t len)
 		uv_ip6_name((struct sockaddr_in6 *)&ss, addr, len);
 	else
 		uv_ip4_name((struct sockaddr_in *)&ss, addr, len);
+	/* An IPv4 peer of a dual-stack socket reads better without ::ffff:. */
+	if (strncmp(addr, "::ffff:", 7) == 0 && strchr(addr + 7, '.') != NULL)
+		memmove(addr, addr + 7, strlen(addr + 7) + 1);
 }
 
 /*
@@ -1097,6 +1108,9 @@ static int store_conn_room(struct store_conn *c, const struct store_req *req)
 	return 0;
 }
 
+static int store_conn_gate(struct store_conn *c, const struct store_req *req,
+			   char *errmsg, size_t errlen);
+
 /*
  * Decode and run requests in buf[0..len) while c has room for their
  * replies; returns the bytes consumed.
@@ -1122,10 +1136,13 @@ static size_t store_conn_parse(struct store_conn *c, const unsigned char *buf,
 		}
 		if (!store_conn_room(c, &req))
 			break;
-		rc = store_exec(c, &req, errmsg, sizeof(errmsg));
+		/* With a secret, nothing runs before the client proves it. */
+		rc = store_conn_gate(c, &req, errmsg, sizeof(errmsg));
+		if (rc == 0)
+			rc = store_exec(c, &req, errmsg, sizeof(errmsg));
 		store_conn_account(c);
 		if (rc < 0) {
-			store_conn_close(c, errmsg);
+			store_conn_close(c, rc == CRUN_EAUTH ? NULL : errmsg);
 			break;
 		}
 		off += used;
@@ -1287,6 +1304,103 @@ static void store_flush_dirty(struct crun_store_server *srv)
 	}
 }
 
+static int store_conn_auth(struct store_conn *c, const struct store_req *req,
+			   char *errmsg, size_t errlen);
+
+/*
+ * One line naming a peer turned away by the secret or the allowed
+ * addresses, even from a quiet store: the first 20, then every 1000th.
+ */
+static void store_log_refusal(struct store_conn *c, const char *why)
+{
+	char addr[INET6_ADDRSTRLEN];
+	unsigned long n = c->srv->turned_away++;
+
+	if (n >= 20 && n % 1000 != 0)
+		return;
+	store_conn_peer(c, addr, sizeof(addr));
+	store_log(NULL, "refusing connection from %s: %s (%lu so far)", addr,
+		  why, n + 1);
+}
+
+/*
+ * The gate before a request is dispatched (auth.h): with a secret, only
+ * VALIDATE and the AUTH exchange pass until the client has proved it.
+ * Returns 0 to dispatch req, 1 if handled here, or CRUN_EAUTH (logged
+ * here) to close c.
+ */
+static int store_conn_gate(struct store_conn *c, const struct store_req *req,
+			   char *errmsg, size_t errlen)
+{
+	int rc = store_conn_auth(c, req, errmsg, errlen);
+
+	if (rc < 0)
+		store_log_refusal(c, errmsg);
+	return rc;
+}
+
+static int store_conn_auth(struct store_conn *c, const struct store_req *req,
+			   char *errmsg, size_t errlen)
+{
+	struct crun_store_server *srv = c->srv;
+	unsigned char out[CRUN_AUTH_CHALLENGE_LEN];
+
+	if (req->op != STORE_OP_AUTH) {
+		if (!srv->has_key || c->authed || req->op == STORE_OP_VALIDATE)
+			return 0;
+		if (req->op == STORE_OP_PING) { /* best effort, see auth.h */
+			unsigned char m[4] = {CRUN_AUTH_NEEDED & 0xff,
+					      (CRUN_AUTH_NEEDED >> 8) & 0xff,
+					      (CRUN_AUTH_NEEDED >> 16) & 0xff,
+					      CRUN_AUTH_NEEDED >> 24};
+			uv_buf_t b = uv_buf_init((char *)m, sizeof(m));
+
+			uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+		}
+		snprintf(errmsg, errlen,
+			 "%s before authentication: refused (this store needs "
+			 "the rendezvous secret)",
+			 store_wire_op_name(req->op));
+		return CRUN_EAUTH;
+	}
+	if (!srv->has_key) {
+		snprintf(errmsg, errlen,
+			 "client offers the rendezvous secret, but this store "
+			 "has none");
+		return CRUN_EAUTH;
+	}
+	if (c->hs.step == 0 &&
+	    auth_server_challenge(&srv->key, &c->hs, req->val, req->val_len,
+				  out) == 0) {
+		store_buf_put(&c->out, out, sizeof(out));
+		return 1;
+	}
+	if (c->hs.step == 1 &&
+	    auth_server_check(&srv->key, &c->hs, req->val, req->val_len) == 0) {
+		c->authed = 1;
+		return 1;
+	}
+	snprintf(errmsg, errlen,
+		 "authentication failed: the client does not know the "
+		 "rendezvous secret");
+	return CRUN_EAUTH;
+}
+
+void store_server_set_auth(struct crun_store_server *srv,
+			   const struct crun_auth_key *key)
+{
+	srv->has_key = key != NULL;
+	if (key != NULL)
+		srv->key = *key;
+}
+
+void store_server_set_allow(struct crun_store_server *srv, store_allow_cb cb,
+			    void *data)
+{
+	srv->allow = cb;
+	srv->allow_data = data;
+}
+
 /*
  * libuv wants a buffer: the shared one, or the tail of c's partial frame
  * (none if growing it would pass max_memory: the read then fails ENOBUFS).
@@ -1359,6 +1473,9 @@ static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	if (nread < 0) {
+		if (srv->has_key && !c->authed && c->hs.step == 1)
+			store_log_refusal(c, "left during authentication "
+					     "(it does not know the secret)");
 		store_conn_close(c,
 				 NULL); /* EOF or reset: clients just leave */
 		store_flush_dirty(srv);
@@ -1461,6 +1578,19 @@ static void store_on_connection(uv_stream_t *ls, int status)
 				  srv->lim.max_conns, srv->refused);
 		store_conn_close(c, NULL);
 		return;
+	}
+	if (srv->allow != NULL) {
+		struct sockaddr_storage ss;
+		int n = sizeof(ss);
+
+		if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &n) !=
+			0 ||
+		    !srv->allow(srv->allow_data,
+				(const struct sockaddr *)&ss)) {
+			store_log_refusal(c, "not a node of this round");
+			store_conn_close(c, NULL);
+			return;
+		}
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
 	rc = uv_read_start((uv_stream_t *)&c->tcp, store_on_alloc,

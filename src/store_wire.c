@@ -29,29 +29,51 @@
 
 /* op -> opcode, per generation (-1: absent). */
 static const signed char store_wire_g0_codes[STORE_OP__COUNT] = {
-    [STORE_OP_VALIDATE] = -1,	[STORE_OP_SET] = 0,
-    [STORE_OP_COMPARE_SET] = 1, [STORE_OP_GET] = 2,
-    [STORE_OP_ADD] = 3,		[STORE_OP_CHECK] = 4,
-    [STORE_OP_WAIT] = 5,	[STORE_OP_GETNUMKEYS] = 6,
-    [STORE_OP_WATCH_KEY] = 7,	[STORE_OP_DELETE_KEY] = 8,
-    [STORE_OP_APPEND] = 9,	[STORE_OP_MULTI_GET] = 10,
-    [STORE_OP_MULTI_SET] = 11,	[STORE_OP_CANCEL_WAIT] = 12,
-    [STORE_OP_PING] = -1,	[STORE_OP_QUEUE_PUSH] = -1,
-    [STORE_OP_QUEUE_POP] = -1,	[STORE_OP_QUEUE_LEN] = -1,
-    [STORE_OP_LIST_KEYS] = -1,	[STORE_OP_BARRIER] = -1,
+    [STORE_OP_VALIDATE] = -1,
+    [STORE_OP_SET] = 0,
+    [STORE_OP_COMPARE_SET] = 1,
+    [STORE_OP_GET] = 2,
+    [STORE_OP_ADD] = 3,
+    [STORE_OP_CHECK] = 4,
+    [STORE_OP_WAIT] = 5,
+    [STORE_OP_GETNUMKEYS] = 6,
+    [STORE_OP_WATCH_KEY] = 7,
+    [STORE_OP_DELETE_KEY] = 8,
+    [STORE_OP_APPEND] = 9,
+    [STORE_OP_MULTI_GET] = 10,
+    [STORE_OP_MULTI_SET] = 11,
+    [STORE_OP_CANCEL_WAIT] = 12,
+    [STORE_OP_PING] = -1,
+    [STORE_OP_QUEUE_PUSH] = -1,
+    [STORE_OP_QUEUE_POP] = -1,
+    [STORE_OP_QUEUE_LEN] = -1,
+    [STORE_OP_LIST_KEYS] = -1,
+    [STORE_OP_BARRIER] = -1,
+    [STORE_OP_AUTH] = STORE_WIRE_AUTH_CODE,
 };
 
 static const signed char store_wire_g3_codes[STORE_OP__COUNT] = {
-    [STORE_OP_VALIDATE] = 0,	[STORE_OP_SET] = 1,
-    [STORE_OP_COMPARE_SET] = 2, [STORE_OP_GET] = 3,
-    [STORE_OP_ADD] = 4,		[STORE_OP_CHECK] = 5,
-    [STORE_OP_WAIT] = 6,	[STORE_OP_GETNUMKEYS] = 7,
-    [STORE_OP_WATCH_KEY] = -1,	[STORE_OP_DELETE_KEY] = 8,
-    [STORE_OP_APPEND] = 9,	[STORE_OP_MULTI_GET] = 10,
-    [STORE_OP_MULTI_SET] = 11,	[STORE_OP_CANCEL_WAIT] = 12,
-    [STORE_OP_PING] = 13,	[STORE_OP_QUEUE_PUSH] = 14,
-    [STORE_OP_QUEUE_POP] = 15,	[STORE_OP_QUEUE_LEN] = 16,
-    [STORE_OP_LIST_KEYS] = 17,	[STORE_OP_BARRIER] = 18,
+    [STORE_OP_VALIDATE] = 0,
+    [STORE_OP_SET] = 1,
+    [STORE_OP_COMPARE_SET] = 2,
+    [STORE_OP_GET] = 3,
+    [STORE_OP_ADD] = 4,
+    [STORE_OP_CHECK] = 5,
+    [STORE_OP_WAIT] = 6,
+    [STORE_OP_GETNUMKEYS] = 7,
+    [STORE_OP_WATCH_KEY] = -1,
+    [STORE_OP_DELETE_KEY] = 8,
+    [STORE_OP_APPEND] = 9,
+    [STORE_OP_MULTI_GET] = 10,
+    [STORE_OP_MULTI_SET] = 11,
+    [STORE_OP_CANCEL_WAIT] = 12,
+    [STORE_OP_PING] = 13,
+    [STORE_OP_QUEUE_PUSH] = 14,
+    [STORE_OP_QUEUE_POP] = 15,
+    [STORE_OP_QUEUE_LEN] = 16,
+    [STORE_OP_LIST_KEYS] = 17,
+    [STORE_OP_BARRIER] = 18,
+    [STORE_OP_AUTH] = STORE_WIRE_AUTH_CODE,
 };
 
 static const char *const store_wire_names[STORE_OP__COUNT] = {
@@ -59,6 +81,7 @@ static const char *const store_wire_names[STORE_OP__COUNT] = {
     "check",	  "wait",      "getnumkeys",  "watch_key",   "delete_key",
     "append",	  "multi_get", "multi_set",   "cancel_wait", "ping",
     "queue_push", "queue_pop", "queue_len",   "list_keys",   "barrier",
+    "auth",
 };
 
 static const unsigned char store_wire_magic[5] = {0x00, 0xce, 0xf7, 0x85, 0x3c};
@@ -320,6 +343,10 @@ int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
 			rc = store_cur_u64(&c, &n);
 			req->num = (int64_t)n;
 		}
+		break;
+	case STORE_OP_AUTH:
+		rc = store_cur_str(&c, STORE_WIRE_AUTH_MAX, "auth message",
+				   &req->val, &req->val_len);
 		break;
 	case STORE_OP_CHECK:
 	case STORE_OP_WAIT:

@@ -45,8 +45,14 @@ enum store_op {
 	STORE_OP_QUEUE_LEN,
 	STORE_OP_LIST_KEYS,
 	STORE_OP_BARRIER,
+	STORE_OP_AUTH, /* crun only: the rendezvous secret (auth.h) */
 	STORE_OP__COUNT
 };
+
+/* crun's AUTH opcode, in both generations: above every PyTorch opcode. */
+#define STORE_WIRE_AUTH_CODE 0x63
+/* Largest AUTH message (a nonce or a MAC). */
+#define STORE_WIRE_AUTH_MAX 64
 
 /* Reply enums. */
 #define STORE_READY 0

@@ -56,7 +56,9 @@ struct crun_rdzv_conf {
 	int https;	   /* protocol=https for bare endpoints */
 	char *cacert, *cert, *key;
 	char *user, *password_file;
-	double lease_ttl; /* s: a node that stops refreshing is lost */
+	double lease_ttl;    /* s: a node that stops refreshing is lost */
+	char *secret_file;   /* the rendezvous secret (see auth.h), or NULL */
+	int store_allow_any; /* workers' store: 1 any peer, 0 the round's */
 };
 
 /* Limits of the agent's store (issue: the crun store). */

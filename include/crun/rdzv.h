@@ -20,6 +20,8 @@
  *               node g watches, so the store host learns at once when g's
  *               watching connection vanishes (an agent that died)
  *   host/<g>    the host name of group rank g, for messages
+ *   addrs       the nodes' addresses by group rank, blank-separated (the
+ *               workers' store accepts only them and loopback)
  *   done/<g>    node g finished and left: its silence is not a death
  *   finished    counter of nodes whose workers all succeeded
  * plus "crun/<run_id>/round" (the current round), ".../config" (nnodes and
@@ -194,6 +196,13 @@ int rdzv_finish(struct crun_rdzv *r,
 
 /** Job-wide failure restarts so far (as read by rdzv_may_restart). */
 int rdzv_restarts(const struct crun_rdzv *r);
+
+/**
+ * The addresses of the current round's nodes as their descriptors give
+ * them, blank-separated, by group rank (for the workers' store's allow
+ * list); NULL before the first round. Valid until the next round.
+ */
+const char *rdzv_peers(const struct crun_rdzv *r);
 
 /** The last error message (for the agent's one-line report). */
 const char *rdzv_errmsg(const struct crun_rdzv *r);
