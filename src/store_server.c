@@ -1494,7 +1494,9 @@ static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		store_conn_consume(c, used);
 		store_conn_account(c);
 	}
-	if (!c->closing && c->in.len == 0)
+	/* Bytes arriving are progress: only a stalled peer is idle (a large
+	 * frame may take a slow sender longer than idle_timeout). */
+	if (!c->closing && nread > 0)
 		c->since = uv_now(srv->loop);
 	if (!c->closing && c->in.oom)
 		store_conn_close(c, "out of memory for a request");
@@ -1510,8 +1512,9 @@ static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 /*
  * The idle check: close connections that have held a partial frame or
- * unsent replies for idle_timeout seconds without progress (a frame consumed,
- * a write completed). Parked WAITs and watches alone are not idleness.
+ * unsent replies for idle_timeout seconds without progress (bytes received,
+ * a frame consumed, a write completed). Parked WAITs and watches alone are
+ * not idleness.
  */
 static void store_on_tick(uv_timer_t *t)
 {
