@@ -769,21 +769,46 @@ static int agent_confine_store(struct agent *a)
 static int agent_start_master(void *data, int round, int *port)
 {
 	struct agent *a = data;
-	/* Alone, --master_port names the workers' store; with several nodes
-	 * it is the rendezvous store's, and the workers get a port of their
-	 * own. */
-	int want =
-		!a->multi && a->cfg->master_port >= 0 ? a->cfg->master_port : 0,
+	const struct crun_cfg *cfg = a->cfg;
+	struct crun_store_server *rs = a->rs ? rdzv_store_server(a->rs) : NULL;
+	/*
+	 * Alone, --master_port names the workers' store; with several nodes
+	 * rdzv_conf store_port does (firewalls that open one port), else the
+	 * workers get a free port of their own.
+	 */
+	int want = !a->multi && cfg->master_port >= 0 ? cfg->master_port
+		   : a->multi			      ? cfg->rdzv.store_port
+						      : 0,
 	    rc;
 
-	(void)round;
 	if (a->wstore) {
 		/* The previous round's workers are gone; so is their store. */
 		store_server_close(a->wstore, NULL, NULL);
 		a->wstore = NULL;
 	}
-	if (!a->cfg->agent_store)
+	if (!cfg->agent_store)
 		return reserve_port(a, port);
+	/*
+	 * The static backend on several nodes, as torchrun's: the workers use
+	 * the store on --master_port itself (PyTorch keeps each generation's
+	 * keys under /worker/attempt_<n>). Not behind a rendezvous secret,
+	 * which PyTorch's clients cannot prove: then they get a store of
+	 * their own, said once.
+	 */
+	if (a->multi && strcmp(cfg->rdzv_backend, "static") == 0 && want == 0 &&
+	    rs != NULL) {
+		if (cfg->rdzv.secret_file == NULL) {
+			*port = store_server_port(rs);
+			return 0;
+		}
+		if (round == 0)
+			say("the workers' store cannot share --master_port "
+			    "with "
+			    "a rendezvous secret (PyTorch's clients cannot "
+			    "prove it): it gets a port of its own (pin one "
+			    "with "
+			    "--rdzv_conf=store_port=P)");
+	}
 	rc = store_server_new(&a->loop, NULL, want, &a->cfg->store, &a->wstore);
 	if (rc)
 		return rc;

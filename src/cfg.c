@@ -474,6 +474,10 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			set_str(&conf->password_file, v);
 		} else if (strcmp(k, "secret_file") == 0) {
 			set_str(&conf->secret_file, v);
+		} else if (strcmp(k, "store_port") == 0) {
+			if (parse_long(v, 1, 65535, &l))
+				goto bad;
+			conf->store_port = (int)l;
 		} else if (strcmp(k, "store_allow") == 0) {
 			if (strcmp(v, "any") != 0 && strcmp(v, "round") != 0)
 				goto bad;
@@ -489,7 +493,8 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			    "last_call_timeout, close_timeout, read_timeout, "
 			    "heartbeat_timeout, keep_alive_interval, "
 			    "keep_alive_max_attempt, is_host, store_type, "
-			    "local_addr, timeout, secret_file, store_allow; "
+			    "local_addr, timeout, secret_file, store_allow, "
+			    "store_port; "
 			    "etcd: etcd_prefix, protocol, cacert, cert, key, "
 			    "user, password_file, lease_ttl)",
 			    k);

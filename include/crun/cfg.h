@@ -59,6 +59,7 @@ struct crun_rdzv_conf {
 	double lease_ttl;    /* s: a node that stops refreshing is lost */
 	char *secret_file;   /* the rendezvous secret (see auth.h), or NULL */
 	int store_allow_any; /* workers' store: 1 any peer, 0 the round's */
+	int store_port;	     /* workers' store of a multi-node job, 0: free */
 };
 
 /* Limits of the agent's store (issue: the crun store). */
