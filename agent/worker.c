@@ -25,7 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <pty.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "crun/err.h"
@@ -318,6 +321,43 @@ static void line_prefix(const struct crun_cfg *cfg, int local_rank, int rank,
 }
 
 /*
+ * Whether a console stream is a terminal the workers should see as one
+ * (CRUN_WORKER_PTY=0 turns this off: plain pipes, as before).
+ */
+static int console_is_terminal(int fd)
+{
+	const char *v = getenv("CRUN_WORKER_PTY");
+
+	return isatty(fd) && !(v && strcmp(v, "0") == 0);
+}
+
+/*
+ * A pseudo-terminal instead of a pipe, for a stream whose console is a
+ * terminal: the worker's isatty() is true (progress bars redraw, colours,
+ * line-buffered stdio) while the agent still reads every byte for the
+ * prefixes, the tail and the log files. The pty does no output processing
+ * (no \n -> \r\n) and has the console's window size. fds[0] is the side
+ * the agent reads, fds[1] the worker's.
+ */
+static int open_pty(int console_fd, int fds[2])
+{
+	struct winsize ws;
+	struct termios t;
+	int have_ws = ioctl(console_fd, TIOCGWINSZ, &ws) == 0;
+
+	if (openpty(&fds[0], &fds[1], NULL, NULL, have_ws ? &ws : NULL))
+		return -errno;
+	fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+	fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+	if (tcgetattr(fds[1], &t) == 0) {
+		t.c_oflag &= ~(tcflag_t)OPOST;
+		t.c_lflag &= ~(tcflag_t)(ECHO | ICANON | ISIG);
+		tcsetattr(fds[1], TCSANOW, &t);
+	}
+	return 0;
+}
+
+/*
  * Decide where one stream goes and set up the pipe end the agent reads.
  * *child_fd is what the worker gets as fd 1 or 2 (-1: inherit).
  */
@@ -332,6 +372,7 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 	int to_console = ((tbits & bit) || !(rbits & bit)) &&
 			 cfg_rank_on_console(cfg, w->local_rank);
 	const char *name = bit == CRUN_STD_OUT ? "stdout.log" : "stderr.log";
+	int tty = 0;
 	/* The duplicate filters need the lines: through the pipe too. */
 	int filter =
 	    r->attempt_dir && cfg->ndup_filters[bit == CRUN_STD_ERR] > 0;
@@ -388,11 +429,18 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 		rc = linebuf_init(&s->lb, prefix, LINE_MAX_BYTES);
 		if (rc)
 			return rc;
+		tty = console_is_terminal(s->console_fd);
+		linebuf_set_partial(&s->lb, tty);
 	}
-	if (pipe2(fds, O_CLOEXEC))
+	if (tty) {
+		if ((rc = open_pty(s->console_fd, fds)))
+			return rc;
+	} else if (pipe2(fds, O_CLOEXEC)) {
 		return -errno;
-	/* A roomy pipe absorbs bursts from fast writers. */
-	fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
+	} else {
+		/* A roomy pipe absorbs bursts from fast writers. */
+		fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
+	}
 	rc = uv_pipe_init(agent_loop(w->a), &s->pipe, 0);
 	if (rc == 0)
 		rc = uv_pipe_open(&s->pipe, fds[0]);
