@@ -1342,6 +1342,8 @@ int agent_run(struct crun_cfg *cfg)
 		    "share this node); set it yourself to tune",
 		    cfg->nproc_per_node);
 
+	if (a.multi)
+		agent_check_ifname(&a, a.host);
 	if (agent_start_watchdog(&a)) {
 		agent_finish(&a, 1);
 	} else if (a.multi) {

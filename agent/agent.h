@@ -112,6 +112,12 @@ void agent_say(struct agent *a, const char *fmt, ...)
  */
 size_t nofile_budget(struct crun_cfg *cfg, char *note, size_t len);
 
+/**
+ * Multi-node: warn (or set GLOO_SOCKET_IFNAME, when asked) if host's name
+ * makes the workers' gloo bind to loopback. Blocking: before the loop runs.
+ */
+void agent_check_ifname(struct agent *a, const char *host);
+
 /** Run the agent for cfg until the job ends; returns crun's exit status. */
 int agent_run(struct crun_cfg *cfg);
 

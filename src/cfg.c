@@ -474,6 +474,13 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			set_str(&conf->password_file, v);
 		} else if (strcmp(k, "secret_file") == 0) {
 			set_str(&conf->secret_file, v);
+		} else if (strcmp(k, "set_socket_ifname") == 0) {
+			if (strcmp(v, "nccl") == 0)
+				conf->set_ifname = 2;
+			else if (cfg_parse_bool(v, &b) == 0)
+				conf->set_ifname = b;
+			else
+				goto bad;
 		} else if (strcmp(k, "store_port") == 0) {
 			if (parse_long(v, 1, 65535, &l))
 				goto bad;
@@ -494,7 +501,7 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			    "heartbeat_timeout, keep_alive_interval, "
 			    "keep_alive_max_attempt, is_host, store_type, "
 			    "local_addr, timeout, secret_file, store_allow, "
-			    "store_port; "
+			    "store_port, set_socket_ifname; "
 			    "etcd: etcd_prefix, protocol, cacert, cert, key, "
 			    "user, password_file, lease_ttl)",
 			    k);

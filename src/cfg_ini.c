@@ -70,6 +70,16 @@ static const char *const conf_keys[] = {
     "store_type",
     "timeout",
     "store_allow",
+    "store_port",
+    "set_socket_ifname",
+    "etcd_prefix",
+    "protocol",
+    "cacert",
+    "cert",
+    "key",
+    "user",
+    "password_file",
+    "lease_ttl",
 };
 #define NCONF ((int)(sizeof(conf_keys) / sizeof(conf_keys[0])))
 

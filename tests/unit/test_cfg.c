@@ -402,7 +402,9 @@ Test(cfg, defaults_match_torchrun)
 	cr_expect_eq(cfg.signals[2], SIGHUP);
 	cr_expect_eq(cfg.signals[3], SIGQUIT);
 	cr_expect_eq(cfg.agent_store, 1);
-	cr_expect_eq(cfg.rdzv.timeout, 900);
+	/* Unset: the static backend then waits join_timeout (torchrun's
+	 * LaunchConfig injects 900; crun keeps one knob for the wait). */
+	cr_expect_eq(cfg.rdzv.timeout, 0);
 	cr_expect_eq(cfg.rdzv.join_timeout, 600);
 	cr_expect_eq(cfg.rdzv.last_call_timeout, 30);
 	cr_expect_eq(cfg.rdzv.is_host, -1);
@@ -478,7 +480,7 @@ Test(cfg, short_option_errors)
 Test(cfg, unique_prefixes)
 {
 	cr_assert_eq(PARSE(noenv, "--nproc", "4", "--nnod=2", "--mod", "--ro=x",
-			   "--stand", "--max-re=5", "--node-r", "1", "--log=/tmp/l",
+			   "--stand", "--max-re=5", "--node-r", "1", "--log_d=/tmp/l",
 			   "--shut=3", "train.py"),
 		     0, "%s", errbuf);
 	expect_raw(CFG_nproc_per_node, "4", CRUN_SRC_CLI);

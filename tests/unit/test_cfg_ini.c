@@ -145,6 +145,11 @@ static const char *sample(int id)
 	case CFG_store_max_conns: return "10";
 	case CFG_store_max_output: return "16M";
 	case CFG_store_idle_timeout: return "20";
+	case CFG_numa_binding: return "socket";
+	case CFG_duplicate_stdout_filters: return "loss";
+	case CFG_duplicate_stderr_filters: return "warn";
+	case CFG_logs_specs: return "custom";
+	case CFG_event_log_handler: return "console";
 	}
 	return "true"; /* booleans */
 }
@@ -797,7 +802,7 @@ Test(cfg_ini, error_directory)
 
 	cr_assert_eq(cfg_parse_args(&cfg, 3, argv, noenv, &done, err, sizeof(err)),
 		     CRUN_EUSAGE);
-	cr_expect_not_null(strstr(err, "cannot read job file: Is a directory"), "%s", err);
+	cr_expect_not_null(strstr(err, "job file is not a regular file"), "%s", err);
 }
 
 Test(cfg_ini, empty_file_is_fine)
