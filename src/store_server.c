@@ -1110,7 +1110,7 @@ static size_t store_conn_parse(struct store_conn *c, const unsigned char *buf,
 	size_t off = 0, used;
 	int rc;
 
-	while (!c->closing && !c->paused && off < len) {
+	while (!c->closing && !c->paused && c->doom == NULL && off < len) {
 		errmsg[0] = '\0';
 		rc = store_wire_decode(buf + off, len - off, &c->gen,
 				       &c->srv->lim, &c->rs, &req, &used,
