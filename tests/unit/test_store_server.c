@@ -787,7 +787,10 @@ static const char *waiter_accounting(int port)
 	for (int i = 0; i < 1000; i++) {
 		memcpy(frame + off, "\x06\0\0\0\0\0\0\0", 8);
 		off += 8;
-		snprintf((char *)frame + off, 7, "/a%04d", i);
+		char k[16];
+
+		snprintf(k, sizeof(k), "/a%04d", i % 10000);
+		memcpy(frame + off, k, 6);
 		off += 6;
 	}
 	fd = raw_connect(port);
