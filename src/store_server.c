@@ -1121,6 +1121,9 @@ static size_t store_conn_parse(struct store_conn *c, const unsigned char *buf,
 			store_conn_close(c, errmsg);
 			break;
 		}
+		/* Per-request gates (room for the reply; an auth check
+		 * before a connection's first command) sit here, before
+		 * anything runs. */
 		if (!store_conn_room(c, &req))
 			break;
 		rc = store_exec(c, &req, errmsg, sizeof(errmsg));
@@ -1454,6 +1457,7 @@ static void store_on_connection(uv_stream_t *ls, int status)
 		store_conn_close(c, NULL);
 		return;
 	}
+	/* Accept-time checks (max_conns, an address filter) close c here. */
 	if (srv->nconns > srv->lim.max_conns) {
 		if (srv->refused++ % 1000 == 0)
 			store_log(srv,
