@@ -28,9 +28,9 @@
  * replies while nothing moves (no byte read, no write completed) for
  * idle_timeout seconds is closed (one periodic timer looks). Every refusal
  * closes the connection and logs one line naming the peer and the limit, at
- * most one line per second (the rest are counted). No path scans all keys
- * except LIST_KEYS and closing the server; the timer scans connections once a
- * second.
+ * most STORE_LOG_BURST lines a second (the rest are counted). No path scans all
+ * keys except LIST_KEYS and closing the server; the timer scans connections
+ * once a second.
  *
  * Waiting: a WAIT whose keys are not all present becomes a waiter holding one
  * registration per missing key (a duplicate key counts twice); each
