@@ -171,6 +171,14 @@ int cmd_store_main(int argc, char **argv)
 			argv[optind]);
 		return 2;
 	}
+	if (lim.max_output < lim.max_value + 64) {
+		fprintf(
+		    stderr,
+		    "crun store: --max-output %zu must be at least "
+		    "--max-value-size + 64 (one reply of the largest value)\n",
+		    lim.max_output);
+		return 2;
+	}
 	if (port < 0) {
 		fprintf(stderr,
 			"crun store: missing --port (see crun store --help)\n");

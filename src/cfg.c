@@ -1327,6 +1327,10 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	    (rc = get_size_max(cfg, CFG_store_idle_timeout, CFG_MAX_SECONDS,
 			       &cfg->store.idle_timeout, e, l)))
 		return rc;
+	if (cfg->store.max_output < cfg->store.max_value + 64)
+		return bad(cfg, CFG_store_max_output, e, l,
+			   "must be at least store_max_value_size + 64 (one "
+			   "reply of the largest value)");
 
 	set_str(&cfg->config_file, RAW(config));
 

@@ -25,11 +25,12 @@
  * keys, values, queue items, entries, input and output buffers (by their
  * capacity, including buffers handed to uv_write), waiters and watches; none
  * grows past max_memory. A connection that holds a partial frame or unsent
- * replies without progress for idle_timeout seconds is closed (one periodic
- * timer looks). Every refusal closes the connection and logs one line naming
- * the peer and the limit, at most one line per second (the rest are counted).
- * No path scans all keys except LIST_KEYS and closing the server; the timer
- * scans connections once a second.
+ * replies while nothing moves (no byte read, no write completed) for
+ * idle_timeout seconds is closed (one periodic timer looks). Every refusal
+ * closes the connection and logs one line naming the peer and the limit, at
+ * most STORE_LOG_BURST lines a second (the rest are counted). No path scans all
+ * keys except LIST_KEYS and closing the server; the timer scans connections
+ * once a second.
  *
  * Waiting: a WAIT whose keys are not all present becomes a waiter holding one
  * registration per missing key (a duplicate key counts twice); each
@@ -1123,7 +1124,7 @@ static size_t store_conn_parse(struct store_conn *c, const unsigned char *buf,
 	size_t off = 0, used;
 	int rc;
 
-	while (!c->closing && !c->paused && off < len) {
+	while (!c->closing && !c->paused && c->doom == NULL && off < len) {
 		errmsg[0] = '\0';
 		rc = store_wire_decode(buf + off, len - off, &c->gen,
 				       &c->srv->lim, &c->rs, &req, &used,
@@ -1134,6 +1135,9 @@ static size_t store_conn_parse(struct store_conn *c, const unsigned char *buf,
 			store_conn_close(c, errmsg);
 			break;
 		}
+		/* Per-request gates (room for the reply; an auth check
+		 * before a connection's first command) sit here, before
+		 * anything runs. */
 		if (!store_conn_room(c, &req))
 			break;
 		/* With a secret, nothing runs before the client proves it. */
@@ -1483,6 +1487,7 @@ static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	}
 	if (nread == 0)
 		return;
+	c->since = uv_now(srv->loop); /* bytes in: not stalled */
 	if (buf->base == (char *)srv->rbuf) {
 		used = store_conn_parse(c, srv->rbuf, (size_t)nread);
 		if (!c->closing && used < (size_t)nread)
@@ -1494,10 +1499,6 @@ static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		store_conn_consume(c, used);
 		store_conn_account(c);
 	}
-	/* Bytes arriving are progress: only a stalled peer is idle (a large
-	 * frame may take a slow sender longer than idle_timeout). */
-	if (!c->closing && nread > 0)
-		c->since = uv_now(srv->loop);
 	if (!c->closing && c->in.oom)
 		store_conn_close(c, "out of memory for a request");
 	if (!c->closing && !c->paused && c->in.len > srv->max_frame) {
@@ -1512,9 +1513,9 @@ static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 /*
  * The idle check: close connections that have held a partial frame or
- * unsent replies for idle_timeout seconds without progress (bytes received,
- * a frame consumed, a write completed). Parked WAITs and watches alone are
- * not idleness.
+ * unsent replies for idle_timeout seconds without progress (no byte read,
+ * no write completed): a stalled peer, or one that does not read. Parked
+ * WAITs and watches alone are not idleness.
  */
 static void store_on_tick(uv_timer_t *t)
 {
@@ -1573,6 +1574,7 @@ static void store_on_connection(uv_stream_t *ls, int status)
 		store_conn_close(c, NULL);
 		return;
 	}
+	/* Accept-time checks (max_conns, an address filter) close c here. */
 	if (srv->nconns > srv->lim.max_conns) {
 		if (srv->refused++ % 1000 == 0)
 			store_log(srv,

@@ -16,7 +16,7 @@ PY="$TOP/tests/integration/py/store_hostile.py"
 # runs the scenarios with its own defaults, so that each fails on its merits.
 LIMITS="--max-memory ${MEM_MB}M"
 if "$CRUN" store --help | grep -q -- --max-output; then
-	LIMITS="$LIMITS --max-output 8M --idle-timeout 2"
+	LIMITS="$LIMITS --max-value-size 4M --max-output 8M --idle-timeout 2"
 fi
 
 store_pid=""

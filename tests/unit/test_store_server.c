@@ -152,6 +152,33 @@ static int log_has(const char *frag)
 	return strstr(buf, frag) != NULL;
 }
 
+/* With vanish_hook set, keys reported by store_server_on_vanish collect
+ * here ("key;" each), under stats_mu. */
+static int vanish_hook;
+static char vanished[256];
+
+static void on_vanish(void *data, const char *key, size_t klen)
+{
+	size_t n;
+
+	(void)data;
+	pthread_mutex_lock(&stats_mu);
+	n = strlen(vanished);
+	snprintf(vanished + n, sizeof(vanished) - n, "%.*s;", (int)klen, key);
+	pthread_mutex_unlock(&stats_mu);
+}
+
+/* Whether the vanish callback has reported want ("key;..."). */
+static int vanished_is(const char *want)
+{
+	int eq;
+
+	pthread_mutex_lock(&stats_mu);
+	eq = strcmp(vanished, want) == 0;
+	pthread_mutex_unlock(&stats_mu);
+	return eq;
+}
+
 /* Run fn against a fresh server with lim (NULL: defaults). */
 static void run_scenario(scenario_fn fn, const struct crun_store_limits *lim)
 {
@@ -162,6 +189,8 @@ static void run_scenario(scenario_fn fn, const struct crun_store_limits *lim)
 	cr_assert_eq(uv_loop_init(&f.loop), 0);
 	cr_assert_eq(store_server_new(&f.loop, "127.0.0.1", 0, lim, &f.srv), 0);
 	store_server_set_quiet(f.srv, !capture_log);
+	if (vanish_hook)
+		store_server_on_vanish(f.srv, on_vanish, NULL);
 	if (capture_log) {
 		snprintf(log_path, sizeof(log_path), "/tmp/crun-test-store-%d.log",
 			 (int)getpid());
@@ -787,7 +816,10 @@ static const char *waiter_accounting(int port)
 	for (int i = 0; i < 1000; i++) {
 		memcpy(frame + off, "\x06\0\0\0\0\0\0\0", 8);
 		off += 8;
-		snprintf((char *)frame + off, 7, "/a%04d", i);
+		char k[16];
+
+		snprintf(k, sizeof(k), "/a%04d", i % 10000);
+		memcpy(frame + off, k, 6);
 		off += 6;
 	}
 	fd = raw_connect(port);
@@ -883,4 +915,36 @@ static const char *barrier_semantics(int port)
 Test(store_server, barrier_semantics, .timeout = 30)
 {
 	run_scenario(barrier_semantics, NULL);
+}
+
+/*
+ * store_server_on_vanish: a client that closes while waiting reports the
+ * keys it still waited on (not the ones already there, not a clean client).
+ */
+static const char *vanish(int port)
+{
+	/* G0 WAIT ['/here', '/gone'] */
+	static const char wait2[] = "\x05\x02\0\0\0\0\0\0\0\x05\0\0\0\0\0\0\0/here"
+				    "\x05\0\0\0\0\0\0\0/gone";
+	struct crun_store_client *c;
+	int fd, i;
+
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
+	CHECK_RC(store_set(c, "/here", "1", 1), 0);
+	store_close(c); /* a clean client waited on nothing */
+	fd = raw_connect(port);
+	CHECK(fd >= 0);
+	CHECK(send(fd, wait2, sizeof(wait2) - 1, 0) == sizeof(wait2) - 1);
+	WAIT_STATS(waiters, ==, 1, 5000);
+	close(fd);
+	for (i = 0; i < 500 && !vanished_is("/gone;"); i++)
+		usleep(10 * 1000);
+	CHECK(vanished_is("/gone;"));
+	return NULL;
+}
+
+Test(store_server, vanish_reports_keys, .timeout = 30)
+{
+	vanish_hook = 1;
+	run_scenario(vanish, NULL);
 }

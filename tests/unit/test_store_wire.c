@@ -427,13 +427,13 @@ Test(store_wire, parse_int_like_stoll)
 /* A G3 MULTI_GET of n keys "/kNNNNN" (7 bytes), in a store_buf. */
 static void multi_get_frame(struct store_buf *b, size_t n)
 {
-	char k[16];
+	char k[32];
 
 	store_buf_init(b);
 	store_buf_op(b, STORE_GEN_G3, STORE_OP_MULTI_GET);
 	store_buf_u64(b, n);
 	for (size_t i = 0; i < n; i++) {
-		snprintf(k, sizeof(k), "/k%05zu", i);
+		snprintf(k, sizeof(k), "/k%05zu", i % 100000);
 		store_buf_str(b, k, 7);
 	}
 }

@@ -21,7 +21,7 @@ import threading
 import time
 
 MAGIC = 0x3C85F7CE
-RTT_MAX = 1.0
+RTT_MAX = 1.5  # loaded CI machines; an unbounded reply blocks the loop for seconds
 
 # G0 (PyTorch <= 1.13) and G3 (2.2+) opcodes, from PyTorch's TCPStore sources.
 G0_SET, G0_GET, G0_WATCH = 0, 2, 7
@@ -244,10 +244,10 @@ def watch(port, pid):
 
 
 def partial_frames(port, pid):
-    """Issue 9.3: 24 connections each holding an 8 MiB SET minus its last byte."""
+    """Issue 9.3: 24 connections each holding a 4 MiB SET minus its last byte."""
     held = []
-    hdr = bytes([G0_SET]) + s8(b"/p") + struct.pack("<Q", 8 << 20)
-    body = b"z" * ((8 << 20) - 1)
+    hdr = bytes([G0_SET]) + s8(b"/p") + struct.pack("<Q", 4 << 20)
+    body = b"z" * ((4 << 20) - 1)
     refused = 0
     for _ in range(24):
         h = conn(port)
@@ -262,8 +262,8 @@ def partial_frames(port, pid):
             refused += 1
         h.close()
     if refused == 0:
-        fail("24 partial 8 MiB frames were all kept")
-    return "24 x 8 MiB partial frames: %d refused" % refused
+        fail("24 partial 4 MiB frames were all kept")
+    return "24 x 4 MiB partial frames: %d refused" % refused
 
 
 def parked_waits(port, pid):
@@ -361,24 +361,32 @@ def incremental(port, pid):
     meaningful on a loaded machine."""
     frame = lst(G3_MULTI_GET, [b"/i%06d" % i + b"k" * 24 for i in range(131072)])
     c = conn(port, g3=True)
-    control = op(G3_SET, b"/ctl", b"c" * (len(frame) - 26))
+    half = len(frame) // 2 - 27
+    control = op(G3_SET, b"/ctl1", b"c" * half) + op(G3_SET, b"/ctl2", b"c" * half)
     before = cpu_seconds(pid)
     send_paced(c, control + ping(4))
     if recv_exact(c, 4, timeout=20) != struct.pack("<I", 4):
         fail("no reply to the chunked SET")
     base = cpu_seconds(pid) - before
+    # The request's own work (lookups, reply): the frame sent at once.
+    before = cpu_seconds(pid)
+    c.sendall(frame)
+    if recv_exact(c, 8 * 131072, timeout=20) is None:
+        fail("no reply to the MULTI_GET")
+    work = cpu_seconds(pid) - before
     before = cpu_seconds(pid)
     send_paced(c, frame)
     reply = recv_exact(c, 8 * 131072, timeout=20)
     used = cpu_seconds(pid) - before
     if reply is None:
         fail("no reply to the chunked MULTI_GET")
-    if used > 2 * base + 0.1:
-        fail("the chunked MULTI_GET cost %.2f s of store CPU, a SET as large "
-             "sent the same way %.2f s (re-parsed per read)" % (used, base))
+    if used - work > 1.5 * base + 0.05:
+        fail("the chunked MULTI_GET cost %.2f s of store CPU (%.2f s sent at "
+             "once), SETs as large sent the same way %.2f s (re-parsed per "
+             "read)" % (used, work, base))
     c.close()
-    return "%d pieces: %.2f s of store CPU (a SET as large: %.2f s)" % (
-        (len(frame) + 999) // 1000, used, base)
+    return "%d pieces: %.2f s of store CPU (at once %.2f s; SETs as large %.2f s)" % (
+        (len(frame) + 999) // 1000, used, work, base)
 
 
 def idle(port, pid):
