@@ -34,13 +34,16 @@ void agent_check_ifname(struct agent *a, const char *host)
 		     : cfg->rdzv_endpoint);
 	ep[strcspn(ep, ",/")] = '\0';
 	if (cfg_split_endpoint(ep, ep, sizeof(ep), &port) != 0 ||
+	    strcmp(ep, "localhost") == 0 || strncmp(ep, "127.", 4) == 0 ||
+	    strcmp(ep, "::1") == 0 || strcmp(ep, "[::1]") == 0 ||
 	    netif_route_to(ep, ifname, sizeof(ifname), via, sizeof(via), &lo) !=
 		0)
 		return;
 	/*
-	 * The rendezvous host is this machine (its name may be the loopback
-	 * one too): the others reach us through our only real interface, if
-	 * there is just one; with none the job is on this machine alone.
+	 * An endpoint written as loopback is a job on this machine alone.
+	 * Else when its name leads to loopback, the rendezvous host is this
+	 * machine (its name maps to 127.0.1.1 too): the others reach it
+	 * through its only real interface, if it has just one.
 	 */
 	if (lo &&
 	    netif_only_interface(ifname, sizeof(ifname), via, sizeof(via)) != 0)
