@@ -101,6 +101,40 @@ expect_eq "4: status with 'yes &' left behind" $rc 0
 
 fi
 
+if want 5; then
+# 5. A silent program holding the endpoint port (listens, never answers):
+# both agents give up within join_timeout and name it; no progress line
+# counts past the timeout.
+for addr in 0.0.0.0 127.0.0.1; do
+	PORT=$(free_port)
+	"$PYTHON" -c "
+import socket, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('$addr', $PORT)); s.listen(); time.sleep(40)" &
+stranger=$!
+	at_exit "kill $stranger"
+	wait_for 20 listening $PORT || fail "5: the stranger never listened"
+	for n in 1 2; do
+		timeout -s KILL 20 "$CRUN" --nnodes=2 --rdzv_backend=c10d \
+			--rdzv_endpoint=127.0.0.1:$PORT --rdzv_conf=join_timeout=6 \
+			/bin/true >"$T/5.$n.out" 2>&1 &
+		eval "p$n=\$!"
+	done
+	wait $p1; rc1=$?; wait $p2; rc2=$?
+	for n in 1 2; do
+		eval "rc=\$rc$n"
+		[ $rc -ne 137 ] || { cat "$T/5.$n.out" >&2; fail "5: agent $n still waiting 20 s after a 6 s join timeout (stranger on $addr)"; }
+		expect_eq "5: agent $n status (stranger on $addr)" $rc 1
+		expect_grep "5: agent $n names the holder (stranger on $addr)" "held by another program.*pid $stranger (python3)" "$T/5.$n.out"
+		! grep -E 'waiting for rendezvous host.* ([0-9]+) s of ([0-9]+) s' "$T/5.$n.out" |
+			awk '{ for (i = 1; i < NF; i++) if ($(i+1) == "s" && $(i+2) == "of") { a = $i; b = $(i+3) } } a + 0 > b + 0 { bad = 1 } END { exit !bad }' ||
+			fail "5: a progress line counts past the timeout"
+	done
+	kill $stranger; wait $stranger 2>/dev/null
+done
+fi
+
 if want 6; then
 # 6. The agent's fds are budgeted: under RLIMIT_NOFILE=64, 100 idle
 # connections to the rendezvous port leave the next round the fds its
