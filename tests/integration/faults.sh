@@ -46,6 +46,20 @@ expect_eq "1: the other node's status" $rc 127
 wait_for 20 sh -c "! kill -0 $host 2>/dev/null" || fail "1: the store host still runs"
 wait $host; expect_eq "1: the store host's status" $? 127
 
+# ... and a node whose log directory cannot be made is one whose workers
+# cannot start: the round ends on both nodes, with 127.
+PORT=$(free_port)
+"$CRUN" --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT \
+	--rdzv_id=f1c $FAST "$FAKE_WORKER" hang >"$T/1c.out" 2>&1 &
+host=$!
+wait_for 10 listening $PORT || fail "1: the host never served the store"
+run_bounded 40 "$T/1d.out" --nnodes=2 --rdzv_backend=c10d --log_dir=/dev/null/x \
+	--rdzv_endpoint=127.0.0.1:$PORT --rdzv_id=f1c $FAST "$FAKE_WORKER" hang
+expect_eq "1: status of the node without a log directory" $rc 127
+expect_grep "1: it says why" "cannot create log directory '/dev/null/x'" "$T/1d.out"
+wait_for 20 sh -c "! kill -0 $host 2>/dev/null" || fail "1: the store host still runs"
+wait $host; expect_eq "1: the other node's status" $? 127
+
 fi
 
 if want 2; then
