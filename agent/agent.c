@@ -463,9 +463,7 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 		int left = a->res.ranks.group_world_size - 1;
 
 		/* A signalled node passes its signal's status on. */
-		status = strrchr(a->peer_why, '(')
-			     ? 128 + peer_signal_any(a->peer_why)
-			     : 1;
+		status = 128 + peer_signal_any(a->peer_why);
 		if (status == 128)
 			status = 1;
 		if (strcmp(a->cfg->rdzv_backend, "static") == 0)
@@ -481,7 +479,10 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 			say("job stopped: %s; another node already finished",
 			    a->peer_why);
 	} else {
-		status = 1;
+		/* The store host stopped by a signal passes it on too. */
+		status = 128 + peer_signal_any(a->peer_why);
+		if (status == 128)
+			status = 1;
 		say("job stopped: %s", a->peer_why);
 	}
 	if (kind == RDZV_END_LOST)

@@ -235,6 +235,20 @@ wait_for 30 sh -c "! kill -0 $pid_a 2>/dev/null" || fail "8: node a still runs b
 wait $pid_b; expect_eq "8: the signalled node's status" $? 143
 wait $pid_a; expect_eq "8: status below MIN" $? 143
 expect_grep "8: the message says why" "1 node remains, below the minimum of 2" "$T/8.a.out"
+
+# ... and every node signalled at once (scancel) stops everywhere with 143.
+PORT=$(free_port)
+rm -f "$T"/8.*.pids
+node a
+wait_for 10 listening $PORT || fail "8: node a never served the store"
+node b; node c
+wait_for 30 started || fail "8: the three nodes never ran round 0"
+kill -TERM $pid_a $pid_b $pid_c
+for n in a b c; do
+	eval "p=\$pid_$n"
+	wait_for 30 sh -c "! kill -0 $p 2>/dev/null" || fail "8: node $n still runs after scancel"
+	wait $p; expect_eq "8: node $n status after all were signalled" $? 143
+done
 fi
 
 if want gc; then
