@@ -1117,9 +1117,13 @@ int agent_run(struct crun_cfg *cfg)
 	rc = uv_loop_close(&a.loop);
 	if (rc)
 		say("internal error: event loop closed with handles open");
-	/* What a slow reader has not taken yet, bounded: then we exit. */
+	/*
+	 * What a slow reader has not taken yet, bounded: then we exit (at
+	 * once, nearly, when a signal stopped us). Our signal handlers are
+	 * gone: another signal now ends crun.
+	 */
 	the_console = NULL;
-	console_free(a.console, CONSOLE_STALL_MS);
+	console_free(a.console, a.stop_signal ? 1000 : CONSOLE_STALL_MS);
 
 	/* A log directory crun invented is removed after a success. */
 	if (a.log_root_tmp && a.exit_status == 0 && a.log_root) {
