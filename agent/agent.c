@@ -10,7 +10,11 @@
  * restart (a fresh round, TORCHELASTIC_RESTART_COUNT + 1) while restarts are
  * left, else print the root cause and exit with the failed worker's status.
  * Signals only record intent and start the same stop sequence; a second
- * SIGINT escalates to SIGKILL at once.
+ * SIGINT escalates to SIGKILL at once. A worker that cannot start fails the
+ * round like one that exited 127. On several nodes, a node stopped by a
+ * signal departs (the others re-form while MIN holds) rather than ending the
+ * job. Worker process groups after exit live in group.c, the console in
+ * console.c, the fd budget in nofile.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,7 +47,7 @@
 
 extern char **environ;
 
-/* Console bytes queued for a slow reader before lines are dropped. */
+/* Console bytes queued for a slow reader (--console_buffer's default). */
 #define CONSOLE_LIMIT (4u << 20)
 /* At exit, how long a console reader may take no byte before crun gives up. */
 #define CONSOLE_STALL_MS 10000
@@ -319,27 +323,6 @@ void agent_on_worker_exit(struct agent *a, struct worker *w)
 	}
 }
 
-/*
- * The signal to stop our workers with when another node ended the round: a
- * node that left because it was signalled ("… (SIGUSR1)") passes its signal
- * on, if we forward that one too, so a preemption warning reaches every
- * worker whichever node heard it first; otherwise SIGTERM.
- */
-static int peer_signal(const struct agent *a, const char *why)
-{
-	const char *open = strrchr(why, '(');
-	char name[16];
-	int sig, n;
-
-	if (open == NULL || sscanf(open, "(%15[A-Z0-9])", name) != 1 ||
-	    cfg_parse_signals(name, &sig, 1, &n) != 0)
-		return SIGTERM;
-	for (int i = 0; i < a->cfg->nsignals; i++)
-		if (a->cfg->signals[i] == sig)
-			return sig;
-	return SIGTERM;
-}
-
 /* The signal named at the end of why ("… (SIGTERM)"), or 0. */
 static int peer_signal_any(const char *why)
 {
@@ -351,6 +334,22 @@ static int peer_signal_any(const char *why)
 	    cfg_parse_signals(name, &sig, 1, &n) != 0)
 		return 0;
 	return sig;
+}
+
+/*
+ * The signal to stop our workers with when another node ended the round: a
+ * node that left because it was signalled ("… (SIGUSR1)") passes its signal
+ * on, if we forward that one too, so a preemption warning reaches every
+ * worker whichever node heard it first; otherwise SIGTERM.
+ */
+static int peer_signal(const struct agent *a, const char *why)
+{
+	int sig = peer_signal_any(why);
+
+	for (int i = 0; i < a->cfg->nsignals && sig; i++)
+		if (a->cfg->signals[i] == sig)
+			return sig;
+	return SIGTERM;
 }
 
 /* Another node (or the store) ended the round: stop our workers too. */
@@ -510,9 +509,7 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 		int left = a->res.ranks.group_world_size - 1;
 
 		/* A signalled node passes its signal's status on. */
-		status = strrchr(a->peer_why, '(')
-			     ? 128 + peer_signal_any(a->peer_why)
-			     : 1;
+		status = 128 + peer_signal_any(a->peer_why);
 		if (status == 128)
 			status = 1;
 		if (strcmp(a->cfg->rdzv_backend, "static") == 0)
@@ -528,7 +525,10 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 			say("job stopped: %s; another node already finished",
 			    a->peer_why);
 	} else {
-		status = 1;
+		/* The store host stopped by a signal passes it on too. */
+		status = 128 + peer_signal_any(a->peer_why);
+		if (status == 128)
+			status = 1;
 		say("job stopped: %s", a->peer_why);
 	}
 	if (kind == RDZV_END_LOST)
@@ -817,6 +817,42 @@ static int agent_start_master(void *data, int round, int *port)
 	return agent_confine_store(a);
 }
 
+/*
+ * Local rank i cannot start (its log directory, pipes, fds or exec failed):
+ * it failed like a worker that exited 127, so the round ends on every node
+ * and restarts are spent job-wide. Ranks after i, never started, count as
+ * done and not as failed.
+ */
+static void agent_start_failed(struct agent *a, int i)
+{
+	struct worker *f = &a->workers[i];
+
+	if (f->a == NULL) {
+		/* worker_start never ran for it. */
+		f->a = a;
+		f->local_rank = i;
+		f->out.file_fd = f->err.file_fd = -1;
+		f->out.filter_fd = f->err.filter_fd = -1;
+		f->exited = 1;
+		f->status = 127;
+		f->exit_time = agent_wall_time();
+	}
+	for (int k = i + 1; k < a->nworkers; k++) {
+		struct worker *w = &a->workers[k];
+
+		w->a = a;
+		w->local_rank = k;
+		w->out.file_fd = w->err.file_fd = -1;
+		w->out.filter_fd = w->err.filter_fd = -1;
+		w->exited = w->stopped = 1;
+		w->status = 127;
+	}
+	agent_on_worker_exit(a, f);
+	a->ndone += a->nworkers - i - 1 + (f->handles == 0);
+	if (a->ndone == a->nworkers)
+		agent_round_end(a);
+}
+
 /* A round is formed: start this node's workers with its result. */
 static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 {
@@ -831,15 +867,20 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	rp->master_addr = res->master_addr;
 	rp->master_port = res->master_port;
 	rp->use_agent_store = cfg->agent_store;
-	if (a->multi && !a->logs_ready && agent_setup_logs(a)) {
-		agent_finish(a, 1);
+	a->nworkers = cfg->nproc_per_node;
+	a->ndone = 0;
+	a->workers = calloc((size_t)a->nworkers, sizeof(*a->workers));
+	if (a->workers == NULL)
+		abort();
+	a->state = A_RUNNING;
+	a->reason = STOP_NONE;
+	/* No log directory: no worker can start (the messages are out). */
+	if ((a->multi && !a->logs_ready && agent_setup_logs(a)) ||
+	    make_attempt_dir(a, res->round)) {
+		agent_start_failed(a, 0);
 		return;
 	}
 	a->logs_ready = 1;
-	if (make_attempt_dir(a, res->round)) {
-		agent_finish(a, 1);
-		return;
-	}
 	rp->attempt_dir = a->attempt_dir;
 	if (a->multi)
 		say("round %d: group rank %d of %d, ranks %d-%d of %d, store "
@@ -849,36 +890,13 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 		    res->ranks.base_rank + res->ranks.local_world_size - 1,
 		    res->ranks.world_size, res->master_addr, res->master_port);
 
-	a->nworkers = cfg->nproc_per_node;
-	a->ndone = 0;
-	a->workers = calloc((size_t)a->nworkers, sizeof(*a->workers));
-	a->state = A_RUNNING;
-	a->reason = STOP_NONE;
 	for (int i = 0; i < a->nworkers; i++) {
 		rc = worker_start(a, &a->workers[i], i, rp, errmsg,
 				  sizeof(errmsg));
 		if (rc == 0)
 			continue;
-		/*
-		 * A worker that cannot start failed like one that exited 127:
-		 * the round ends on every node and restarts are spent job-wide.
-		 * Workers not started yet count as done (and not as failed).
-		 */
 		say("%s", errmsg);
-		for (int k = i + 1; k < a->nworkers; k++) {
-			struct worker *w = &a->workers[k];
-
-			w->a = a;
-			w->local_rank = k;
-			w->out.file_fd = w->err.file_fd = -1;
-			w->out.filter_fd = w->err.filter_fd = -1;
-			w->exited = w->stopped = 1;
-			w->status = 127;
-		}
-		agent_on_worker_exit(a, &a->workers[i]);
-		a->ndone += a->nworkers - i - 1 + (a->workers[i].handles == 0);
-		if (a->ndone == a->nworkers)
-			agent_round_end(a);
+		agent_start_failed(a, i);
 		return;
 	}
 }
@@ -1318,7 +1336,10 @@ int agent_run(struct crun_cfg *cfg)
 	}
 	uv_timer_init(&a.loop, &a.kill_timer);
 	a.kill_timer.data = &a;
-	if (console_new(&a.loop, CONSOLE_LIMIT, &a.console) == 0)
+	if (console_new(&a.loop,
+			cfg->console_buffer ? cfg->console_buffer
+					    : CONSOLE_LIMIT,
+			&a.console) == 0)
 		the_console = a.console;
 	rc = procs_new(&a.loop, &a.procs);
 	if (rc) {
@@ -1359,9 +1380,13 @@ int agent_run(struct crun_cfg *cfg)
 	rc = uv_loop_close(&a.loop);
 	if (rc)
 		say("internal error: event loop closed with handles open");
-	/* What a slow reader has not taken yet, bounded: then we exit. */
+	/*
+	 * What a slow reader has not taken yet, bounded: then we exit (at
+	 * once, nearly, when a signal stopped us). Our signal handlers are
+	 * gone: another signal now ends crun.
+	 */
 	the_console = NULL;
-	console_free(a.console, CONSOLE_STALL_MS);
+	console_free(a.console, a.stop_signal ? 1000 : CONSOLE_STALL_MS);
 
 	/* A log directory crun invented is removed after a success. */
 	if (a.log_root_tmp && !a.log_kept && a.exit_status == 0 && a.log_root) {

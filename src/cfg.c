@@ -1325,7 +1325,9 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	    (rc = get_size_max(cfg, CFG_store_max_output, 1UL << 40,
 			       &cfg->store.max_output, e, l)) ||
 	    (rc = get_size_max(cfg, CFG_store_idle_timeout, CFG_MAX_SECONDS,
-			       &cfg->store.idle_timeout, e, l)))
+			       &cfg->store.idle_timeout, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_console_buffer, 1UL << 30,
+			       &cfg->console_buffer, e, l)))
 		return rc;
 	if (cfg->store.max_output < cfg->store.max_value + 64)
 		return bad(cfg, CFG_store_max_output, e, l,

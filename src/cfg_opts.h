@@ -81,6 +81,9 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	X(event_log_handler, "event_log_handler", 0, STR, "logs", NULL,       \
 	  CFG_ENV_PET, G_LOGS,                                                 \
 	  "accepted for compatibility; crun says each event on stderr")        \
+	X(console_buffer, "console_buffer", 0, STR, "logs", "4M",             \
+	  CFG_ENV_CRUN, G_LOGS,                                                \
+	  "console bytes held for a slow reader before lines are dropped")    \
 	X(node_rank, "node_rank", 0, INT, "rendezvous", "0", CFG_ENV_PET,     \
 	  G_RDZV, "this node's rank (static backend only)")                    \
 	X(master_addr, "master_addr", 0, STR, "rendezvous", "127.0.0.1",      \

@@ -236,6 +236,7 @@ static const char *sample_value(int id)
 	case CFG_store_max_conns: return "10";
 	case CFG_store_max_output: return "16M";
 	case CFG_store_idle_timeout: return "20";
+	case CFG_console_buffer: return "1M";
 	case CFG_config: return "job.ini";
 	default: return "value";
 	}

@@ -150,6 +150,7 @@ static const char *sample(int id)
 	case CFG_duplicate_stderr_filters: return "warn";
 	case CFG_logs_specs: return "custom";
 	case CFG_event_log_handler: return "console";
+	case CFG_console_buffer: return "1M";
 	}
 	return "true"; /* booleans */
 }
