@@ -43,6 +43,7 @@
 #include "crun/store.h"
 #include "agent.h"
 #include "console.h"
+#include "events.h"
 #include "filetimer.h"
 
 extern char **environ;
@@ -96,6 +97,7 @@ struct agent {
 	char report_path[PATH_MAX];
 
 	struct filetimer *ft;	 /* TORCHELASTIC_ENABLE_FILE_TIMER's watchdog */
+	struct events *ev;	 /* --event_log, or NULL */
 	struct console *console; /* our stdout and stderr, never blocking */
 
 	/* The workers' store of the current round (agent store mode). */
@@ -267,6 +269,12 @@ static void agent_stop_group(struct agent *a, enum stop_reason why, int sig)
 		return;
 	a->state = A_STOPPING;
 	a->reason = why;
+	events_emit(a->ev, "crun.group.stopping",
+		    json_pack("{s:s, s:s}", "reason",
+			      why == STOP_FAILURE  ? "worker failed"
+			      : why == STOP_SIGNAL ? "signal"
+						   : "round ended elsewhere",
+			      "signal", cfg_signame(sig)));
 	agent_signal_workers(a, sig);
 	uv_timer_start(&a->kill_timer, agent_on_kill_timer,
 		       (uint64_t)(a->cfg->shutdown_timeout * 1000), 0);
@@ -310,6 +318,15 @@ void agent_on_worker_exit(struct agent *a, struct worker *w)
 {
 	char why[400];
 
+	events_emit(
+	    a->ev,
+	    w->status == 0	      ? "torchelastic.worker.status.SUCCEEDED"
+	    : w->stopped && w->signal ? "torchelastic.worker.status.STOPPED"
+				      : "torchelastic.worker.status.FAILED",
+	    json_pack("{s:i, s:i, s:i, s:i, s:s?}", "local_rank", w->local_rank,
+		      "rank", a->round.ranks.base_rank + w->local_rank, "pid",
+		      (int)w->pid, "exitcode", w->status, "signal",
+		      w->signal ? cfg_signame(w->signal) : NULL));
 	if (a->state != A_RUNNING || w->status == 0)
 		return;
 	agent_stop_group(a, STOP_FAILURE, SIGTERM);
@@ -352,6 +369,26 @@ static int peer_signal(const struct agent *a, const char *why)
 	return SIGTERM;
 }
 
+/* A word for an end kind, for the event log. */
+static const char *rdzv_end_name(int kind)
+{
+	switch (kind) {
+	case RDZV_END_FAILURE:
+		return "failure";
+	case RDZV_END_JOIN:
+		return "node joining";
+	case RDZV_END_DEAD:
+		return "node lost";
+	case RDZV_END_SUCCESS:
+		return "node finished";
+	case RDZV_END_FATAL:
+		return "fatal";
+	case RDZV_END_LOST:
+		return "store lost";
+	}
+	return "?";
+}
+
 /* Another node (or the store) ended the round: stop our workers too. */
 static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why,
 			      void *data)
@@ -359,6 +396,14 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why,
 	struct agent *a = data;
 
 	(void)r;
+	events_emit(a->ev, "crun.rdzv.ended",
+		    json_pack("{s:s, s:s}", "kind", rdzv_end_name(kind),
+			      "reason", why));
+	if (kind == RDZV_END_DEAD || kind == RDZV_END_JOIN)
+		events_emit(a->ev,
+			    kind == RDZV_END_DEAD ? "crun.node.lost"
+						  : "crun.node.joining",
+			    json_pack("{s:s}", "reason", why));
 	if (a->peer_kind == 0) {
 		a->peer_kind = kind;
 		snprintf(a->peer_why, sizeof(a->peer_why), "%s", why);
@@ -475,6 +520,11 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 	int kind = a->peer_kind, status;
 
 	if (ok) {
+		events_emit(a->ev, "crun.group.restarting",
+			    json_pack("{s:s, s:i}", "after",
+				      kind == RDZV_END_FAILURE ? "failure"
+							       : "membership",
+				      "restarts_used", rdzv_restarts(r)));
 		agent_drop_report(a, 0);
 		if (kind == RDZV_END_FAILURE)
 			say("re-forming the group: restart %d of %d after a "
@@ -644,6 +694,9 @@ static void agent_round_end(struct agent *a)
 		    f[root].signal ? ", " : "",
 		    f[root].signal ? cfg_signame(f[root].signal) : "",
 		    a->restart_count, a->cfg->max_restarts);
+		events_emit(a->ev, "crun.group.restarting",
+			    json_pack("{s:s, s:i}", "after", "failure",
+				      "restarts_used", a->restart_count));
 		agent_drop_report(a, 0);
 	} else if (!a->multi) {
 		agent_drop_report(a, 1);
@@ -893,8 +946,14 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	for (int i = 0; i < a->nworkers; i++) {
 		rc = worker_start(a, &a->workers[i], i, rp, errmsg,
 				  sizeof(errmsg));
-		if (rc == 0)
+		if (rc == 0) {
+			events_emit(a->ev, "crun.worker.started",
+				    json_pack("{s:i, s:i, s:i}", "local_rank",
+					      i, "rank",
+					      rp->ranks.base_rank + i, "pid",
+					      (int)a->workers[i].pid));
 			continue;
+		}
 		say("%s", errmsg);
 		agent_start_failed(a, i);
 		return;
@@ -918,6 +977,15 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 		free(a->cfg->rdzv_id);
 		a->cfg->rdzv_id = strdup(res->run_id);
 	}
+	events_context(a->ev, res->run_id, rdzv_round(r), res->round);
+	events_emit(a->ev, "crun.rdzv.closed",
+		    json_pack("{s:i, s:i, s:i, s:i, s:s, s:i}", "group_rank",
+			      res->ranks.group_rank, "group_world_size",
+			      res->ranks.group_world_size, "world_size",
+			      res->ranks.world_size, "base_rank",
+			      res->ranks.base_rank, "master_addr",
+			      res->master_addr, "master_port",
+			      res->master_port));
 	agent_round_ready(a, &a->res);
 }
 
@@ -932,6 +1000,7 @@ static void agent_round_start(struct agent *a)
 	a->state = A_ROUND;
 	a->reason = STOP_NONE;
 	if (a->multi) {
+		events_emit(a->ev, "crun.rdzv.joining", NULL);
 		rc = rdzv_next(a->rdzv, agent_on_round, a);
 		if (rc) {
 			say("cannot join the rendezvous: %s",
@@ -957,6 +1026,7 @@ static void agent_round_start(struct agent *a)
 		agent_finish(a, 1);
 		return;
 	}
+	events_context(a->ev, cfg->rdzv_id, res->round, res->round);
 	agent_round_ready(a, res);
 }
 
@@ -994,6 +1064,8 @@ static void agent_finish(struct agent *a, int status)
 		return;
 	a->state = A_DONE;
 	a->exit_status = status;
+	events_emit(a->ev, "crun.agent.exited",
+		    json_pack("{s:i}", "status", status));
 	if (status != 0)
 		agent_write_error_file(a, status);
 	agent_drop_report(a, 0);
@@ -1363,9 +1435,27 @@ int agent_run(struct crun_cfg *cfg)
 		    "share this node); set it yourself to tune",
 		    cfg->nproc_per_node);
 
-	if (a.multi)
+	if (cfg->event_log) {
+		char errmsg[512];
+
+		if (events_open(cfg->event_log, a.host, &a.ev, errmsg,
+				sizeof(errmsg))) {
+			say("%s", errmsg);
+			agent_finish(&a, 1);
+		}
+		events_context(a.ev, cfg->rdzv_id, -1, -1);
+		events_emit(a.ev, "crun.agent.started",
+			    json_pack("{s:i, s:i, s:i, s:s, s:i}", "nnodes_min",
+				      cfg->nnodes_min, "nnodes_max",
+				      cfg->nnodes_max, "nproc_per_node",
+				      cfg->nproc_per_node, "backend",
+				      cfg->rdzv_backend, "pid", (int)getpid()));
+	}
+	if (a.multi && a.state != A_DONE)
 		agent_check_ifname(&a, a.host);
-	if (agent_start_watchdog(&a)) {
+	if (a.state == A_DONE) {
+		/* the event log could not be opened */
+	} else if (agent_start_watchdog(&a)) {
 		agent_finish(&a, 1);
 	} else if (a.multi) {
 		if (agent_multi_start(&a))
@@ -1399,6 +1489,7 @@ int agent_run(struct crun_cfg *cfg)
 		}
 		free(parent);
 	}
+	events_close(a.ev);
 	free(a.log_root);
 	free(a.attempt_dir);
 	return a.exit_status;

@@ -101,6 +101,7 @@ void cfg_release(struct crun_cfg *cfg)
 	free(cfg->argv);
 	free(cfg->python);
 	free(cfg->numa_binding);
+	free(cfg->event_log);
 	free(cfg->python_why);
 	free(cfg->rdzv_backend);
 	free(cfg->rdzv_endpoint);
@@ -1202,6 +1203,9 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 		return bad(cfg, CFG_numa_binding, e, l,
 			   "expected node, socket, exclusive or core-complex");
 	set_str(&cfg->numa_binding, RAW(numa_binding));
+	if (RAW(event_log) && *RAW(event_log) == '\0')
+		return bad(cfg, CFG_event_log, e, l, "expected a file or -");
+	set_str(&cfg->event_log, RAW(event_log));
 
 	if (cfg->module && cfg->no_python)
 		return cfg__err(

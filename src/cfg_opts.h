@@ -81,6 +81,8 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	X(event_log_handler, "event_log_handler", 0, STR, "logs", NULL,       \
 	  CFG_ENV_PET, G_LOGS,                                                 \
 	  "accepted for compatibility; crun says each event on stderr")        \
+	X(event_log, "event_log", 0, STR, "logs", NULL, CFG_ENV_CRUN, G_LOGS,   \
+	  "one JSON line per state change to this file (- : stderr)")         \
 	X(console_buffer, "console_buffer", 0, STR, "logs", "4M",             \
 	  CFG_ENV_CRUN, G_LOGS,                                                \
 	  "console bytes held for a slow reader before lines are dropped")    \

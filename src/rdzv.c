@@ -1697,6 +1697,11 @@ void rdzv_free(struct crun_rdzv *r)
 	uv_close((uv_handle_t *)&r->deadline, rdzv_on_timer_closed);
 }
 
+int rdzv_round(const struct crun_rdzv *r)
+{
+	return r->round;
+}
+
 int rdzv_restarts(const struct crun_rdzv *r)
 {
 	return (int)r->restarts;

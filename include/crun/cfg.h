@@ -92,6 +92,7 @@ struct crun_cfg {
 	int run_path;
 	int virtual_local_rank;
 	char *numa_binding; /* accepted, not applied yet (a warning) */
+	char *event_log;    /* --event_log path, "-" or NULL */
 	char **argv;	    /* training script (or binary) and its args */
 	int argc;
 	char *python;	  /* interpreter of Python workers, NULL: direct exec */

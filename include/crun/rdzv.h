@@ -197,6 +197,9 @@ int rdzv_finish(struct crun_rdzv *r,
 /** Job-wide failure restarts so far (as read by rdzv_may_restart). */
 int rdzv_restarts(const struct crun_rdzv *r);
 
+/** The rendezvous round this node is in or last took part in. */
+int rdzv_round(const struct crun_rdzv *r);
+
 /**
  * The addresses of the current round's nodes as their descriptors give
  * them, blank-separated, by group rank (for the workers' store's allow
