@@ -1032,9 +1032,12 @@ static void on_alive(int status, json_t *resp, void *arg)
 {
 	struct crun_rdzv_etcd *s = arg;
 
-	(void)resp;
 	if (status == CRUN_ECANCELED)
 		return;
+	if (s->opening && status && etcd_int(resp, "code") == 5) {
+		/* The lease expired before we used it (etcd is slow): again. */
+		return grant_node(s);
+	}
 	if (s->opening) {
 		if (status)
 			return open_done(s, status, etcd_errmsg(s->etcd));
@@ -1119,7 +1122,7 @@ static void on_node_grant(int status, json_t *resp, void *arg)
 				etcd_errmsg(s->etcd));
 	}
 	snprintf(s->node, sizeof(s->node), "%s", id);
-	if (!s->opening)
+	if (!s->opening || *s->job)
 		return put_alive(s);
 	/* The job's lease outlives any node and an outage of read_timeout. */
 	snprintf(ttl, sizeof(ttl), "%.0f",

@@ -53,7 +53,7 @@ group() {
 	_t0=$(now_ms) _k=0
 	while [ $_k -lt "$_n" ]; do
 		"$CRUN" --nnodes="$_n" --nproc_per_node=1 --rdzv_backend="$_b" --rdzv_endpoint="$_ep" \
-			--rdzv_id="$_id" --rdzv_conf=last_call_timeout=$LAST_CALL,join_timeout=120,lease_ttl=$LEASE_TTL \
+			--rdzv_id="$_id" --rdzv_conf=last_call_timeout=$LAST_CALL,join_timeout=120 \
 			--log_dir=/dev/null /bin/true >>"$tmp/$_id.log" 2>&1 &
 		_ap="$_ap $!"
 		_k=$((_k+1))
