@@ -65,6 +65,15 @@ static const char *const conf_keys[] = {
     "is_host",
     "store_type",
     "timeout",
+    /* the etcd backend's */
+    "etcd_prefix",
+    "protocol",
+    "cacert",
+    "cert",
+    "key",
+    "user",
+    "password_file",
+    "lease_ttl",
 };
 #define NCONF ((int)(sizeof(conf_keys) / sizeof(conf_keys[0])))
 
