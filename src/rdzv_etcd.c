@@ -58,6 +58,7 @@ struct kop {
 	char **got;	/* MGET: values read */
 	size_t *glen;
 	int missing; /* MGET: keys absent in this pass */
+	int dirty;   /* MGET: a wanted key was put during this pass */
 	int waiting; /* for a PUT event on one of keys */
 	int inflight;
 	int dead; /* completed or cancelled while a call was out */
@@ -478,6 +479,10 @@ static void mget_pass_done(struct kop *o)
 	struct crun_store_iov *iov;
 	struct crun_store_reply r;
 
+	if (o->missing && o->dirty) {
+		o->pos = o->n; /* a new pass */
+		return step(o);
+	}
 	if (o->missing) {
 		o->waiting = 1;
 		return;
@@ -611,6 +616,7 @@ static void step(struct kop *o)
 		if (o->pos >= o->n) { /* a new pass */
 			o->pos = 0;
 			o->missing = 0;
+			o->dirty = 0;
 		}
 		if (o->got == NULL) {
 			o->got = calloc(o->n, sizeof(*o->got));
@@ -818,13 +824,23 @@ const struct rdzv_kv_ops rdzv_etcd_ops = {
 
 /* --- the watch stream --------------------------------------------------- */
 
-static int wants(const struct kop *o, const char *k)
+/*
+ * A PUT of k: read again if o waits for it. If o is reading right now, its
+ * answer may predate the PUT (the watch and the read are two connections):
+ * mark it, so a pass that found keys missing reads once more.
+ */
+static int wants(struct kop *o, const char *k)
 {
-	if (o == NULL || !o->waiting)
+	if (o == NULL || (o->type != OP_MGET && o->type != OP_WATCH) || o->dead)
 		return 0;
-	for (size_t i = 0; i < o->n; i++)
-		if (strcmp(o->keys[i], k) == 0)
+	for (size_t i = 0; i < o->n; i++) {
+		if (strcmp(o->keys[i], k) != 0)
+			continue;
+		if (o->waiting)
 			return 1;
+		o->dirty = 1;
+		return 0;
+	}
 	return 0;
 }
 
