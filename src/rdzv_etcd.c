@@ -1122,11 +1122,39 @@ static void on_job_grant(int status, json_t *resp, void *arg)
 		open_done(s, CRUN_EETCD, "cannot reach etcd");
 }
 
+static void on_job_read(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+	char ttl[32], *v = NULL;
+	size_t n;
+
+	if (status == CRUN_ECANCELED)
+		return;
+	if (status)
+		return open_done(s, status, etcd_errmsg(s->etcd));
+	if (etcd_kv_first(resp, &v, &n, NULL)) {
+		snprintf(s->job, sizeof(s->job), "%s", v);
+		free(v);
+		if (s->rev == 0)
+			s->rev = etcd_int(json_object_get(resp, "header"),
+					  "revision");
+		return put_alive(s);
+	}
+	/* The first node: the job's lease outlives any node and an outage
+	 * of read_timeout. */
+	snprintf(ttl, sizeof(ttl), "%.0f",
+		 s->ttl * 3 > s->timeout + s->ttl ? s->ttl * 3
+						  : s->timeout + s->ttl);
+	if (etcd_call(s->etcd, "/v3/lease/grant",
+		      json_pack("{s:s}", "TTL", ttl), on_job_grant, s))
+		open_done(s, CRUN_EETCD, "cannot reach etcd");
+}
+
 static void on_node_grant(int status, json_t *resp, void *arg)
 {
 	struct crun_rdzv_etcd *s = arg;
 	const char *id = json_string_value(json_object_get(resp, "ID"));
-	char ttl[32];
+	char k[600];
 
 	if (status == CRUN_ECANCELED)
 		return;
@@ -1140,12 +1168,10 @@ static void on_node_grant(int status, json_t *resp, void *arg)
 	snprintf(s->node, sizeof(s->node), "%s", id);
 	if (!s->opening || *s->job)
 		return put_alive(s);
-	/* The job's lease outlives any node and an outage of read_timeout. */
-	snprintf(ttl, sizeof(ttl), "%.0f",
-		 s->ttl * 3 > s->timeout + s->ttl ? s->ttl * 3
-						  : s->timeout + s->ttl);
-	if (etcd_call(s->etcd, "/v3/lease/grant",
-		      json_pack("{s:s}", "TTL", ttl), on_job_grant, s))
+	/* Most nodes find the job's lease there already: one read. */
+	snprintf(k, sizeof(k), "%slease", s->ns);
+	if (etcd_call(s->etcd, "/v3/kv/range", etcd_range_req(k, NULL),
+		      on_job_read, s))
 		open_done(s, CRUN_EETCD, "cannot reach etcd");
 }
 

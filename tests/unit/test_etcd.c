@@ -176,7 +176,7 @@ Test(etcd, watch_request)
 	char *s = dump(etcd_watch_req("/crun/j1/", 42));
 
 	cr_assert_str_eq(s, "{\"create_request\":{\"key\":\"L2NydW4vajEv\","
-			    "\"prev_kv\":true,\"range_end\":\"L2NydW4vajEw\","
+			    "\"range_end\":\"L2NydW4vajEw\","
 			    "\"start_revision\":\"42\"}}");
 	free(s);
 	s = dump(etcd_watch_req("/crun/j1/", 0));
