@@ -9,8 +9,10 @@
  * loser retries at once), COMPARE_SET a txn compared on the value (or on
  * absence), MULTI_GET a txn of ranges that, when keys are missing, waits
  * for their PUT events and reads again. WATCH does the same on a channel of
- * its own, and first puts this node's mark for the key. A timer refreshes
- * both leases every lease_ttl/3.
+ * its own, and first puts this node's mark for the key. A PUT seen while
+ * such a read is out makes it read again (the watch and the read use two
+ * connections, so the read may predate the PUT). A timer refreshes both
+ * leases every lease_ttl/3.
  *
  * Failure modes: etcd.c fails requests over between endpoints; a request no
  * endpoint answers within the timeout fails this backend for good (one
@@ -47,9 +49,8 @@ struct kop {
 	size_t n;
 	int64_t delta;
 	int timeout_ms;
-	uint64_t deadline; /* loop time; 0: none */
-	int absent;	   /* CAS: expected "" means absent */
-	int have;	   /* ADD: cur and rev known */
+	int absent; /* CAS: expected "" means absent */
+	int have;   /* ADD: cur and rev known */
 	int64_t cur, rev;
 	char token[48]; /* ADD: "<node>:<seq>", written beside the sum */
 	int fails;	/* ADD: compares lost */
@@ -475,7 +476,6 @@ static void on_mset(int status, json_t *resp, void *arg)
 /* Every key read: reply, or wait for the missing ones to appear. */
 static void mget_pass_done(struct kop *o)
 {
-	struct crun_rdzv_etcd *s = o->s;
 	struct crun_store_iov *iov;
 	struct crun_store_reply r;
 
@@ -501,7 +501,6 @@ static void mget_pass_done(struct kop *o)
 	r.values = iov;
 	reply(o, 0, &r);
 	free(iov);
-	(void)s;
 }
 
 static void on_mget(int status, json_t *resp, void *arg)
