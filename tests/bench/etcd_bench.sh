@@ -29,7 +29,7 @@ tmp=$(mktemp -d /dev/shm/crun-etcd-bench.XXXXXX 2>/dev/null || mktemp -d "${TMPD
 pids=""
 cleanup() { [ -n "$pids" ] && kill -9 $pids 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+trap 'exit 130' INT TERM HUP PIPE
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now_ms() { date +%s%3N; }
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
