@@ -896,8 +896,18 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 	hrev = etcd_int(json_object_get(res, "header"), "revision");
 	if (etcd_int(res, "compact_revision") > 0 ||
 	    json_is_true(json_object_get(res, "canceled"))) {
-		/* Compacted past us: read everything again from now. */
-		s->rev = 0;
+		/*
+		 * Compacted past us: watch again from the oldest revision
+		 * etcd still has and read every wait again, so a PUT lands
+		 * in the reads or in the new watch.
+		 */
+		int64_t c = etcd_int(res, "compact_revision");
+
+		fprintf(stderr,
+			"crun: etcd compacted past revision %lld of this "
+			"node's watch; reading every wait again\n",
+			(long long)s->rev + 1);
+		s->rev = c > 0 ? c - 1 : 0;
 		s->reopen = 1;
 		uv_timer_start(&s->restart, on_restart, 0, 0);
 		recheck_all(s);
