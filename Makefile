@@ -5,7 +5,7 @@
 #   make demo       install what is missing, build, run a real multi-worker job
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make bench      benchmarks against the torchrun anchor (tests/bench/)
-#   make fuzz       longer libFuzzer runs of the wire and config parsers
+#   make fuzz       1M libFuzzer runs of each parser (wire, records, INI, CLI, hostlist)
 #   make install    PREFIX=/usr/local DESTDIR=
 
 CC ?= cc
@@ -102,7 +102,7 @@ bench: deps check-build
 
 FUZZ_TARGETS := $(wildcard tests/fuzz/fuzz_*.c)
 fuzz: deps
-	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} sh tests/fuzz/run.sh
+	@FUZZ_RUNS=$${FUZZ_RUNS:-1000000} sh tests/fuzz/run.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \

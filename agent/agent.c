@@ -26,17 +26,27 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <ftw.h>
+#include <sodium.h>
 #include <stdarg.h>
 
+#include "crun/auth.h"
 #include "crun/err.h"
+#include "crun/peers.h"
 #include "crun/rdzv.h"
 #include "crun/rdzv_etcd.h"
 #include "crun/rdzv_store.h"
 #include "crun/report.h"
 #include "crun/store.h"
 #include "agent.h"
+#include "console.h"
+#include "filetimer.h"
 
 extern char **environ;
+
+/* Console bytes queued for a slow reader before lines are dropped. */
+#define CONSOLE_LIMIT (4u << 20)
+/* At exit, how long a console reader may take no byte before crun gives up. */
+#define CONSOLE_STALL_MS 10000
 
 enum agent_state { A_ROUND, A_RUNNING, A_STOPPING, A_DONE };
 enum stop_reason { STOP_NONE, STOP_FAILURE, STOP_SIGNAL, STOP_PEER };
@@ -51,6 +61,7 @@ struct agent {
 	char host[256];
 	char *log_root;	  /* <log_dir>/<run_id>, NULL: no files */
 	int log_root_tmp; /* we made it up: remove after success */
+	int log_kept;	  /* ... unless --redirects/--tee wrote files there */
 	char *attempt_dir;
 	int restart_count;
 	int restarts_left;
@@ -77,10 +88,15 @@ struct agent {
 	int own_status; /* the root failure's status on this node */
 	struct crun_failure *pending_report;
 	int npending;
+	int error_file_done; /* TORCHELASTIC_ERROR_FILE written */
 	char report_path[PATH_MAX];
+
+	struct filetimer *ft;	 /* TORCHELASTIC_ENABLE_FILE_TIMER's watchdog */
+	struct console *console; /* our stdout and stderr, never blocking */
 
 	/* The workers' store of the current round (agent store mode). */
 	struct crun_store_server *wstore;
+	struct crun_peers *peers; /* who may reach it (store_allow=round) */
 	int logs_ready;
 	double started;
 };
@@ -121,10 +137,21 @@ double agent_wall_time(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/*
+ * The console of the running agent, for say() (which has no agent at hand);
+ * NULL before it exists and after it is freed (then writes go straight out).
+ */
+static struct console *the_console;
+
 /* Write whole lines to the console; the agent is its only writer. */
 void agent_console(struct agent *a, int fd, const char *line, size_t len)
 {
-	(void)a;
+	struct console *c = a ? a->console : the_console;
+
+	if (c) {
+		console_write(c, fd, line, len);
+		return;
+	}
 	while (len > 0) {
 		ssize_t n = write(fd, line, len);
 
@@ -138,23 +165,77 @@ void agent_console(struct agent *a, int fd, const char *line, size_t len)
 	}
 }
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+struct console *agent_con(const struct agent *a)
+{
+	return a->console;
+}
+
+/* The last thing crun said: why it stops, for the launcher's error file. */
+static char last_said[1024];
+
+static void agent_vsay(struct agent *a, const char *fmt, va_list ap)
+{
+	char buf[1024];
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "crun: ");
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	if (n >= (int)sizeof(buf) - 1)
+		n = sizeof(buf) - 2;
+	memcpy(last_said, buf + 6, (size_t)n - 6);
+	last_said[n - 6] = '\0';
+	buf[n++] = '\n';
+	agent_console(a, 2, buf, (size_t)n);
+}
+
+void agent_say(struct agent *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	agent_vsay(a, fmt, ap);
+	va_end(ap);
+}
 
 /* One line from crun itself, on stderr. */
 static void say(const char *fmt, ...)
 {
-	char buf[1024];
 	va_list ap;
-	int n;
 
-	n = snprintf(buf, sizeof(buf), "crun: ");
 	va_start(ap, fmt);
-	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	agent_vsay(NULL, fmt, ap);
 	va_end(ap);
-	if (n >= (int)sizeof(buf) - 1)
-		n = sizeof(buf) - 2;
-	buf[n++] = '\n';
-	agent_console(NULL, 2, buf, (size_t)n);
+}
+
+/*
+ * When crun's own environment names TORCHELASTIC_ERROR_FILE (a scheduler
+ * asks for the launcher's root cause, as torchrun writes it), write it once:
+ * the root failure of this node when there is one, else why crun stops.
+ */
+static void agent_write_error_file(struct agent *a, int status)
+{
+	const char *path = getenv("TORCHELASTIC_ERROR_FILE");
+	const struct crun_failure *root = NULL;
+	char why[1200];
+
+	if (a->error_file_done || path == NULL || *path == '\0')
+		return;
+	a->error_file_done = 1;
+	snprintf(why, sizeof(why), "crun: %s", last_said);
+	if (a->npending > 0) {
+		root = &a->pending_report[report_root(a->pending_report,
+						      a->npending)];
+		snprintf(why, sizeof(why),
+			 "ChildFailedError: %s: rank %d (local rank %d, pid "
+			 "%d) on %s exited with %d%s%s",
+			 a->cfg->argv[0], root->rank, root->local_rank,
+			 (int)root->pid, root->host, root->exitcode,
+			 root->signal ? ", " : "",
+			 root->signal ? cfg_signame(root->signal) : "");
+		status = root->exitcode;
+	}
+	if (report_write_error_file(path, root, why, status))
+		say("cannot write the error file '%s'", path);
 }
 
 /* --- stopping ----------------------------------------------------------- */
@@ -259,6 +340,19 @@ static int peer_signal(const struct agent *a, const char *why)
 	return SIGTERM;
 }
 
+/* The signal named at the end of why ("… (SIGTERM)"), or 0. */
+static int peer_signal_any(const char *why)
+{
+	const char *open = strrchr(why, '(');
+	char name[16];
+	int sig, n;
+
+	if (open == NULL || sscanf(open, "(%15[A-Z0-9])", name) != 1 ||
+	    cfg_parse_signals(name, &sig, 1, &n) != 0)
+		return 0;
+	return sig;
+}
+
 /* Another node (or the store) ended the round: stop our workers too. */
 static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why,
 			      void *data)
@@ -337,8 +431,19 @@ static int agent_collect_failures(struct agent *a, struct crun_failure **out)
 static void agent_drop_report(struct agent *a, int print)
 {
 	if (a->pending_report && print) {
-		report_print(stderr, a->cfg->argv[0], a->pending_report,
-			     a->npending);
+		char *text = NULL;
+		size_t len = 0;
+		FILE *fp = open_memstream(&text, &len);
+
+		/* Through the console, which never blocks. */
+		if (fp) {
+			report_print(fp, a->cfg->argv[0], a->pending_report,
+				     a->npending);
+			fclose(fp);
+			agent_console(a, 2, text, len);
+		}
+		free(text);
+		agent_write_error_file(a, 1);
 		if (*a->report_path)
 			say("failure report saved to %s", a->report_path);
 	}
@@ -401,12 +506,30 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 	} else if (kind == RDZV_END_SUCCESS) {
 		status = 1;
 		say("cannot restart: another node already finished");
+	} else if (kind == RDZV_END_DEAD) {
+		int left = a->res.ranks.group_world_size - 1;
+
+		/* A signalled node passes its signal's status on. */
+		status = strrchr(a->peer_why, '(')
+			     ? 128 + peer_signal_any(a->peer_why)
+			     : 1;
+		if (status == 128)
+			status = 1;
+		if (strcmp(a->cfg->rdzv_backend, "static") == 0)
+			say("job stopped: %s; the static backend cannot "
+			    "re-form without it",
+			    a->peer_why);
+		else if (left < a->cfg->nnodes_min)
+			say("job stopped: %s; %d node%s remain%s, below the "
+			    "minimum of %d",
+			    a->peer_why, left, left == 1 ? "" : "s",
+			    left == 1 ? "s" : "", a->cfg->nnodes_min);
+		else
+			say("job stopped: %s; another node already finished",
+			    a->peer_why);
 	} else {
 		status = 1;
-		say("job stopped: %s%s", a->peer_why,
-		    kind == RDZV_END_DEAD
-			? " (too few nodes remain, or the static backend)"
-			: "");
+		say("job stopped: %s", a->peer_why);
 	}
 	if (kind == RDZV_END_LOST)
 		agent_finish(a, status);
@@ -430,23 +553,30 @@ static void agent_multi_round_end(struct agent *a, int nf, int status)
 {
 	char why[300];
 
-	if (a->reason == STOP_SIGNAL) {
+	if (a->reason == STOP_SIGNAL || a->stop_signal) {
 		/*
 		 * A departure, not the end of the job: the others re-form
-		 * without us. The store host cannot leave that way: it ends the
-		 * job and serves the store until the others have left.
+		 * without us while MIN holds (a node loss, no restart spent).
+		 * The store host cannot leave that way: it ends the job and
+		 * serves the store until the others have left. A node that
+		 * was signalled after another ended the round leaves too.
 		 */
 		if (a->rs && rdzv_store_is_host(a->rs)) {
 			snprintf(why, sizeof(why),
 				 "the store host %s was stopped (%s)", a->host,
 				 cfg_signame(a->stop_signal));
 			rdzv_end_round(a->rdzv, RDZV_END_FATAL, why);
-		} else {
+			agent_leave(a, 128 + a->stop_signal);
+			return;
+		}
+		if (a->reason == STOP_SIGNAL) {
 			snprintf(why, sizeof(why), "%s left (%s)", a->host,
 				 cfg_signame(a->stop_signal));
 			rdzv_end_round(a->rdzv, RDZV_END_DEAD, why);
 		}
-		agent_leave(a, 128 + a->stop_signal);
+		a->exit_status = 128 + a->stop_signal;
+		if (rdzv_depart(a->rdzv, agent_on_left, a))
+			agent_finish(a, a->exit_status);
 		return;
 	}
 	if (nf == 0 && a->reason == STOP_NONE) {
@@ -518,6 +648,8 @@ static void agent_round_end(struct agent *a)
 	} else if (!a->multi) {
 		agent_drop_report(a, 1);
 	}
+	if (a->ft)
+		filetimer_clear(a->ft);
 	for (int i = 0; i < a->nworkers; i++)
 		worker_release(&a->workers[i]);
 	free(a->workers);
@@ -605,6 +737,30 @@ static int make_attempt_dir(struct agent *a, int generation)
 }
 
 /*
+ * PyTorch's clients cannot authenticate: the workers' store accepts only
+ * loopback, this machine's addresses and the round's nodes (peers.h),
+ * unless --rdzv_conf=store_allow=any.
+ */
+static int agent_confine_store(struct agent *a)
+{
+	char why[512];
+	int rc;
+
+	peers_free(a->peers);
+	a->peers = NULL;
+	if (a->cfg->rdzv.store_allow_any)
+		return 0;
+	rc = peers_new(a->multi && a->rdzv ? rdzv_peers(a->rdzv) : NULL,
+		       &a->peers, why, sizeof(why));
+	if (rc)
+		return rc;
+	if (*why)
+		say("workers' store: %s: their workers will be refused", why);
+	store_server_set_allow(a->wstore, peers_allow, a->peers);
+	return 0;
+}
+
+/*
  * Start the workers' store of a round (called on group rank 0): a fresh
  * keyspace per round serves PyTorch versions that prefix /worker/attempt_<n>
  * and those that expect a new store per attempt alike. Without the agent
@@ -613,27 +769,52 @@ static int make_attempt_dir(struct agent *a, int generation)
 static int agent_start_master(void *data, int round, int *port)
 {
 	struct agent *a = data;
-	/* Alone, --master_port names the workers' store; with several nodes
-	 * it is the rendezvous store's, and the workers get a port of their
-	 * own. */
-	int want =
-		!a->multi && a->cfg->master_port >= 0 ? a->cfg->master_port : 0,
+	const struct crun_cfg *cfg = a->cfg;
+	struct crun_store_server *rs = a->rs ? rdzv_store_server(a->rs) : NULL;
+	/*
+	 * Alone, --master_port names the workers' store; with several nodes
+	 * rdzv_conf store_port does (firewalls that open one port), else the
+	 * workers get a free port of their own.
+	 */
+	int want = !a->multi && cfg->master_port >= 0 ? cfg->master_port
+		   : a->multi			      ? cfg->rdzv.store_port
+						      : 0,
 	    rc;
 
-	(void)round;
 	if (a->wstore) {
 		/* The previous round's workers are gone; so is their store. */
 		store_server_close(a->wstore, NULL, NULL);
 		a->wstore = NULL;
 	}
-	if (!a->cfg->agent_store)
+	if (!cfg->agent_store)
 		return reserve_port(a, port);
+	/*
+	 * The static backend on several nodes, as torchrun's: the workers use
+	 * the store on --master_port itself (PyTorch keeps each generation's
+	 * keys under /worker/attempt_<n>). Not behind a rendezvous secret,
+	 * which PyTorch's clients cannot prove: then they get a store of
+	 * their own, said once.
+	 */
+	if (a->multi && strcmp(cfg->rdzv_backend, "static") == 0 && want == 0 &&
+	    rs != NULL) {
+		if (cfg->rdzv.secret_file == NULL) {
+			*port = store_server_port(rs);
+			return 0;
+		}
+		if (round == 0)
+			say("the workers' store cannot share --master_port "
+			    "with "
+			    "a rendezvous secret (PyTorch's clients cannot "
+			    "prove it): it gets a port of its own (pin one "
+			    "with "
+			    "--rdzv_conf=store_port=P)");
+	}
 	rc = store_server_new(&a->loop, NULL, want, &a->cfg->store, &a->wstore);
 	if (rc)
 		return rc;
 	store_server_set_quiet(a->wstore, 1);
 	*port = store_server_port(a->wstore);
-	return 0;
+	return agent_confine_store(a);
 }
 
 /* A round is formed: start this node's workers with its result. */
@@ -678,7 +859,10 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 				  sizeof(errmsg));
 		if (rc == 0)
 			continue;
-		/* Workers that never started count as done (and not as failed).
+		/*
+		 * A worker that cannot start failed like one that exited 127:
+		 * the round ends on every node and restarts are spent job-wide.
+		 * Workers not started yet count as done (and not as failed).
 		 */
 		say("%s", errmsg);
 		for (int k = i + 1; k < a->nworkers; k++) {
@@ -687,10 +871,11 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 			w->a = a;
 			w->local_rank = k;
 			w->out.file_fd = w->err.file_fd = -1;
+			w->out.filter_fd = w->err.filter_fd = -1;
 			w->exited = w->stopped = 1;
 			w->status = 127;
 		}
-		agent_stop_group(a, STOP_FAILURE, SIGTERM);
+		agent_on_worker_exit(a, &a->workers[i]);
 		a->ndone += a->nworkers - i - 1 + (a->workers[i].handles == 0);
 		if (a->ndone == a->nworkers)
 			agent_round_end(a);
@@ -791,12 +976,18 @@ static void agent_finish(struct agent *a, int status)
 		return;
 	a->state = A_DONE;
 	a->exit_status = status;
+	if (status != 0)
+		agent_write_error_file(a, status);
 	agent_drop_report(a, 0);
 	for (int i = 0; i < a->nsigs; i++)
 		uv_close((uv_handle_t *)&a->sigs[i], NULL);
 	uv_close((uv_handle_t *)&a->kill_timer, NULL);
+	if (a->console)
+		console_close(a->console);
 	procs_close(a->procs, NULL, NULL);
 	a->procs = NULL;
+	filetimer_close(a->ft);
+	a->ft = NULL;
 	if (a->port_fd >= 0) {
 		close(a->port_fd);
 		a->port_fd = -1;
@@ -805,6 +996,8 @@ static void agent_finish(struct agent *a, int status)
 		store_server_close(a->wstore, NULL, NULL);
 		a->wstore = NULL;
 	}
+	peers_free(a->peers);
+	a->peers = NULL;
 	/* The rendezvous first: the store's pending replies then find it done.
 	 */
 	if (a->rdzv) {
@@ -855,6 +1048,15 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 	o.close_timeout = cfg->rdzv.close_timeout;
 	o.keep_alive_interval = cfg->rdzv.keep_alive_interval;
 	o.keep_alive_max_attempt = cfg->rdzv.keep_alive_max_attempt;
+	o.heartbeat_timeout = cfg->rdzv.heartbeat_timeout;
+	/* torchrun's static and etcd backends wait `timeout` for everyone. */
+	if ((o.static_rank >= 0 || a->re) && cfg->rdzv.timeout > 0)
+		o.join_timeout = cfg->rdzv.timeout;
+	else if (cfg->rdzv.timeout > 0)
+		say("rdzv_conf timeout is for the static and etcd backends "
+		    "(torchrun's "
+		    "c10d ignores it too); c10d waits join_timeout=%g s",
+		    cfg->rdzv.join_timeout);
 	o.start_master = agent_start_master;
 	o.data = a;
 	if (a->re) {
@@ -871,6 +1073,8 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 
 		if (n > o.keep_alive_max_attempt)
 			o.keep_alive_max_attempt = n;
+		if (o.heartbeat_timeout > 0 && o.heartbeat_timeout < span)
+			o.heartbeat_timeout = span;
 	}
 	rc = rdzv_new(&a->loop, &o, ops, kv, agent_on_rdzv_end, &a->rdzv);
 	if (rc) {
@@ -945,6 +1149,7 @@ static int agent_multi_start(struct agent *a)
 {
 	struct crun_cfg *cfg = a->cfg;
 	struct rdzv_store_opts o;
+	struct crun_auth_key key;
 	char host[256], errmsg[512] = "";
 	int port, rc, is_static = strcmp(cfg->rdzv_backend, "static") == 0;
 
@@ -963,14 +1168,66 @@ static int agent_multi_start(struct agent *a)
 	o.is_host = cfg->rdzv.is_host;
 	if (o.is_host < 0 && is_static)
 		o.is_host = cfg->node_rank == 0;
-	o.timeout_ms = (int)(cfg->rdzv.join_timeout * 1000);
+	/* As torchrun's TCPStore client: give up reaching the host after
+	 * read_timeout (and never later than the join deadline). */
+	o.timeout_ms =
+	    (int)(1000 * (cfg->rdzv.read_timeout < cfg->rdzv.join_timeout
+			      ? cfg->rdzv.read_timeout
+			      : cfg->rdzv.join_timeout));
 	o.limits = &cfg->store;
 	o.errmsg = errmsg;
 	o.errlen = sizeof(errmsg);
+	if (cfg->rdzv.secret_file) { /* the rendezvous secret (auth.h) */
+		rc = auth_key_load(cfg->rdzv.secret_file, &key, errmsg,
+				   sizeof(errmsg));
+		if (rc) {
+			say("%s", errmsg);
+			return CRUN_ECONFIG;
+		}
+		o.auth = &key;
+	}
 	rc = rdzv_store_open(&a->loop, &o, agent_on_rs_open, a, &a->rs);
+	sodium_memzero(&key, sizeof(key));
 	if (rc)
 		say("%s", *errmsg ? errmsg : crun_strerror(rc));
 	return rc;
+}
+
+/* The watchdog may signal only our workers and their process groups. */
+static int agent_owns_pid(void *data, pid_t pid, int *rank)
+{
+	struct agent *a = data;
+	pid_t pg = getpgid(pid);
+
+	for (int i = 0; i < a->nworkers; i++) {
+		struct worker *w = &a->workers[i];
+
+		if (w->proc && (w->pid == pid || w->pid == pg)) {
+			*rank = a->round.ranks.base_rank + w->local_rank;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * torchrun's FileTimer watchdog, when crun's environment asks for it: the
+ * workers find the FIFO in TORCHELASTIC_TIMER_FILE.
+ */
+static int agent_start_watchdog(struct agent *a)
+{
+	const char *on = getenv("TORCHELASTIC_ENABLE_FILE_TIMER");
+	char errmsg[512];
+
+	if (on == NULL || strcmp(on, "1") != 0)
+		return 0;
+	if (filetimer_new(&a->loop, getenv("TORCHELASTIC_TIMER_FILE"),
+			  agent_owns_pid, a, &a->ft, errmsg, sizeof(errmsg))) {
+		say("%s", errmsg);
+		return -1;
+	}
+	setenv("TORCHELASTIC_TIMER_FILE", filetimer_path(a->ft), 1);
+	return 0;
 }
 
 /* A unique run id: torchrun's default "none" makes unrelated jobs collide. */
@@ -1010,6 +1267,9 @@ static int agent_setup_logs(struct agent *a)
 		}
 		a->log_root_tmp = 1;
 		dir = path;
+		for (int i = 0; i < a->cfg->nproc_per_node; i++)
+			a->log_kept |= cfg_std_for(&a->cfg->redirects, i) |
+				       cfg_std_for(&a->cfg->tee, i);
 	} else if (mkdir(dir, 0755) && errno != EEXIST) {
 		say("cannot create log directory '%s': %s", dir,
 		    strerror(errno));
@@ -1023,6 +1283,8 @@ static int agent_setup_logs(struct agent *a)
 		    strerror(errno));
 		return -errno;
 	}
+	if (a->log_root_tmp && a->log_kept)
+		say("worker logs go to %s (no --log_dir given)", a->log_root);
 	return 0;
 }
 
@@ -1039,6 +1301,13 @@ int agent_run(struct crun_cfg *cfg)
 	if (gethostname(a.host, sizeof(a.host) - 1))
 		snprintf(a.host, sizeof(a.host), "localhost");
 	a.multi = cfg->nnodes_max > 1;
+	{
+		char note[256];
+
+		nofile_budget(cfg, note, sizeof(note));
+		if (*note)
+			say("%s", note);
+	}
 	if (cfg->rdzv_id == NULL && !a.multi)
 		cfg->rdzv_id = make_run_id(a.host);
 
@@ -1049,6 +1318,8 @@ int agent_run(struct crun_cfg *cfg)
 	}
 	uv_timer_init(&a.loop, &a.kill_timer);
 	a.kill_timer.data = &a;
+	if (console_new(&a.loop, CONSOLE_LIMIT, &a.console) == 0)
+		the_console = a.console;
 	rc = procs_new(&a.loop, &a.procs);
 	if (rc) {
 		say("cannot watch child processes: %s", crun_strerror(rc));
@@ -1071,7 +1342,11 @@ int agent_run(struct crun_cfg *cfg)
 		    "share this node); set it yourself to tune",
 		    cfg->nproc_per_node);
 
-	if (a.multi) {
+	if (a.multi)
+		agent_check_ifname(&a, a.host);
+	if (agent_start_watchdog(&a)) {
+		agent_finish(&a, 1);
+	} else if (a.multi) {
 		if (agent_multi_start(&a))
 			agent_finish(&a, 1);
 	} else if (agent_setup_logs(&a) == 0) {
@@ -1084,9 +1359,12 @@ int agent_run(struct crun_cfg *cfg)
 	rc = uv_loop_close(&a.loop);
 	if (rc)
 		say("internal error: event loop closed with handles open");
+	/* What a slow reader has not taken yet, bounded: then we exit. */
+	the_console = NULL;
+	console_free(a.console, CONSOLE_STALL_MS);
 
 	/* A log directory crun invented is removed after a success. */
-	if (a.log_root_tmp && a.exit_status == 0 && a.log_root) {
+	if (a.log_root_tmp && !a.log_kept && a.exit_status == 0 && a.log_root) {
 		char *parent = strdup(a.log_root);
 
 		nftw(a.log_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -26,6 +26,16 @@ struct wstream {
 	int file_fd;		/* tee copy, or -1 */
 	int is_err;
 	struct crun_linebuf lb;
+	int filter_fd;		/* <attempt>/filtered_std*.log, or -1 */
+	struct crun_linebuf flb; /* lines for the duplicate filters */
+};
+
+/* The worker's process group once the worker has exited (group.c). */
+struct wgroup {
+	uv_timer_t timer;
+	int active; /* the timer handle is open */
+	int killed; /* SIGKILL sent */
+	uint64_t deadline;
 };
 
 struct worker {
@@ -42,6 +52,7 @@ struct worker {
 	char *dir;		/* <attempt>/<local_rank>, or NULL */
 	char *stderr_file;	/* stderr.log when stderr goes only there */
 	char *error_file;
+	struct wgroup grp;
 };
 
 /** Everything the workers of one round need to know. */
@@ -64,6 +75,15 @@ void worker_signal(struct worker *w, int sig);
 /** Release what the worker holds once it has exited and its pipes closed. */
 void worker_release(struct worker *w);
 
+/** One of the worker's handles closed; done once all are and it exited. */
+void worker_handle_closed(struct worker *w);
+
+/** After the worker exited: stop what is left of its process group. */
+void group_reap(struct worker *w);
+
+/** Send sig to what is left of an exited worker's process group. */
+void group_signal(struct worker *w, int sig);
+
 /* Called by worker.c. */
 void agent_on_worker_exit(struct agent *a, struct worker *w);
 void agent_on_worker_done(struct agent *a, struct worker *w);
@@ -77,6 +97,26 @@ uv_loop_t *agent_loop(const struct agent *a);
 double agent_wall_time(void);
 char **agent_base_env(const struct agent *a);
 void agent_console(struct agent *a, int fd, const char *line, size_t len);
+
+/** The agent's console (console.h), for batching worker lines. */
+struct console *agent_con(const struct agent *a);
+
+/** One line from crun itself ("crun: ..."), on stderr. */
+void agent_say(struct agent *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/**
+ * Raise RLIMIT_NOFILE's soft limit to the hard one and cap cfg's store
+ * connections below it, with a reserve for the workers (nofile.c). Returns
+ * the cap; note gets a warning line when fds are scarce, else "".
+ */
+size_t nofile_budget(struct crun_cfg *cfg, char *note, size_t len);
+
+/**
+ * Multi-node: warn (or set GLOO_SOCKET_IFNAME, when asked) if host's name
+ * makes the workers' gloo bind to loopback. Blocking: before the loop runs.
+ */
+void agent_check_ifname(struct agent *a, const char *host);
 
 /** Run the agent for cfg until the job ends; returns crun's exit status. */
 int agent_run(struct crun_cfg *cfg);

@@ -10,9 +10,12 @@
  * a time, so lines from different workers never mix. stderr always feeds a
  * bounded tail for the failure report (from the pipe, or later from the file).
  *
- * A worker is done when its process has been reaped and its pipes closed;
- * at exit the pipes are drained synchronously, so nothing the worker wrote
- * before exiting is lost and a grandchild holding the pipe cannot delay us.
+ * A worker is done when its process has been reaped, its pipes closed and
+ * its process group is empty. At exit the pipes are drained synchronously,
+ * but only of the bytes already in them, so nothing the worker wrote before
+ * exiting is lost and a grandchild that keeps writing (`yes &`) cannot keep
+ * the agent in the drain. The group's survivors (`sleep 987 &`) then get
+ * SIGTERM, and SIGKILL after --shutdown_timeout (group.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,11 +24,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <pty.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "crun/err.h"
+#include "crun/gpu.h"
 #include "agent.h"
+#include "console.h"
 
 #define LINE_MAX_BYTES (64 * 1024)
 #define TAIL_BYTES (16 * 1024)
@@ -45,7 +54,26 @@ static void stream_on_line(void *ctx, const char *line, size_t len)
 {
 	struct wstream *s = ctx;
 
-	agent_console(s->w->a, s->console_fd, line, len);
+	/* Queued only: stream_consume writes the whole batch at once. */
+	console_put(agent_con(s->w->a), s->console_fd, line, len);
+}
+
+/* A line holding one of the duplicate filters is copied to their file. */
+static void stream_on_filter_line(void *ctx, const char *line, size_t len)
+{
+	struct wstream *s = ctx;
+	const struct crun_cfg *cfg = agent_cfg(s->w->a);
+	size_t plen = s->flb.plen;
+
+	for (int i = 0; i < cfg->ndup_filters[s->is_err]; i++)
+		if (memmem(line + plen, len - plen,
+			   cfg->dup_filters[s->is_err][i],
+			   strlen(cfg->dup_filters[s->is_err][i]))) {
+			/* O_APPEND: one write per line, whole among ranks. */
+			if (write(s->filter_fd, line, len) < 0)
+				return; /* a full disk must not stop the job */
+			return;
+		}
 }
 
 /* Route one chunk of a stream's bytes to its tee file, console and tail. */
@@ -64,27 +92,39 @@ static void stream_consume(struct wstream *s, const char *data, size_t n)
 			off += (size_t)k;
 		}
 	}
-	if (s->console_fd >= 0)
+	if (s->console_fd >= 0) {
 		linebuf_feed(&s->lb, data, n, stream_on_line, s);
+		console_flush(agent_con(s->w->a), s->console_fd);
+	}
+	if (s->filter_fd >= 0)
+		linebuf_feed(&s->flb, data, n, stream_on_filter_line, s);
 	if (s->is_err)
 		tail_write(&s->w->tail, data, n);
+}
+
+void worker_handle_closed(struct worker *w)
+{
+	if (--w->handles == 0 && w->exited)
+		agent_on_worker_done(w->a, w);
 }
 
 static void stream_on_close(uv_handle_t *h)
 {
 	struct wstream *s = h->data;
-	struct worker *w = s->w;
 
-	if (--w->handles == 0 && w->exited)
-		agent_on_worker_done(w->a, w);
+	worker_handle_closed(s->w);
 }
 
 static void stream_finish(struct wstream *s)
 {
 	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe))
 		return;
-	if (s->console_fd >= 0)
+	if (s->console_fd >= 0) {
 		linebuf_flush(&s->lb, stream_on_line, s);
+		console_flush(agent_con(s->w->a), s->console_fd);
+	}
+	if (s->filter_fd >= 0)
+		linebuf_flush(&s->flb, stream_on_filter_line, s);
 	uv_close((uv_handle_t *)&s->pipe, stream_on_close);
 }
 
@@ -98,19 +138,28 @@ static void stream_on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
 		stream_finish(s); /* EOF or error: nothing more will come */
 }
 
-/* Read whatever is still in the pipe; the writer has exited. */
+/*
+ * Read what is in the pipe now; the writer has exited. Bounded by the bytes
+ * queued at this moment: a grandchild still writing gets EPIPE afterwards.
+ */
 static void stream_drain(struct wstream *s)
 {
 	uv_os_fd_t fd;
 	ssize_t n;
+	int avail = 0;
+	size_t left;
 
 	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe) ||
 	    uv_fileno((uv_handle_t *)&s->pipe, &fd))
 		return;
-	for (;;) {
-		n = read(fd, readbuf, sizeof(readbuf));
+	if (ioctl(fd, FIONREAD, &avail) || avail < 0)
+		avail = (int)sizeof(readbuf);
+	for (left = (size_t)avail; left > 0;) {
+		n = read(fd, readbuf,
+			 left < sizeof(readbuf) ? left : sizeof(readbuf));
 		if (n > 0) {
 			stream_consume(s, readbuf, (size_t)n);
+			left -= (size_t)n;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -132,6 +181,7 @@ static void worker_on_exit(struct crun_proc *p, int status, int sig)
 	stream_drain(&w->err);
 	stream_finish(&w->out);
 	stream_finish(&w->err);
+	group_reap(w);
 	agent_on_worker_exit(w->a, w);
 	if (w->handles == 0)
 		agent_on_worker_done(w->a, w);
@@ -177,27 +227,18 @@ static char *subst_local_rank(const char *arg, int local_rank)
 	return out;
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t a = strlen(s), b = strlen(suffix);
-
-	return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
 /* torchrun's command: [python, -u, (-m), script, args...] or [script, args...].
  */
 static char **build_argv(const struct crun_cfg *cfg, int local_rank)
 {
-	const char *py = getenv("PYTHON");
 	char **argv = calloc((size_t)cfg->argc + 4, sizeof(char *));
-	int n = 0, python;
+	int n = 0;
 
 	if (argv == NULL)
 		return NULL;
-	python =
-	    !cfg->no_python && (cfg->module || ends_with(cfg->argv[0], ".py"));
-	if (python) {
-		argv[n++] = strdup(py && *py ? py : "python3");
+	/* The launcher decided (and chose the interpreter) once. */
+	if (cfg->python) {
+		argv[n++] = strdup(cfg->python);
 		argv[n++] = strdup("-u");
 		if (cfg->module)
 			argv[n++] = strdup("-m");
@@ -221,13 +262,99 @@ static int open_log(const char *dir, const char *name, char **path_out)
 
 	if (path == NULL)
 		return -1;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+	/* The filtered files are shared by the workers: never truncated
+	 * (each attempt directory is new anyway). */
+	fd = open(path,
+		  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+		      (strncmp(name, "filtered_", 9) ? O_TRUNC : 0),
 		  0644);
 	if (path_out && fd >= 0)
 		*path_out = path;
 	else
 		free(path);
 	return fd;
+}
+
+/*
+ * The console prefix of a tee'd line: [<role><local_rank>]:, or torchrun
+ * 2.x's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE with ${role_name},
+ * ${local_rank} and ${rank} replaced (other text kept as written).
+ */
+static void line_prefix(const struct crun_cfg *cfg, int local_rank, int rank,
+			char *out, size_t len)
+{
+	const char *t = getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+	size_t n = 0;
+
+	if (t == NULL || *t == '\0') {
+		snprintf(out, len, "[%s%d]:", cfg->role, local_rank);
+		return;
+	}
+	*out = '\0';
+	while (*t && n + 1 < len) {
+		const char *sub = NULL;
+		char num[16];
+		size_t skip = 0;
+
+		if (strncmp(t, "${role_name}", 12) == 0) {
+			sub = cfg->role;
+			skip = 12;
+		} else if (strncmp(t, "${local_rank}", 13) == 0) {
+			snprintf(num, sizeof(num), "%d", local_rank);
+			sub = num;
+			skip = 13;
+		} else if (strncmp(t, "${rank}", 7) == 0) {
+			snprintf(num, sizeof(num), "%d", rank);
+			sub = num;
+			skip = 7;
+		}
+		if (sub) {
+			n += (size_t)snprintf(out + n, len - n, "%s", sub);
+			t += skip;
+		} else {
+			out[n++] = *t++;
+			out[n] = '\0';
+		}
+		if (n >= len)
+			n = len - 1;
+	}
+}
+
+/*
+ * Whether a console stream is a terminal the workers should see as one
+ * (CRUN_WORKER_PTY=0 turns this off: plain pipes, as before).
+ */
+static int console_is_terminal(int fd)
+{
+	const char *v = getenv("CRUN_WORKER_PTY");
+
+	return isatty(fd) && !(v && strcmp(v, "0") == 0);
+}
+
+/*
+ * A pseudo-terminal instead of a pipe, for a stream whose console is a
+ * terminal: the worker's isatty() is true (progress bars redraw, colours,
+ * line-buffered stdio) while the agent still reads every byte for the
+ * prefixes, the tail and the log files. The pty does no output processing
+ * (no \n -> \r\n) and has the console's window size. fds[0] is the side
+ * the agent reads, fds[1] the worker's.
+ */
+static int open_pty(int console_fd, int fds[2])
+{
+	struct winsize ws;
+	struct termios t;
+	int have_ws = ioctl(console_fd, TIOCGWINSZ, &ws) == 0;
+
+	if (openpty(&fds[0], &fds[1], NULL, NULL, have_ws ? &ws : NULL))
+		return -errno;
+	fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+	fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+	if (tcgetattr(fds[1], &t) == 0) {
+		t.c_oflag &= ~(tcflag_t)OPOST;
+		t.c_lflag &= ~(tcflag_t)(ECHO | ICANON | ISIG);
+		tcsetattr(fds[1], TCSANOW, &t);
+	}
+	return 0;
 }
 
 /*
@@ -241,26 +368,47 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 	int rbits = cfg_std_for(&cfg->redirects, w->local_rank);
 	int tbits = cfg_std_for(&cfg->tee, w->local_rank);
 	int to_file = w->dir && ((rbits | tbits) & bit);
-	int to_console =
-	    !(rbits & bit) && cfg_rank_on_console(cfg, w->local_rank);
+	/* tee wins over redirects, as torchrun's "tee implies redirect". */
+	int to_console = ((tbits & bit) || !(rbits & bit)) &&
+			 cfg_rank_on_console(cfg, w->local_rank);
 	const char *name = bit == CRUN_STD_OUT ? "stdout.log" : "stderr.log";
+	int tty = 0;
+	/* The duplicate filters need the lines: through the pipe too. */
+	int filter =
+	    r->attempt_dir && cfg->ndup_filters[bit == CRUN_STD_ERR] > 0;
 	int fds[2], rc;
 
 	s->w = w;
 	s->is_err = bit == CRUN_STD_ERR;
 	s->file_fd = -1;
 	s->console_fd = -1;
+	s->filter_fd = -1;
 	*child_fd = -1;
 	*close_fd = -1;
 
-	if (to_file && !to_console) {
+	if (filter) {
+		char prefix[128];
+
+		s->filter_fd = open_log(r->attempt_dir,
+					s->is_err ? "filtered_stderr.log"
+						  : "filtered_stdout.log",
+					NULL);
+		if (s->filter_fd < 0)
+			return -errno;
+		line_prefix(cfg, w->local_rank,
+			    r->ranks.base_rank + w->local_rank, prefix,
+			    sizeof(prefix));
+		if ((rc = linebuf_init(&s->flb, prefix, LINE_MAX_BYTES)))
+			return rc;
+	}
+	if (to_file && !to_console && !filter) {
 		/* Only the file wants it: give it to the worker directly. */
 		*child_fd =
 		    open_log(w->dir, name, s->is_err ? &w->stderr_file : NULL);
 		*close_fd = *child_fd;
 		return *child_fd < 0 ? -errno : 0;
 	}
-	if (!to_file && !to_console && !s->is_err) {
+	if (!to_file && !to_console && !s->is_err && !filter) {
 		*child_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 		*close_fd = *child_fd;
 		return *child_fd < 0 ? -errno : 0;
@@ -274,17 +422,25 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 		char prefix[128] = "";
 
 		if (tbits & bit)
-			snprintf(prefix, sizeof(prefix), "[%s%d]:", cfg->role,
-				 w->local_rank);
+			line_prefix(cfg, w->local_rank,
+				    r->ranks.base_rank + w->local_rank, prefix,
+				    sizeof(prefix));
 		s->console_fd = s->is_err ? 2 : 1;
 		rc = linebuf_init(&s->lb, prefix, LINE_MAX_BYTES);
 		if (rc)
 			return rc;
+		tty = console_is_terminal(s->console_fd);
+		linebuf_set_partial(&s->lb, tty);
 	}
-	if (pipe2(fds, O_CLOEXEC))
+	if (tty) {
+		if ((rc = open_pty(s->console_fd, fds)))
+			return rc;
+	} else if (pipe2(fds, O_CLOEXEC)) {
 		return -errno;
-	/* A roomy pipe absorbs bursts from fast writers. */
-	fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
+	} else {
+		/* A roomy pipe absorbs bursts from fast writers. */
+		fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
+	}
 	rc = uv_pipe_init(agent_loop(w->a), &s->pipe, 0);
 	if (rc == 0)
 		rc = uv_pipe_open(&s->pipe, fds[0]);
@@ -316,6 +472,7 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 	w->a = a;
 	w->local_rank = local_rank;
 	w->out.file_fd = w->err.file_fd = -1;
+	w->out.filter_fd = w->err.filter_fd = -1;
 	env.v = NULL;
 	if ((rc = tail_init(&w->tail, TAIL_BYTES)))
 		goto fail;
@@ -360,6 +517,16 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 	ctx.nproc = r->ranks.local_world_size;
 	if ((rc = env_add_contract(&env, &r->ranks, &ctx)))
 		goto fail;
+	if (cfg->virtual_local_rank) {
+		const char *var;
+		char dev[64];
+
+		/* torchrun 2.x: the worker's device is its only one, as 0. */
+		gpu_virtual_device(local_rank, &var, dev, sizeof(dev));
+		if ((rc = env_set(&env, "LOCAL_RANK", "0")) ||
+		    (rc = env_set(&env, var, dev)))
+			goto fail;
+	}
 
 	argv = build_argv(cfg, local_rank);
 	if (argv == NULL) {
@@ -407,8 +574,12 @@ fail:
 
 void worker_signal(struct worker *w, int sig)
 {
-	if (w->proc == NULL)
+	if (w->proc == NULL) {
+		/* Exited: its group's survivors get the signal (a second
+		 * SIGINT's SIGKILL, say). */
+		group_signal(w, sig);
 		return;
+	}
 	w->stopped = 1;
 	proc_kill(w->proc, sig);
 }
@@ -419,6 +590,14 @@ void worker_release(struct worker *w)
 		close(w->out.file_fd);
 	if (w->err.file_fd >= 0)
 		close(w->err.file_fd);
+	if (w->out.filter_fd >= 0)
+		close(w->out.filter_fd);
+	if (w->err.filter_fd >= 0)
+		close(w->err.filter_fd);
+	if (w->out.flb.buf)
+		linebuf_release(&w->out.flb);
+	if (w->err.flb.buf)
+		linebuf_release(&w->err.flb);
 	if (w->out.lb.buf)
 		linebuf_release(&w->out.lb);
 	if (w->err.lb.buf)

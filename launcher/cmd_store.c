@@ -6,6 +6,7 @@
  * stops cleanly on SIGINT or SIGTERM.
  */
 #include <errno.h>
+#include <signal.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -31,9 +32,16 @@ static const char store_usage[] =
     "  --max-key-size N     largest key in bytes (default 8192)\n"
     "  --max-value-size N   largest value in bytes (default 8388608)\n"
     "  --max-keys N         most keys in one request (default 131072)\n"
-    "  --max-memory N       bytes of keys and values stored (default "
-    "1073741824)\n"
+    "  --max-memory N       ceiling on the bytes the store holds: keys,\n"
+    "                       values, waiters and every connection's buffers\n"
+    "                       (default 1G)\n"
     "  --max-conns N        concurrent connections (default 65536)\n"
+    "  --max-output N       unsent reply bytes per connection; past it the\n"
+    "                       connection is not read until they drain, and a\n"
+    "                       larger single reply is refused (default 64M)\n"
+    "  --idle-timeout S     close a connection holding a partial request or\n"
+    "                       unsent replies S seconds without progress\n"
+    "                       (default 30)\n"
     "  --quiet              do not log closed connections\n"
     "  -h, --help           show this help\n"
     "\n"
@@ -70,6 +78,8 @@ int cmd_store_main(int argc, char **argv)
 	    {"max-keys", required_argument, NULL, 'n'},
 	    {"max-memory", required_argument, NULL, 'm'},
 	    {"max-conns", required_argument, NULL, 'c'},
+	    {"max-output", required_argument, NULL, 'o'},
+	    {"idle-timeout", required_argument, NULL, 'i'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -82,6 +92,9 @@ int cmd_store_main(int argc, char **argv)
 	char *end;
 	int c, rc, quiet = 0;
 
+	/* A client hanging up during a reply must not kill the store (main
+	 * did this already; `crun store` must not depend on it). */
+	signal(SIGPIPE, SIG_IGN);
 	store_limits_default(&lim);
 	opterr = 0;
 	optind = 1;
@@ -125,6 +138,14 @@ int cmd_store_main(int argc, char **argv)
 		case 'c':
 			slot = &lim.max_conns;
 			flag = "--max-conns";
+			break;
+		case 'o':
+			slot = &lim.max_output;
+			flag = "--max-output";
+			break;
+		case 'i':
+			slot = &lim.idle_timeout;
+			flag = "--idle-timeout";
 			break;
 		case 'q':
 			quiet = 1;

@@ -4,6 +4,7 @@
  * with one line naming the option and the value.
  */
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/pyexec.h"
 #include "../agent/agent.h"
 #include "launcher.h"
 
@@ -47,30 +49,55 @@ static int executable(const char *cmd)
 	return 0;
 }
 
-/* A missing entrypoint is a usage error, found before anything starts. */
-static int check_entrypoint(const struct crun_cfg *cfg, char *msg, size_t len)
+/*
+ * Whether the workers run under Python: -m, a .py script, or (as torchrun
+ * does for any script) a file that is readable but not executable; a binary
+ * or an executable script runs directly. Returns 1, 0, or -1 with msg set
+ * when the entrypoint does not exist: a usage error found before anything
+ * starts.
+ */
+static int runs_python(const struct crun_cfg *cfg, char *msg, size_t len)
 {
 	const char *ep = cfg->argv[0];
 	size_t n = strlen(ep);
-	int python = !cfg->no_python &&
-		     (cfg->module || (n > 3 && strcmp(ep + n - 3, ".py") == 0));
+	struct stat st;
 
-	if (cfg->module)
-		return 0;
-	if (python) {
+	if (cfg->module && !cfg->no_python)
+		return 1;
+	if (!cfg->no_python && n > 3 && strcmp(ep + n - 3, ".py") == 0) {
 		if (access(ep, R_OK) != 0) {
 			snprintf(msg, len, "training_script '%s': no such file",
 				 ep);
 			return -1;
 		}
+		return 1;
+	}
+	if (executable(ep))
 		return 0;
-	}
-	if (!executable(ep)) {
-		snprintf(msg, len, "training_script '%s': %s", ep,
-			 strchr(ep, '/') ? "not an executable file"
-					 : "command not found in PATH");
-		return -1;
-	}
+	if (!cfg->no_python && strchr(ep, '/') && stat(ep, &st) == 0 &&
+	    S_ISREG(st.st_mode) && access(ep, R_OK) == 0)
+		return 1;
+	snprintf(msg, len, "training_script '%s': %s", ep,
+		 strchr(ep, '/') ? "not an executable file"
+				 : "command not found in PATH");
+	return -1;
+}
+
+/* Decide how workers run; choose and announce the interpreter once. */
+static int setup_entrypoint(struct crun_cfg *cfg, int announce, char *msg,
+			    size_t len)
+{
+	struct crun_pyexec px;
+	int py = runs_python(cfg, msg, len);
+
+	if (py <= 0)
+		return py;
+	pyexec_choose(environ, 10000, &px);
+	cfg->python = strdup(px.path);
+	cfg->python_why = strdup(px.why);
+	if (announce && px.probed)
+		fprintf(stderr, "crun: python workers run under %s (%s)\n",
+			px.path, px.why);
 	return 0;
 }
 
@@ -80,6 +107,9 @@ int main(int argc, char **argv)
 	char msg[1024];
 	int done = 0, rc;
 
+	/* Before any socket exists: a peer that hangs up must cost an EPIPE,
+	 * never the process (the agent's stores, `crun store`, the clients). */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1 && strcmp(argv[1], "store") == 0)
 		return cmd_store_main(argc - 1, argv + 1);
 
@@ -97,15 +127,17 @@ int main(int argc, char **argv)
 		cfg_release(&cfg);
 		return 0;
 	}
+	if (cfg.argc > 0 &&
+	    setup_entrypoint(&cfg, !cfg.print_config, msg, sizeof(msg))) {
+		cfg_release(&cfg);
+		return usage_error(msg);
+	}
 	if (cfg.print_config) {
 		cfg_print(&cfg, stdout);
 		cfg_release(&cfg);
 		return 0;
 	}
-	if (check_entrypoint(&cfg, msg, sizeof(msg))) {
-		cfg_release(&cfg);
-		return usage_error(msg);
-	}
+	cfg_notices(&cfg, stderr);
 	rc = agent_run(&cfg);
 	cfg_release(&cfg);
 	return rc;

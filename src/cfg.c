@@ -21,6 +21,7 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/etcd.h"
+#include "crun/gpu.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
 
@@ -43,6 +44,10 @@ int cfg__err(char *errmsg, size_t len, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(errmsg, len, fmt, ap);
 		va_end(ap);
+		/* One line, whatever the value quoted in it holds. */
+		for (char *p = errmsg; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
 	}
 	return CRUN_EUSAGE;
 }
@@ -51,6 +56,14 @@ static char *xstrdup(const char *s)
 {
 	char *p = strdup(s);
 
+	if (p == NULL)
+		abort();
+	return p;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n);
 	if (p == NULL)
 		abort();
 	return p;
@@ -86,6 +99,9 @@ void cfg_release(struct crun_cfg *cfg)
 	for (i = 0; i < cfg->argc; i++)
 		free(cfg->argv[i]);
 	free(cfg->argv);
+	free(cfg->python);
+	free(cfg->numa_binding);
+	free(cfg->python_why);
 	free(cfg->rdzv_backend);
 	free(cfg->rdzv_endpoint);
 	free(cfg->rdzv_id);
@@ -98,11 +114,17 @@ void cfg_release(struct crun_cfg *cfg)
 	free(cfg->rdzv.key);
 	free(cfg->rdzv.user);
 	free(cfg->rdzv.password_file);
+	free(cfg->rdzv.secret_file);
 	free(cfg->master_addr);
 	free(cfg->local_addr);
 	free(cfg->log_dir);
 	free(cfg->local_ranks_filter_str);
 	free(cfg->local_ranks_filter);
+	for (int k = 0; k < 2; k++) {
+		for (int j = 0; j < cfg->ndup_filters[k]; j++)
+			free(cfg->dup_filters[k][j]);
+		free(cfg->dup_filters[k]);
+	}
 	free(cfg->signals_str);
 	free(cfg->config_file);
 	for (i = 0; i < cfg->nenv; i++)
@@ -170,6 +192,9 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	*out = v;
 	return 0;
 }
+
+/* The longest duration any option takes: a year, in seconds. */
+#define CFG_MAX_SECONDS (365.0 * 24 * 3600)
 
 static int parse_double(const char *s, double lo, double *out)
 {
@@ -389,21 +414,28 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			    "rdzv_conf: empty key or value in '%s=%s'", k, v);
 			goto out;
 		}
-#define DUR(name, field, lo)                                                   \
+#define DUR(name, field, hi)                                                   \
 	if (strcmp(k, name) == 0) {                                            \
-		if (parse_double(v, lo, &d) || d <= 0)                         \
+		if (parse_double(v, 0, &d) || d <= 0)                          \
 			goto bad;                                              \
+		if (d < 0.001 || d > (hi)) {                                   \
+			rc = cfg__err(errmsg, errlen,                          \
+				      "rdzv_conf: '%s' for '%s' is out of "    \
+				      "range (0.001..%.0f seconds)",           \
+				      v, k, (double)(hi));                     \
+			goto out;                                              \
+		}                                                              \
 		conf->field = d;                                               \
 		continue;                                                      \
 	}
-		DUR("join_timeout", join_timeout, 0)
-		DUR("last_call_timeout", last_call_timeout, 0)
-		DUR("close_timeout", close_timeout, 0)
-		DUR("read_timeout", read_timeout, 0)
-		DUR("heartbeat_timeout", heartbeat_timeout, 0)
-		DUR("keep_alive_interval", keep_alive_interval, 0)
-		DUR("timeout", timeout, 0)
-		DUR("lease_ttl", lease_ttl, 0)
+		DUR("join_timeout", join_timeout, CFG_MAX_SECONDS)
+		DUR("last_call_timeout", last_call_timeout, CFG_MAX_SECONDS)
+		DUR("close_timeout", close_timeout, CFG_MAX_SECONDS)
+		DUR("read_timeout", read_timeout, CFG_MAX_SECONDS)
+		DUR("heartbeat_timeout", heartbeat_timeout, CFG_MAX_SECONDS)
+		DUR("keep_alive_interval", keep_alive_interval, 3600)
+		DUR("timeout", timeout, CFG_MAX_SECONDS)
+		DUR("lease_ttl", lease_ttl, CFG_MAX_SECONDS)
 #undef DUR
 		if (strcmp(k, "keep_alive_max_attempt") == 0) {
 			if (parse_long(v, 1, 1000000, &l))
@@ -440,6 +472,23 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			set_str(&conf->user, v);
 		} else if (strcmp(k, "password_file") == 0) {
 			set_str(&conf->password_file, v);
+		} else if (strcmp(k, "secret_file") == 0) {
+			set_str(&conf->secret_file, v);
+		} else if (strcmp(k, "set_socket_ifname") == 0) {
+			if (strcmp(v, "nccl") == 0)
+				conf->set_ifname = 2;
+			else if (cfg_parse_bool(v, &b) == 0)
+				conf->set_ifname = b;
+			else
+				goto bad;
+		} else if (strcmp(k, "store_port") == 0) {
+			if (parse_long(v, 1, 65535, &l))
+				goto bad;
+			conf->store_port = (int)l;
+		} else if (strcmp(k, "store_allow") == 0) {
+			if (strcmp(v, "any") != 0 && strcmp(v, "round") != 0)
+				goto bad;
+			conf->store_allow_any = strcmp(v, "any") == 0;
 		} else if (strcmp(k, "rank") == 0 ||
 			   strcmp(k, "use_libuv") == 0) {
 			/* Accepted for torchrun compatibility; crun needs
@@ -451,9 +500,10 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			    "last_call_timeout, close_timeout, read_timeout, "
 			    "heartbeat_timeout, keep_alive_interval, "
 			    "keep_alive_max_attempt, is_host, store_type, "
-			    "local_addr, timeout; etcd: etcd_prefix, protocol, "
-			    "cacert, cert, key, user, password_file, "
-			    "lease_ttl)",
+			    "local_addr, timeout, secret_file, store_allow, "
+			    "store_port, set_socket_ifname; "
+			    "etcd: etcd_prefix, protocol, cacert, cert, key, "
+			    "user, password_file, lease_ttl)",
 			    k);
 			goto out;
 		}
@@ -468,53 +518,54 @@ out:
 	return rc;
 }
 
-/* Count entries of CUDA_VISIBLE_DEVICES the way CUDA does: stop at the first
- * invalid one. */
-static int visible_devices(const char *cvd, int physical)
-{
-	char *copy = xstrdup(cvd), *tok, *save = NULL;
-	int n = 0;
-
-	for (tok = strtok_r(copy, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		long idx;
-
-		while (isspace((unsigned char)*tok))
-			tok++;
-		if (strncmp(tok, "GPU-", 4) == 0 ||
-		    strncmp(tok, "MIG-", 4) == 0) {
-			n++;
-			continue;
-		}
-		if (parse_long(tok, 0, INT_MAX, &idx) || idx >= physical)
-			break;
-		n++;
-	}
-	free(copy);
-	return n;
-}
-
+/* GPUs that "gpu" counts: CUDA devices, which ROCm builds also report. */
 int cfg_gpu_count(void)
 {
-	const char *root = getenv("CRUN_NVIDIA_PROC");
-	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-	struct dirent *de;
-	DIR *d;
-	int n = 0;
+	return gpu_count(CRUN_GPU_NVIDIA) + gpu_count(CRUN_GPU_AMD);
+}
 
-	/* The NVIDIA kernel driver lists one directory per GPU here; no CUDA
-	 * library is needed to read it. CRUN_NVIDIA_PROC lets tests point
-	 * elsewhere. */
-	d = opendir(root ? root : "/proc/driver/nvidia/gpus");
-	if (d) {
-		while ((de = readdir(d)) != NULL)
-			if (de->d_name[0] != '.')
-				n++;
-		closedir(d);
+/*
+ * torchrun's duplicate filters: a comma-separated list in which ",," stands
+ * for a literal comma; empty entries are dropped. *n is -1 on error.
+ */
+static int parse_dup_filters(const char *s, char ***out, int *n)
+{
+	char buf[257];
+	size_t k = 0;
+
+	for (int i = 0; i < *n; i++)
+		free((*out)[i]);
+	free(*out);
+	*out = NULL;
+	*n = 0;
+	for (;; s++) {
+		if (*s == ',' && s[1] == ',') {
+			s++; /* a literal comma */
+		} else if (*s == ',' || *s == '\0') {
+			if (k > 0) {
+				if (*n == 64)
+					goto bad;
+				*out = xrealloc(*out, sizeof(char *) *
+							  (size_t)(*n + 1));
+				buf[k] = '\0';
+				(*out)[(*n)++] = xstrdup(buf);
+				k = 0;
+			}
+			if (*s == '\0')
+				return 0;
+			continue;
+		}
+		if (k == sizeof(buf) - 1)
+			goto bad;
+		buf[k++] = *s;
 	}
-	if (cvd)
-		return visible_devices(cvd, n);
-	return n;
+bad:
+	for (int i = 0; i < *n; i++)
+		free((*out)[i]);
+	free(*out);
+	*out = NULL;
+	*n = -1;
+	return -1;
 }
 
 static int parse_filter(const char *s, int **out, int *n)
@@ -662,9 +713,40 @@ int cfg_split_words(const char *s, char ***out, int *n)
 
 /* --- command line ------------------------------------------------------- */
 
+/* One option's line of --help. */
+static void usage_opt(FILE *fp, const struct cfg_opt *o)
+{
+	char spell[96];
+	int n;
+
+	n = snprintf(spell, sizeof(spell), "  %s%c%s--%s", o->shrt ? "-" : "",
+		     o->shrt ? o->shrt : ' ', o->shrt ? ", " : "", o->name);
+	if (!o->shrt)
+		n = snprintf(spell, sizeof(spell), "  --%s", o->name);
+	if (o->type != CFG_T_BOOL)
+		snprintf(spell + n, sizeof(spell) - (size_t)n, " %s",
+			 o->type == CFG_T_INT ? "N" : "VALUE");
+	if (strlen(spell) > 30)
+		fprintf(fp, "%s\n%32s", spell, "");
+	else
+		fprintf(fp, "%-32s", spell);
+	fprintf(fp, "%s", o->help);
+	if (o->def && *o->def)
+		fprintf(fp, " (default: %s)", o->def);
+	fputc('\n', fp);
+}
+
+/* Whether an option before table row i belongs to group. */
+static int group_seen(size_t i, const char *group)
+{
+	for (size_t k = 0; k < i; k++)
+		if (cfg_opts[k].help && strcmp(cfg_opts[k].group, group) == 0)
+			return 1;
+	return 0;
+}
+
 static void usage(FILE *fp)
 {
-	const char *group = NULL;
 	size_t i;
 
 	fprintf(
@@ -676,40 +758,24 @@ static void usage(FILE *fp)
 	    "in a\n"
 	    "rendezvous, and restart the workers when they fail or nodes come "
 	    "and\n"
-	    "go. A .py script runs under python3 -u ($PYTHON), -m runs a "
+	    "go. A .py script runs under python3 -u ($PYTHON_EXEC), -m runs a "
 	    "module,\n"
 	    "anything else is executed directly. ${local_rank} in an argument "
 	    "is\n"
 	    "replaced per worker. Options also read PET_<NAME> (crun's own:\n"
 	    "CRUN_<NAME>) from the environment; both - and _ spellings "
 	    "work.\n");
+	/* Each group once, in the order groups first appear in the table. */
 	for (i = 0; i < CFG_NOPTS; i++) {
-		const struct cfg_opt *o = &cfg_opts[i];
-		char spell[96];
-		int n;
+		const char *group = cfg_opts[i].group;
 
-		if (o->help == NULL)
+		if (cfg_opts[i].help == NULL || group_seen(i, group))
 			continue;
-		if (group == NULL || strcmp(group, o->group) != 0) {
-			group = o->group;
-			fprintf(fp, "\n%s:\n", group);
-		}
-		n = snprintf(spell, sizeof(spell), "  %s%c%s--%s",
-			     o->shrt ? "-" : "", o->shrt ? o->shrt : ' ',
-			     o->shrt ? ", " : "", o->name);
-		if (!o->shrt)
-			n = snprintf(spell, sizeof(spell), "  --%s", o->name);
-		if (o->type != CFG_T_BOOL)
-			snprintf(spell + n, sizeof(spell) - (size_t)n, " %s",
-				 o->type == CFG_T_INT ? "N" : "VALUE");
-		if (strlen(spell) > 30)
-			fprintf(fp, "%s\n%32s", spell, "");
-		else
-			fprintf(fp, "%-32s", spell);
-		fprintf(fp, "%s", o->help);
-		if (o->def && *o->def)
-			fprintf(fp, " (default: %s)", o->def);
-		fputc('\n', fp);
+		fprintf(fp, "\n%s:\n", group);
+		for (size_t k = i; k < CFG_NOPTS; k++)
+			if (cfg_opts[k].help &&
+			    strcmp(cfg_opts[k].group, group) == 0)
+				usage_opt(fp, &cfg_opts[k]);
 	}
 	fprintf(
 	    fp,
@@ -755,6 +821,13 @@ int cfg_apply_env(struct crun_cfg *cfg, char **envp)
 			continue;
 		env_name(o, name, sizeof(name));
 		v = envp_get(envp, name);
+		/* torchrun 2.x's own variable, below PET_SHUTDOWN_TIMEOUT. */
+		if ((v == NULL || *v == '\0') &&
+		    o->id == CFG_shutdown_timeout) {
+			snprintf(name, sizeof(name),
+				 "TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+			v = envp_get(envp, name);
+		}
 		/* An empty value is ignored, as torchrun's env action does. */
 		if (v && *v)
 			cfg_set(cfg, o->id, v, CRUN_SRC_ENV, name);
@@ -790,7 +863,13 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 		}
 		if (a[0] != '-' || a[1] == '\0')
 			break;
-		/* No option starts with "h" or "v": any prefix is unique. */
+		/*
+		 * No option but --help starts with "h": any prefix is unique;
+		 * "--v" could be --version or --virtual_local_rank.
+		 */
+		if (strcmp(a, "--v") == 0)
+			return cfg__err(errmsg, errlen,
+					"ambiguous argument '--v'");
 		if (strcmp(a, "-h") == 0 ||
 		    (a[1] == '-' && a[2] == 'h' &&
 		     strncmp(a + 2, "help", strlen(a + 2)) == 0)) {
@@ -798,7 +877,7 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 			*done = 1;
 			return 0;
 		}
-		if (a[1] == '-' && a[2] == 'v' &&
+		if (a[1] == '-' && a[2] == 'v' && a[3] == 'e' &&
 		    strncmp(a + 2, "version", strlen(a + 2)) == 0) {
 			printf("crun %s\n", CRUN_VERSION);
 			*done = 1;
@@ -813,8 +892,9 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 				return cfg__err(errmsg, errlen,
 						"unrecognized argument '%s'",
 						a);
+			/* -t3, and -t=3 as argparse reads it. */
 			if (o->type != CFG_T_BOOL && a[2])
-				val = a + 2;
+				val = a + 2 + (a[2] == '=');
 			else if (o->type == CFG_T_BOOL && a[2])
 				return cfg__err(errmsg, errlen,
 						"unrecognized argument '%s'",
@@ -955,18 +1035,11 @@ int cfg_parse_size(const char *s, size_t *out)
 	return 0;
 }
 
-static int get_size(struct crun_cfg *cfg, int id, size_t *out, char *e,
-		    size_t l)
-{
-	if (cfg->raw[id] == NULL || cfg_parse_size(cfg->raw[id], out) == 0)
-		return 0;
-	return bad(cfg, id, e, l, "expected a size like 8192, 64K, 8M, 1G");
-}
-
 static int get_double(struct crun_cfg *cfg, int id, double lo, int positive,
 		      double *out, char *e, size_t l)
 {
 	double v;
+	char why[80];
 
 	if (cfg->raw[id] == NULL)
 		return 0;
@@ -974,6 +1047,33 @@ static int get_double(struct crun_cfg *cfg, int id, double lo, int positive,
 		return bad(cfg, id, e, l,
 			   positive ? "expected a number > 0"
 				    : "expected a number >= 0");
+	/* Every double option is a duration in seconds: timers take ms. */
+	if (v > CFG_MAX_SECONDS) {
+		snprintf(why, sizeof(why),
+			 "out of range (at most %.0f seconds)",
+			 (double)CFG_MAX_SECONDS);
+		return bad(cfg, id, e, l, why);
+	}
+	*out = v;
+	return 0;
+}
+
+/* A size option with an upper bound of its own. */
+static int get_size_max(struct crun_cfg *cfg, int id, size_t hi, size_t *out,
+			char *e, size_t l)
+{
+	char why[80];
+	size_t v;
+
+	if (cfg->raw[id] == NULL)
+		return 0;
+	if (cfg_parse_size(cfg->raw[id], &v))
+		return bad(cfg, id, e, l,
+			   "expected a size like 8192, 64K, 8M, 1G");
+	if (v > hi) {
+		snprintf(why, sizeof(why), "out of range (at most %zu)", hi);
+		return bad(cfg, id, e, l, why);
+	}
 	*out = v;
 	return 0;
 }
@@ -1008,6 +1108,8 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	    (rc = get_bool(cfg, CFG_module, &cfg->module, e, l)) ||
 	    (rc = get_bool(cfg, CFG_no_python, &cfg->no_python, e, l)) ||
 	    (rc = get_bool(cfg, CFG_run_path, &cfg->run_path, e, l)) ||
+	    (rc = get_bool(cfg, CFG_virtual_local_rank,
+			   &cfg->virtual_local_rank, e, l)) ||
 	    (rc = get_bool(cfg, CFG_print_config, &cfg->print_config, e, l)) ||
 	    (rc = get_bool(cfg, CFG_no_agent_store, &cfg->agent_store, e, l)))
 		return rc;
@@ -1047,17 +1149,27 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	} else if (strcmp(RAW(nproc_per_node), "gpu") == 0) {
 		cfg->nproc_per_node = cfg_gpu_count();
 		if (cfg->nproc_per_node == 0)
+			return bad(
+			    cfg, CFG_nproc_per_node, e, l,
+			    "no NVIDIA or AMD GPU is visible (see "
+			    "CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)");
+	} else if (strcmp(RAW(nproc_per_node), "xpu") == 0) {
+		cfg->nproc_per_node = gpu_count(CRUN_GPU_INTEL);
+		if (cfg->nproc_per_node == 0)
 			return bad(cfg, CFG_nproc_per_node, e, l,
-				   "no NVIDIA GPU is visible (see "
-				   "CUDA_VISIBLE_DEVICES)");
+				   "no Intel XPU is visible (see "
+				   "ZE_AFFINITY_MASK)");
 	} else if (strcmp(RAW(nproc_per_node), "auto") == 0) {
+		/* As torchrun 2.x: the accelerators, else the CPUs. */
 		cfg->nproc_per_node = cfg_gpu_count();
+		if (cfg->nproc_per_node == 0)
+			cfg->nproc_per_node = gpu_count(CRUN_GPU_INTEL);
 		if (cfg->nproc_per_node == 0)
 			cfg->nproc_per_node = cpu_count();
 	} else if (parse_long(RAW(nproc_per_node), 1, CRUN_MAX_LOCAL_RANKS,
 			      &v)) {
 		return bad(cfg, CFG_nproc_per_node, e, l,
-			   "expected a count 1..1024, cpu, gpu or auto");
+			   "expected a count 1..1024, cpu, gpu, xpu or auto");
 	} else {
 		cfg->nproc_per_node = (int)v;
 	}
@@ -1083,6 +1195,13 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	if (*RAW(role) == '\0')
 		return bad(cfg, CFG_role, e, l, "must not be empty");
 	set_str(&cfg->role, RAW(role));
+	if (RAW(numa_binding) && strcmp(RAW(numa_binding), "node") &&
+	    strcmp(RAW(numa_binding), "socket") &&
+	    strcmp(RAW(numa_binding), "exclusive") &&
+	    strcmp(RAW(numa_binding), "core-complex"))
+		return bad(cfg, CFG_numa_binding, e, l,
+			   "expected node, socket, exclusive or core-complex");
+	set_str(&cfg->numa_binding, RAW(numa_binding));
 
 	if (cfg->module && cfg->no_python)
 		return cfg__err(
@@ -1137,10 +1256,11 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	cfg->rdzv.last_call_timeout = 30;
 	cfg->rdzv.close_timeout = 30;
 	cfg->rdzv.read_timeout = 60;
-	cfg->rdzv.heartbeat_timeout = 5;
+	/* 0: keep_alive_interval x keep_alive_max_attempt (1.5 s). */
+	cfg->rdzv.heartbeat_timeout = 0;
 	cfg->rdzv.keep_alive_interval = 0.5;
 	cfg->rdzv.keep_alive_max_attempt = 3;
-	cfg->rdzv.timeout = 900;
+	cfg->rdzv.timeout = 0; /* static backend: 0 means join_timeout */
 	cfg->rdzv.is_host = -1;
 	cfg->rdzv.lease_ttl = 10;
 	set_str(&cfg->rdzv.etcd_prefix, "/crun");
@@ -1153,6 +1273,12 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 			return cfg__err(e, l, "%s: %s",
 					cfg->origin[CFG_rdzv_conf], why);
 	}
+	/* rdzv_conf's secret_file is the option, at rdzv_conf's precedence. */
+	if (cfg->rdzv.secret_file)
+		cfg_set(cfg, CFG_rdzv_secret_file, cfg->rdzv.secret_file,
+			cfg->src[CFG_rdzv_conf], cfg->origin[CFG_rdzv_conf]);
+	if (RAW(rdzv_secret_file) && *RAW(rdzv_secret_file))
+		set_str(&cfg->rdzv.secret_file, RAW(rdzv_secret_file));
 
 	set_str(&cfg->log_dir, RAW(log_dir));
 	if (cfg_parse_std(RAW(redirects), &cfg->redirects))
@@ -1169,6 +1295,15 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 			 &cfg->nfilter))
 		return bad(cfg, CFG_local_ranks_filter, e, l,
 			   "expected local ranks like 0,2");
+	if (parse_dup_filters(RAW(duplicate_stdout_filters),
+			      &cfg->dup_filters[0], &cfg->ndup_filters[0]) ||
+	    parse_dup_filters(RAW(duplicate_stderr_filters),
+			      &cfg->dup_filters[1], &cfg->ndup_filters[1]))
+		return bad(cfg,
+			   cfg->ndup_filters[0] < 0
+			       ? CFG_duplicate_stdout_filters
+			       : CFG_duplicate_stderr_filters,
+			   e, l, "expected at most 64 filters of 1..256 bytes");
 
 	set_str(&cfg->signals_str, RAW(signals_to_handle));
 	if (cfg_parse_signals(RAW(signals_to_handle), cfg->signals, 32,
@@ -1177,16 +1312,20 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 		    cfg, CFG_signals_to_handle, e, l,
 		    "expected signal names or numbers like SIGTERM,SIGUSR1");
 
-	if ((rc = get_size(cfg, CFG_store_max_key_size, &cfg->store.max_key, e,
-			   l)) ||
-	    (rc = get_size(cfg, CFG_store_max_value_size, &cfg->store.max_value,
-			   e, l)) ||
-	    (rc = get_size(cfg, CFG_store_max_keys, &cfg->store.max_keys, e,
-			   l)) ||
-	    (rc = get_size(cfg, CFG_store_max_memory, &cfg->store.max_memory, e,
-			   l)) ||
-	    (rc = get_size(cfg, CFG_store_max_conns, &cfg->store.max_conns, e,
-			   l)))
+	if ((rc = get_size_max(cfg, CFG_store_max_key_size, 1UL << 30,
+			       &cfg->store.max_key, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_store_max_value_size, 1UL << 34,
+			       &cfg->store.max_value, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_store_max_keys, 1UL << 24,
+			       &cfg->store.max_keys, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_store_max_memory, 1UL << 40,
+			       &cfg->store.max_memory, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_store_max_conns, 1UL << 20,
+			       &cfg->store.max_conns, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_store_max_output, 1UL << 40,
+			       &cfg->store.max_output, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_store_idle_timeout, CFG_MAX_SECONDS,
+			       &cfg->store.idle_timeout, e, l)))
 		return rc;
 
 	set_str(&cfg->config_file, RAW(config));
@@ -1246,6 +1385,29 @@ void cfg_print(const struct crun_cfg *cfg, FILE *fp)
 	for (int k = 0; k < cfg->argc; k++)
 		fprintf(fp, " %s", cfg->argv[k]);
 	fputc('\n', fp);
+	if (cfg->python)
+		fprintf(fp, "%-24s = %-28s # %s\n", "python", cfg->python,
+			cfg->python_why ? cfg->python_why : "");
 	for (int k = 0; k < cfg->nenv; k++)
 		fprintf(fp, "env: %s\n", cfg->env[k]);
+}
+
+void cfg_notices(const struct crun_cfg *cfg, FILE *fp)
+{
+	if (cfg->numa_binding)
+		fprintf(fp,
+			"crun: --numa_binding=%s is not applied yet: workers "
+			"keep crun's CPU and memory affinity\n",
+			cfg->numa_binding);
+	if (RAW(logs_specs))
+		fprintf(fp,
+			"crun: --logs_specs=%s: crun has no log-spec plugins; "
+			"logs follow --log_dir, --redirects and --tee\n",
+			RAW(logs_specs));
+	if (RAW(event_log_handler))
+		fprintf(fp,
+			"crun: --event_log_handler=%s: crun says each "
+			"rendezvous and worker event on its own stderr "
+			"lines\n",
+			RAW(event_log_handler));
 }

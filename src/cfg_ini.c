@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <ini.h>
@@ -44,6 +45,9 @@
 #include "crun/err.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
+
+/* The largest job file read: a job file is a page of settings. */
+#define CFG_INI_MAX_BYTES (1024 * 1024)
 
 extern char **environ;
 
@@ -65,6 +69,9 @@ static const char *const conf_keys[] = {
     "is_host",
     "store_type",
     "timeout",
+    "store_allow",
+    "store_port",
+    "set_socket_ifname",
     /* the etcd backend's */
     "etcd_prefix",
     "protocol",
@@ -110,6 +117,7 @@ struct ini_state {
 	char *buf; /* getline's buffer */
 	size_t cap;
 	int line;     /* physical lines read so far */
+	size_t nread; /* bytes read so far */
 	int indented; /* the line read last starts with a blank */
 	int have_key; /* a key since the last header (inih's prev_name) */
 	int sec_line[SEC_N]; /* where each section's header was, 0: not yet */
@@ -267,6 +275,13 @@ static char *ini_read(char *str, int num, void *stream)
 		return NULL;
 	}
 	st->line++;
+	st->nread += (size_t)len;
+	if (st->nread > CFG_INI_MAX_BYTES) {
+		/* It grew while we read it. */
+		note(st, st->line, "job file larger than %d KiB",
+		     CFG_INI_MAX_BYTES / 1024);
+		return NULL;
+	}
 	if (len + 1 > num) {
 		/* fgets would split the line and inih parse the halves. */
 		note(
@@ -468,6 +483,7 @@ static void lookup(struct ini_state *st, struct ini_entry *e, const char *n)
 	    {SEC_RDZV, "endpoint", CFG_rdzv_endpoint},
 	    {SEC_RDZV, "id", CFG_rdzv_id},
 	    {SEC_RDZV, "conf", CFG_rdzv_conf},
+	    {SEC_RDZV, "secret_file", CFG_rdzv_secret_file},
 	    {SEC_LOGS, "dir", CFG_log_dir},
 	    {SEC_LOGS, "filter", CFG_local_ranks_filter},
 	    {SEC_STORE, "max_key_size", CFG_store_max_key_size},
@@ -475,6 +491,8 @@ static void lookup(struct ini_state *st, struct ini_entry *e, const char *n)
 	    {SEC_STORE, "max_keys", CFG_store_max_keys},
 	    {SEC_STORE, "max_memory", CFG_store_max_memory},
 	    {SEC_STORE, "max_conns", CFG_store_max_conns},
+	    {SEC_STORE, "max_output", CFG_store_max_output},
+	    {SEC_STORE, "idle_timeout", CFG_store_idle_timeout},
 	};
 	const struct cfg_opt *o;
 	int amb = 0;
@@ -658,6 +676,27 @@ static void free_words(char **w, int n)
 	free(w);
 }
 
+/*
+ * A script named by a job file is found next to the file, wherever crun runs
+ * from: "../examples/train.py" in configs/x.ini is configs/../examples/...
+ * Absolute paths, modules and bare program names (looked up on PATH, like
+ * "python3" or "torchrun") are kept as written.
+ */
+static char *job_relative(const char *job, const char *p, int module)
+{
+	const char *slash = strrchr(job, '/');
+	size_t n = strlen(p);
+	char *out;
+
+	if (module || *p == '/' || slash == NULL ||
+	    (strchr(p, '/') == NULL && (n < 3 || strcmp(p + n - 3, ".py"))))
+		return xstrdup(p);
+	out = xrealloc(NULL, (size_t)(slash - job) + n + 2);
+	memcpy(out, job, (size_t)(slash - job) + 1);
+	memcpy(out + (slash - job) + 1, p, n + 1);
+	return out;
+}
+
 /* Pass two: the whole file is good, hand its values to cfg. */
 static void apply(struct crun_cfg *cfg, struct ini_state *st, int first_entry,
 		  int first_args)
@@ -735,8 +774,7 @@ static void apply(struct crun_cfg *cfg, struct ini_state *st, int first_entry,
 		char **argv =
 		    xrealloc(NULL, sizeof(char *) * (size_t)(nextra + 2));
 
-		argv[0] = ent->words[0];
-		ent->words[0] = NULL;
+		argv[0] = job_relative(st->path, ent->words[0], cfg->module);
 		for (int k = 0; k < nextra; k++) {
 			if (cfg->argc > 0) {
 				argv[k + 1] = cfg->argv[k];
@@ -778,6 +816,14 @@ static void check_all(struct crun_cfg *cfg, struct ini_state *st,
 		     st->v[*first_args].key);
 }
 
+/* A message is one line, whatever the path or value quoted in it holds. */
+static void one_line(char *msg)
+{
+	for (; *msg; msg++)
+		if ((unsigned char)*msg < 0x20 || *msg == 0x7f)
+			*msg = '?';
+}
+
 int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 		 char *errmsg, size_t errlen)
 {
@@ -792,7 +838,25 @@ int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 	if (st.fp == NULL) {
 		snprintf(errmsg, errlen, "%s: cannot open job file: %s", path,
 			 strerror(errno));
+		one_line(errmsg);
 		return CRUN_EUSAGE;
+	}
+	/* A job file is a small regular file: never read /dev/zero or a
+	 * pipe without bound. */
+	{
+		struct stat sb;
+
+		if (fstat(fileno(st.fp), &sb) || !S_ISREG(sb.st_mode) ||
+		    sb.st_size > CFG_INI_MAX_BYTES) {
+			snprintf(errmsg, errlen,
+				 S_ISREG(sb.st_mode)
+				     ? "%s: job file larger than %d KiB"
+				     : "%s: job file is not a regular file "
+				       "(%d KiB at most)",
+				 path, CFG_INI_MAX_BYTES / 1024);
+			fclose(st.fp);
+			return CRUN_EUSAGE;
+		}
 	}
 	rc = ini_parse_stream(ini_read, &st, on_key, &st);
 	if (st.read_errno) {
@@ -825,5 +889,7 @@ out:
 	free(st.v);
 	free(st.buf);
 	fclose(st.fp);
+	if (rc != 0)
+		one_line(errmsg);
 	return rc;
 }

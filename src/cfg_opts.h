@@ -27,7 +27,7 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	X(nnodes, "nnodes", 0, STR, "job", "1:1", CFG_ENV_PET, G_SIZE,        \
 	  "number of nodes, N or MIN:MAX")                                     \
 	X(nproc_per_node, "nproc_per_node", 0, STR, "job", "1", CFG_ENV_PET,  \
-	  G_SIZE, "workers per node: a count, cpu, gpu or auto")               \
+	  G_SIZE, "workers per node: a count, cpu, gpu, xpu, auto")             \
 	X(rdzv_backend, "rdzv_backend", 0, STR, "rendezvous", "static",       \
 	  CFG_ENV_PET, G_RDZV, "rendezvous backend: c10d, etcd (alias etcd-v3) or static")           \
 	X(rdzv_endpoint, "rdzv_endpoint", 0, STR, "rendezvous", "",           \
@@ -35,7 +35,10 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	X(rdzv_id, "rdzv_id", 0, STR, "rendezvous", NULL, CFG_ENV_PET, G_RDZV, \
 	  "job id shared by all nodes (default: a fresh unique id)")           \
 	X(rdzv_conf, "rdzv_conf", 0, STR, "rendezvous", "", CFG_ENV_PET,      \
-	  G_RDZV, "extra settings, key=value,... (see crun(1))")               \
+	  G_RDZV, "key=value,...: timeouts, secret_file, store_allow (crun(1))") \
+	X(rdzv_secret_file, "rdzv_secret_file", 0, STR, "rendezvous", NULL,  \
+	  CFG_ENV_CRUN, G_RDZV,                                                \
+	  "file with the rendezvous secret: agents authenticate (crun(1))")   \
 	X(standalone, "standalone", 0, BOOL, "job", NULL, CFG_ENV_PET, G_RDZV,  \
 	  "single node: local rendezvous on a free port, unique id")           \
 	X(max_restarts, "max_restarts", 0, INT, "job", "0", CFG_ENV_PET,      \
@@ -53,6 +56,11 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  "execute the entrypoint directly, even a .py file")                  \
 	X(run_path, "run_path", 0, BOOL, "job", NULL, CFG_ENV_PET, G_LAUNCH,    \
 	  "accepted for compatibility; crun always starts a fresh process")    \
+	X(virtual_local_rank, "virtual_local_rank", 0, BOOL, "job", NULL,     \
+	  CFG_ENV_PET, G_LAUNCH,                                               \
+	  "LOCAL_RANK=0 and only its own GPU visible, for each worker")        \
+	X(numa_binding, "numa_binding", 0, STR, "job", NULL, CFG_ENV_PET,      \
+	  G_LAUNCH, "node, socket, exclusive, core-complex (not applied yet)") \
 	X(log_dir, "log_dir", 0, STR, "logs", NULL, CFG_ENV_PET, G_LOGS,        \
 	  "write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log") \
 	X(redirects, "redirects", 'r', STR, "logs", "0", CFG_ENV_PET, G_LOGS, \
@@ -61,6 +69,18 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  "streams to files and console, with [<role><rank>]: prefixes")      \
 	X(local_ranks_filter, "local_ranks_filter", 0, STR, "logs", "",       \
 	  CFG_ENV_PET, G_LOGS, "local ranks whose output reaches the console") \
+	X(duplicate_stdout_filters, "duplicate_stdout_filters", 0, STR, "logs", \
+	  "", CFG_ENV_PET, G_LOGS,                                             \
+	  "copy stdout lines holding any of these (a,b; ,, is a comma) "       \
+	  "to <attempt>/filtered_stdout.log")                                  \
+	X(duplicate_stderr_filters, "duplicate_stderr_filters", 0, STR, "logs", \
+	  "", CFG_ENV_PET, G_LOGS,                                             \
+	  "the same for stderr, to <attempt>/filtered_stderr.log")             \
+	X(logs_specs, "logs_specs", 0, STR, "logs", NULL, CFG_ENV_PET, G_LOGS,  \
+	  "accepted for compatibility; the log layout is built in")            \
+	X(event_log_handler, "event_log_handler", 0, STR, "logs", NULL,       \
+	  CFG_ENV_PET, G_LOGS,                                                 \
+	  "accepted for compatibility; crun says each event on stderr")        \
 	X(node_rank, "node_rank", 0, INT, "rendezvous", "0", CFG_ENV_PET,     \
 	  G_RDZV, "this node's rank (static backend only)")                    \
 	X(master_addr, "master_addr", 0, STR, "rendezvous", "127.0.0.1",      \
@@ -87,6 +107,11 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  CFG_ENV_CRUN, G_STORE, "total bytes of keys and values held")        \
 	X(store_max_conns, "store_max_conns", 0, STR, "store", "65536",       \
 	  CFG_ENV_CRUN, G_STORE, "concurrent store connections")               \
+	X(store_max_output, "store_max_output", 0, STR, "store", "64M",       \
+	  CFG_ENV_CRUN, G_STORE, "unsent reply bytes per store connection")    \
+	X(store_idle_timeout, "store_idle_timeout", 0, STR, "store", "30",    \
+	  CFG_ENV_CRUN, G_STORE,                                               \
+	  "seconds a stalled store connection is kept")                        \
 	X(config, "config", 0, STR, "job", NULL, CFG_ENV_CRUN, G_JOB,           \
 	  "read options from an INI job file (also: crun job.ini)")            \
 	X(print_config, "print_config", 0, BOOL, "job", NULL, CFG_ENV_NONE,     \

@@ -158,11 +158,13 @@ int env_add_contract(struct crun_env *e, const struct crun_ranks *r,
 		      w->use_agent_store ? "True" : "False");
 	rc |= env_set(e, "TORCHELASTIC_ERROR_FILE",
 		      w->error_file ? w->error_file : "");
-	/* Inherited values win; otherwise turn async error handling on. */
+	/*
+	 * Inherited values win; otherwise turn async error handling on, under
+	 * its current name only, as torchrun 2.x: PyTorch >= 2.2 warns on
+	 * every rank about the deprecated NCCL_ASYNC_ERROR_HANDLING.
+	 */
 	if (env_get(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING") == NULL)
 		rc |= env_set(e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-	if (env_get(e, "NCCL_ASYNC_ERROR_HANDLING") == NULL)
-		rc |= env_set(e, "NCCL_ASYNC_ERROR_HANDLING", "1");
 	if (env_get(e, "OMP_NUM_THREADS") == NULL && w->nproc > 1)
 		rc |= env_set(e, "OMP_NUM_THREADS", "1");
 	return rc ? UV_ENOMEM : 0;

@@ -3,7 +3,14 @@
  * a store entry costs one allocation; the only memory the map owns is its
  * bucket array, which doubles (a full rehash, amortised O(1) per insert) when
  * there are more nodes than buckets, and never shrinks.
+ *
+ * Keys come from the network, so the hash is keyed: SipHash-2-4 (libsodium's
+ * crypto_shorthash) with a key drawn from randombytes_buf once per process.
+ * A client cannot then choose keys that share a bucket (an unkeyed FNV-1a let
+ * 30000 chosen keys make every lookup walk one chain).
  */
+#include <pthread.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -25,18 +32,25 @@ void map_release(struct map *m)
 	map_init(m);
 }
 
+static unsigned char map_key[crypto_shorthash_KEYBYTES];
+static pthread_once_t map_key_once = PTHREAD_ONCE_INIT;
+
+/* Draw this process's hash key (once, whichever thread gets here first). */
+static void map_key_init(void)
+{
+	if (sodium_init() < 0)
+		abort(); /* no entropy source: nothing safe to fall back to */
+	randombytes_buf(map_key, sizeof(map_key));
+}
+
 uint64_t map_hash(const void *key, size_t klen)
 {
-	const unsigned char *p = key;
-	uint64_t h = 0xcbf29ce484222325ull;
-	size_t i;
+	unsigned char out[crypto_shorthash_BYTES];
+	uint64_t h;
 
-	for (i = 0; i < klen; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	/* Mix the high bits down: buckets are picked with the low ones. */
-	h ^= h >> 32;
+	pthread_once(&map_key_once, map_key_init);
+	crypto_shorthash(out, key, klen, map_key);
+	memcpy(&h, out, sizeof(h));
 	return h;
 }
 

@@ -25,6 +25,7 @@
 
 #include "crun/err.h"
 #include "crun/rdzv.h"
+#include "crun/rdzv_records.h"
 
 /* An expected value no real key holds: CAS with it reads without writing. */
 #define PEEK "\001crun-peek"
@@ -66,14 +67,17 @@ struct crun_rdzv {
 	uv_timer_t deadline;
 	int timers; /* initialised timer handles */
 	int deadline_phase;
-	int64_t restarts; /* job-wide failure restarts, last read */
-	int succ;	  /* group rank whose heartbeat we watch */
-	int end_seen;	  /* the round's "end" was read */
+	int64_t restarts;  /* job-wide failure restarts, last read */
+	int succ;	   /* group rank whose heartbeat we watch */
+	int end_seen;	   /* the round's "end" was read */
+	int end_unwatched; /* rdzv_may_restart took the watch on end/<g> */
+	int aborted;	   /* the last round seen aborted while forming */
 	rdzv_round_cb cb;
 	void *cb_data;
 	void (*finish_cb)(struct crun_rdzv *, void *);
 	void *finish_data;
 	struct rdzv_result res;
+	char *peers; /* the round's node addresses ("r<R>/addrs"), or NULL */
 };
 
 /* One request in flight: the round it belongs to, and a step-specific int. */
@@ -196,6 +200,51 @@ static void round_fail(struct crun_rdzv *r, int status, const char *fmt, ...)
 	r->cb = NULL;
 	if (cb)
 		cb(r, status, NULL, r->cb_data);
+}
+
+/*
+ * A record read from the store does not parse or is out of range: anyone
+ * who reaches the store can write any key. End the round with one message
+ * naming the key and, where known, the host that wrote it; never go on
+ * with the value.
+ */
+static void round_ended(struct crun_rdzv *r, int kind, const char *why);
+static void bad_record(struct crun_rdzv *r, const char *k, const char *by,
+		       const char *why)
+{
+	char msg[700];
+
+	snprintf(msg, sizeof(msg), "malformed rendezvous record '%s'%s%s: %s",
+		 k, by ? " written by " : "", by ? by : "", why);
+	if (r->state == R_RUNNING || r->state == R_FINISHING) {
+		round_ended(r, RDZV_END_FATAL, msg);
+		if (r->state == R_FINISHING) /* not reported by round_ended */
+			fprintf(stderr, "crun: %s\n", msg);
+	} else {
+		round_fail(r, CRUN_EPROTO, "%s", msg);
+	}
+}
+
+/* A counter or number record in [lo, hi]: 0, or the round ended. */
+static int record_int(struct crun_rdzv *r, const struct crun_store_reply *rep,
+		      const char *k, int64_t lo, int64_t hi, int64_t *out)
+{
+	char why[200];
+
+	if (rep->value == NULL) { /* an ADD's reply: the store's own number */
+		*out = rep->num;
+		if (rep->num >= lo && rep->num <= hi)
+			return 0;
+		snprintf(why, sizeof(why), "%lld is not in %lld..%lld",
+			 (long long)rep->num, (long long)lo, (long long)hi);
+		bad_record(r, k, NULL, why);
+		return CRUN_EPROTO;
+	}
+	if (rdzv_parse_int(rep->value, rep->len, lo, hi, out, why,
+			   sizeof(why)) == 0)
+		return 0;
+	bad_record(r, k, NULL, why);
+	return CRUN_EPROTO;
 }
 
 /* The running round ended (for any reason): tell the agent once. */
@@ -327,18 +376,20 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	rdzv_round_cb cb;
-	char buf[300];
+	char why[200], k[KEYMAX];
 	int port;
 
 	if (r == NULL)
 		return;
 	if (status)
 		return store_error(r, status);
-	if (rep->nvalues != 1 ||
-	    sscanf(reply_str(rep, 0, buf, sizeof(buf)), "%255s %d",
-		   r->res.master_addr, &port) != 2)
-		return round_fail(r, CRUN_EPROTO,
-				  "bad master record in round %d", r->round);
+	key(r, k, "r%d/master", r->round);
+	if (rep->nvalues != 1)
+		return bad_record(r, k, NULL, "no value");
+	if (rdzv_parse_master(rep->values[0].base, rep->values[0].len,
+			      r->res.master_addr, sizeof(r->res.master_addr),
+			      &port, why, sizeof(why)))
+		return bad_record(r, k, "group rank 0", why);
 	r->res.master_port = port;
 	r->state = R_RUNNING;
 	uv_timer_stop(&r->deadline);
@@ -348,6 +399,7 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 	r->succ_last = -1;
 	r->succ = (r->grank + 1) % r->gworld;
 	r->end_seen = 0;
+	r->end_unwatched = 0;
 	r->last_reply = uv_now(r->loop);
 	start_running(r);
 	cb(r, 0, &r->res, r->cb_data);
@@ -358,7 +410,7 @@ static void on_assignment(int status, const struct crun_store_reply *rep,
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	struct crun_ranks *k;
-	char mk[KEYMAX], buf[400];
+	char mk[KEYMAX], why[200], by[64];
 	const char *kp[1] = {mk};
 
 	if (r == NULL)
@@ -366,14 +418,20 @@ static void on_assignment(int status, const struct crun_store_reply *rep,
 	if (status)
 		return store_error(r, status);
 	k = &r->res.ranks;
-	if (rep->nvalues != 1 ||
-	    sscanf(reply_str(rep, 0, buf, sizeof(buf)), "%d %d %d %d %d %d %d",
-		   &k->group_rank, &k->group_world_size, &k->base_rank,
-		   &k->world_size, &k->base_role_rank, &k->role_world_size,
-		   &k->local_world_size) != 7)
-		return round_fail(r, CRUN_EPROTO,
-				  "bad assignment record in round %d",
-				  r->round);
+	key(r, mk, "r%d/assign/%d", r->round, r->index);
+	snprintf(by, sizeof(by), "the node that closed round %d", r->round);
+	if (rep->nvalues != 2)
+		return bad_record(r, mk, by, "no value");
+	if (rdzv_parse_assign(rep->values[0].base, rep->values[0].len,
+			      r->closed, r->o.nproc, k, why, sizeof(why)))
+		return bad_record(r, mk, by, why);
+	free(r->peers);
+	r->peers = NULL;
+	if (rdzv_parse_addrs(rep->values[1].base, rep->values[1].len, r->closed,
+			     &r->peers, why, sizeof(why))) {
+		key(r, mk, "r%d/addrs", r->round);
+		return bad_record(r, mk, by, why);
+	}
 	r->grank = k->group_rank;
 	r->gworld = k->group_world_size;
 	r->res.round = r->round;
@@ -401,18 +459,23 @@ static void on_assigned_closed(int status, const struct crun_store_reply *rep,
 			       void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char ak[KEYMAX];
-	const char *kp[1] = {ak};
+	char ak[KEYMAX], dk[KEYMAX];
+	const char *kp[2] = {ak, dk};
+	int64_t closed;
 
 	if (r == NULL)
 		return;
 	if (status)
 		return store_error(r, status);
-	r->closed = (int)reply_int(rep);
+	key(r, ak, "r%d/closed", r->round);
+	if (record_int(r, rep, ak, 1, r->o.max_nodes, &closed))
+		return;
+	r->closed = (int)closed;
 	if (r->index > r->closed)
 		return late_or_spare(r, r->closed);
 	key(r, ak, "r%d/assign/%d", r->round, r->index);
-	if (r->ops->multi_get(r->kv, kp, 1, 10000, on_assignment, op_new(r, 0)))
+	key(r, dk, "r%d/addrs", r->round);
+	if (r->ops->multi_get(r->kv, kp, 2, 10000, on_assignment, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -434,7 +497,15 @@ static void on_assigned(int status, const struct crun_store_reply *rep,
 			return round_fail(r, CRUN_ERDZV_CLOSED, "%.*s",
 					  (int)rep->len - 8,
 					  (const char *)rep->value + 8);
-		/* The round was aborted while forming: join the next one. */
+		key(r, ak, "r%d/assigned", r->round);
+		if (rep->len < 6 || memcmp(rep->value, "abort ", 6) != 0)
+			return bad_record(r, ak, NULL,
+					  "neither \"ok\" nor \"abort ...\"");
+		/*
+		 * The round was aborted while forming: join the next one,
+		 * which whoever aborted it has opened already.
+		 */
+		r->aborted = r->round;
 		return join_round(r);
 	}
 	/* Did we make it in before it closed? */
@@ -474,6 +545,7 @@ struct nd {
 	int nproc;
 	int node_rank;
 	char host[256];
+	char addr[256];
 	char role[128];
 };
 
@@ -498,7 +570,9 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	char(*keys)[KEYMAX], (*vals)[400], k[KEYMAX];
 	const char **kp;
 	const void **vp;
-	size_t *lens;
+	size_t *lens, alen = 0;
+	int64_t total = 0;
+	char *addrs = NULL;
 
 	if (r == NULL)
 		return;
@@ -511,26 +585,48 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	info = calloc((size_t)n, sizeof(*info));
 	/* Every assignment, and every host name by group rank (for messages).
 	 */
-	keys = calloc(2 * (size_t)n, sizeof(*keys));
+	keys = calloc(2 * (size_t)n + 1, sizeof(*keys));
 	vals = calloc(2 * (size_t)n, sizeof(*vals));
-	kp = calloc(2 * (size_t)n, sizeof(*kp));
-	vp = calloc(2 * (size_t)n, sizeof(*vp));
-	lens = calloc(2 * (size_t)n, sizeof(*lens));
-	if (!v || !info || !keys || !vals || !kp || !vp || !lens)
+	kp = calloc(2 * (size_t)n + 1, sizeof(*kp));
+	vp = calloc(2 * (size_t)n + 1, sizeof(*vp));
+	lens = calloc(2 * (size_t)n + 1, sizeof(*lens));
+	addrs = calloc((size_t)n, 257);
+	if (!v || !info || !keys || !vals || !kp || !vp || !lens || !addrs)
 		abort();
 	for (int i = 0; i < n; i++) {
-		int h, pid;
+		struct rdzv_descr d;
+		char why[200], msg[1200];
 
 		v[i].d =
 		    reply_str(rep, (size_t)i, v[i].descr, sizeof(v[i].descr));
 		v[i].index = i + 1;
-		if (sscanf(v[i].d, "%d %d %d %d %255s %*s %127s", &h,
-			   &v[i].node_rank, &v[i].nproc, &pid, v[i].host,
-			   v[i].role) != 6) {
-			abort_round(r, RDZV_END_FATAL,
-				    "malformed node descriptor");
-			goto out;
+		if (i < (int)rep->nvalues &&
+		    rdzv_parse_descr(rep->values[i].base, rep->values[i].len,
+				     r->o.max_nodes, &d, why,
+				     sizeof(why)) == 0) {
+			v[i].node_rank = d.node_rank;
+			v[i].nproc = d.nproc;
+			memcpy(v[i].host, d.host, sizeof(v[i].host));
+			memcpy(v[i].addr, d.addr, sizeof(v[i].addr));
+			memcpy(v[i].role, d.role, sizeof(v[i].role));
+			total += d.nproc;
+			continue;
 		}
+		if (i >= (int)rep->nvalues)
+			snprintf(why, sizeof(why), "no value");
+		key(r, k, "r%d/node/%d", r->round, i + 1);
+		snprintf(msg, sizeof(msg),
+			 "malformed rendezvous record '%s'%s%s: %s", k,
+			 *d.host ? " written by " : "", d.host, why);
+		fprintf(stderr, "crun: %s\n", msg);
+		abort_round(r, RDZV_END_FATAL, msg);
+		goto out;
+	}
+	if (total > INT32_MAX) {
+		abort_round(r, RDZV_END_FATAL,
+			    "the nodes' descriptors add up to more than "
+			    "2^31 workers");
+		goto out;
 	}
 	qsort(v, (size_t)n, sizeof(*v), nd_cmp);
 	if (r->o.static_rank >= 0) {
@@ -568,12 +664,21 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 		vp[n + g] = v[g].host;
 		lens[n + g] = strlen(v[g].host);
 	}
-	r->ops->multi_set(r->kv, kp, vp, lens, 2 * (size_t)n, NULL, NULL);
+	/* The nodes' addresses, for the workers' store's allow list. */
+	for (int g = 0; g < n; g++)
+		alen += (size_t)snprintf(addrs + alen, (size_t)n * 257 - alen,
+					 "%s%s", g ? " " : "", v[g].addr);
+	key(r, keys[2 * n], "r%d/addrs", r->round);
+	kp[2 * n] = keys[2 * n];
+	vp[2 * n] = addrs;
+	lens[2 * n] = alen;
+	r->ops->multi_set(r->kv, kp, vp, lens, 2 * (size_t)n + 1, NULL, NULL);
 	key(r, k, "r%d/assigned", r->round);
 	r->ops->set(r->kv, k, "ok", 2, NULL, NULL);
 out:
 	free(v);
 	free(info);
+	free(addrs);
 	free(keys);
 	free(vals);
 	free(kp);
@@ -709,6 +814,14 @@ static void on_join_state(int status, const struct crun_store_reply *rep,
 		/* The round already ended: the next one is open. */
 		return join_round(r);
 	}
+	if (closed < 0 || r->expect < 0) {
+		char why[120];
+
+		key(r, k, "r%d/%s", r->round, closed < 0 ? "closed" : "expect");
+		snprintf(why, sizeof(why), "not a count in 0..%d",
+			 r->o.max_nodes);
+		return bad_record(r, k, NULL, why);
+	}
 	r->closed = closed;
 	if (closed > 0 && r->index > closed)
 		return late_or_spare(r, closed);
@@ -735,6 +848,8 @@ static void on_join_expect(int status, const struct crun_store_reply *rep,
 	if (r == NULL || status)
 		return; /* errors surface through the last reply */
 	r->expect = (int)reply_int(rep);
+	if (rep->num < 0 || rep->num > r->o.max_nodes)
+		r->expect = -1; /* malformed: on_join_state reports it */
 }
 
 static void on_join_closed(int status, const struct crun_store_reply *rep,
@@ -743,7 +858,9 @@ static void on_join_closed(int status, const struct crun_store_reply *rep,
 	struct op *o = arg;
 
 	if (status == 0)
-		o->arg = (int)reply_int(rep);
+		o->arg = rep->num >= 0 && rep->num <= o->r->o.max_nodes
+			     ? (int)rep->num
+			     : -1; /* malformed: on_join_state reports it */
 	/* handed on to the peek of "end" that follows in order */
 	((struct op *)o->data)->arg = o->arg;
 	free(o);
@@ -755,12 +872,16 @@ static void on_join_index(int status, const struct crun_store_reply *rep,
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char k1[KEYMAX], k2[KEYMAX], k3[KEYMAX], k4[KEYMAX];
 	struct op *closed_op, *end_op;
+	int64_t index;
 
 	if (r == NULL)
 		return;
 	if (status)
 		return store_error(r, status);
-	r->index = (int)reply_int(rep);
+	key(r, k1, "r%d/join", r->round);
+	if (record_int(r, rep, k1, 1, INT32_MAX / 2, &index))
+		return;
+	r->index = (int)index;
 	key(r, k1, "r%d/node/%d", r->round, r->index);
 	key(r, k2, "r%d/closed", r->round);
 	key(r, k3, "r%d/expect", r->round);
@@ -782,12 +903,16 @@ static void on_round_number(int status, const struct crun_store_reply *rep,
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char k[KEYMAX];
+	int64_t round;
 
 	if (r == NULL)
 		return;
 	if (status)
 		return store_error(r, status);
-	r->round = (int)reply_int(rep);
+	key(r, k, "round");
+	if (record_int(r, rep, k, r->aborted + 1, INT32_MAX - 2, &round))
+		return;
+	r->round = (int)round;
 	r->expect = 0;
 	r->closed = 0;
 	key(r, k, "r%d/join", r->round);
@@ -852,9 +977,17 @@ static void on_job_id(int status, const struct crun_store_reply *rep, void *arg)
 		    "the rendezvous endpoint serves job '%.*s', not '%s': "
 		    "use the same --rdzv_id on every node, or another endpoint",
 		    (int)rep->len, (const char *)rep->value, r->run_id);
-	if (rep->len == 0 || rep->len >= sizeof(r->run_id))
+	if (rep->len == 0 || rep->len >= sizeof(r->run_id) ||
+	    memchr(rep->value, '/', rep->len) != NULL)
 		return round_fail(r, CRUN_EPROTO,
-				  "bad job id at the rendezvous endpoint");
+				  "malformed rendezvous record 'crun/job': not "
+				  "a job id");
+	for (size_t i = 0; i < rep->len; i++)
+		if (((const unsigned char *)rep->value)[i] <= 0x20 ||
+		    ((const unsigned char *)rep->value)[i] >= 0x7f)
+			return round_fail(r, CRUN_EPROTO,
+					  "malformed rendezvous record "
+					  "'crun/job': not a job id");
 	memcpy(r->run_id, rep->value, rep->len);
 	r->run_id[rep->len] = '\0';
 	check_config(r);
@@ -902,8 +1035,8 @@ static void on_end_value(int status, const struct crun_store_reply *rep,
 			 void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char why[512];
-	size_t n;
+	char text[512], why[200], k[KEYMAX];
+	int kind;
 
 	if (r == NULL || status == CRUN_ECANCELED)
 		return;
@@ -911,9 +1044,11 @@ static void on_end_value(int status, const struct crun_store_reply *rep,
 		return store_error(r, status);
 	if (rep->nvalues != 1)
 		return store_error(r, CRUN_EPROTO);
-	reply_str(rep, 0, why, sizeof(why));
-	n = strlen(why);
-	round_ended(r, n ? why[0] : RDZV_END_FATAL, n > 2 ? why + 2 : why);
+	key(r, k, "r%d/end", r->round);
+	if (rdzv_parse_end(rep->values[0].base, rep->values[0].len, &kind, text,
+			   sizeof(text), why, sizeof(why)))
+		return bad_record(r, k, NULL, why);
+	round_ended(r, kind, text);
 }
 
 /* Our end/<g> mark is set: read why the round ended. */
@@ -1022,8 +1157,10 @@ static void on_hb_succ(int status, const struct crun_store_reply *rep,
 static void on_hb_tick(uv_timer_t *t)
 {
 	struct crun_rdzv *r = t->data;
-	uint64_t limit = (uint64_t)(r->o.keep_alive_interval * 1000 *
-				    r->o.keep_alive_max_attempt);
+	uint64_t limit = (uint64_t)(r->o.heartbeat_timeout > 0
+					? r->o.heartbeat_timeout * 1000
+					: r->o.keep_alive_interval * 1000 *
+					      r->o.keep_alive_max_attempt);
 	char k1[KEYMAX], k2[KEYMAX];
 
 	if (r->state != R_RUNNING && r->state != R_FINISHING)
@@ -1235,10 +1372,18 @@ static void on_may_restarts(int status, const struct crun_store_reply *rep,
 			    void *arg)
 {
 	struct may *m = arg;
-	char k[KEYMAX];
+	char k[KEYMAX], why[200];
 
-	if (status == 0) {
-		m->restarts = reply_int(rep);
+	key(m->r, k, "r%d/restarts", m->r->round + 1);
+	if (status == 0 &&
+	    rdzv_parse_int(rep->value, rep->len, 0, INT32_MAX, &m->restarts,
+			   why, sizeof(why)) != 0) {
+		fprintf(stderr,
+			"crun: malformed rendezvous record '%s': %s: no "
+			"restart\n",
+			k, why);
+		m->restarts = INT64_MAX;
+	} else if (status == 0) {
 		m->r->restarts = m->restarts;
 	} else {
 		m->restarts = INT64_MAX; /* unknown: do not restart */
@@ -1275,6 +1420,7 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 	 * free for that write.
 	 */
 	key(r, k, "r%d/restarts", r->round + 1);
+	r->end_unwatched = 1; /* the one watch channel moves on */
 	rc = r->ops->watch(r->kv, k, 10000, on_may_restarts, m);
 	if (rc)
 		free(m);
@@ -1362,11 +1508,46 @@ int rdzv_finish(struct crun_rdzv *r,
 	r->round = r->res.round;
 	r->finish_cb = cb;
 	r->finish_data = data;
+	/*
+	 * The store host waits for the round's end before it stops serving;
+	 * if asking whether to restart took its watch on end/<g>, watch it
+	 * again (it is set already after a failure: the watch fires at once).
+	 */
+	if (r->o.is_store_host && !r->end_seen && r->end_unwatched) {
+		r->end_unwatched = 0;
+		key(r, k1, "r%d/end/%d", r->round, r->grank);
+		if (r->ops->watch(r->kv, k1, -1, on_node_end, op_new(r, 0)))
+			return CRUN_ECLOSED;
+	}
 	key(r, k1, "r%d/done/%d", r->round, r->grank);
 	key(r, k2, "r%d/finished", r->round);
 	if (r->ops->set(r->kv, k1, "1", 1, NULL, NULL))
 		return CRUN_ECLOSED;
 	return r->ops->add(r->kv, k2, 1, on_finished_count, r);
+}
+
+static void on_departed(int status, const struct crun_store_reply *rep,
+			void *arg)
+{
+	(void)rep;
+	if (status != CRUN_ECANCELED)
+		finish_done(arg);
+}
+
+int rdzv_depart(struct crun_rdzv *r,
+		void (*cb)(struct crun_rdzv *r, void *data), void *data)
+{
+	char k[KEYMAX];
+
+	uv_timer_stop(&r->hb);
+	uv_timer_stop(&r->last_call);
+	r->state = R_FINISHING;
+	r->round = r->res.round;
+	r->finish_cb = cb;
+	r->finish_data = data;
+	/* A round trip behind our "end" writes; not counted as finished. */
+	key(r, k, "r%d/departed", r->round);
+	return r->ops->add(r->kv, k, 1, on_departed, r);
 }
 
 /* --- vanished nodes (store host only) ---------------------------------- */
@@ -1443,6 +1624,7 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	r->kv = kv;
 	r->on_end = on_end;
 	r->round = -1;
+	r->aborted = -1;
 	snprintf(r->run_id, sizeof(r->run_id), "%s",
 		 o->run_id ? o->run_id : "");
 	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s",
@@ -1462,6 +1644,11 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	return 0;
 }
 
+const char *rdzv_peers(const struct crun_rdzv *r)
+{
+	return r->peers;
+}
+
 const char *rdzv_errmsg(const struct crun_rdzv *r)
 {
 	return r->errmsg;
@@ -1471,8 +1658,10 @@ static void rdzv_on_timer_closed(uv_handle_t *h)
 {
 	struct crun_rdzv *r = h->data;
 
-	if (--r->timers == 0)
+	if (--r->timers == 0) {
+		free(r->peers);
 		free(r);
+	}
 }
 
 void rdzv_free(struct crun_rdzv *r)

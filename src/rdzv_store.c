@@ -7,6 +7,10 @@
  * loop; every agent (the host too, over loopback) opens two connections:
  * one for pipelined requests, one for the single outstanding watch.
  *
+ * With a rendezvous secret (auth.h) the server makes every client prove it
+ * and every client makes the server prove it; without one, the host says
+ * once that anyone who reaches the port can take part.
+ *
  * Failure modes: the port is taken (by this job's store: join as a client;
  * by anything else: CRUN_EADDRINUSE_OTHER, with the holder named when /proc
  * tells); the host never answers (connect retries with backoff until the
@@ -48,8 +52,39 @@ struct crun_rdzv_store {
 	void *open_data;
 	rdzv_store_close_cb close_cb;
 	void *close_data;
+	int has_key;
+	struct crun_auth_key key;
 	char errmsg[512];
 };
+
+/* A server of ours: quiet, secret, and watched for vanishing clients. */
+static void setup_server(struct crun_rdzv_store *s)
+{
+	static int warned;
+
+	store_server_set_quiet(s->server, 1);
+	if (s->has_key)
+		store_server_set_auth(s->server, &s->key);
+	else if (!warned++)
+		fprintf(stderr,
+			"crun: the rendezvous on port %d is unauthenticated "
+			"(it listens on every address): anyone who reaches "
+			"it can join, stop or read this job; set "
+			"--rdzv_conf=secret_file=PATH\n",
+			store_server_port(s->server));
+}
+
+/* A client of ours, with the secret if there is one. */
+static int new_client(struct crun_rdzv_store *s, store_aclient_connect_cb cb,
+		      struct crun_store_aclient **out)
+{
+	int rc = store_aclient_new(s->loop, s->host, s->port, s->timeout_ms, cb,
+				   s, out);
+
+	if (rc == 0 && s->has_key)
+		store_aclient_set_auth(*out, &s->key);
+	return rc;
+}
 
 /* A request's callback and argument, between the store and the algorithm. */
 struct kvreq {
@@ -184,8 +219,7 @@ static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
 	int rc;
 
 	close_client(s, &s->watch);
-	rc = store_aclient_new(s->loop, s->host, s->port, s->timeout_ms,
-			       watch_on_connect, s, &s->watch);
+	rc = new_client(s, watch_on_connect, &s->watch);
 	if (rc)
 		return rc;
 	SUBMIT(store_aclient_get(s->watch, key, timeout_ms, kv_on_reply, q));
@@ -391,7 +425,7 @@ static void on_progress(uv_timer_t *t)
 		rc = store_server_new(s->loop, NULL, s->port, s->limits,
 				      &s->server);
 		if (rc == 0) {
-			store_server_set_quiet(s->server, 1);
+			setup_server(s);
 			if (s->vanish_cb)
 				store_server_on_vanish(s->server, s->vanish_cb,
 						       s->vanish_arg);
@@ -444,6 +478,14 @@ static void main_on_connect(struct crun_store_aclient *c, int status,
 			 "the port is open between the nodes",
 			 s->host, s->port, (double)s->timeout_ms / 1000,
 			 err ? crun_strerror(err) : "no answer");
+	} else if (status == CRUN_EAUTH) {
+		snprintf(s->errmsg, sizeof(s->errmsg),
+			 "the rendezvous host %s:%d %s: every node needs the "
+			 "same --rdzv_conf=secret_file",
+			 s->host, s->port,
+			 s->has_key ? "does not prove this node's secret "
+				      "(another secret, or none)"
+				    : "wants a secret this node lacks");
 	} else if (status == CRUN_EPROTO || status == UV_EOF ||
 		   status == UV_ECONNRESET) {
 		char who[128];
@@ -479,13 +521,16 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 	s->open_cb = cb;
 	s->open_data = data;
 	s->limits = o->limits;
+	s->has_key = o->auth != NULL;
+	if (o->auth != NULL)
+		s->key = *o->auth;
 	if (host < 0)
 		host = rdzv_host_is_local(o->host);
 	if (host) {
 		rc = store_server_new(loop, NULL, o->port, o->limits,
 				      &s->server);
 		if (rc == 0) {
-			store_server_set_quiet(s->server, 1);
+			setup_server(s);
 			s->port = store_server_port(s->server);
 			/* Talk to our own server over loopback. */
 			snprintf(s->host, sizeof(s->host), "127.0.0.1");
@@ -511,8 +556,7 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 	uv_timer_init(loop, &s->progress);
 	s->progress.data = s;
 	s->started = uv_now(loop);
-	rc = store_aclient_new(loop, s->host, s->port, o->timeout_ms,
-			       main_on_connect, s, &s->main);
+	rc = new_client(s, main_on_connect, &s->main);
 	if (rc) {
 		snprintf(o->errmsg, o->errlen, "cannot connect to %s:%d: %s",
 			 s->host, s->port, crun_strerror(rc));

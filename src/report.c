@@ -4,7 +4,9 @@
  * it read it at once, with two additions torchrun lacks: the signal's name
  * and, when no error file exists, the tail of the worker's stderr.
  */
+#include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -222,5 +224,40 @@ int report_write_json(const char *path, const char *entrypoint,
 	json_object_set_new(root, "failures", arr);
 	rc = json_dump_file(root, path, JSON_INDENT(2)) ? CRUN_EPROTO : 0;
 	json_decref(root);
+	return rc;
+}
+
+int report_write_error_file(const char *path, const struct crun_failure *root,
+			    const char *why, int code)
+{
+	json_t *doc = NULL, *msg;
+	char tmp[4096], ts[32];
+	int rc;
+
+	if (root && root->error_file)
+		doc = json_load_file(root->error_file, 0, NULL);
+	msg = doc ? json_object_get(doc, "message") : NULL;
+	if (json_is_object(msg)) {
+		/* As torchrun: the child's file, its exit code overriding. */
+		json_object_set_new(msg, "errorCode", json_integer(code));
+	} else {
+		json_decref(doc);
+		snprintf(ts, sizeof(ts), "%lld", (long long)time(NULL));
+		doc = json_pack(
+		    "{s:{s:o, s:{s:o, s:s}, s:i}}", "message", "message",
+		    json_text(why), "extraInfo", "py_callstack",
+		    json_text(root && root->traceback ? root->traceback
+						      : "<N/A>"),
+		    "timestamp", ts, "errorCode", code);
+	}
+	if (doc == NULL)
+		return -ENOMEM;
+	snprintf(tmp, sizeof(tmp), "%s.crun-tmp", path);
+	rc = json_dump_file(doc, tmp, 0) ? CRUN_EPROTO : 0;
+	if (rc == 0 && rename(tmp, path) != 0) {
+		remove(tmp);
+		rc = CRUN_EPROTO;
+	}
+	json_decref(doc);
 	return rc;
 }

@@ -2,8 +2,10 @@
  * The async store client, for code on a libuv loop (the agent's
  * rendezvous). It speaks G3 to a crun store or a PyTorch >= 2.2 server.
  *
- * Happy path: resolve the host once; connect; send VALIDATE and a PING and
- * wait for the nonce's echo; then send queued requests in order, pipelined,
+ * Happy path: resolve the host once; connect; send VALIDATE (and, with a
+ * rendezvous secret, run the AUTH exchange of auth.h: our nonce, the
+ * server's challenge checked, our proof) and a PING and wait for the
+ * nonce's echo; then send queued requests in order, pipelined,
  * and match replies to requests first-in first-out (replies carry no tags).
  * A WAIT (alone, or the first half of a get or multi_get) stops the pipeline
  * until it is answered, because the server answers later requests at once
@@ -13,7 +15,9 @@
  *
  * Failure modes: a refused or reset connect, or one that fails validation,
  * is retried with backoff (50 ms doubling to 1 s) until the deadline, then
- * the connect callback and every queued request get CRUN_ETIMEDOUT. A WAIT
+ * the connect callback and every queued request get CRUN_ETIMEDOUT. A server
+ * that fails the secret's challenge, or closes instead of answering it or
+ * our proof, fails the connect with CRUN_EAUTH at once (no retry). A WAIT
  * whose timer fires sends CANCEL_WAIT and reads WAIT_CANCELED, after a
  * STOP_WAITING if the key won the race, then fails with CRUN_ETIMEDOUT. A
  * lost connection fails every pending request with its libuv error; close
@@ -27,6 +31,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "crun/auth.h"
 #include "crun/err.h"
 #include "crun/store.h"
 #include "store_wire.h"
@@ -37,6 +42,7 @@ enum store_areply { AR_NONE, AR_U8, AR_U64, AR_BYTES, AR_NBYTES };
 enum store_astate {
 	AS_RESOLVED,
 	AS_CONNECTING,
+	AS_AUTHING, /* our AUTH nonce sent; the server's challenge due */
 	AS_VALIDATING,
 	AS_READY,
 	AS_FAILED
@@ -88,11 +94,16 @@ struct crun_store_aclient {
 	struct store_areq *send_next; /* first request not yet written */
 	struct store_areq *blocked;   /* a WAIT holding the pipeline */
 	struct store_buf in;
+	int has_key; /* run the AUTH exchange (auth.h) on connect */
+	int proved;  /* our AUTH proof is sent on this connection */
+	struct crun_auth_key key;
+	struct crun_auth_hs hs;
 };
 
 static void store_aclient_attempt(struct crun_store_aclient *c);
 static void store_aclient_fail(struct crun_store_aclient *c, int err);
 static void store_aclient_drain(struct crun_store_aclient *c);
+static int store_aclient_prove(struct crun_store_aclient *c);
 
 /* Free a request. */
 static void store_areq_free(struct store_areq *r)
@@ -449,18 +460,30 @@ static void store_aclient_on_read(uv_stream_t *s, ssize_t nread,
 	if (c->closing)
 		return;
 	if (nread < 0) {
-		if (c->state == AS_VALIDATING)
+		if (c->state == AS_AUTHING ||
+		    (c->state == AS_VALIDATING && c->proved))
+			store_aclient_fail(c, CRUN_EAUTH);
+		else if (c->state == AS_VALIDATING)
 			store_aclient_retry(c, (int)nread);
 		else
 			store_aclient_fail(c, (int)nread);
 		return;
 	}
 	c->in.len += (size_t)nread;
+	if (c->state == AS_AUTHING) {
+		if (c->in.len < CRUN_AUTH_CHALLENGE_LEN)
+			return;
+		if (store_aclient_prove(c) != 0)
+			return;
+	}
 	if (c->state == AS_VALIDATING) {
 		if (c->in.len < 4)
 			return;
 		if (store_wire_u32(c->in.data) != c->nonce) {
-			store_aclient_fail(c, CRUN_EPROTO);
+			store_aclient_fail(c, store_wire_u32(c->in.data) ==
+						      CRUN_AUTH_NEEDED
+						  ? CRUN_EAUTH
+						  : CRUN_EPROTO);
 			return;
 		}
 		memmove(c->in.data, c->in.data + 4, c->in.len - 4);
@@ -471,6 +494,47 @@ static void store_aclient_on_read(uv_stream_t *s, ssize_t nread,
 			return;
 	}
 	store_aclient_process(c);
+}
+
+/*
+ * The server's challenge is in: check it, then send our proof and the PING
+ * that ends validation. 0, or the connect failed.
+ */
+static int store_aclient_prove(struct crun_store_aclient *c)
+{
+	unsigned char proof[CRUN_AUTH_MAC_LEN];
+	struct store_buf b;
+	int rc;
+
+	if (auth_client_answer(&c->key, &c->hs, c->in.data, proof) != 0) {
+		store_aclient_fail(c, CRUN_EAUTH);
+		return CRUN_EAUTH;
+	}
+	memmove(c->in.data, c->in.data + CRUN_AUTH_CHALLENGE_LEN,
+		c->in.len - CRUN_AUTH_CHALLENGE_LEN);
+	c->in.len -= CRUN_AUTH_CHALLENGE_LEN;
+	store_buf_init(&b);
+	store_buf_op(&b, STORE_GEN_G3, STORE_OP_AUTH);
+	store_buf_str(&b, proof, sizeof(proof));
+	store_buf_op(&b, STORE_GEN_G3, STORE_OP_PING);
+	store_buf_u32(&b, c->nonce);
+	rc = store_aclient_write(c, &b);
+	store_buf_release(&b);
+	if (rc != 0) {
+		store_aclient_fail(c, rc);
+		return rc;
+	}
+	c->proved = 1;
+	c->state = AS_VALIDATING;
+	return 0;
+}
+
+void store_aclient_set_auth(struct crun_store_aclient *c,
+			    const struct crun_auth_key *key)
+{
+	c->has_key = key != NULL;
+	if (key != NULL)
+		c->key = *key;
 }
 
 /* TCP connected: validate, then wait for the PING echo. */
@@ -488,12 +552,22 @@ static void store_aclient_on_connect(uv_connect_t *req, int status)
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
 	c->state = AS_VALIDATING;
+	c->proved = 0;
 	c->in.len = 0;
 	store_buf_init(&b);
 	store_buf_op(&b, STORE_GEN_G3, STORE_OP_VALIDATE);
 	store_buf_u32(&b, STORE_WIRE_MAGIC);
-	store_buf_op(&b, STORE_GEN_G3, STORE_OP_PING);
-	store_buf_u32(&b, c->nonce);
+	if (c->has_key) {
+		unsigned char nc[CRUN_AUTH_NONCE_LEN];
+
+		auth_client_hello(&c->hs, nc);
+		store_buf_op(&b, STORE_GEN_G3, STORE_OP_AUTH);
+		store_buf_str(&b, nc, sizeof(nc));
+		c->state = AS_AUTHING;
+	} else {
+		store_buf_op(&b, STORE_GEN_G3, STORE_OP_PING);
+		store_buf_u32(&b, c->nonce);
+	}
 	rc = store_aclient_write(c, &b);
 	store_buf_release(&b);
 	if (rc == 0)

@@ -7,18 +7,50 @@
  * Reading: libuv reads into one shared 64 KiB buffer and requests are
  * decoded in place; only an unfinished frame is copied into the connection's
  * own buffer, which is bounded (a frame larger than 2 * max_value + max_key +
- * 64 closes the connection). Writing: replies accumulate in each connection's
- * output buffer while one read callback runs (a SET can wake thousands of
- * waiters), and every connection touched is flushed once at the end of the
- * callback with uv_try_write, the rest going through uv_write; a client that
- * lets too much pile up is dropped. No path scans all connections or keys,
- * except LIST_KEYS and closing the server.
+ * 64 closes the connection). A list frame arriving in pieces keeps its parse
+ * position (store_wire_resume), so it is walked once, not once per read.
+ *
+ * Writing: replies accumulate in each connection's output buffer while one
+ * read callback runs (a SET can wake thousands of waiters), and every
+ * connection touched is flushed once at the end of the callback with
+ * uv_try_write, the rest going through uv_write. Before a request runs, the
+ * size of its reply is known (MULTI_GET and LIST_KEYS add up their values and
+ * keys first): a reply larger than max_output is refused, and a connection
+ * whose unsent replies would pass max_output stops being read (backpressure:
+ * its unparsed bytes wait in its input buffer) until the kernel has taken
+ * half of them. Pushed output (WATCH_KEY notifications) that would pass a
+ * connection's max_output closes that connection instead.
+ *
+ * Memory: srv->mem counts everything a client can make the process hold:
+ * keys, values, queue items, entries, input and output buffers (by their
+ * capacity, including buffers handed to uv_write), waiters and watches; none
+ * grows past max_memory. A connection that holds a partial frame or unsent
+ * replies without progress for idle_timeout seconds is closed (one periodic
+ * timer looks). Every refusal closes the connection and logs one line naming
+ * the peer and the limit, at most one line per second (the rest are counted).
+ * No path scans all keys except LIST_KEYS and closing the server; the timer
+ * scans connections once a second.
  *
  * Waiting: a WAIT whose keys are not all present becomes a waiter holding one
  * registration per missing key (a duplicate key counts twice); each
- * registration is linked into its entry's list. Creating the key takes the
- * whole list, decrements each waiter and answers those that reach zero. A
- * closed connection or CANCEL_WAIT unlinks its registrations in O(keys).
+ * registration is appended to its entry's list, so lists are oldest first.
+ * Creating the key takes the whole list, decrements each waiter and answers
+ * those that reach zero. A QUEUE_PUSH makes its key present for one waiter:
+ * it walks the list oldest first, decrementing each, until one waiter is
+ * answered (a waiter on [q, x] is counted and passed over, as PyTorch's libuv
+ * server does), so blocked pops on one queue are served FIFO. A closed
+ * connection or CANCEL_WAIT unlinks its registrations in O(keys).
+ *
+ * BARRIER (crun's G3 extra, and the libuv server's): the key is an arrival
+ * counter, incremented like ADD; the caller is answered when the counter
+ * reaches the world size, and then every pending party is released. Chosen
+ * deliberately: a plain WAIT on a barrier key returns as soon as the key
+ * exists, that is at the first arrival (the key is a counter, as ADD makes
+ * it); a SET on the key of a pending barrier replaces the counter, wakes plain
+ * waiters and releases no barrier party: parties are released only by a
+ * BARRIER whose increment (of the SET value, read like ADD) reaches the world
+ * size, and a value that is not a number makes that BARRIER fail and close
+ * its connection, like ADD.
  *
  * Errors on the wire have no reply: like PyTorch's servers, a bad request
  * closes that one connection, here with a logged reason. Where PyTorch's
@@ -41,14 +73,20 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "crun/auth.h"
 #include "crun/err.h"
 #include "crun/map.h"
 #include "crun/store.h"
 #include "store_wire.h"
 
 #define STORE_RBUF_SIZE 65536
-/* Bytes charged per entry besides its key and value. */
-#define STORE_ENTRY_OVERHEAD 64
+/* Lines about closed connections logged per second, at most. */
+#define STORE_LOG_BURST 10
+/* Period of the idle check, at most. */
+#define STORE_TICK_MS 1000
+/* Bytes charged per entry besides its key and value: the struct, malloc's
+ * header and its share of the bucket array. */
+#define STORE_ENTRY_OVERHEAD (sizeof(struct store_entry) + 32)
 /* Idle buffers larger than this are freed. */
 #define STORE_KEEP_BUF 16384
 
@@ -63,12 +101,18 @@ struct store_reg {
 	int barrier; /* linked into e->bwaiters, not e->waiters */
 };
 
+/* An entry's registrations, oldest first. */
+struct store_reglist {
+	struct store_reg *head, *tail;
+};
+
 /* A parked WAIT (or BARRIER): answered when missing drops to zero. */
 struct store_waiter {
 	struct store_conn *c;
 	struct store_waiter *prev, *next; /* in c->waiters */
 	size_t missing;
 	size_t nregs;
+	size_t bytes; /* charged to srv->mem */
 	struct store_reg regs[];
 };
 
@@ -93,8 +137,8 @@ struct store_entry {
 	unsigned char *val;
 	size_t vlen;
 	int has_value;
-	struct store_reg *waiters;
-	struct store_reg *bwaiters;
+	struct store_reglist waiters;
+	struct store_reglist bwaiters;
 	struct store_watch *watches;
 	struct store_qitem *qhead, *qtail;
 	size_t qlen;
@@ -107,15 +151,24 @@ struct store_conn {
 	uv_tcp_t tcp;
 	struct crun_store_server *srv;
 	enum store_gen gen;
-	struct store_buf in;  /* an unfinished frame */
+	struct store_buf in;  /* an unfinished frame, or unparsed requests */
 	struct store_buf out; /* replies not yet handed to the kernel */
-	size_t queued;	      /* bytes in pending uv_write requests */
+	struct store_wire_resume rs; /* progress into the frame in `in` */
+	size_t queued;		     /* bytes in pending uv_write requests */
+	size_t qcap;		     /* their buffers' capacity */
+	size_t charged;	  /* in.cap + out.cap + qcap, as counted in srv->mem */
+	uint64_t since;	  /* uv_now of its last progress (idle check) */
+	const char *doom; /* close at the next flush, for this reason */
 	struct store_waiter *waiters;
 	struct store_watch *watches;
 	struct store_conn *prev, *next; /* srv->conns */
 	struct store_conn *dirty_next;
 	int dirty;
+	int paused; /* not reading: too many unsent replies */
+	int nobufs; /* the last read buffer was refused by max_memory */
 	int closing;
+	int authed;		/* passed the rendezvous secret (auth.h) */
+	struct crun_auth_hs hs; /* that handshake, while it runs */
 };
 
 /* A uv_write of a connection's output that try_write could not finish. */
@@ -123,6 +176,7 @@ struct store_wreq {
 	uv_write_t req;
 	struct store_conn *c;
 	size_t len;
+	size_t cap;
 	unsigned char *data; /* the output buffer, handed over whole */
 };
 
@@ -131,10 +185,15 @@ struct crun_store_server {
 	uv_tcp_t listener;
 	struct crun_store_limits lim;
 	size_t max_frame; /* largest request buffered */
-	size_t max_out;	  /* largest backlog of replies per connection */
 	struct map map;
-	size_t nkeys; /* entries with a value */
-	size_t mem;   /* bytes charged against lim.max_memory */
+	size_t nkeys;	 /* entries with a value */
+	size_t keybytes; /* their keys' bytes (LIST_KEYS's reply) */
+	size_t mem;	 /* bytes charged against lim.max_memory */
+	size_t nwaiters, nwatches;
+	uv_timer_t tick;	   /* the idle check */
+	uint64_t log_at;	   /* uv_now when the log window opened */
+	unsigned log_lines;	   /* close lines logged in this window */
+	unsigned long log_skipped; /* closes not logged since */
 	struct store_conn *conns;
 	size_t nconns;
 	struct store_conn *dirty;
@@ -147,6 +206,11 @@ struct crun_store_server {
 	void *close_data;
 	store_vanish_cb vanish_cb;
 	void *vanish_data;
+	int has_key; /* clients must prove the secret (auth.h) */
+	struct crun_auth_key key;
+	store_allow_cb allow; /* which peers may connect (NULL: any) */
+	void *allow_data;
+	unsigned long turned_away; /* connections refused by auth or allow */
 	unsigned char rbuf[STORE_RBUF_SIZE];
 };
 
@@ -171,6 +235,8 @@ void store_limits_default(struct crun_store_limits *lim)
 	lim->max_keys = CRUN_STORE_MAX_KEYS;
 	lim->max_memory = CRUN_STORE_MAX_MEMORY;
 	lim->max_conns = CRUN_STORE_MAX_CONNS;
+	lim->max_output = CRUN_STORE_MAX_OUTPUT;
+	lim->idle_timeout = CRUN_STORE_IDLE_TIMEOUT;
 }
 
 /* ---- Entries ----------------------------------------------------------- */
@@ -223,8 +289,8 @@ static struct store_entry *store_get_entry(struct crun_store_server *srv,
 /* Free e if nothing refers to it any more. */
 static void store_entry_gc(struct crun_store_server *srv, struct store_entry *e)
 {
-	if (e->has_value || e->qlen > 0 || e->waiters != NULL ||
-	    e->bwaiters != NULL || e->watches != NULL)
+	if (e->has_value || e->qlen > 0 || e->waiters.head != NULL ||
+	    e->bwaiters.head != NULL || e->watches != NULL)
 		return;
 	map_remove(&srv->map, &e->node);
 	srv->mem -= e->klen + STORE_ENTRY_OVERHEAD;
@@ -242,19 +308,54 @@ static void store_conn_dirty(struct store_conn *c)
 	c->srv->dirty = c;
 }
 
-/* Push a WATCH_KEY notification to every watcher of e. */
+static void store_conn_account(struct store_conn *c);
+
+/*
+ * Whether c may get n more bytes of output now: its unsent replies stay
+ * within max_output and the process within max_memory.
+ */
+static int store_conn_fits(const struct store_conn *c, size_t n)
+{
+	const struct crun_store_server *srv = c->srv;
+	size_t cap = store_buf_grown_cap(&c->out, n);
+	/* srv->mem counts c's buffers as of its last store_conn_account. */
+	size_t mem = srv->mem - c->charged + c->in.cap + c->qcap;
+
+	return c->out.len + c->queued + n <= srv->lim.max_output &&
+	       cap != SIZE_MAX && mem + cap <= srv->lim.max_memory;
+}
+
+/* Have c closed at the next flush (not now: a list may be walking it). */
+static void store_conn_doom(struct store_conn *c, const char *why)
+{
+	if (c->doom == NULL)
+		c->doom = why;
+	store_conn_dirty(c);
+}
+
+/*
+ * Push a WATCH_KEY notification to every watcher of e. A watcher that would
+ * pass max_output (it does not read) or max_memory is closed instead.
+ */
 static void store_notify(struct store_entry *e, unsigned kind, const void *old,
 			 size_t olen, const void *new, size_t nlen)
 {
 	struct store_watch *w;
+	size_t n = 1 + 8 + e->klen + 8 + olen + 8 + nlen;
 
 	for (w = e->watches; w != NULL; w = w->enext) {
-		if (w->c->closing)
+		if (w->c->closing || w->c->doom != NULL)
 			continue;
+		if (!store_conn_fits(w->c, n)) {
+			store_conn_doom(w->c, "watch notifications would pass "
+					      "max-output or max-memory");
+			continue;
+		}
 		store_buf_u8(&w->c->out, kind);
 		store_buf_str(&w->c->out, e->key, e->klen);
 		store_buf_str(&w->c->out, old, olen);
 		store_buf_str(&w->c->out, new, nlen);
+		store_conn_account(w->c);
 		store_conn_dirty(w->c);
 	}
 }
@@ -288,8 +389,10 @@ static int store_entry_set(struct crun_store_server *srv, struct store_entry *e,
 		    e->val, oldlen, v, nlen);
 	free(e->val);
 	srv->mem = srv->mem - oldlen + nlen;
-	if (!e->has_value)
+	if (!e->has_value) {
 		srv->nkeys++;
+		srv->keybytes += e->klen;
+	}
 	e->val = v;
 	e->vlen = nlen;
 	e->has_value = 1;
@@ -298,22 +401,44 @@ static int store_entry_set(struct crun_store_server *srv, struct store_entry *e,
 
 /* ---- Waiters ----------------------------------------------------------- */
 
+/* The list r is (or goes) in. */
+static struct store_reglist *store_reg_list(struct store_reg *r)
+{
+	return r->barrier ? &r->e->bwaiters : &r->e->waiters;
+}
+
+/* Append r (its e and barrier set) to its entry's list. */
+static void store_reg_link(struct store_reg *r)
+{
+	struct store_reglist *l = store_reg_list(r);
+
+	r->next = NULL;
+	r->prev = l->tail;
+	if (l->tail != NULL)
+		l->tail->next = r;
+	else
+		l->head = r;
+	l->tail = r;
+}
+
 /* Unlink r from its entry's list. */
 static void store_reg_unlink(struct store_reg *r)
 {
-	struct store_reg **head = r->barrier ? &r->e->bwaiters : &r->e->waiters;
+	struct store_reglist *l = store_reg_list(r);
 
 	if (r->prev != NULL)
 		r->prev->next = r->next;
 	else
-		*head = r->next;
+		l->head = r->next;
 	if (r->next != NULL)
 		r->next->prev = r->prev;
+	else
+		l->tail = r->prev;
 	r->e = NULL;
 	r->prev = r->next = NULL;
 }
 
-/* Unlink w from its connection and free it (its regs are unlinked). */
+/* Unlink w from its connection, uncharge and free it (regs are unlinked). */
 static void store_waiter_free(struct store_waiter *w)
 {
 	struct store_conn *c = w->c;
@@ -324,43 +449,49 @@ static void store_waiter_free(struct store_waiter *w)
 		c->waiters = w->next;
 	if (w->next != NULL)
 		w->next->prev = w->prev;
+	c->srv->mem -= w->bytes;
+	c->srv->nwaiters--;
 	free(w);
 }
 
-/* Count one registration of w as satisfied; answer and free w at zero. */
-static void store_waiter_hit(struct store_waiter *w)
+/*
+ * Count one registration of w as satisfied; answer and free w at zero.
+ * Returns 1 if w was answered (and is freed).
+ */
+static int store_waiter_hit(struct store_waiter *w)
 {
 	assert(w->missing > 0);
 	if (--w->missing > 0)
-		return;
+		return 0;
 	if (!w->c->closing) {
 		store_buf_u8(&w->c->out, STORE_STOP_WAITING);
+		store_conn_account(w->c);
 		store_conn_dirty(w->c);
 	}
 	store_waiter_free(w);
+	return 1;
 }
 
-/* Wake every registration in *head (at most max of them). */
-static void store_wake_list(struct store_reg **head, size_t max)
+/*
+ * Wake the registrations of l oldest first: all of them, or (one) only until
+ * a waiter is answered.
+ */
+static void store_wake_list(struct store_reglist *l, int one)
 {
-	struct store_reg *r, *next;
+	struct store_reg *r;
 
-	for (r = *head; r != NULL && max > 0; r = next, max--) {
-		next = r->next;
-		*head = next;
-		if (next != NULL)
-			next->prev = NULL;
-		r->e = NULL;
-		r->prev = r->next = NULL;
-		store_waiter_hit(r->w);
+	while ((r = l->head) != NULL) {
+		store_reg_unlink(r);
+		if (store_waiter_hit(r->w) && one)
+			return;
 	}
 }
 
 /* The key now exists: answer whoever waited for it. */
 static void store_wake(struct store_entry *e)
 {
-	if (e->waiters != NULL)
-		store_wake_list(&e->waiters, SIZE_MAX);
+	if (e->waiters.head != NULL)
+		store_wake_list(&e->waiters, 0);
 }
 
 /* Drop every parked WAIT/BARRIER of c, without answering. */
@@ -390,7 +521,10 @@ static int store_present(const struct store_entry *e)
 	return e != NULL && (e->has_value || e->qlen > 0);
 }
 
-/* Park a waiter for c with one registration per key in keys[0..n). */
+/*
+ * Park a waiter for c with one registration per missing key of the request
+ * (its one key for a barrier). The waiter is charged to srv->mem.
+ */
 static int store_park(struct store_conn *c, const struct store_req *req,
 		      size_t missing, int barrier)
 {
@@ -400,15 +534,21 @@ static int store_park(struct store_conn *c, const struct store_req *req,
 	struct store_waiter *w;
 	struct store_entry *e;
 	struct store_reg *r;
-	size_t klen, i = 0;
+	size_t klen, i = 0, bytes;
 	int err = 0;
 
-	w = calloc(1, sizeof(*w) + missing * sizeof(w->regs[0]));
+	bytes = sizeof(*w) + missing * sizeof(w->regs[0]);
+	if (srv->mem + bytes > srv->lim.max_memory)
+		return CRUN_ETOOBIG;
+	w = calloc(1, bytes);
 	if (w == NULL)
 		return UV_ENOMEM;
 	w->c = c;
 	w->nregs = missing;
 	w->missing = missing;
+	w->bytes = bytes;
+	srv->mem += bytes;
+	srv->nwaiters++;
 	w->next = c->waiters;
 	if (c->waiters != NULL)
 		c->waiters->prev = w;
@@ -431,29 +571,16 @@ static int store_park(struct store_conn *c, const struct store_req *req,
 		r->w = w;
 		r->e = e;
 		r->barrier = barrier;
-		if (barrier) {
-			r->next = e->bwaiters;
-			e->bwaiters = r;
-		} else {
-			r->next = e->waiters;
-			e->waiters = r;
-		}
-		if (r->next != NULL)
-			r->next->prev = r;
+		store_reg_link(r);
 	}
 	if (err != 0) {
 		/* Undo: drop this waiter's registrations so far. */
-		w->nregs = i;
-		c->waiters = w->next;
-		if (w->next != NULL)
-			w->next->prev = NULL;
-		w->prev = w->next = NULL;
-		for (i = 0; i < w->nregs; i++) {
-			e = w->regs[i].e;
-			store_reg_unlink(&w->regs[i]);
+		for (size_t j = 0; j < i; j++) {
+			e = w->regs[j].e;
+			store_reg_unlink(&w->regs[j]);
 			store_entry_gc(srv, e);
 		}
-		free(w);
+		store_waiter_free(w);
 	}
 	return err;
 }
@@ -509,11 +636,17 @@ static int store_watch(struct store_conn *c, const struct store_req *req)
 	e = store_get_entry(c->srv, req->key, req->key_len, &err);
 	if (e == NULL)
 		return err;
-	w = calloc(1, sizeof(*w));
-	if (w == NULL) {
+	w = NULL;
+	if (c->srv->mem + sizeof(*w) > c->srv->lim.max_memory)
+		err = CRUN_ETOOBIG;
+	else if ((w = calloc(1, sizeof(*w))) == NULL)
+		err = UV_ENOMEM;
+	if (err != 0) {
 		store_entry_gc(c->srv, e);
-		return UV_ENOMEM;
+		return err;
 	}
+	c->srv->mem += sizeof(*w);
+	c->srv->nwatches++;
 	w->c = c;
 	w->e = e;
 	w->enext = e->watches;
@@ -541,6 +674,46 @@ static void store_conn_unwatch(struct store_conn *c)
 			w->enext->eprev = w->eprev;
 		store_entry_gc(c->srv, w->e);
 		free(w);
+		c->srv->mem -= sizeof(*w);
+		c->srv->nwatches--;
+	}
+}
+
+/*
+ * The size of req's reply (an upper bound), known before it runs, so that
+ * fan-out replies (MULTI_GET, LIST_KEYS) are counted before they are built.
+ */
+static size_t store_reply_size(struct crun_store_server *srv,
+			       const struct store_req *req)
+{
+	const unsigned char *p, *end, *k;
+	const struct store_entry *e;
+	size_t klen, n = 0;
+
+	switch (req->op) {
+	case STORE_OP_GET:
+		e = store_find(srv, req->key, req->key_len);
+		return 8 + (e != NULL ? e->vlen : 0);
+	case STORE_OP_COMPARE_SET:
+		e = store_find(srv, req->key, req->key_len);
+		n = e != NULL ? e->vlen : 0;
+		n = n > req->val_len ? n : req->val_len;
+		return 8 + (n > req->val2_len ? n : req->val2_len);
+	case STORE_OP_MULTI_GET:
+		p = req->list;
+		end = p + req->list_len;
+		while (store_wire_next_str(&p, end, &k, &klen)) {
+			e = store_find(srv, k, klen);
+			n += 8 + (e != NULL ? e->vlen : 0);
+		}
+		return n;
+	case STORE_OP_QUEUE_POP:
+		e = store_find(srv, req->key, req->key_len);
+		return 16 + (e != NULL && e->qhead != NULL ? e->qhead->len : 0);
+	case STORE_OP_LIST_KEYS:
+		return 8 + 8 * srv->nkeys + srv->keybytes;
+	default:
+		return 8; /* a number, a status byte, a ping's nonce, nothing */
 	}
 }
 
@@ -654,6 +827,7 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 				     NULL, 0);
 		srv->mem -= e->vlen;
 		srv->nkeys--;
+		srv->keybytes -= e->klen;
 		free(e->val);
 		e->val = NULL;
 		e->vlen = 0;
@@ -714,7 +888,8 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 		e->qtail = q;
 		e->qlen++;
 		srv->mem += req->val_len + sizeof(*q);
-		if (e->waiters != NULL)
+		/* Present for one waiter: the oldest one it completes. */
+		if (e->waiters.head != NULL)
 			store_wake_list(&e->waiters, 1);
 		return 0;
 	case STORE_OP_QUEUE_POP:
@@ -758,8 +933,8 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 		store_wake(e);
 		if (num >= req->num) {
 			store_buf_u8(&c->out, STORE_STOP_WAITING);
-			if (e->bwaiters != NULL)
-				store_wake_list(&e->bwaiters, SIZE_MAX);
+			if (e->bwaiters.head != NULL)
+				store_wake_list(&e->bwaiters, 0);
 			return 0;
 		}
 		err = store_park(c, req, 1, 1);
@@ -770,10 +945,10 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 	}
 	if (err == CRUN_ETOOBIG)
 		snprintf(errmsg, errlen,
-			 "%s would exceed the store's limits (%zu bytes of %zu "
-			 "used)",
-			 store_wire_op_name(req->op), srv->mem,
-			 srv->lim.max_memory);
+			 "%s refused: it would pass max-memory %zu (%zu bytes "
+			 "used) or max-value %zu",
+			 store_wire_op_name(req->op), srv->lim.max_memory,
+			 srv->mem, srv->lim.max_value);
 	else if (err != 0)
 		snprintf(errmsg, errlen, "%s failed: %s",
 			 store_wire_op_name(req->op), crun_strerror(err));
@@ -783,8 +958,18 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 /* ---- Connections ------------------------------------------------------- */
 
 static void store_server_maybe_free(struct crun_store_server *srv);
+static void store_flush_dirty(struct crun_store_server *srv);
 
-/* Free c once its handle is closed. */
+/* Bring srv->mem up to date with the buffers c holds now. */
+static void store_conn_account(struct store_conn *c)
+{
+	size_t now = c->in.cap + c->out.cap + c->qcap;
+
+	c->srv->mem = c->srv->mem - c->charged + now;
+	c->charged = now;
+}
+
+/* Free c once its handle is closed (its writes have been cancelled). */
 static void store_on_conn_close(uv_handle_t *h)
 {
 	struct store_conn *c = h->data;
@@ -792,6 +977,7 @@ static void store_on_conn_close(uv_handle_t *h)
 
 	store_buf_release(&c->in);
 	store_buf_release(&c->out);
+	store_conn_account(c);
 	free(c);
 	srv->nhandles--;
 	store_server_maybe_free(srv);
@@ -811,33 +997,66 @@ static void store_conn_report_vanished(struct store_conn *c)
 					       w->regs[i].e->klen);
 }
 
-/* Close c, logging why unless reason is NULL. */
+/* c's peer address as text ("?" if unknown). */
+static void store_conn_peer(struct store_conn *c, char *addr, size_t len)
+{
+	struct sockaddr_storage ss;
+	int sl = sizeof(ss);
+
+	snprintf(addr, len, "?");
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) != 0)
+		return;
+	if (ss.ss_family == AF_INET6)
+		uv_ip6_name((struct sockaddr_in6 *)&ss, addr, len);
+	else
+		uv_ip4_name((struct sockaddr_in *)&ss, addr, len);
+	/* An IPv4 peer of a dual-stack socket reads better without ::ffff:. */
+	if (strncmp(addr, "::ffff:", 7) == 0 && strchr(addr + 7, '.') != NULL)
+		memmove(addr, addr + 7, strlen(addr + 7) + 1);
+}
+
+/*
+ * Close c, logging why unless reason is NULL. At most STORE_LOG_BURST lines
+ * a second are logged (a flood of hostile connections must not flood the
+ * log); the next line logged says how many were not.
+ */
 static void store_conn_close(struct store_conn *c, const char *reason)
 {
 	struct crun_store_server *srv = c->srv;
-	struct sockaddr_storage ss;
-	char addr[INET6_ADDRSTRLEN] = "?";
-	int len = sizeof(ss);
+	char addr[INET6_ADDRSTRLEN];
+	uint64_t now;
 
 	if (c->closing)
 		return;
 	c->closing = 1;
 	if (reason != NULL && !srv->quiet) {
-		if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) ==
-		    0) {
-			if (ss.ss_family == AF_INET6)
-				uv_ip6_name((struct sockaddr_in6 *)&ss, addr,
-					    sizeof(addr));
-			else
-				uv_ip4_name((struct sockaddr_in *)&ss, addr,
-					    sizeof(addr));
+		now = uv_now(srv->loop);
+		if (srv->log_at == 0 || now - srv->log_at >= 1000) {
+			srv->log_at = now != 0 ? now : 1;
+			srv->log_lines = 0;
 		}
-		store_log(srv, "closing connection from %s: %s", addr, reason);
+		if (srv->log_lines < STORE_LOG_BURST) {
+			store_conn_peer(c, addr, sizeof(addr));
+			if (srv->log_skipped > 0)
+				store_log(srv,
+					  "closing connection from %s: %s "
+					  "(and %lu more not logged)",
+					  addr, reason, srv->log_skipped);
+			else
+				store_log(srv, "closing connection from %s: %s",
+					  addr, reason);
+			srv->log_lines++;
+			srv->log_skipped = 0;
+		} else {
+			srv->log_skipped++;
+		}
 	}
 	if (srv->vanish_cb != NULL && !srv->closing)
 		store_conn_report_vanished(c);
 	store_conn_cancel_waits(c);
 	store_conn_unwatch(c);
+	if (c->paused)
+		uv_read_stop((uv_stream_t *)&c->tcp);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -848,68 +1067,229 @@ static void store_conn_close(struct store_conn *c, const char *reason)
 	uv_close((uv_handle_t *)&c->tcp, store_on_conn_close);
 }
 
-/* A queued write finished: free it; close c on error. */
+/* Stop reading c until its replies drain (see store_conn_resume). */
+static void store_conn_pause(struct store_conn *c)
+{
+	if (c->paused)
+		return;
+	c->paused = 1;
+	uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
+/*
+ * Whether req may run on c now. No if its reply alone passes max_output or
+ * max_memory (c is closed), or if c must first drain what it has (c is
+ * paused: the request stays in its input).
+ */
+static int store_conn_room(struct store_conn *c, const struct store_req *req)
+{
+	struct crun_store_server *srv = c->srv;
+	size_t r = store_reply_size(srv, req);
+	size_t pending = c->out.len + c->queued;
+	char msg[200];
+
+	if (store_conn_fits(c, r))
+		return 1;
+	if (pending > 0) {
+		store_conn_pause(c);
+		return 0;
+	}
+	if (r > srv->lim.max_output)
+		snprintf(msg, sizeof(msg),
+			 "%s reply of %zu bytes exceeds max-output %zu",
+			 store_wire_op_name(req->op), r, srv->lim.max_output);
+	else
+		snprintf(msg, sizeof(msg),
+			 "%s reply of %zu bytes would pass max-memory %zu "
+			 "(%zu bytes used)",
+			 store_wire_op_name(req->op), r, srv->lim.max_memory,
+			 srv->mem);
+	store_conn_close(c, msg);
+	return 0;
+}
+
+static int store_conn_gate(struct store_conn *c, const struct store_req *req,
+			   char *errmsg, size_t errlen);
+
+/*
+ * Decode and run requests in buf[0..len) while c has room for their
+ * replies; returns the bytes consumed.
+ */
+static size_t store_conn_parse(struct store_conn *c, const unsigned char *buf,
+			       size_t len)
+{
+	struct store_req req;
+	char errmsg[256];
+	size_t off = 0, used;
+	int rc;
+
+	while (!c->closing && !c->paused && off < len) {
+		errmsg[0] = '\0';
+		rc = store_wire_decode(buf + off, len - off, &c->gen,
+				       &c->srv->lim, &c->rs, &req, &used,
+				       errmsg, sizeof(errmsg));
+		if (rc == STORE_WIRE_NEED_MORE)
+			break;
+		if (rc < 0) {
+			store_conn_close(c, errmsg);
+			break;
+		}
+		if (!store_conn_room(c, &req))
+			break;
+		/* With a secret, nothing runs before the client proves it. */
+		rc = store_conn_gate(c, &req, errmsg, sizeof(errmsg));
+		if (rc == 0)
+			rc = store_exec(c, &req, errmsg, sizeof(errmsg));
+		store_conn_account(c);
+		if (rc < 0) {
+			store_conn_close(c, rc == CRUN_EAUTH ? NULL : errmsg);
+			break;
+		}
+		off += used;
+	}
+	if (off > 0)
+		c->since = uv_now(c->srv->loop);
+	if (!c->closing && c->out.len > 0)
+		store_conn_dirty(c);
+	return off;
+}
+
+/* Drop the first used bytes of c's input buffer. */
+static void store_conn_consume(struct store_conn *c, size_t used)
+{
+	if (used > 0) {
+		memmove(c->in.data, c->in.data + used, c->in.len - used);
+		c->in.len -= used;
+	}
+	if (c->in.len == 0 && c->in.cap > STORE_KEEP_BUF)
+		store_buf_release(&c->in);
+}
+
+static void store_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/*
+ * c's replies have drained to half of max_output: run the requests waiting
+ * in its input, and read again unless that paused it anew.
+ */
+static void store_conn_resume(struct store_conn *c)
+{
+	size_t used;
+
+	if (!c->paused || c->closing ||
+	    c->out.len + c->queued > c->srv->lim.max_output / 2)
+		return;
+	c->paused = 0;
+	used = store_conn_parse(c, c->in.data, c->in.len);
+	store_conn_consume(c, used);
+	store_conn_account(c);
+	if (!c->closing && !c->paused &&
+	    uv_read_start((uv_stream_t *)&c->tcp, store_on_alloc,
+			  store_on_read) != 0)
+		store_conn_close(c, "cannot read from connection");
+}
+
+/* A queued write finished: free it; close c on error, else maybe resume. */
 static void store_on_write(uv_write_t *req, int status)
 {
 	struct store_wreq *w = (struct store_wreq *)req;
 	struct store_conn *c = w->c;
+	struct crun_store_server *srv = c->srv;
 
 	c->queued -= w->len;
+	c->qcap -= w->cap;
 	free(w->data);
 	free(w);
-	if (status < 0 && status != UV_ECANCELED && !c->closing)
+	store_conn_account(c);
+	if (c->closing)
+		return;
+	if (status < 0) {
 		store_conn_close(c, NULL);
+		return;
+	}
+	c->since = uv_now(srv->loop);
+	store_conn_resume(c);
+	store_flush_dirty(srv);
 }
 
-/* Hand c's output to the kernel: try_write, then uv_write for the rest. */
+/*
+ * Hand c's output to the kernel: try_write, then uv_write for the rest.
+ * Lengths stay size_t throughout; a buffer is split into pieces below 4 GiB.
+ */
 static void store_conn_flush(struct store_conn *c)
 {
+	uv_buf_t small[4], *bufs = small;
 	struct store_wreq *w;
-	uv_buf_t b;
-	int n = 0;
+	size_t nb, off = 0;
+	int n;
 
-	if (c->closing || c->out.len == 0)
+	if (c->closing)
 		return;
+	if (c->doom != NULL) {
+		store_conn_close(c, c->doom);
+		return;
+	}
+	if (c->out.len == 0)
+		goto done;
 	if (c->out.oom) {
 		store_conn_close(c, "out of memory for replies");
 		return;
 	}
+	nb = store_wire_npieces(c->out.len);
+	if (nb > 4 && (bufs = malloc(nb * sizeof(*bufs))) == NULL) {
+		store_conn_close(c, "out of memory for replies");
+		return;
+	}
 	if (c->queued == 0) {
-		b = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
-		n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-		if (n == (int)c->out.len) {
-			c->out.len = 0;
-			if (c->out.cap > STORE_KEEP_BUF)
-				store_buf_release(&c->out);
-			return;
-		}
+		store_wire_slices(bufs, nb, c->out.data, c->out.len);
+		n = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)nb);
 		if (n < 0 && n != UV_EAGAIN) {
+			if (bufs != small)
+				free(bufs);
 			store_conn_close(c, NULL);
 			return;
 		}
-		if (n < 0)
-			n = 0;
+		off = n > 0 ? (size_t)n : 0;
+		if (off == c->out.len) {
+			if (bufs != small)
+				free(bufs);
+			c->out.len = 0;
+			if (c->out.cap > STORE_KEEP_BUF)
+				store_buf_release(&c->out);
+			c->since = uv_now(c->srv->loop);
+			goto done;
+		}
+		nb = store_wire_npieces(c->out.len - off);
 	}
 	w = malloc(sizeof(*w));
 	if (w == NULL) {
+		if (bufs != small)
+			free(bufs);
 		store_conn_close(c, "out of memory for replies");
 		return;
 	}
 	w->c = c;
-	w->len = c->out.len - (size_t)n;
+	w->len = c->out.len - off;
+	w->cap = c->out.cap;
 	w->data = c->out.data;
 	store_buf_init(&c->out);
-	b = uv_buf_init((char *)w->data + n, (unsigned)w->len);
-	if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, store_on_write) !=
-	    0) {
+	store_wire_slices(bufs, nb, w->data + off, w->len);
+	n = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, (unsigned)nb,
+		     store_on_write);
+	if (bufs != small)
+		free(bufs);
+	if (n != 0) {
 		free(w->data);
 		free(w);
+		store_conn_account(c);
 		store_conn_close(c, NULL);
 		return;
 	}
 	c->queued += w->len;
-	if (c->queued > c->srv->max_out)
-		store_conn_close(c, "client does not read its replies");
+	c->qcap += w->cap;
+done:
+	store_conn_account(c);
+	store_conn_resume(c);
 }
 
 /* Flush every connection that got output during this callback. */
@@ -924,55 +1304,151 @@ static void store_flush_dirty(struct crun_store_server *srv)
 	}
 }
 
-/* Decode and run requests in buf[0..len); returns the bytes consumed. */
-static size_t store_conn_parse(struct store_conn *c, const unsigned char *buf,
-			       size_t len)
-{
-	struct store_req req;
-	char errmsg[256];
-	size_t off = 0, used;
-	int rc;
+static int store_conn_auth(struct store_conn *c, const struct store_req *req,
+			   char *errmsg, size_t errlen);
 
-	while (!c->closing && off < len) {
-		errmsg[0] = '\0';
-		rc = store_wire_decode(buf + off, len - off, &c->gen,
-				       &c->srv->lim, &req, &used, errmsg,
-				       sizeof(errmsg));
-		if (rc == STORE_WIRE_NEED_MORE)
-			break;
-		if (rc < 0) {
-			store_conn_close(c, errmsg);
-			break;
-		}
-		rc = store_exec(c, &req, errmsg, sizeof(errmsg));
-		if (rc < 0) {
-			store_conn_close(c, errmsg);
-			break;
-		}
-		off += used;
-	}
-	if (!c->closing && c->out.len > 0)
-		store_conn_dirty(c);
-	return off;
+/*
+ * One line naming a peer turned away by the secret or the allowed
+ * addresses, even from a quiet store: the first 20, then every 1000th.
+ */
+static void store_log_refusal(struct store_conn *c, const char *why)
+{
+	char addr[INET6_ADDRSTRLEN];
+	unsigned long n = c->srv->turned_away++;
+
+	if (n >= 20 && n % 1000 != 0)
+		return;
+	store_conn_peer(c, addr, sizeof(addr));
+	store_log(NULL, "refusing connection from %s: %s (%lu so far)", addr,
+		  why, n + 1);
 }
 
-/* libuv wants a buffer: the shared one, or the tail of c's partial frame. */
+/*
+ * The gate before a request is dispatched (auth.h): with a secret, only
+ * VALIDATE and the AUTH exchange pass until the client has proved it.
+ * Returns 0 to dispatch req, 1 if handled here, or CRUN_EAUTH (logged
+ * here) to close c.
+ */
+static int store_conn_gate(struct store_conn *c, const struct store_req *req,
+			   char *errmsg, size_t errlen)
+{
+	int rc = store_conn_auth(c, req, errmsg, errlen);
+
+	if (rc < 0)
+		store_log_refusal(c, errmsg);
+	return rc;
+}
+
+static int store_conn_auth(struct store_conn *c, const struct store_req *req,
+			   char *errmsg, size_t errlen)
+{
+	struct crun_store_server *srv = c->srv;
+	unsigned char out[CRUN_AUTH_CHALLENGE_LEN];
+
+	if (req->op != STORE_OP_AUTH) {
+		if (!srv->has_key || c->authed || req->op == STORE_OP_VALIDATE)
+			return 0;
+		if (req->op == STORE_OP_PING) { /* best effort, see auth.h */
+			unsigned char m[4] = {CRUN_AUTH_NEEDED & 0xff,
+					      (CRUN_AUTH_NEEDED >> 8) & 0xff,
+					      (CRUN_AUTH_NEEDED >> 16) & 0xff,
+					      CRUN_AUTH_NEEDED >> 24};
+			uv_buf_t b = uv_buf_init((char *)m, sizeof(m));
+
+			uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+		}
+		snprintf(errmsg, errlen,
+			 "%s before authentication: refused (this store needs "
+			 "the rendezvous secret)",
+			 store_wire_op_name(req->op));
+		return CRUN_EAUTH;
+	}
+	if (!srv->has_key) {
+		snprintf(errmsg, errlen,
+			 "client offers the rendezvous secret, but this store "
+			 "has none");
+		return CRUN_EAUTH;
+	}
+	if (c->hs.step == 0 &&
+	    auth_server_challenge(&srv->key, &c->hs, req->val, req->val_len,
+				  out) == 0) {
+		store_buf_put(&c->out, out, sizeof(out));
+		return 1;
+	}
+	if (c->hs.step == 1 &&
+	    auth_server_check(&srv->key, &c->hs, req->val, req->val_len) == 0) {
+		c->authed = 1;
+		return 1;
+	}
+	snprintf(errmsg, errlen,
+		 "authentication failed: the client does not know the "
+		 "rendezvous secret");
+	return CRUN_EAUTH;
+}
+
+void store_server_set_auth(struct crun_store_server *srv,
+			   const struct crun_auth_key *key)
+{
+	srv->has_key = key != NULL;
+	if (key != NULL)
+		srv->key = *key;
+}
+
+void store_server_set_allow(struct crun_store_server *srv, store_allow_cb cb,
+			    void *data)
+{
+	srv->allow = cb;
+	srv->allow_data = data;
+}
+
+/*
+ * libuv wants a buffer: the shared one, or the tail of c's partial frame
+ * (none if growing it would pass max_memory: the read then fails ENOBUFS).
+ */
 static void store_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
 	struct store_conn *c = h->data;
-	size_t want;
+	struct crun_store_server *srv = c->srv;
+	size_t cap, room;
 
 	if (c->in.len == 0) {
-		*buf = uv_buf_init((char *)c->srv->rbuf, STORE_RBUF_SIZE);
+		*buf = uv_buf_init((char *)srv->rbuf, STORE_RBUF_SIZE);
 		return;
 	}
-	want = STORE_RBUF_SIZE;
-	if (store_buf_reserve(&c->in, want) != 0) {
+	cap = store_buf_grown_cap(&c->in, STORE_RBUF_SIZE);
+	if (cap == SIZE_MAX ||
+	    srv->mem + (cap - c->in.cap) > srv->lim.max_memory ||
+	    store_buf_reserve(&c->in, STORE_RBUF_SIZE) != 0) {
+		c->nobufs = cap == SIZE_MAX || !c->in.oom;
 		*buf = uv_buf_init(NULL, 0);
 		return;
 	}
-	*buf = uv_buf_init((char *)c->in.data + c->in.len,
-			   (unsigned)(c->in.cap - c->in.len));
+	store_conn_account(c);
+	room = c->in.cap - c->in.len;
+	*buf = uv_buf_init(
+	    (char *)c->in.data + c->in.len,
+	    (unsigned int)(room < STORE_WIRE_PIECE ? room : STORE_WIRE_PIECE));
+}
+
+/* Keep the unparsed tail rest[0..n) of a shared-buffer read in c->in. */
+static void store_conn_keep(struct store_conn *c, const unsigned char *rest,
+			    size_t n)
+{
+	struct crun_store_server *srv = c->srv;
+	char msg[160];
+	size_t cap = store_buf_grown_cap(&c->in, n);
+
+	if (cap == SIZE_MAX ||
+	    srv->mem + (cap - c->in.cap) > srv->lim.max_memory) {
+		snprintf(msg, sizeof(msg),
+			 "a partial request would pass max-memory %zu (%zu "
+			 "bytes used)",
+			 srv->lim.max_memory, srv->mem);
+		store_conn_close(c, msg);
+		return;
+	}
+	store_buf_put(&c->in, rest, n);
+	store_conn_account(c);
 }
 
 /* Bytes arrived on c: parse whole frames, keep the rest, flush replies. */
@@ -980,14 +1456,26 @@ static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct store_conn *c = s->data;
 	struct crun_store_server *srv = c->srv;
-	char msg[128];
+	char msg[160];
 	size_t used;
 
 	if (nread == UV_ENOBUFS) {
-		store_conn_close(c, "out of memory for a request");
+		if (c->nobufs)
+			snprintf(msg, sizeof(msg),
+				 "a partial request would pass max-memory %zu "
+				 "(%zu bytes used)",
+				 srv->lim.max_memory, srv->mem);
+		else
+			snprintf(msg, sizeof(msg),
+				 "out of memory for a request");
+		store_conn_close(c, msg);
+		store_flush_dirty(srv);
 		return;
 	}
 	if (nread < 0) {
+		if (srv->has_key && !c->authed && c->hs.step == 1)
+			store_log_refusal(c, "left during authentication "
+					     "(it does not know the secret)");
 		store_conn_close(c,
 				 NULL); /* EOF or reset: clients just leave */
 		store_flush_dirty(srv);
@@ -998,24 +1486,55 @@ static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	if (buf->base == (char *)srv->rbuf) {
 		used = store_conn_parse(c, srv->rbuf, (size_t)nread);
 		if (!c->closing && used < (size_t)nread)
-			store_buf_put(&c->in, srv->rbuf + used,
-				      (size_t)nread - used);
+			store_conn_keep(c, srv->rbuf + used,
+					(size_t)nread - used);
 	} else {
 		c->in.len += (size_t)nread;
 		used = store_conn_parse(c, c->in.data, c->in.len);
-		if (used > 0) {
-			memmove(c->in.data, c->in.data + used,
-				c->in.len - used);
-			c->in.len -= used;
-		}
-		if (c->in.len == 0 && c->in.cap > STORE_KEEP_BUF)
-			store_buf_release(&c->in);
+		store_conn_consume(c, used);
+		store_conn_account(c);
 	}
+	/* Bytes arriving are progress: only a stalled peer is idle (a large
+	 * frame may take a slow sender longer than idle_timeout). */
+	if (!c->closing && nread > 0)
+		c->since = uv_now(srv->loop);
 	if (!c->closing && c->in.oom)
 		store_conn_close(c, "out of memory for a request");
-	if (!c->closing && c->in.len > srv->max_frame) {
-		snprintf(msg, sizeof(msg), "request larger than %zu bytes",
+	if (!c->closing && !c->paused && c->in.len > srv->max_frame) {
+		snprintf(msg, sizeof(msg),
+			 "request larger than %zu bytes (2 * max-value + "
+			 "max-key-size + 64)",
 			 srv->max_frame);
+		store_conn_close(c, msg);
+	}
+	store_flush_dirty(srv);
+}
+
+/*
+ * The idle check: close connections that have held a partial frame or
+ * unsent replies for idle_timeout seconds without progress (bytes received,
+ * a frame consumed, a write completed). Parked WAITs and watches alone are
+ * not idleness.
+ */
+static void store_on_tick(uv_timer_t *t)
+{
+	struct crun_store_server *srv = t->data;
+	uint64_t now = uv_now(srv->loop);
+	uint64_t limit = (uint64_t)srv->lim.idle_timeout * 1000;
+	struct store_conn *c, *next;
+	char msg[128];
+
+	for (c = srv->conns; c != NULL; c = next) {
+		next = c->next;
+		if (c->in.len == 0 && c->out.len == 0 && c->queued == 0)
+			continue;
+		if (now - c->since < limit)
+			continue;
+		snprintf(msg, sizeof(msg),
+			 "no progress for idle-timeout %zu s with %s pending",
+			 srv->lim.idle_timeout,
+			 c->in.len > 0 && !c->paused ? "a partial request"
+						     : "unsent replies");
 		store_conn_close(c, msg);
 	}
 	store_flush_dirty(srv);
@@ -1036,6 +1555,7 @@ static void store_on_connection(uv_stream_t *ls, int status)
 	if (c == NULL)
 		return;
 	c->srv = srv;
+	c->since = uv_now(srv->loop);
 	store_buf_init(&c->in);
 	store_buf_init(&c->out);
 	uv_tcp_init(srv->loop, &c->tcp);
@@ -1061,6 +1581,19 @@ static void store_on_connection(uv_stream_t *ls, int status)
 				  srv->lim.max_conns, srv->refused);
 		store_conn_close(c, NULL);
 		return;
+	}
+	if (srv->allow != NULL) {
+		struct sockaddr_storage ss;
+		int n = sizeof(ss);
+
+		if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &n) !=
+			0 ||
+		    !srv->allow(srv->allow_data,
+				(const struct sockaddr *)&ss)) {
+			store_log_refusal(c, "not a node of this round");
+			store_conn_close(c, NULL);
+			return;
+		}
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
 	rc = uv_read_start((uv_stream_t *)&c->tcp, store_on_alloc,
@@ -1110,11 +1643,12 @@ store_server_alloc(uv_loop_t *loop, const struct crun_store_limits *lim)
 	else
 		store_limits_default(&srv->lim);
 	srv->max_frame = 2 * srv->lim.max_value + srv->lim.max_key + 64;
-	srv->max_out = 4 * srv->lim.max_value + (1u << 20);
 	map_init(&srv->map);
 	uv_tcp_init(loop, &srv->listener);
 	srv->listener.data = srv;
-	srv->nhandles = 1;
+	uv_timer_init(loop, &srv->tick);
+	srv->tick.data = srv;
+	srv->nhandles = 2;
 	store_raise_nofile();
 	return srv;
 }
@@ -1129,6 +1663,13 @@ static int store_server_listen(struct crun_store_server *srv)
 		       store_on_connection);
 	if (rc != 0)
 		return rc;
+	if (srv->lim.idle_timeout > 0) {
+		uint64_t ms = (uint64_t)srv->lim.idle_timeout * 1000 / 2;
+
+		ms = ms < STORE_TICK_MS ? ms : STORE_TICK_MS;
+		uv_timer_start(&srv->tick, store_on_tick, ms, ms);
+		uv_unref((uv_handle_t *)&srv->tick); /* never keeps a loop up */
+	}
 	rc = uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len);
 	if (rc != 0)
 		return rc;
@@ -1138,10 +1679,20 @@ static int store_server_listen(struct crun_store_server *srv)
 	return 0;
 }
 
-/* Close callback of a listener whose server failed to start. */
+/* Close callback of a server that failed to start: free it after both. */
 static void store_on_failed_close(uv_handle_t *h)
 {
-	free(h->data);
+	struct crun_store_server *srv = h->data;
+
+	if (--srv->nhandles == 0)
+		free(srv);
+}
+
+/* Close the listener and timer of a server that failed to start. */
+static void store_server_abandon(struct crun_store_server *srv)
+{
+	uv_close((uv_handle_t *)&srv->listener, store_on_failed_close);
+	uv_close((uv_handle_t *)&srv->tick, store_on_failed_close);
 }
 
 /* Bind the listener to host:port (see store_server_new). */
@@ -1197,7 +1748,7 @@ int store_server_new(uv_loop_t *loop, const char *host, int port,
 	*out = srv;
 	return 0;
 fail:
-	uv_close((uv_handle_t *)&srv->listener, store_on_failed_close);
+	store_server_abandon(srv);
 	return rc;
 }
 
@@ -1229,7 +1780,7 @@ int store_server_new_fd(uv_loop_t *loop, int fd,
 	*out = srv;
 	return 0;
 fail:
-	uv_close((uv_handle_t *)&srv->listener, store_on_failed_close);
+	store_server_abandon(srv);
 	return rc;
 }
 
@@ -1253,6 +1804,21 @@ void store_server_on_vanish(struct crun_store_server *srv, store_vanish_cb cb,
 size_t store_server_nconns(const struct crun_store_server *srv)
 {
 	return srv->nconns;
+}
+
+void store_server_stats(const struct crun_store_server *srv,
+			struct crun_store_stats *st)
+{
+	const struct store_conn *c;
+
+	memset(st, 0, sizeof(*st));
+	st->conns = srv->nconns;
+	st->waiters = srv->nwaiters;
+	st->watches = srv->nwatches;
+	st->memory = srv->mem;
+	st->keys = srv->nkeys;
+	for (c = srv->conns; c != NULL; c = c->next)
+		st->paused += c->paused != 0;
 }
 
 /* Free every entry and the map. */
@@ -1291,7 +1857,7 @@ static void store_server_maybe_free(struct crun_store_server *srv)
 		cb(data);
 }
 
-/* The listener is closed. */
+/* The listener or the timer is closed. */
 static void store_on_listener_close(uv_handle_t *h)
 {
 	struct crun_store_server *srv = h->data;
@@ -1311,6 +1877,7 @@ void store_server_close(struct crun_store_server *srv, store_close_cb cb,
 		store_conn_close(srv->conns, NULL);
 	srv->dirty = NULL;
 	uv_close((uv_handle_t *)&srv->listener, store_on_listener_close);
+	uv_close((uv_handle_t *)&srv->tick, store_on_listener_close);
 }
 
 /* ---- In-process access ------------------------------------------------- */

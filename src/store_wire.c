@@ -10,8 +10,11 @@
  *
  * The decoder is restartable from the start of the buffer: it returns
  * NEED_MORE until a whole frame is present, so callers simply keep unparsed
- * bytes and call it again with more. It checks limits as soon as a length is
- * known, so a peer cannot make the server buffer a frame it would refuse.
+ * bytes and call it again with more. A list frame (up to max_keys strings)
+ * would then be walked from its start on every read, quadratic in its
+ * pieces; a struct store_wire_resume carries the walk's position between
+ * calls instead. It checks limits as soon as a length is known, so a peer
+ * cannot make the server buffer a frame it would refuse.
  */
 #include <limits.h>
 #include <stdarg.h>
@@ -26,29 +29,51 @@
 
 /* op -> opcode, per generation (-1: absent). */
 static const signed char store_wire_g0_codes[STORE_OP__COUNT] = {
-    [STORE_OP_VALIDATE] = -1,	[STORE_OP_SET] = 0,
-    [STORE_OP_COMPARE_SET] = 1, [STORE_OP_GET] = 2,
-    [STORE_OP_ADD] = 3,		[STORE_OP_CHECK] = 4,
-    [STORE_OP_WAIT] = 5,	[STORE_OP_GETNUMKEYS] = 6,
-    [STORE_OP_WATCH_KEY] = 7,	[STORE_OP_DELETE_KEY] = 8,
-    [STORE_OP_APPEND] = 9,	[STORE_OP_MULTI_GET] = 10,
-    [STORE_OP_MULTI_SET] = 11,	[STORE_OP_CANCEL_WAIT] = 12,
-    [STORE_OP_PING] = -1,	[STORE_OP_QUEUE_PUSH] = -1,
-    [STORE_OP_QUEUE_POP] = -1,	[STORE_OP_QUEUE_LEN] = -1,
-    [STORE_OP_LIST_KEYS] = -1,	[STORE_OP_BARRIER] = -1,
+    [STORE_OP_VALIDATE] = -1,
+    [STORE_OP_SET] = 0,
+    [STORE_OP_COMPARE_SET] = 1,
+    [STORE_OP_GET] = 2,
+    [STORE_OP_ADD] = 3,
+    [STORE_OP_CHECK] = 4,
+    [STORE_OP_WAIT] = 5,
+    [STORE_OP_GETNUMKEYS] = 6,
+    [STORE_OP_WATCH_KEY] = 7,
+    [STORE_OP_DELETE_KEY] = 8,
+    [STORE_OP_APPEND] = 9,
+    [STORE_OP_MULTI_GET] = 10,
+    [STORE_OP_MULTI_SET] = 11,
+    [STORE_OP_CANCEL_WAIT] = 12,
+    [STORE_OP_PING] = -1,
+    [STORE_OP_QUEUE_PUSH] = -1,
+    [STORE_OP_QUEUE_POP] = -1,
+    [STORE_OP_QUEUE_LEN] = -1,
+    [STORE_OP_LIST_KEYS] = -1,
+    [STORE_OP_BARRIER] = -1,
+    [STORE_OP_AUTH] = STORE_WIRE_AUTH_CODE,
 };
 
 static const signed char store_wire_g3_codes[STORE_OP__COUNT] = {
-    [STORE_OP_VALIDATE] = 0,	[STORE_OP_SET] = 1,
-    [STORE_OP_COMPARE_SET] = 2, [STORE_OP_GET] = 3,
-    [STORE_OP_ADD] = 4,		[STORE_OP_CHECK] = 5,
-    [STORE_OP_WAIT] = 6,	[STORE_OP_GETNUMKEYS] = 7,
-    [STORE_OP_WATCH_KEY] = -1,	[STORE_OP_DELETE_KEY] = 8,
-    [STORE_OP_APPEND] = 9,	[STORE_OP_MULTI_GET] = 10,
-    [STORE_OP_MULTI_SET] = 11,	[STORE_OP_CANCEL_WAIT] = 12,
-    [STORE_OP_PING] = 13,	[STORE_OP_QUEUE_PUSH] = 14,
-    [STORE_OP_QUEUE_POP] = 15,	[STORE_OP_QUEUE_LEN] = 16,
-    [STORE_OP_LIST_KEYS] = 17,	[STORE_OP_BARRIER] = 18,
+    [STORE_OP_VALIDATE] = 0,
+    [STORE_OP_SET] = 1,
+    [STORE_OP_COMPARE_SET] = 2,
+    [STORE_OP_GET] = 3,
+    [STORE_OP_ADD] = 4,
+    [STORE_OP_CHECK] = 5,
+    [STORE_OP_WAIT] = 6,
+    [STORE_OP_GETNUMKEYS] = 7,
+    [STORE_OP_WATCH_KEY] = -1,
+    [STORE_OP_DELETE_KEY] = 8,
+    [STORE_OP_APPEND] = 9,
+    [STORE_OP_MULTI_GET] = 10,
+    [STORE_OP_MULTI_SET] = 11,
+    [STORE_OP_CANCEL_WAIT] = 12,
+    [STORE_OP_PING] = 13,
+    [STORE_OP_QUEUE_PUSH] = 14,
+    [STORE_OP_QUEUE_POP] = 15,
+    [STORE_OP_QUEUE_LEN] = 16,
+    [STORE_OP_LIST_KEYS] = 17,
+    [STORE_OP_BARRIER] = 18,
+    [STORE_OP_AUTH] = STORE_WIRE_AUTH_CODE,
 };
 
 static const char *const store_wire_names[STORE_OP__COUNT] = {
@@ -56,6 +81,7 @@ static const char *const store_wire_names[STORE_OP__COUNT] = {
     "check",	  "wait",      "getnumkeys",  "watch_key",   "delete_key",
     "append",	  "multi_get", "multi_set",   "cancel_wait", "ping",
     "queue_push", "queue_pop", "queue_len",   "list_keys",   "barrier",
+    "auth",
 };
 
 static const unsigned char store_wire_magic[5] = {0x00, 0xce, 0xf7, 0x85, 0x3c};
@@ -67,6 +93,8 @@ struct store_cur {
 	const struct crun_store_limits *lim;
 	char *errmsg;
 	size_t errlen;
+	const unsigned char *start; /* the frame's first byte */
+	struct store_wire_resume *rs;
 };
 
 uint64_t store_wire_u64(const unsigned char *p)
@@ -173,19 +201,29 @@ static int store_cur_list(struct store_cur *c, int pairs, struct store_req *r)
 		    "%llu keys in one request exceed the limit of %zu",
 		    (unsigned long long)r->n, c->lim->max_keys);
 	r->list = c->p;
-	for (i = 0; i < r->n; i++) {
+	i = 0;
+	if (c->rs != NULL && c->rs->off > 0) {
+		/* Items before rs->off were checked by an earlier call. */
+		c->p = c->start + c->rs->off;
+		i = c->rs->i;
+	}
+	for (; i < r->n; i++) {
+		const unsigned char *item = c->p;
+
 		/* Each string needs 8 bytes at least: fail before looping long.
 		 */
 		if ((uint64_t)(c->end - c->p) / 8 < r->n - i)
-			return STORE_WIRE_NEED_MORE;
-		rc = store_cur_str(c, maxk, "key", &s, &slen);
+			rc = STORE_WIRE_NEED_MORE;
+		else
+			rc = store_cur_str(c, maxk, "key", &s, &slen);
+		if (rc == 1 && pairs)
+			rc = store_cur_str(c, maxv, "value", &s, &slen);
+		if (rc == STORE_WIRE_NEED_MORE && c->rs != NULL) {
+			c->rs->off = (size_t)(item - c->start);
+			c->rs->i = i;
+		}
 		if (rc != 1)
 			return rc;
-		if (pairs) {
-			rc = store_cur_str(c, maxv, "value", &s, &slen);
-			if (rc != 1)
-				return rc;
-		}
 	}
 	r->list_len = (size_t)(c->p - r->list);
 	return 1;
@@ -204,16 +242,32 @@ static int store_wire_op_of(enum store_gen gen, unsigned code)
 	return -1;
 }
 
+/*
+ * The first frame of a connection began 00 but not with the VALIDATE magic,
+ * and as a G0 SET it is absurd: it was almost certainly a G3 VALIDATE with a
+ * wrong magic (another program, another protocol version). Say that rather
+ * than reporting a giant key.
+ */
+static int store_wire_bad_magic(struct store_cur *c, const unsigned char *buf)
+{
+	return store_wire_err(c, CRUN_EPROTO,
+			      "first request is a validate with a wrong magic "
+			      "0x%08x (want 0x%08x), not a pytorch store "
+			      "client",
+			      (unsigned)store_wire_u32(buf + 1),
+			      (unsigned)STORE_WIRE_MAGIC);
+}
+
 int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
 		      const struct crun_store_limits *lim,
-		      struct store_req *req, size_t *used, char *errmsg,
-		      size_t errlen)
+		      struct store_wire_resume *rs, struct store_req *req,
+		      size_t *used, char *errmsg, size_t errlen)
 {
-	struct store_cur c = {buf, buf + len, lim, errmsg, errlen};
+	struct store_cur c = {buf, buf + len, lim, errmsg, errlen, buf, rs};
 	size_t maxk = lim != NULL ? lim->max_key : SIZE_MAX;
 	size_t maxv = lim != NULL ? lim->max_value : SIZE_MAX;
 	uint64_t n = 0;
-	int op, rc;
+	int op, rc, first = 0;
 
 	if (len == 0)
 		return STORE_WIRE_NEED_MORE;
@@ -221,11 +275,24 @@ int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
 		size_t k = len < 5 ? len : 5;
 
 		if (memcmp(buf, store_wire_magic, k) != 0)
-			*gen = STORE_GEN_G0;
+			first = 1;
 		else if (k < 5)
 			return STORE_WIRE_NEED_MORE;
 		else
 			*gen = STORE_GEN_G3;
+	}
+	if (first) {
+		/* As a G0 SET, a first frame whose key length (bytes 1-8) is
+		 * past 4 GiB is a VALIDATE with a wrong magic followed by the
+		 * client's next request (a G3 client sends both at once).
+		 * Undecided until those bytes are in, so that the verdict
+		 * does not depend on how the bytes arrive. */
+		if (buf[0] == 0 && len < 9)
+			return STORE_WIRE_NEED_MORE;
+		*gen = STORE_GEN_G0;
+		if (buf[0] == 0 && store_wire_u64(buf + 1) > (uint64_t)maxk &&
+		    store_wire_u64(buf + 1) > UINT32_MAX)
+			return store_wire_bad_magic(&c, buf);
 	}
 	op = store_wire_op_of(*gen, buf[0]);
 	if (op < 0)
@@ -277,6 +344,10 @@ int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
 			req->num = (int64_t)n;
 		}
 		break;
+	case STORE_OP_AUTH:
+		rc = store_cur_str(&c, STORE_WIRE_AUTH_MAX, "auth message",
+				   &req->val, &req->val_len);
+		break;
 	case STORE_OP_CHECK:
 	case STORE_OP_WAIT:
 	case STORE_OP_MULTI_GET:
@@ -292,8 +363,12 @@ int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
 		rc = 1;
 		break;
 	}
+	if (rc != 1 && rs != NULL && rc != STORE_WIRE_NEED_MORE)
+		rs->off = 0;
 	if (rc != 1)
 		return rc;
+	if (rs != NULL)
+		rs->off = 0;
 	*used = (size_t)(c.p - buf);
 	return STORE_WIRE_OK;
 }
@@ -347,6 +422,37 @@ void store_buf_release(struct store_buf *b)
 {
 	free(b->data);
 	store_buf_init(b);
+}
+
+size_t store_wire_npieces(size_t len)
+{
+	return len / STORE_WIRE_PIECE + (len % STORE_WIRE_PIECE != 0);
+}
+
+void store_wire_slices(uv_buf_t *bufs, size_t n, unsigned char *p, size_t len)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t k = len < STORE_WIRE_PIECE ? len : STORE_WIRE_PIECE;
+
+		bufs[i] = uv_buf_init((char *)p, (unsigned int)k);
+		p += k;
+		len -= k;
+	}
+}
+
+size_t store_buf_grown_cap(const struct store_buf *b, size_t n)
+{
+	size_t cap;
+
+	if (b->cap - b->len >= n)
+		return b->cap;
+	cap = b->cap != 0 ? b->cap : 64;
+	while (cap - b->len < n) {
+		if (cap > SIZE_MAX / 2)
+			return SIZE_MAX;
+		cap *= 2;
+	}
+	return cap;
 }
 
 int store_buf_reserve(struct store_buf *b, size_t n)

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <uv.h>
+
 #include "crun/cfg.h"
 
 #define STORE_WIRE_MAGIC 0x3C85F7CEu
@@ -43,8 +45,14 @@ enum store_op {
 	STORE_OP_QUEUE_LEN,
 	STORE_OP_LIST_KEYS,
 	STORE_OP_BARRIER,
+	STORE_OP_AUTH, /* crun only: the rendezvous secret (auth.h) */
 	STORE_OP__COUNT
 };
+
+/* crun's AUTH opcode, in both generations: above every PyTorch opcode. */
+#define STORE_WIRE_AUTH_CODE 0x63
+/* Largest AUTH message (a nonce or a MAC). */
+#define STORE_WIRE_AUTH_MAX 64
 
 /* Reply enums. */
 #define STORE_READY 0
@@ -77,6 +85,19 @@ struct store_req {
 	size_t list_len;
 };
 
+/*
+ * How far the decoder got into an unfinished list frame (CHECK, WAIT,
+ * MULTI_GET, MULTI_SET), so that a frame arriving in pieces is walked once,
+ * not from its start on every read. Zero it before the first call for a
+ * frame; the decoder resets it when the frame is done (or refused). Offsets
+ * are from the frame's first byte, so the caller may move the frame's bytes
+ * between calls as long as it keeps them.
+ */
+struct store_wire_resume {
+	size_t off;  /* next unchecked item, or 0: none checked yet */
+	uint64_t i;  /* items checked before off */
+};
+
 /* Results of store_wire_decode besides a negative error. */
 #define STORE_WIRE_NEED_MORE 0
 #define STORE_WIRE_OK 1
@@ -89,9 +110,12 @@ struct store_req {
  * when buf holds only a prefix of a valid frame, or CRUN_EPROTO / CRUN_ETOOBIG
  * with a lower-case reason in errmsg (lim may be NULL: no limits). A limit is
  * reported as soon as the offending length field is in, before its bytes.
+ * rs (may be NULL: start over each time) keeps a list frame's progress
+ * between calls on the same frame.
  */
 int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
-		      const struct crun_store_limits *lim, struct store_req *req,
+		      const struct crun_store_limits *lim,
+		      struct store_wire_resume *rs, struct store_req *req,
 		      size_t *used, char *errmsg, size_t errlen);
 
 /** Take the next length-prefixed string off a checked list; 0 at the end. */
@@ -124,6 +148,8 @@ struct store_buf {
 void store_buf_init(struct store_buf *b);
 /** Free the buffer's memory and make it empty. */
 void store_buf_release(struct store_buf *b);
+/** The capacity store_buf_reserve(b, n) would leave b with (SIZE_MAX: none). */
+size_t store_buf_grown_cap(const struct store_buf *b, size_t n);
 /** Make room for n more bytes; 0 or UV_ENOMEM (and oom set). */
 int store_buf_reserve(struct store_buf *b, size_t n);
 /** Append n bytes. */
@@ -138,6 +164,16 @@ void store_buf_u64(struct store_buf *b, uint64_t v);
 void store_buf_str(struct store_buf *b, const void *p, size_t n);
 /** Append op's opcode for gen (assert: gen has it). */
 void store_buf_op(struct store_buf *b, enum store_gen gen, enum store_op op);
+
+/*
+ * Writing a buffer of any size_t length with libuv, whose uv_buf_t lengths
+ * are unsigned int: split it into pieces of at most STORE_WIRE_PIECE bytes.
+ */
+#define STORE_WIRE_PIECE ((size_t)1 << 30)
+/** The number of pieces of a buffer of len bytes (0 for len 0). */
+size_t store_wire_npieces(size_t len);
+/** Point bufs[0..n) (n = store_wire_npieces(len)) at p[0..len), in order. */
+void store_wire_slices(uv_buf_t *bufs, size_t n, unsigned char *p, size_t len);
 
 /** Little-endian loads. */
 uint64_t store_wire_u64(const unsigned char *p);

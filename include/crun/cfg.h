@@ -47,7 +47,7 @@ struct crun_rdzv_conf {
 	double heartbeat_timeout;
 	double keep_alive_interval;
 	int keep_alive_max_attempt;
-	double timeout;	  /* static backend: wait for all agents */
+	double timeout;	  /* static backend: wait for all agents (0: join) */
 	int is_host;	  /* -1 auto, 0, 1 */
 	char *store_type; /* "tcp" (only tcp is supported) */
 	char *local_addr;
@@ -56,7 +56,11 @@ struct crun_rdzv_conf {
 	int https;	   /* protocol=https for bare endpoints */
 	char *cacert, *cert, *key;
 	char *user, *password_file;
-	double lease_ttl; /* s: a node that stops refreshing is lost */
+	double lease_ttl;    /* s: a node that stops refreshing is lost */
+	char *secret_file;   /* the rendezvous secret (see auth.h), or NULL */
+	int store_allow_any; /* workers' store: 1 any peer, 0 the round's */
+	int store_port;	     /* workers' store of a multi-node job, 0: free */
+	int set_ifname;	     /* export *_SOCKET_IFNAME: 0 no, 1 gloo, 2 +nccl */
 };
 
 /* Limits of the agent's store (issue: the crun store). */
@@ -66,6 +70,9 @@ struct crun_store_limits {
 	size_t max_keys;   /* keys in one request */
 	size_t max_memory; /* total bytes of keys and values */
 	size_t max_conns;  /* concurrent connections */
+	size_t max_output; /* unsent reply bytes per connection */
+	size_t
+	    idle_timeout; /* seconds a stalled connection is kept (0: ever) */
 };
 
 struct crun_cfg {
@@ -83,8 +90,12 @@ struct crun_cfg {
 	int module;
 	int no_python;
 	int run_path;
-	char **argv; /* training script (or binary) and its args */
+	int virtual_local_rank;
+	char *numa_binding; /* accepted, not applied yet (a warning) */
+	char **argv;	    /* training script (or binary) and its args */
 	int argc;
+	char *python;	  /* interpreter of Python workers, NULL: direct exec */
+	char *python_why; /* where it came from (for --print-config) */
 
 	/* Rendezvous. */
 	char *rdzv_backend; /* "static", "c10d", "etcd", "etcd-v2" */
@@ -104,6 +115,9 @@ struct crun_cfg {
 	char *local_ranks_filter_str;
 	int *local_ranks_filter; /* NULL: every rank reaches the console */
 	int nfilter;
+	/* --duplicate_std{out,err}_filters: [0] stdout, [1] stderr. */
+	char **dup_filters[2];
+	int ndup_filters[2];
 
 	/* Lifecycle. */
 	double shutdown_timeout;
@@ -223,5 +237,12 @@ const char *cfg_signame(int sig);
 
 /** Write the effective configuration and each value's source to fp. */
 void cfg_print(const struct crun_cfg *cfg, FILE *fp);
+
+/**
+ * One line on fp for each torchrun option that crun accepts but handles its
+ * own way (--numa_binding, --logs_specs, --event_log_handler), so that
+ * nothing given is silently ignored.
+ */
+void cfg_notices(const struct crun_cfg *cfg, FILE *fp);
 
 #endif

@@ -20,7 +20,8 @@
 	X(EWORKER, -5011, "worker failed")                                     \
 	X(ENOTFOUND, -5012, "not found")                                       \
 	X(EADDRINUSE_OTHER, -5013, "address in use by another program")        \
-	X(EETCD, -5040, "etcd request failed")
+	X(EETCD, -5040, "etcd request failed")                                 \
+	X(EAUTH, -5091, "authentication failed")
 
 enum crun_errno {
 #define X(name, val, msg) CRUN_##name = (val),

@@ -18,12 +18,25 @@ struct crun_linebuf {
 	size_t plen; /* prefix length */
 	size_t len;  /* bytes used, prefix included */
 	size_t max;  /* longest line body before it is cut */
+	int partial; /* terminal mode: pass partial lines through at once */
+	int open;    /* terminal mode: a partial line was emitted already */
+	int cr;	     /* terminal mode: and it ended with a carriage return */
 };
 
 /** Set up lb with a prefix (copied; may be "") and a line limit (> 0). */
 int linebuf_init(struct crun_linebuf *lb, const char *prefix, size_t max);
 
 void linebuf_release(struct crun_linebuf *lb);
+
+/**
+ * Terminal mode, for a console that is a terminal: what a feed leaves
+ * pending is emitted at once instead of waiting for its newline, so progress
+ * bars ("\r 40%") redraw as they come; the rest of that line follows without
+ * a second prefix, and after a carriage return inside a line the prefix is
+ * written again (the cursor went back to its start). Lines of different
+ * workers can then meet on one terminal line, as without crun.
+ */
+void linebuf_set_partial(struct crun_linebuf *lb, int on);
 
 /** Feed n bytes; calls emit once per complete (or cut) line. */
 void linebuf_feed(struct crun_linebuf *lb, const char *data, size_t n,

@@ -31,7 +31,10 @@ void map_init(struct map *m);
 /** Free the bucket array; the caller frees its nodes first (see map_next). */
 void map_release(struct map *m);
 
-/** The hash the map uses for a key (64-bit FNV-1a). */
+/**
+ * The hash the map uses for a key: SipHash-2-4 keyed with a random key drawn
+ * once per process, so bucket collisions cannot be chosen from outside.
+ */
 uint64_t map_hash(const void *key, size_t klen);
 
 /** The node with this key, or NULL. hash is map_hash(key, klen). */

@@ -20,6 +20,8 @@
  *               node g watches, so the store host learns at once when g's
  *               watching connection vanishes (an agent that died)
  *   host/<g>    the host name of group rank g, for messages
+ *   addrs       the nodes' addresses by group rank, blank-separated (the
+ *               workers' store accepts only them and loopback)
  *   done/<g>    node g finished and left: its silence is not a death
  *   finished    counter of nodes whose workers all succeeded
  * plus "crun/<run_id>/round" (the current round), ".../config" (nnodes and
@@ -105,6 +107,9 @@ struct rdzv_opts {
 	double join_timeout, last_call_timeout, close_timeout;
 	double keep_alive_interval;
 	int keep_alive_max_attempt;
+	/* A heartbeat unanswered this long: the store is lost (0: interval
+	 * x max_attempt). */
+	double heartbeat_timeout;
 	/*
 	 * Called on the node that becomes group rank 0 of a round, to start
 	 * the workers' store for that round; returns 0 and its port.
@@ -173,6 +178,15 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 		     void *data);
 
 /**
+ * This node leaves the job (it was signalled, after ending the round with
+ * RDZV_END_DEAD): unlike rdzv_finish it does not count as a node that
+ * finished, so the others may re-form without it. cb runs once, after the
+ * store has taken every earlier request of ours.
+ */
+int rdzv_depart(struct crun_rdzv *r,
+		void (*cb)(struct crun_rdzv *r, void *data), void *data);
+
+/**
  * This node's workers all succeeded: record it. The store host then waits
  * (up to close_timeout) until every node of the round has finished or the
  * round ended, so nobody loses the store early; cb runs once after that.
@@ -182,6 +196,13 @@ int rdzv_finish(struct crun_rdzv *r,
 
 /** Job-wide failure restarts so far (as read by rdzv_may_restart). */
 int rdzv_restarts(const struct crun_rdzv *r);
+
+/**
+ * The addresses of the current round's nodes as their descriptors give
+ * them, blank-separated, by group rank (for the workers' store's allow
+ * list); NULL before the first round. Valid until the next round.
+ */
+const char *rdzv_peers(const struct crun_rdzv *r);
 
 /** The last error message (for the agent's one-line report). */
 const char *rdzv_errmsg(const struct crun_rdzv *r);

@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include "crun/auth.h"
 #include "crun/rdzv.h"
 #include "crun/store.h"
 
@@ -22,6 +23,8 @@ struct rdzv_store_opts {
 	int is_host;	  /* -1: host if the endpoint is this machine */
 	int timeout_ms;	  /* keep trying to connect this long */
 	const struct crun_store_limits *limits;
+	/* The rendezvous secret (auth.h; copied), or NULL: unauthenticated. */
+	const struct crun_auth_key *auth;
 	char *errmsg; /* filled on a synchronous error */
 	size_t errlen;
 };

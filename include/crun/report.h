@@ -44,4 +44,15 @@ void report_print(FILE *fp, const char *entrypoint,
 int report_write_json(const char *path, const char *entrypoint,
 		      const struct crun_failure *f, int n);
 
+/**
+ * Write the launcher's error file (torchrun does this when its own
+ * TORCHELASTIC_ERROR_FILE is set, for schedulers): the root worker's error
+ * file with "errorCode" set to its exit code when root has one, else a file in
+ * the same schema whose message is why (root's stderr tail, if any, as the
+ * callstack). root may be NULL (the job failed elsewhere, or before any worker
+ * ran). Written to a temporary name and renamed. Returns 0 or an error.
+ */
+int report_write_error_file(const char *path, const struct crun_failure *root,
+			    const char *why, int code);
+
 #endif

@@ -32,6 +32,8 @@ struct crun_store_aclient;
 #define CRUN_STORE_MAX_KEYS (128u << 10) /* keys in one WAIT/CHECK/MULTI_* */
 #define CRUN_STORE_MAX_MEMORY ((size_t)1 << 30) /* 1 GiB of keys and values */
 #define CRUN_STORE_MAX_CONNS 65536u		/* concurrent connections */
+#define CRUN_STORE_MAX_OUTPUT (64u << 20) /* unsent replies per connection */
+#define CRUN_STORE_IDLE_TIMEOUT 30u	  /* seconds without progress */
 
 /** Called once an object that owns libuv handles is closed and freed. */
 typedef void (*store_close_cb)(void *data);
@@ -39,9 +41,13 @@ typedef void (*store_close_cb)(void *data);
 /**
  * Fill lim with the defaults above. A request that breaks a limit closes that
  * one connection (with a logged reason); so does a request larger than
- * 2 * max_value + max_key + 64 bytes (no legal single-value request is), and
- * a write that would take the store past max_memory. A connection accepted
- * beyond max_conns is closed at once.
+ * 2 * max_value + max_key + 64 bytes (no legal single-value request is), a
+ * reply larger than max_output, and anything that would take the process past
+ * max_memory (which counts keys, values, queue items, waiters, watches and
+ * every connection's input and output buffers). A client whose unsent replies
+ * reach max_output is not read until they drain; one that holds a partial
+ * request or unsent replies for idle_timeout seconds without progress is
+ * closed. A connection accepted beyond max_conns is closed at once.
  */
 void store_limits_default(struct crun_store_limits *lim);
 
@@ -93,6 +99,20 @@ void store_server_on_vanish(struct crun_store_server *srv, store_vanish_cb cb,
 
 /** Connections open right now. */
 size_t store_server_nconns(const struct crun_store_server *srv);
+
+/* A snapshot of a server's state, for tests and diagnostics. */
+struct crun_store_stats {
+	size_t conns;	/* open connections */
+	size_t paused;	/* connections not read until their replies drain */
+	size_t waiters; /* parked WAITs and BARRIERs */
+	size_t watches; /* WATCH_KEY registrations */
+	size_t keys;	/* keys with a value */
+	size_t memory;	/* bytes counted against max_memory */
+};
+
+/** Fill st from srv (O(connections)). */
+void store_server_stats(const struct crun_store_server *srv,
+			struct crun_store_stats *st);
 
 /**
  * Close the listener and every connection (waiters get no reply), then free

@@ -4,7 +4,8 @@
  * fed (whole, or in pieces of 1..8 bytes) and whether the generation is
  * decided by the stream (auto) or fixed. Every decoded request must have
  * consumed bytes inside the buffer, its strings must lie inside the frame,
- * and decoding a stream in pieces must give the same requests as decoding
+ * and decoding a stream in pieces (resuming list frames where the last
+ * call stopped, as the server does) must give the same requests as decoding
  * it whole.
  */
 #include <stdint.h>
@@ -16,12 +17,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const struct crun_store_limits fuzz_lim = {4096, 65536, 64, 1 << 20, 16};
+static const struct crun_store_limits fuzz_lim = {4096, 65536, 64, 1 << 20, 16, 1 << 20, 30};
 
 /* Decode a whole stream; return the number of requests, ops in ops[]. */
 static size_t fuzz_decode_all(const uint8_t *d, size_t n, enum store_gen gen,
 			      size_t step, int *ops, size_t maxops, int *err)
 {
+	struct store_wire_resume rs = {0, 0};
 	struct store_req r;
 	size_t off = 0, avail = 0, used, k = 0;
 	const unsigned char *p, *s, *end;
@@ -34,7 +36,7 @@ static size_t fuzz_decode_all(const uint8_t *d, size_t n, enum store_gen gen,
 		avail = step == 0 ? n : (avail + step > n ? n : avail + step);
 		for (;;) {
 			rc = store_wire_decode(d + off, avail - off, &gen, &fuzz_lim,
-					       &r, &used, msg, sizeof(msg));
+					       &rs, &r, &used, msg, sizeof(msg));
 			if (rc != STORE_WIRE_OK)
 				break;
 			if (used == 0 || off + used > avail)

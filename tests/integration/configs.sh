@@ -47,14 +47,15 @@ has single nproc_per_node 4 "job file \($C/single-node.ini:[0-9]+: nproc_per_nod
 has single standalone true "job file"
 has single log_dir "$T/crun-logs" "job file .*: dir\)"
 has single tee 3 "job file"
-expect_grep "single entrypoint" "^entrypoint *= train.py --epochs 10 --run-name single node demo$" "$T/pc"
+# The script is found next to the job file, not in the current directory.
+expect_grep "single entrypoint" "^entrypoint *= $C/../examples/train.py --epochs 3 --run-name single node demo$" "$T/pc"
 expect_grep "single env" "^env: PYTHONUNBUFFERED=1" "$T/pc"
 
 show two-node-hetero.ini
 has hetero nnodes 2 "job file"
 has hetero nproc_per_node 4 "job file"
 has hetero rdzv_backend c10d "job file .*: backend\)"
-has hetero rdzv_endpoint node0:29400 "job file .*: endpoint\)"
+has hetero rdzv_endpoint 127.0.0.1:29400 "job file .*: endpoint\)"
 has hetero rdzv_id hetero-demo "job file .*: id\)"
 has hetero rdzv_conf join_timeout=300 "job file"
 has hetero local_ranks_filter 0 "job file .*: filter\)"

@@ -12,6 +12,10 @@
 #   netns_setup N          create hosts h1..hN (1 <= N <= 250) and register their
 #                          removal with at_exit. Skips (exit 77) without root,
 #                          iproute2, unshare, or kernel support for netns/veth/bridge.
+#                          NETNS_OWN_NAME=loopback makes each host see its own
+#                          name at 127.0.1.1 (Debian's default /etc/hosts), =none
+#                          makes it unresolvable (containers); other hosts' names
+#                          keep resolving.
 #   netns_exec HOST CMD... run CMD (a program, not a shell function; use sh -c for
 #                          pipelines) in HOST, in the foreground. Environment and
 #                          working directory are inherited.
@@ -233,7 +237,8 @@ netns_teardown() {
 # Run by sh -c in the host's netns and a new UTS namespace: $1 hostname,
 # $2 state dir, then the command.
 # shellcheck disable=SC2016
-_NETNS_WRAP='hostname "$1" && mount --bind "$2/hosts" /etc/hosts &&
+_NETNS_WRAP='_hf="$2/hosts"; [ -f "$2/hosts.$1" ] && _hf="$2/hosts.$1"
+hostname "$1" && mount --bind "$_hf" /etc/hosts &&
 mount --bind "$2/resolv.conf" /etc/resolv.conf || exit 125; shift 2; exec "$@"'
 
 netns_exec() { # HOST CMD...
@@ -290,6 +295,21 @@ netns_setup() { # N
 		printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n'
 		_i=1; while [ $_i -le "$_n" ]; do printf '%s.%s\th%s\n' "$NETNS_SUBNET" $_i $_i; _i=$((_i+1)); done
 	} >"$NETNS_DIR/hosts"
+	# NETNS_OWN_NAME=loopback: each host finds its own name at 127.0.1.1
+	# (Debian's default /etc/hosts); =none: its own name does not resolve.
+	case "${NETNS_OWN_NAME:-}" in loopback|none)
+		_i=1; while [ $_i -le "$_n" ]; do
+			{
+				printf '127.0.0.1\tlocalhost\n'
+				[ "$NETNS_OWN_NAME" = loopback ] && printf '127.0.1.1\th%s\n' $_i
+				_j=1; while [ $_j -le "$_n" ]; do
+					[ $_j -eq $_i ] || printf '%s.%s\th%s\n' "$NETNS_SUBNET" $_j $_j
+					_j=$((_j+1))
+				done
+			} >"$NETNS_DIR/hosts.h$_i"
+			_i=$((_i+1))
+		done ;;
+	esac
 	printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$NETNS_DIR/resolv.conf"
 
 	_i=1

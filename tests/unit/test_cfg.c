@@ -55,6 +55,7 @@ static void setup(void)
 	/* Tests must not see the GPUs or the settings of the machine. */
 	unsetenv("CUDA_VISIBLE_DEVICES");
 	setenv("CRUN_NVIDIA_PROC", "/nonexistent/crun-test-no-gpus", 1);
+	setenv("CRUN_SYSFS", "/nonexistent/crun-test-no-sysfs", 1);
 }
 
 static void teardown(void)
@@ -233,6 +234,8 @@ static const char *sample_value(int id)
 	case CFG_store_max_keys: return "100";
 	case CFG_store_max_memory: return "1G";
 	case CFG_store_max_conns: return "10";
+	case CFG_store_max_output: return "16M";
+	case CFG_store_idle_timeout: return "20";
 	case CFG_config: return "job.ini";
 	default: return "value";
 	}
@@ -399,7 +402,9 @@ Test(cfg, defaults_match_torchrun)
 	cr_expect_eq(cfg.signals[2], SIGHUP);
 	cr_expect_eq(cfg.signals[3], SIGQUIT);
 	cr_expect_eq(cfg.agent_store, 1);
-	cr_expect_eq(cfg.rdzv.timeout, 900);
+	/* Unset: the static backend then waits join_timeout (torchrun's
+	 * LaunchConfig injects 900; crun keeps one knob for the wait). */
+	cr_expect_eq(cfg.rdzv.timeout, 0);
 	cr_expect_eq(cfg.rdzv.join_timeout, 600);
 	cr_expect_eq(cfg.rdzv.last_call_timeout, 30);
 	cr_expect_eq(cfg.rdzv.is_host, -1);
@@ -419,6 +424,8 @@ Test(cfg, store_limit_defaults_are_the_stores)
 	cr_assert_eq(cfg.store.max_keys, d.max_keys);
 	cr_assert_eq(cfg.store.max_memory, d.max_memory);
 	cr_assert_eq(cfg.store.max_conns, d.max_conns);
+	cr_assert_eq(cfg.store.max_output, d.max_output);
+	cr_assert_eq(cfg.store.idle_timeout, d.idle_timeout);
 	cr_assert_eq(cfg_parse_size("64k", &d.max_key), 0);
 	cr_assert_eq(d.max_key, 65536);
 	cr_assert_neq(cfg_parse_size("0", &d.max_key), 0);
@@ -473,7 +480,7 @@ Test(cfg, short_option_errors)
 Test(cfg, unique_prefixes)
 {
 	cr_assert_eq(PARSE(noenv, "--nproc", "4", "--nnod=2", "--mod", "--ro=x",
-			   "--stand", "--max-re=5", "--node-r", "1", "--log=/tmp/l",
+			   "--stand", "--max-re=5", "--node-r", "1", "--log_d=/tmp/l",
 			   "--shut=3", "train.py"),
 		     0, "%s", errbuf);
 	expect_raw(CFG_nproc_per_node, "4", CRUN_SRC_CLI);

@@ -230,7 +230,8 @@ Test(env, contract_exact_values)
 	expect_var("TORCHELASTIC_RUN_ID", "job42");
 	expect_var("TORCHELASTIC_USE_AGENT_STORE", "True");
 	expect_var("TORCHELASTIC_ERROR_FILE", "/tmp/logs/attempt_2/1/error.json");
-	expect_var("NCCL_ASYNC_ERROR_HANDLING", "1");
+	cr_expect_null(env_get(&env, "NCCL_ASYNC_ERROR_HANDLING"),
+		       "the deprecated name is not set (PyTorch >= 2.2 warns)");
 	expect_var("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
 	expect_var("OMP_NUM_THREADS", "1");
 }

@@ -275,3 +275,51 @@ Test(linebuf, random_splits)
 	}
 	free(want);
 }
+
+/* Terminal mode: pieces as they come (no newline needed), in order. */
+static char term[1024];
+static size_t tlen;
+
+static void on_piece(void *ctx, const char *p, size_t len)
+{
+	(void)ctx;
+	cr_assert_lt(tlen + len, sizeof(term));
+	memcpy(term + tlen, p, len);
+	tlen += len;
+	term[tlen] = '\0';
+}
+
+Test(linebuf, terminal_mode_passes_partial_lines_at_once)
+{
+	tlen = 0;
+	cr_assert_eq(linebuf_init(&lb, "[w0]:", 64), 0);
+	linebuf_set_partial(&lb, 1);
+	linebuf_feed(&lb, "\r 10%", 5, on_piece, NULL);
+	cr_expect_str_eq(term, "[w0]:\r[w0]: 10%", "shown before any newline");
+	linebuf_feed(&lb, "\r 50%", 5, on_piece, NULL);
+	cr_expect_str_eq(term, "[w0]:\r[w0]: 10%\r[w0]: 50%",
+			 "a redraw gets its prefix back, the line no second one");
+	linebuf_feed(&lb, "\r100%\nnext line\n", 16, on_piece, NULL);
+	cr_expect_str_eq(term,
+			 "[w0]:\r[w0]: 10%\r[w0]: 50%\r[w0]:100%\n[w0]:next "
+			 "line\n");
+	size_t mark = tlen;
+
+	linebuf_feed(&lb, "tail\r", 5, on_piece, NULL);
+	linebuf_feed(&lb, "over", 4, on_piece, NULL);
+	cr_expect_str_eq(term + mark, "[w0]:tail\r[w0]:over",
+			 "a carriage return that ends a read still re-prefixes");
+	linebuf_flush(&lb, on_piece, NULL);
+	cr_expect_eq(term[tlen - 1], '\n', "flush ends the open line");
+	cr_expect_str_eq(term + mark, "[w0]:tail\r[w0]:over\n");
+}
+
+Test(linebuf, terminal_mode_without_prefix_keeps_bytes)
+{
+	tlen = 0;
+	cr_assert_eq(linebuf_init(&lb, "", 64), 0);
+	linebuf_set_partial(&lb, 1);
+	linebuf_feed(&lb, "a\rb", 3, on_piece, NULL);
+	linebuf_feed(&lb, "c\r\nd\n", 5, on_piece, NULL);
+	cr_expect_str_eq(term, "a\rbc\r\nd\n");
+}

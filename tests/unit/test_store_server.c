@@ -7,12 +7,14 @@
  * the server and asserts that the loop closed cleanly.
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
@@ -26,6 +28,7 @@ typedef const char *(*scenario_fn)(int port);
 struct fixture {
 	uv_loop_t loop;
 	uv_async_t done;
+	uv_async_t ask; /* the scenario wants a stats snapshot */
 	struct crun_store_server *srv;
 	scenario_fn fn;
 	int port;
@@ -34,6 +37,59 @@ struct fixture {
 };
 
 static __thread char fail_buf[256];
+
+/*
+ * Server stats for the scenario thread, taken on the loop thread: the
+ * scenario asks through an async handle and waits for the answer.
+ */
+static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stats_cv = PTHREAD_COND_INITIALIZER;
+static struct crun_store_stats stats_snap;
+static int stats_seq;
+static struct fixture *cur_fixture;
+
+static void on_ask(uv_async_t *a)
+{
+	struct fixture *f = a->data;
+
+	pthread_mutex_lock(&stats_mu);
+	store_server_stats(f->srv, &stats_snap);
+	stats_seq++;
+	pthread_cond_broadcast(&stats_cv);
+	pthread_mutex_unlock(&stats_mu);
+}
+
+/* A snapshot of the running server's stats (from the scenario thread). */
+static struct crun_store_stats get_stats(void)
+{
+	struct crun_store_stats st;
+	int seq;
+
+	pthread_mutex_lock(&stats_mu);
+	seq = stats_seq;
+	uv_async_send(&cur_fixture->ask);
+	while (stats_seq == seq)
+		pthread_cond_wait(&stats_cv, &stats_mu);
+	st = stats_snap;
+	pthread_mutex_unlock(&stats_mu);
+	return st;
+}
+
+/* Poll the stats every 10 ms for up to ms until FIELD OP VALUE holds. */
+#define WAIT_STATS(field, op, value, ms)                                       \
+	do {                                                                   \
+		int n_ = (ms) / 10;                                            \
+		while (!(get_stats().field op(value)) && n_-- > 0)             \
+			usleep(10 * 1000);                                     \
+		if (!(get_stats().field op(value))) {                          \
+			snprintf(fail_buf, sizeof(fail_buf),                   \
+				 "%s:%d: stats." #field " " #op " " #value     \
+				 " not reached in %d ms (%zu)",                \
+				 __FILE__, __LINE__, (ms),                     \
+				 get_stats().field);                           \
+			return fail_buf;                                       \
+		}                                                              \
+	} while (0)
 
 #define CHECK(cond)                                                            \
 	do {                                                                   \
@@ -70,25 +126,67 @@ static void on_done(uv_async_t *a)
 
 	store_server_close(f->srv, NULL, NULL);
 	uv_close((uv_handle_t *)&f->done, NULL);
+	uv_close((uv_handle_t *)&f->ask, NULL);
+}
+
+/*
+ * With capture_log set, run_scenario leaves the server's log on and sends
+ * stderr to a file that log_has searches, so that a scenario can check the
+ * reason a connection was closed for.
+ */
+static int capture_log;
+static char log_path[64];
+
+/* Whether the server has logged a line containing frag. */
+static int log_has(const char *frag)
+{
+	char buf[16384];
+	size_t n;
+	FILE *f = fopen(log_path, "r");
+
+	if (f == NULL)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, frag) != NULL;
 }
 
 /* Run fn against a fresh server with lim (NULL: defaults). */
 static void run_scenario(scenario_fn fn, const struct crun_store_limits *lim)
 {
 	struct fixture f;
+	int saved = -1, logfd;
 
 	memset(&f, 0, sizeof(f));
 	cr_assert_eq(uv_loop_init(&f.loop), 0);
 	cr_assert_eq(store_server_new(&f.loop, "127.0.0.1", 0, lim, &f.srv), 0);
-	store_server_set_quiet(f.srv, 1);
+	store_server_set_quiet(f.srv, !capture_log);
+	if (capture_log) {
+		snprintf(log_path, sizeof(log_path), "/tmp/crun-test-store-%d.log",
+			 (int)getpid());
+		saved = dup(2);
+		logfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		cr_assert(saved >= 0 && logfd >= 0);
+		dup2(logfd, 2);
+		close(logfd);
+	}
 	f.port = store_server_port(f.srv);
 	cr_assert(f.port > 0);
 	f.fn = fn;
 	uv_async_init(&f.loop, &f.done, on_done);
 	f.done.data = &f;
+	uv_async_init(&f.loop, &f.ask, on_ask);
+	f.ask.data = &f;
+	cur_fixture = &f;
 	cr_assert_eq(pthread_create(&f.th, NULL, scenario_thread, &f), 0);
 	uv_run(&f.loop, UV_RUN_DEFAULT);
 	pthread_join(f.th, NULL);
+	if (capture_log) {
+		dup2(saved, 2);
+		close(saved);
+		unlink(log_path);
+	}
 	cr_assert_eq(uv_loop_close(&f.loop), 0);
 	cr_assert_null(f.result, "%s", f.result);
 }
@@ -229,7 +327,7 @@ static const char *many_waiters(int port)
 		pthread_create(&th[i], NULL, waiter_main, &w[i]);
 	}
 	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
-	usleep(200 * 1000);
+	WAIT_STATS(waiters, ==, 8, 5000);
 	CHECK_RC(store_set(c, "/go", "yes", 3), 0);
 	for (i = 0; i < 8; i++) {
 		pthread_join(th[i], NULL);
@@ -297,7 +395,7 @@ static const char *vanished_waiter(int port)
 	CHECK(send(fd1, wait_k1, sizeof(wait_k1) - 1, 0) > 0);
 	CHECK(send(fd2, wait_dup, sizeof(wait_dup) - 1, 0) > 0);
 	CHECK(send(fd3, wait_cas, sizeof(wait_cas) - 1, 0) > 0);
-	usleep(100 * 1000);
+	WAIT_STATS(waiters, ==, 3, 5000);
 	close(fd1); /* vanishes mid-wait */
 	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
 	for (i = 0; i < 100; i++) /* churn while the dead waiter is dropped */
@@ -428,7 +526,9 @@ static const char *limits(int port)
 		if (store_add(c, "/cnt", 0, &n) != 0)
 			break;
 	}
+	/* The loop ended on the memory limit, not on any failure. */
 	CHECK(i < 100);
+	CHECK(log_has("refused: it would pass max-memory 4096"));
 	store_close(c);
 	/* Through all that, the good client was undisturbed. */
 	CHECK_RC(store_get(good, "/t", 1000, &v, &len), 0);
@@ -442,8 +542,9 @@ static const char *limits(int port)
 
 Test(store_server, limits, .timeout = 30)
 {
-	struct crun_store_limits lim = {16, 64, 4, 4096, 100};
+	struct crun_store_limits lim = {16, 64, 4, 4096, 100, 1 << 20, 30};
 
+	capture_log = 1;
 	run_scenario(limits, &lim);
 }
 
@@ -537,4 +638,249 @@ Test(store_server, in_process_and_fd, .timeout = 30)
 	uv_run(&loop, UV_RUN_DEFAULT);
 	cr_assert(closed);
 	cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* A request frame larger than 2 * max_value + max_key + 64 closes. */
+static const char *oversized(int port)
+{
+	unsigned char frame[400];
+	size_t off = 0;
+	int fd;
+
+	/* G0 MULTI_SET of 4 pairs, each value 60 bytes (legal one by one):
+	 * 9 + 4 * (8 + 2 + 8 + 60) = 321 bytes, past 2 * 64 + 16 + 64. */
+	frame[off++] = 0x0b;
+	memcpy(frame + off, "\x04\0\0\0\0\0\0\0", 8);
+	off += 8;
+	for (int i = 0; i < 4; i++) {
+		memcpy(frame + off, "\x02\0\0\0\0\0\0\0/k\x3c\0\0\0\0\0\0\0", 18);
+		off += 18;
+		memset(frame + off, 'v', 60);
+		off += 60;
+	}
+	fd = raw_connect(port);
+	CHECK(fd >= 0);
+	/* All but the last byte: the server must not wait for the rest. */
+	CHECK(send(fd, frame, off - 1, 0) == (ssize_t)(off - 1));
+	CHECK(raw_closed(fd));
+	close(fd);
+	CHECK(log_has("request larger than 208 bytes"));
+	return NULL;
+}
+
+Test(store_server, oversized_request, .timeout = 30)
+{
+	struct crun_store_limits lim = {16, 64, 4, 1 << 20, 100, 1 << 20, 30};
+
+	capture_log = 1;
+	run_scenario(oversized, &lim);
+}
+
+/* G0 WATCH_KEY: registration, then created / updated / deleted pushes. */
+static const char *watch_key(int port)
+{
+	static const char watch[] = "\x07\x02\0\0\0\0\0\0\0/w";
+	struct crun_store_client *c;
+	unsigned char b[64];
+	int fd, del;
+
+	fd = raw_connect(port);
+	CHECK(fd >= 0);
+	CHECK(send(fd, watch, sizeof(watch) - 1, 0) == sizeof(watch) - 1);
+	CHECK(raw_read(fd, b, 1, 2000) == 1 && b[0] == 3); /* registered */
+	WAIT_STATS(watches, ==, 1, 5000);
+	CHECK_RC(store_connect_ex("127.0.0.1", port, 5000, CRUN_STORE_G0, &c), 0);
+	CHECK_RC(store_set(c, "/w", "one", 3), 0);
+	/* kind 1 (created), key, old "", new "one" */
+	CHECK(raw_read(fd, b, 1 + 10 + 8 + 11, 2000) == 30);
+	CHECK(b[0] == 1 && memcmp(b + 1, "\x02\0\0\0\0\0\0\0/w", 10) == 0);
+	CHECK(memcmp(b + 11, "\0\0\0\0\0\0\0\0\x03\0\0\0\0\0\0\0one", 19) == 0);
+	CHECK_RC(store_set(c, "/w", "two", 3), 0);
+	/* kind 0 (updated), old "one", new "two" */
+	CHECK(raw_read(fd, b, 1 + 10 + 11 + 11, 2000) == 33);
+	CHECK(b[0] == 0 &&
+	      memcmp(b + 11, "\x03\0\0\0\0\0\0\0one\x03\0\0\0\0\0\0\0two", 22) == 0);
+	CHECK_RC(store_delete_key(c, "/w", &del), 0);
+	CHECK(del == 1);
+	/* kind 2 (deleted), old "two", new "" */
+	CHECK(raw_read(fd, b, 1 + 10 + 11 + 8, 2000) == 30);
+	CHECK(b[0] == 2 &&
+	      memcmp(b + 11, "\x03\0\0\0\0\0\0\0two\0\0\0\0\0\0\0\0", 19) == 0);
+	/* Closing the watcher drops its registration. */
+	close(fd);
+	WAIT_STATS(watches, ==, 0, 5000);
+	store_close(c);
+	return NULL;
+}
+
+Test(store_server, watch_key, .timeout = 30) { run_scenario(watch_key, NULL); }
+
+/*
+ * A client that pipelines GETs of a 16 KiB value and never reads: the
+ * server stops reading it once max_output (64 KiB) of replies are unsent
+ * (backpressure, memory stays bounded), serves others meanwhile, and closes
+ * it after idle_timeout without progress.
+ */
+static const char *unread_replies(int port)
+{
+	static const char get[] = "\x02\x02\0\0\0\0\0\0\0/v";
+	struct crun_store_client *c;
+	struct crun_store_stats st;
+	static char big[16384], req[11 * 2000];
+	int fd, rcv = 4096, i;
+	struct sockaddr_in sa;
+	void *v;
+	size_t len;
+
+	memset(big, 'b', sizeof(big));
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
+	CHECK_RC(store_set(c, "/v", big, sizeof(big)), 0);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	for (i = 0; i < 2000; i++)
+		memcpy(req + 11 * i, get, 11);
+	CHECK(send(fd, req, sizeof(req), MSG_NOSIGNAL) == (ssize_t)sizeof(req));
+	WAIT_STATS(paused, ==, 1, 5000);
+	/* 2000 replies would be 32 MiB: at most 64 KiB + one reply queued. */
+	st = get_stats();
+	CHECK(st.memory < 64 * 1024 + 4 * sizeof(big) + 65536 + 8192);
+	/* Others are served meanwhile. */
+	CHECK_RC(store_get(c, "/v", 1000, &v, &len), 0);
+	CHECK(len == sizeof(big));
+	free(v);
+	/* No progress for idle_timeout (1 s): closed. */
+	WAIT_STATS(conns, ==, 1, 5000);
+	CHECK(log_has("no progress for idle-timeout 1 s with unsent replies"));
+	close(fd);
+	store_close(c);
+	return NULL;
+}
+
+Test(store_server, unread_replies, .timeout = 30)
+{
+	struct crun_store_limits lim;
+
+	store_limits_default(&lim);
+	lim.max_output = 64 * 1024;
+	lim.idle_timeout = 1;
+	capture_log = 1;
+	run_scenario(unread_replies, &lim);
+}
+
+/* Parked waiters are charged to max_memory, and given back on close. */
+static const char *waiter_accounting(int port)
+{
+	static const char hello[] = "\x00\xce\xf7\x85\x3c";
+	static unsigned char frame[9 + 1000 * 14 + 8];
+	size_t off = 0, m0;
+	int fd;
+
+	m0 = get_stats().memory;
+	frame[off++] = 0x06; /* G3 WAIT */
+	memcpy(frame + off, "\xe8\x03\0\0\0\0\0\0", 8); /* 1000 keys */
+	off += 8;
+	for (int i = 0; i < 1000; i++) {
+		memcpy(frame + off, "\x06\0\0\0\0\0\0\0", 8);
+		off += 8;
+		snprintf((char *)frame + off, 7, "/a%04d", i);
+		off += 6;
+	}
+	fd = raw_connect(port);
+	CHECK(fd >= 0);
+	CHECK(send(fd, hello, 5, 0) == 5);
+	CHECK(send(fd, frame, off, 0) == (ssize_t)off);
+	WAIT_STATS(waiters, ==, 1, 5000);
+	/* 1000 registrations and 1000 entries of 6-byte keys at least. */
+	CHECK(get_stats().memory >= m0 + 1000 * (32 + 6 + 64));
+	close(fd);
+	WAIT_STATS(waiters, ==, 0, 5000);
+	WAIT_STATS(conns, ==, 0, 5000);
+	CHECK(get_stats().memory == m0);
+	return NULL;
+}
+
+Test(store_server, waiter_accounting, .timeout = 30)
+{
+	run_scenario(waiter_accounting, NULL);
+}
+
+/* A server raises RLIMIT_NOFILE's soft limit to the hard one. */
+Test(store_server, raises_open_file_limit, .timeout = 30)
+{
+	struct crun_store_server *srv;
+	struct rlimit rl;
+	uv_loop_t loop;
+
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max < 128)
+		cr_skip_test("hard open-file limit %lu too low to test",
+			     (unsigned long)rl.rlim_max);
+	rl.rlim_cur = 64;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	uv_loop_init(&loop);
+	cr_assert_eq(store_server_new(&loop, "127.0.0.1", 0, NULL, &srv), 0);
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	cr_assert_eq(rl.rlim_cur, rl.rlim_max);
+	store_server_close(srv, NULL, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/*
+ * BARRIER semantics chosen for the libuv server's extra (see the opening
+ * comment of store_server.c): a plain WAIT on a barrier key returns at the
+ * first arrival; a SET on the key of a pending barrier releases no party.
+ */
+static const char *barrier_semantics(int port)
+{
+	static const char hello[] = "\x00\xce\xf7\x85\x3c";
+	static const char barrier[] = "\x12\x02\0\0\0\0\0\0\0/b\x03\0\0\0\0\0\0\0";
+	static const char wait_b[] = "\x06\x01\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0/b";
+	static const char set_b[] = "\x01\x02\0\0\0\0\0\0\0/b\x01\0\0\0\0\0\0\0" "1";
+	int a, w, s, b, c;
+	unsigned char r;
+
+	a = raw_connect(port);
+	w = raw_connect(port);
+	s = raw_connect(port);
+	b = raw_connect(port);
+	c = raw_connect(port);
+	CHECK(a >= 0 && w >= 0 && s >= 0 && b >= 0 && c >= 0);
+	CHECK(send(a, hello, 5, 0) == 5 && send(w, hello, 5, 0) == 5 &&
+	      send(s, hello, 5, 0) == 5 && send(b, hello, 5, 0) == 5 &&
+	      send(c, hello, 5, 0) == 5);
+	CHECK(send(a, barrier, sizeof(barrier) - 1, 0) > 0);
+	WAIT_STATS(waiters, ==, 1, 5000);
+	/* The key exists from the first arrival: a plain WAIT returns. */
+	CHECK(send(w, wait_b, sizeof(wait_b) - 1, 0) > 0);
+	CHECK(raw_read(w, &r, 1, 2000) == 1 && r == 0);
+	/* A SET on the pending barrier's key releases nobody. */
+	CHECK(send(s, set_b, sizeof(set_b) - 1, 0) > 0);
+	CHECK(send(s, "\x0d\x01\0\0\0", 5, 0) == 5); /* PING: the SET is done */
+	CHECK(raw_read(s, &r, 1, 2000) == 1);
+	CHECK(raw_read(a, &r, 1, 100) == -1);
+	CHECK(get_stats().waiters == 1);
+	/* Arrivals 2 and 3 (counting on from the SET value 1) release all. */
+	CHECK(send(b, barrier, sizeof(barrier) - 1, 0) > 0);
+	WAIT_STATS(waiters, ==, 2, 5000);
+	CHECK(send(c, barrier, sizeof(barrier) - 1, 0) > 0);
+	CHECK(raw_read(c, &r, 1, 2000) == 1 && r == 0);
+	CHECK(raw_read(a, &r, 1, 2000) == 1 && r == 0);
+	CHECK(raw_read(b, &r, 1, 2000) == 1 && r == 0);
+	close(a);
+	close(w);
+	close(s);
+	close(b);
+	close(c);
+	return NULL;
+}
+
+Test(store_server, barrier_semantics, .timeout = 30)
+{
+	run_scenario(barrier_semantics, NULL);
 }

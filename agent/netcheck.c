@@ -1,0 +1,68 @@
+/*
+ * Before a multi-node job starts: will the workers' gloo (or NCCL's socket
+ * bootstrap) be reachable? Both bind to the address of the host name unless
+ * GLOO_SOCKET_IFNAME (NCCL_SOCKET_IFNAME) names an interface. Where the name
+ * maps to loopback (127.0.1.1 on many Debian and Ubuntu machines) or does not
+ * resolve (containers), they bind to loopback and every other node is
+ * refused ("Connection refused" minutes later). The interface that reaches
+ * the rendezvous host is the one to use: say so, or set it when asked
+ * (--rdzv_conf=set_socket_ifname=true, or =nccl for NCCL_SOCKET_IFNAME too).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "crun/netif.h"
+#include "agent.h"
+
+void agent_check_ifname(struct agent *a, const char *host)
+{
+	const struct crun_cfg *cfg = agent_cfg(a);
+	char ep[256], addr[64], ifname[64], via[64];
+	const char *why;
+	enum netif_name_state st;
+	int port, lo = 0, set = cfg->rdzv.set_ifname;
+
+	if (getenv("GLOO_SOCKET_IFNAME") != NULL)
+		return; /* the user chose */
+	st = netif_name_state(host, addr, sizeof(addr));
+	if (st == NETIF_NAME_OK)
+		return;
+	/* The first endpoint (etcd may list several), without a URL scheme. */
+	snprintf(ep, sizeof(ep), "%s",
+		 strstr(cfg->rdzv_endpoint, "://")
+		     ? strstr(cfg->rdzv_endpoint, "://") + 3
+		     : cfg->rdzv_endpoint);
+	ep[strcspn(ep, ",/")] = '\0';
+	if (cfg_split_endpoint(ep, ep, sizeof(ep), &port) != 0 ||
+	    netif_route_to(ep, ifname, sizeof(ifname), via, sizeof(via), &lo) !=
+		0)
+		return;
+	/*
+	 * The rendezvous host is this machine (its name may be the loopback
+	 * one too): the others reach us through our only real interface, if
+	 * there is just one; with none the job is on this machine alone.
+	 */
+	if (lo &&
+	    netif_only_interface(ifname, sizeof(ifname), via, sizeof(via)) != 0)
+		return;
+	why = st == NETIF_NAME_UNRESOLVED ? "does not resolve"
+					  : "resolves to loopback";
+	if (set) {
+		setenv("GLOO_SOCKET_IFNAME", ifname, 1);
+		if (set == 2 && getenv("NCCL_SOCKET_IFNAME") == NULL)
+			setenv("NCCL_SOCKET_IFNAME", ifname, 1);
+		agent_say(a,
+			  "host name '%s' %s%s%s: workers get "
+			  "GLOO_SOCKET_IFNAME=%s%s (the interface of %s, which "
+			  "reaches the rendezvous host %s)",
+			  host, why, *addr ? " " : "", addr, ifname,
+			  set == 2 ? " and NCCL_SOCKET_IFNAME" : "", via, ep);
+		return;
+	}
+	agent_say(a,
+		  "host name '%s' %s%s%s: gloo will bind there and other nodes "
+		  "cannot reach this node's workers; set GLOO_SOCKET_IFNAME=%s "
+		  "(the interface of %s, which reaches the rendezvous host %s) "
+		  "or pass --rdzv_conf=set_socket_ifname=true",
+		  host, why, *addr ? " " : "", addr, ifname, via, ep);
+}

@@ -1,0 +1,76 @@
+/*
+ * Parsers of the rendezvous records (see rdzv.h for the keys). Every value
+ * read from the store is untrusted: anyone who reaches the store can write
+ * any key, so each parser checks the syntax, the ranges and the arithmetic
+ * the algorithm relies on (a group world size of 0 is a division by zero
+ * later), and fills why with a lower-case reason on failure. Pure functions
+ * on (bytes, length): no NUL terminator is needed, none is assumed.
+ */
+#ifndef CRUN_RDZV_RECORDS_H
+#define CRUN_RDZV_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crun/env.h"
+
+/* Largest nproc a descriptor may announce (PyTorch caps far lower). */
+#define RDZV_MAX_NPROC 65536
+/* Largest field of a descriptor (host, address, role). */
+#define RDZV_MAX_FIELD 255
+/* Largest record the parsers accept. */
+#define RDZV_MAX_RECORD 1024
+
+/* A node's descriptor: "is_host node_rank nproc pid host addr role". */
+struct rdzv_descr {
+	int is_host;
+	int node_rank;
+	int nproc;
+	int pid;
+	char host[RDZV_MAX_FIELD + 1];
+	char addr[RDZV_MAX_FIELD + 1];
+	char role[128];
+};
+
+/**
+ * A decimal integer in [lo, hi], the whole record (surrounding blanks
+ * allowed). 0 or CRUN_EPROTO with why filled.
+ */
+int rdzv_parse_int(const void *p, size_t len, int64_t lo, int64_t hi,
+		   int64_t *out, char *why, size_t wlen);
+
+/**
+ * A descriptor of a round of at most max_nodes nodes. Its host (when that
+ * field could be read) is copied even on failure, for messages.
+ */
+int rdzv_parse_descr(const void *p, size_t len, int max_nodes,
+		     struct rdzv_descr *d, char *why, size_t wlen);
+
+/**
+ * An assignment "group_rank group_world base_rank world base_role_rank
+ * role_world local_world" for a round of nodes participants (1..max_nodes)
+ * and a node running nproc workers: every rank inside its world.
+ */
+int rdzv_parse_assign(const void *p, size_t len, int nodes, int nproc,
+		      struct crun_ranks *k, char *why, size_t wlen);
+
+/** The master record "addr port": a non-empty address, port 1..65535. */
+int rdzv_parse_master(const void *p, size_t len, char *addr, size_t alen,
+		      int *port, char *why, size_t wlen);
+
+/**
+ * An end record "<kind> <why>": kind one of F J D S X. On success *kind is
+ * set and the reason (maybe empty) copied into text.
+ */
+int rdzv_parse_end(const void *p, size_t len, int *kind, char *text,
+		   size_t tlen, char *why, size_t wlen);
+
+/**
+ * The addresses record of a round of nodes participants: exactly that many
+ * blank-separated fields of 1..RDZV_MAX_FIELD printable bytes. *out gets a
+ * malloc'd NUL-terminated copy.
+ */
+int rdzv_parse_addrs(const void *p, size_t len, int nodes, char **out,
+		     char *why, size_t wlen);
+
+#endif

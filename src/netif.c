@@ -1,0 +1,141 @@
+/*
+ * Host-name and interface checks (see include/crun/netif.h). Everything here
+ * is a few local system calls: getaddrinfo of names, a connected but unused
+ * UDP socket, getifaddrs. Nothing goes on the wire.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "crun/netif.h"
+
+static int is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)
+				  ->sin_addr.s_addr) >>
+			24) == 127;
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a =
+		    &((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(a))
+			return a->s6_addr[12] == 127;
+		return IN6_IS_ADDR_LOOPBACK(a);
+	}
+	return 0;
+}
+
+static void addr_text(const struct sockaddr *sa, char *out, size_t len)
+{
+	if (getnameinfo(sa,
+			sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						  : sizeof(struct sockaddr_in),
+			out, (socklen_t)len, NULL, 0, NI_NUMERICHOST) != 0)
+		snprintf(out, len, "?");
+}
+
+enum netif_name_state netif_name_state(const char *host, char *addr, size_t len)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	enum netif_name_state st = NETIF_NAME_LOOPBACK;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	if (addr && len)
+		*addr = '\0';
+	if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
+		return NETIF_NAME_UNRESOLVED;
+	if (addr && len)
+		addr_text(res->ai_addr, addr, len);
+	for (ai = res; ai; ai = ai->ai_next)
+		if (!is_loopback(ai->ai_addr))
+			st = NETIF_NAME_OK;
+	freeaddrinfo(res);
+	return st;
+}
+
+int netif_route_to(const char *host, char *ifname, size_t iflen, char *addr,
+		   size_t alen, int *loopback)
+{
+	struct addrinfo hints, *res = NULL;
+	struct sockaddr_storage me;
+	socklen_t mlen = sizeof(me);
+	struct ifaddrs *ifs = NULL, *i;
+	int fd, rc = -ENOENT;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_DGRAM;
+	if (getaddrinfo(host, "9", &hints, &res) != 0 || res == NULL)
+		return -EHOSTUNREACH;
+	fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&me, &mlen) != 0) {
+		rc = -errno;
+		goto out;
+	}
+	addr_text((struct sockaddr *)&me, addr, alen);
+	*loopback = is_loopback((struct sockaddr *)&me);
+	if (getifaddrs(&ifs) != 0) {
+		rc = -errno;
+		goto out;
+	}
+	for (i = ifs; i; i = i->ifa_next) {
+		char a[INET6_ADDRSTRLEN + 8];
+
+		if (i->ifa_addr == NULL ||
+		    i->ifa_addr->sa_family != me.ss_family)
+			continue;
+		addr_text(i->ifa_addr, a, sizeof(a));
+		if (strcmp(a, addr) == 0) {
+			snprintf(ifname, iflen, "%s", i->ifa_name);
+			rc = 0;
+			break;
+		}
+	}
+out:
+	if (ifs)
+		freeifaddrs(ifs);
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(res);
+	return rc;
+}
+
+int netif_only_interface(char *ifname, size_t iflen, char *addr, size_t alen)
+{
+	struct ifaddrs *ifs = NULL, *i;
+	int n = 0;
+
+	if (getifaddrs(&ifs) != 0)
+		return -errno;
+	for (i = ifs; i; i = i->ifa_next) {
+		const struct sockaddr *sa = i->ifa_addr;
+
+		if (sa == NULL || !(i->ifa_flags & IFF_UP) || is_loopback(sa) ||
+		    (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+			continue;
+		if (sa->sa_family == AF_INET6 &&
+		    IN6_IS_ADDR_LINKLOCAL(
+			&((const struct sockaddr_in6 *)sa)->sin6_addr))
+			continue;
+		/* Several addresses of one interface are one interface. */
+		if (n > 0 && strcmp(ifname, i->ifa_name) == 0)
+			continue;
+		if (n++ == 0) {
+			snprintf(ifname, iflen, "%s", i->ifa_name);
+			addr_text(sa, addr, alen);
+		}
+	}
+	freeifaddrs(ifs);
+	return n == 1 ? 0 : -ENOENT;
+}

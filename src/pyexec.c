@@ -1,0 +1,227 @@
+/*
+ * Choosing the interpreter for Python workers (see include/crun/pyexec.h).
+ *
+ * Happy path: $PYTHON_EXEC or $PYTHON is set and is used as given (no
+ * process is started). Otherwise the candidates are, in order, the first
+ * python3 on PATH, the interpreter named by the shebang of the torchrun
+ * script on PATH, and the other python3 on PATH; each is asked, once, to find
+ * the torch package with importlib (about 20 ms; torch itself is not
+ * imported), and the first that can wins.
+ *
+ * Failure modes: a candidate that does not start, crashes, or does not answer
+ * within the timeout counts as "cannot import torch" (it is killed). When no
+ * candidate has torch the first python3 on PATH is used anyway (the job may
+ * not need torch) and the reason says so; with no python3 on PATH at all,
+ * "python3" is left for exec to report.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crun/pyexec.h"
+
+#define MAX_CANDIDATES 8
+
+static const char *env_get(char **envp, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (; envp && *envp; envp++)
+		if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+			return *envp + n + 1;
+	return NULL;
+}
+
+static int is_exec_file(const char *path)
+{
+	struct stat st;
+
+	return access(path, X_OK) == 0 && stat(path, &st) == 0 &&
+	       S_ISREG(st.st_mode);
+}
+
+/* Every executable `name` along PATH, in order, at most max. */
+static int path_all(char **envp, const char *name, char out[][PATH_MAX],
+		    int max)
+{
+	const char *p = env_get(envp, "PATH");
+	int n = 0;
+
+	if (p == NULL)
+		p = "/usr/local/bin:/usr/bin:/bin";
+	while (*p && n < max) {
+		size_t len = strcspn(p, ":");
+
+		if (len > 0 && len < PATH_MAX - 64) {
+			snprintf(out[n], PATH_MAX, "%.*s/%s", (int)len, p,
+				 name);
+			if (is_exec_file(out[n]))
+				n++;
+		}
+		p += len + (p[len] == ':');
+	}
+	return n;
+}
+
+/* The interpreter of a "#!/path/python3 ..." script, or "" (env, none). */
+static void shebang_of(const char *script, char *out, size_t len)
+{
+	char line[PATH_MAX];
+	ssize_t k;
+	int fd = open(script, O_RDONLY | O_CLOEXEC);
+
+	*out = '\0';
+	if (fd < 0)
+		return;
+	k = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (k < 3 || line[0] != '#' || line[1] != '!')
+		return;
+	line[k] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+	{
+		char *s = line + 2 + strspn(line + 2, " \t");
+		size_t n = strcspn(s, " \t");
+
+		s[n] = '\0';
+		/* "#!/usr/bin/env python3" finds the PATH's python3 again. */
+		if (*s == '/' && strcmp(s + n - (n >= 4 ? 4 : n), "/env") &&
+		    is_exec_file(s))
+			snprintf(out, len, "%s", s);
+	}
+}
+
+int pyexec_has_torch(const char *interp, char **envp, int timeout_ms)
+{
+	static const char probe[] =
+	    "import importlib.util as u, sys\n"
+	    "sys.stdout.write('yes' if u.find_spec('torch') else 'no')\n";
+	char *argv[] = {(char *)interp, (char *)"-c", (char *)probe, NULL};
+	posix_spawn_file_actions_t fa;
+	char buf[8];
+	size_t got = 0;
+	struct timespec t0, t1;
+	pid_t pid;
+	int fds[2], status, ok = 0;
+
+	if (pipe2(fds, O_CLOEXEC))
+		return 0;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	if (posix_spawn(&pid, interp, &fa, NULL, argv, envp) != 0)
+		pid = -1;
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	if (pid < 0) {
+		close(fds[0]);
+		return 0;
+	}
+	/* Read the answer until EOF or the deadline, whichever comes first. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd pfd = {fds[0], POLLIN, 0};
+		long el;
+		ssize_t k;
+
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		el = (t1.tv_sec - t0.tv_sec) * 1000 +
+		     (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		if (el >= timeout_ms ||
+		    poll(&pfd, 1, (int)(timeout_ms - el)) == 0) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		k = read(fds[0], buf + got, sizeof(buf) - 1 - got);
+		if (k < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+		if (got == sizeof(buf) - 1)
+			break;
+	}
+	close(fds[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	buf[got] = '\0';
+	ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+	     strcmp(buf, "yes") == 0;
+	return ok;
+}
+
+void pyexec_choose(char **envp, int timeout_ms, struct crun_pyexec *out)
+{
+	char cand[MAX_CANDIDATES + 1][PATH_MAX], torchrun[1][PATH_MAX];
+	const char *v;
+	int n, nt;
+
+	memset(out, 0, sizeof(*out));
+	if ((v = env_get(envp, "PYTHON_EXEC")) && *v) {
+		snprintf(out->path, sizeof(out->path), "%s", v);
+		snprintf(out->why, sizeof(out->why), "from $PYTHON_EXEC");
+		return;
+	}
+	if ((v = env_get(envp, "PYTHON")) && *v) {
+		snprintf(out->path, sizeof(out->path), "%s", v);
+		snprintf(out->why, sizeof(out->why), "from $PYTHON");
+		return;
+	}
+	out->probed = 1;
+	n = path_all(envp, "python3", cand, MAX_CANDIDATES);
+	/* torchrun's own interpreter has torch: try it right after the first.
+	 */
+	nt = path_all(envp, "torchrun", torchrun, 1);
+	if (nt == 1) {
+		char interp[PATH_MAX];
+		int dup = 0;
+
+		shebang_of(torchrun[0], interp, sizeof(interp));
+		for (int i = 0; i < n && *interp; i++)
+			dup |= strcmp(cand[i], interp) == 0;
+		if (*interp && !dup) {
+			int at = n > 0 ? 1 : 0;
+
+			memmove(cand[at + 1], cand[at],
+				sizeof(cand[0]) * (size_t)(n - at));
+			snprintf(cand[at], PATH_MAX, "%s", interp);
+			n++;
+		}
+	}
+	if (n == 0) {
+		snprintf(out->path, sizeof(out->path), "python3");
+		snprintf(out->why, sizeof(out->why), "no python3 on PATH");
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		if (!pyexec_has_torch(cand[i], envp, timeout_ms))
+			continue;
+		snprintf(out->path, sizeof(out->path), "%.*s", PATH_MAX - 1,
+			 cand[i]);
+		if (i == 0)
+			snprintf(out->why, sizeof(out->why),
+				 "the first python3 on PATH; it can import "
+				 "torch");
+		else
+			snprintf(out->why, sizeof(out->why),
+				 "it can import torch; %.*s (first on PATH) "
+				 "cannot: set PYTHON_EXEC to choose",
+				 (int)sizeof(out->why) / 2, cand[0]);
+		return;
+	}
+	snprintf(out->path, sizeof(out->path), "%.*s", PATH_MAX - 1, cand[0]);
+	snprintf(out->why, sizeof(out->why),
+		 "the first python3 on PATH; none of the %d interpreters "
+		 "tried can import torch",
+		 n);
+}

@@ -1,0 +1,301 @@
+/*
+ * Parsers of the rendezvous records (see rdzv_records.h). A record is split
+ * into blank-separated fields by a cursor over (bytes, length); each number
+ * is parsed with its range, so nothing downstream sees a world of 0, a rank
+ * outside its world, or a sum that overflows. Failure modes: any syntax or
+ * range error returns CRUN_EPROTO with a one-line reason naming the field.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "crun/err.h"
+#include "crun/rdzv_records.h"
+
+struct cur {
+	const char *p, *end;
+};
+
+static int reason(char *why, size_t wlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int reason(char *why, size_t wlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why != NULL && wlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(why, wlen, fmt, ap);
+		va_end(ap);
+	}
+	return CRUN_EPROTO;
+}
+
+static int is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The next blank-separated field, or 0 if none is left. */
+static size_t cur_field(struct cur *c, const char **f)
+{
+	const char *s;
+
+	while (c->p < c->end && is_blank(*c->p))
+		c->p++;
+	s = c->p;
+	while (c->p < c->end && !is_blank(*c->p))
+		c->p++;
+	*f = s;
+	return (size_t)(c->p - s);
+}
+
+static int cur_done(struct cur *c)
+{
+	while (c->p < c->end && is_blank(*c->p))
+		c->p++;
+	return c->p == c->end;
+}
+
+/* Decimal digits with an optional sign, in [lo, hi]. */
+static int field_int(const char *f, size_t n, int64_t lo, int64_t hi,
+		     int64_t *out)
+{
+	int neg = 0;
+	uint64_t v = 0, lim;
+	size_t i = 0;
+
+	if (n > 0 && (f[0] == '-' || f[0] == '+'))
+		neg = f[i++] == '-';
+	if (i == n)
+		return -1;
+	lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+	for (; i < n; i++) {
+		if (f[i] < '0' || f[i] > '9')
+			return -1;
+		if (v > (lim - (uint64_t)(f[i] - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(f[i] - '0');
+	}
+	if (neg)
+		*out = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
+	else
+		*out = (int64_t)v;
+	return *out < lo || *out > hi ? -1 : 0;
+}
+
+/* The next field as an int in [lo, hi]; what names it in the reason. */
+static int next_int(struct cur *c, const char *what, int64_t lo, int64_t hi,
+		    int *out, char *why, size_t wlen)
+{
+	const char *f;
+	size_t n = cur_field(c, &f);
+	int64_t v;
+
+	if (n == 0)
+		return reason(why, wlen, "%s missing", what);
+	if (field_int(f, n, lo, hi, &v) != 0)
+		return reason(
+		    why, wlen, "%s '%.*s' is not a number in %lld..%lld", what,
+		    (int)(n > 32 ? 32 : n), f, (long long)lo, (long long)hi);
+	*out = (int)v;
+	return 0;
+}
+
+/* The next field as a printable string of 1..size-1 bytes. */
+static int next_str(struct cur *c, const char *what, char *dst, size_t size,
+		    char *why, size_t wlen)
+{
+	const char *f;
+	size_t n = cur_field(c, &f);
+
+	if (n == 0)
+		return reason(why, wlen, "%s missing", what);
+	if (n >= size)
+		return reason(why, wlen, "%s longer than %zu bytes", what,
+			      size - 1);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)f[i] < 0x21 || (unsigned char)f[i] == 0x7f)
+			return reason(why, wlen, "%s has a control character",
+				      what);
+	memcpy(dst, f, n);
+	dst[n] = '\0';
+	return 0;
+}
+
+static int check_len(size_t len, char *why, size_t wlen)
+{
+	if (len == 0)
+		return reason(why, wlen, "empty record");
+	if (len > RDZV_MAX_RECORD)
+		return reason(why, wlen, "record of %zu bytes (at most %d)",
+			      len, RDZV_MAX_RECORD);
+	return 0;
+}
+
+int rdzv_parse_int(const void *p, size_t len, int64_t lo, int64_t hi,
+		   int64_t *out, char *why, size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	const char *f;
+	size_t n;
+
+	if (check_len(len, why, wlen))
+		return CRUN_EPROTO;
+	n = cur_field(&c, &f);
+	if (n == 0 || !cur_done(&c) || field_int(f, n, lo, hi, out) != 0)
+		return reason(why, wlen, "'%.*s' is not a number in %lld..%lld",
+			      (int)(len > 32 ? 32 : len), (const char *)p,
+			      (long long)lo, (long long)hi);
+	return 0;
+}
+
+int rdzv_parse_descr(const void *p, size_t len, int max_nodes,
+		     struct rdzv_descr *d, char *why, size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	char tmp[RDZV_MAX_FIELD + 1];
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	if (check_len(len, why, wlen))
+		return CRUN_EPROTO;
+	/* The host first, for the message, if the record gets that far. */
+	{
+		struct cur h = c;
+		const char *f;
+
+		for (int i = 0; i < 4; i++)
+			cur_field(&h, &f);
+		if (next_str(&h, "host", tmp, sizeof(tmp), NULL, 0) == 0)
+			memcpy(d->host, tmp, sizeof(d->host));
+	}
+	if ((rc = next_int(&c, "store-host flag", 0, 1, &d->is_host, why,
+			   wlen)) ||
+	    (rc = next_int(&c, "node rank", 0, max_nodes - 1, &d->node_rank,
+			   why, wlen)) ||
+	    (rc = next_int(&c, "nproc", 1, RDZV_MAX_NPROC, &d->nproc, why,
+			   wlen)) ||
+	    (rc = next_int(&c, "pid", 0, INT32_MAX, &d->pid, why, wlen)) ||
+	    (rc = next_str(&c, "host", d->host, sizeof(d->host), why, wlen)) ||
+	    (rc = next_str(&c, "address", d->addr, sizeof(d->addr), why,
+			   wlen)) ||
+	    (rc = next_str(&c, "role", d->role, sizeof(d->role), why, wlen)))
+		return rc;
+	if (!cur_done(&c))
+		return reason(why, wlen, "trailing fields after the role");
+	return 0;
+}
+
+int rdzv_parse_assign(const void *p, size_t len, int nodes, int nproc,
+		      struct crun_ranks *k, char *why, size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	int64_t wmax = (int64_t)nodes * RDZV_MAX_NPROC;
+	int rc;
+
+	if (check_len(len, why, wlen))
+		return CRUN_EPROTO;
+	if (wmax > INT32_MAX)
+		wmax = INT32_MAX;
+	if (nodes < 1)
+		return reason(why, wlen, "round of %d nodes", nodes);
+	if ((rc = next_int(&c, "group rank", 0, nodes - 1, &k->group_rank, why,
+			   wlen)) ||
+	    (rc = next_int(&c, "group world size", nodes, nodes,
+			   &k->group_world_size, why, wlen)) ||
+	    (rc = next_int(&c, "base rank", 0, wmax - 1, &k->base_rank, why,
+			   wlen)) ||
+	    (rc = next_int(&c, "world size", 1, wmax, &k->world_size, why,
+			   wlen)) ||
+	    (rc = next_int(&c, "base role rank", 0, wmax - 1,
+			   &k->base_role_rank, why, wlen)) ||
+	    (rc = next_int(&c, "role world size", 1, wmax, &k->role_world_size,
+			   why, wlen)) ||
+	    (rc = next_int(&c, "local world size", nproc, nproc,
+			   &k->local_world_size, why, wlen)))
+		return rc;
+	if (!cur_done(&c))
+		return reason(why, wlen, "trailing fields");
+	if ((int64_t)k->base_rank + k->local_world_size > k->world_size)
+		return reason(why, wlen, "ranks %d..%d outside a world of %d",
+			      k->base_rank,
+			      k->base_rank + k->local_world_size - 1,
+			      k->world_size);
+	if ((int64_t)k->base_role_rank + k->local_world_size >
+		k->role_world_size ||
+	    k->role_world_size > k->world_size)
+		return reason(why, wlen,
+			      "role ranks %d..%d outside a role world of %d",
+			      k->base_role_rank,
+			      k->base_role_rank + k->local_world_size - 1,
+			      k->role_world_size);
+	return 0;
+}
+
+int rdzv_parse_master(const void *p, size_t len, char *addr, size_t alen,
+		      int *port, char *why, size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	int rc;
+
+	if (check_len(len, why, wlen))
+		return CRUN_EPROTO;
+	if ((rc = next_str(&c, "address", addr, alen, why, wlen)) ||
+	    (rc = next_int(&c, "port", 1, 65535, port, why, wlen)))
+		return rc;
+	if (!cur_done(&c))
+		return reason(why, wlen, "trailing fields after the port");
+	return 0;
+}
+
+int rdzv_parse_end(const void *p, size_t len, int *kind, char *text,
+		   size_t tlen, char *why, size_t wlen)
+{
+	const char *s = p;
+	size_t n;
+
+	if (check_len(len, why, wlen))
+		return CRUN_EPROTO;
+	if (strchr("FJDSX", s[0]) == NULL || s[0] == '\0' ||
+	    (len > 1 && s[1] != ' '))
+		return reason(why, wlen, "unknown end kind '%c'",
+			      s[0] >= 0x20 && s[0] < 0x7f ? s[0] : '?');
+	*kind = s[0];
+	n = len > 2 ? len - 2 : 0;
+	if (n >= tlen)
+		n = tlen - 1;
+	for (size_t i = 0; i < n; i++)
+		text[i] =
+		    (s[2 + i] >= 0x20 && s[2 + i] < 0x7f) ? s[2 + i] : '?';
+	text[n] = '\0';
+	return 0;
+}
+
+int rdzv_parse_addrs(const void *p, size_t len, int nodes, char **out,
+		     char *why, size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	char field[RDZV_MAX_FIELD + 1];
+	char *copy;
+	int rc;
+
+	*out = NULL;
+	if (len == 0 || nodes < 1 || len > (size_t)nodes * (RDZV_MAX_FIELD + 1))
+		return reason(why, wlen, "%zu bytes for %d addresses", len,
+			      nodes);
+	for (int i = 0; i < nodes; i++)
+		if ((rc = next_str(&c, "address", field, sizeof(field), why,
+				   wlen)) != 0)
+			return rc;
+	if (!cur_done(&c))
+		return reason(why, wlen, "more than %d addresses", nodes);
+	copy = malloc(len + 1);
+	if (copy == NULL)
+		return UV_ENOMEM;
+	memcpy(copy, p, len);
+	copy[len] = '\0';
+	*out = copy;
+	return 0;
+}

@@ -1,0 +1,80 @@
+/*
+ * libFuzzer target for the rendezvous record parsers (src/rdzv_records.c):
+ * every value an agent reads from the store. The first byte picks the
+ * parser and the round size; the rest is the record. Whatever a parser
+ * accepts must hold the invariants rdzv.c relies on (no world of 0, ranks
+ * inside their worlds, ports in range, one address per node).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crun/err.h"
+#include "crun/rdzv_records.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char why[256], addr[256], text[512];
+	struct rdzv_descr d;
+	struct crun_ranks k;
+	int64_t v;
+	int port, kind, nodes;
+	char *peers = NULL;
+
+	if (size < 1)
+		return 0;
+	nodes = 1 + (data[0] >> 3) % 16;
+	data++;
+	size--;
+	switch (data[-1] & 7) {
+	case 0:
+		if (rdzv_parse_int(data, size, -5, 1000, &v, why,
+				   sizeof(why)) == 0 &&
+		    (v < -5 || v > 1000))
+			abort();
+		break;
+	case 1:
+		if (rdzv_parse_descr(data, size, nodes, &d, why,
+				     sizeof(why)) == 0 &&
+		    (d.nproc < 1 || d.nproc > RDZV_MAX_NPROC ||
+		     d.node_rank < 0 || d.node_rank >= nodes || !*d.host ||
+		     !*d.addr || !*d.role))
+			abort();
+		break;
+	case 2:
+		if (rdzv_parse_assign(data, size, nodes, 1 + nodes % 4, &k,
+				      why, sizeof(why)) == 0 &&
+		    (k.group_world_size != nodes || k.group_rank < 0 ||
+		     k.group_rank >= nodes || k.world_size < 1 ||
+		     k.base_rank < 0 ||
+		     (int64_t)k.base_rank + k.local_world_size >
+			 k.world_size ||
+		     k.role_world_size < 1 || k.role_world_size > k.world_size))
+			abort();
+		break;
+	case 3:
+		if (rdzv_parse_master(data, size, addr, sizeof(addr), &port,
+				      why, sizeof(why)) == 0 &&
+		    (port < 1 || port > 65535 || !*addr))
+			abort();
+		break;
+	case 4:
+		if (rdzv_parse_end(data, size, &kind, text, sizeof(text), why,
+				   sizeof(why)) == 0 &&
+		    (strchr("FJDSX", kind) == NULL || kind == 0 ||
+		     strlen(text) >= sizeof(text)))
+			abort();
+		break;
+	default:
+		if (rdzv_parse_addrs(data, size, nodes, &peers, why,
+				     sizeof(why)) == 0) {
+			if (peers == NULL || strlen(peers) != size)
+				abort();
+			free(peers);
+		}
+		break;
+	}
+	return 0;
+}

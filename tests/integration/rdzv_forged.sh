@@ -1,0 +1,73 @@
+#!/bin/sh
+# Forged rendezvous records: a store pre-seeded with malformed keys (as anyone
+# who reaches the rendezvous port can write them) makes the agent stop with
+# one message naming the key, never a crash. The first case is the issue's
+# reproduction, a SIGFPE (a modulo by a group world size of 0) before the fix.
+. tests/integration/lib.sh
+RAW="$PYTHON $TOP/tests/integration/py/raw_store.py"
+
+"$CRUN" store --port 0 --host 127.0.0.1 2>"$T/store.err" &
+spid=$!
+at_exit "kill $spid"
+wait_for 10 grep -q 'listening on' "$T/store.err" || fail "crun store never listened"
+PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$T/store.err" | head -n 1)
+[ -n "$PORT" ] || fail "no port in: $(cat "$T/store.err")"
+
+# forged JOB EXPECTED-MESSAGE KEY=VALUE...: seed the keys, run one agent,
+# expect a clean exit 1 and the message on stderr.
+forged() {
+	job=$1 want=$2; shift 2
+	args="set crun/job $job"
+	for kv in "$@"; do
+		args="$args set crun/$job/${kv%%=*} \"${kv#*=}\""
+	done
+	eval "$RAW 127.0.0.1 $PORT $args" >/dev/null || fail "$job: cannot seed the store"
+	timeout 30 "$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \
+		--rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id="$job" \
+		--rdzv_conf=join_timeout=10 /bin/true >"$T/$job.out" 2>&1
+	rc=$?
+	[ $rc -lt 128 ] || { cat "$T/$job.out" >&2; fail "$job: agent died of signal $((rc - 128))"; }
+	[ $rc -ne 124 ] || { cat "$T/$job.out" >&2; fail "$job: agent hung"; }
+	expect_eq "$job: exit status" $rc 1
+	expect_grep "$job: message" "$want" "$T/$job.out"
+}
+
+# 1. The issue's reproduction: an assignment with a group world size of 0.
+forged fpe "malformed rendezvous record 'crun/fpe/r0/assign/1'.*group world size '0'" \
+	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 "r0/assign/1=0 0 0 0 0 0 0"
+# 2. A group rank outside the world.
+forged grank "malformed rendezvous record 'crun/grank/r0/assign/1'.*group rank '5'" \
+	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 "r0/assign/1=5 1 0 1 0 1 1"
+# 3. Ranks beyond the world size (RANK >= WORLD_SIZE).
+forged world "'crun/world/r0/assign/1'.*outside a world of 1" \
+	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 "r0/assign/1=0 1 3 1 0 1 1"
+# 4. A closed count above --nnodes.
+forged closed "malformed rendezvous record 'crun/closed/r0/closed'" \
+	r0/assigned=ok r0/closed=100000
+# 5. An assignment that is not numbers at all.
+forged junk "malformed rendezvous record 'crun/junk/r0/assign/1'.*is not a number" \
+	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 "r0/assign/1=zero one"
+# 6. A round number that is not a number.
+forged round "malformed rendezvous record 'crun/round/round'" "round=-7"
+# 7. An "assigned" record that is neither ok nor an abort.
+forged assigned "malformed rendezvous record 'crun/assigned/r0/assigned'" \
+	r0/assigned=maybe r0/closed=1
+# 8. A master record with port 0 (the agent is made group rank 1 of 2, so it
+# reads the master record rather than writing its own).
+forged master "malformed rendezvous record 'crun/master/r0/master'.*port" \
+	r0/assigned=ok r0/closed=2 "r0/addrs=127.0.0.1 127.0.0.1" "r0/assign/1=1 2 1 2 1 2 1" "r0/master=10.0.0.1 0"
+# 9. An addresses record with fewer addresses than nodes.
+forged addrs "malformed rendezvous record 'crun/addrs/r0/addrs'" \
+	r0/assigned=ok r0/closed=2 r0/addrs=127.0.0.1 "r0/assign/1=1 2 1 2 1 2 1"
+# 10. A descriptor with nproc 0, read by the agent that closes the round.
+# "evil" took arrival index 1; the agent arrives second and closes.
+forged descr "malformed rendezvous record 'crun/descr/r0/node/1' written by evil.*nproc" \
+	r0/join=1 "r0/node/1=0 0 0 1 evil 10.0.0.9 default" r0/expect=2
+
+# The store survived every forged job and still serves a clean one.
+$RAW 127.0.0.1 $PORT set crun/job clean >/dev/null || fail "cannot reset crun/job"
+timeout 30 "$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \
+	--rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=clean --rdzv_conf=last_call_timeout=1 /bin/true >"$T/clean.out" 2>&1 ||
+	{ cat "$T/clean.out" >&2; fail "a clean job after the forged ones failed"; }
+kill -0 $spid || fail "crun store died"
+exit 0

@@ -1,0 +1,165 @@
+/*
+ * The rendezvous record parsers (src/rdzv_records.c): every record from the
+ * store is untrusted, so each parser must accept what rdzv.c writes and
+ * refuse, with a reason naming the field, what would break the arithmetic.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "crun/err.h"
+#include "crun/rdzv_records.h"
+
+#define S(x) x, strlen(x)
+
+Test(rdzv_records, int_ranges, .timeout = 10)
+{
+	int64_t v;
+	char why[200];
+
+	cr_assert_eq(rdzv_parse_int(S(" 42 "), 0, 100, &v, why, sizeof(why)),
+		     0);
+	cr_assert_eq(v, 42);
+	cr_assert_eq(rdzv_parse_int(S("101"), 0, 100, &v, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert(strstr(why, "0..100") != NULL, "%s", why);
+	cr_assert_eq(rdzv_parse_int(S("4x"), 0, 100, &v, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_int(S("-"), -5, 5, &v, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_int(S("99999999999999999999"), 0, INT64_MAX,
+				    &v, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_int(S("-9223372036854775808"), INT64_MIN, 0,
+				    &v, why, sizeof(why)),
+		     0);
+	cr_assert_eq(v, INT64_MIN);
+	cr_assert_eq(rdzv_parse_int("", 0, 0, 1, &v, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_int(S("1 2"), 0, 9, &v, why, sizeof(why)),
+		     CRUN_EPROTO);
+}
+
+Test(rdzv_records, descriptor, .timeout = 10)
+{
+	struct rdzv_descr d;
+	char why[200];
+
+	cr_assert_eq(rdzv_parse_descr(S("1 0 4 123 node-a 10.0.0.1 trainer"),
+				      8, &d, why, sizeof(why)),
+		     0, "%s", why);
+	cr_assert_eq(d.is_host, 1);
+	cr_assert_eq(d.nproc, 4);
+	cr_assert_str_eq(d.host, "node-a");
+	cr_assert_str_eq(d.addr, "10.0.0.1");
+	cr_assert_str_eq(d.role, "trainer");
+	/* nproc 0, and the host is still named for the message. */
+	cr_assert_eq(rdzv_parse_descr(S("0 0 0 1 evil 10.0.0.9 r"), 8, &d,
+				      why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_str_eq(d.host, "evil");
+	cr_assert(strstr(why, "nproc") != NULL, "%s", why);
+	/* node rank beyond max_nodes, missing fields, trailing fields. */
+	cr_assert_eq(rdzv_parse_descr(S("0 8 1 1 h a r"), 8, &d, why,
+				      sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_descr(S("0 0 1 1 h a"), 8, &d, why,
+				      sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_descr(S("0 0 1 1 h a r x"), 8, &d, why,
+				      sizeof(why)),
+		     CRUN_EPROTO);
+	/* A control byte inside the host name. */
+	cr_assert_eq(rdzv_parse_descr("0 0 1 1 h\001 a r", 15, 8, &d, why,
+				      sizeof(why)),
+		     CRUN_EPROTO);
+}
+
+Test(rdzv_records, assignment, .timeout = 10)
+{
+	struct crun_ranks k;
+	char why[200];
+
+	cr_assert_eq(rdzv_parse_assign(S("1 3 4 7 4 7 2"), 3, 2, &k, why,
+				       sizeof(why)),
+		     0, "%s", why);
+	cr_assert_eq(k.group_rank, 1);
+	cr_assert_eq(k.world_size, 7);
+	/* The SIGFPE record: group world size 0. */
+	cr_assert_eq(rdzv_parse_assign(S("0 0 0 0 0 0 0"), 1, 1, &k, why,
+				       sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert(strstr(why, "group world size") != NULL, "%s", why);
+	/* A world size other than the round's participants. */
+	cr_assert_eq(rdzv_parse_assign(S("0 2 0 1 0 1 1"), 1, 1, &k, why,
+				       sizeof(why)),
+		     CRUN_EPROTO);
+	/* Group rank outside the group. */
+	cr_assert_eq(rdzv_parse_assign(S("3 3 0 9 0 9 3"), 3, 3, &k, why,
+				       sizeof(why)),
+		     CRUN_EPROTO);
+	/* Ranks past the world. */
+	cr_assert_eq(rdzv_parse_assign(S("0 1 5 6 0 6 2"), 1, 2, &k, why,
+				       sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert(strstr(why, "outside a world") != NULL, "%s", why);
+	/* A local world size that is not this node's nproc. */
+	cr_assert_eq(rdzv_parse_assign(S("0 1 0 4 0 4 4"), 1, 2, &k, why,
+				       sizeof(why)),
+		     CRUN_EPROTO);
+	/* Role world larger than the world. */
+	cr_assert_eq(rdzv_parse_assign(S("0 1 0 2 0 3 2"), 1, 2, &k, why,
+				       sizeof(why)),
+		     CRUN_EPROTO);
+	/* Overflowing numbers. */
+	cr_assert_eq(rdzv_parse_assign(S("0 1 2147483647 2147483647 0 1 1"), 1,
+				       1, &k, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_assign(S("0 1 0 1 0 1 1"), 0, 1, &k, why,
+				       sizeof(why)),
+		     CRUN_EPROTO);
+}
+
+Test(rdzv_records, master_and_end, .timeout = 10)
+{
+	char addr[64], text[32], why[200];
+	int port, kind;
+
+	cr_assert_eq(rdzv_parse_master(S("10.0.0.1 29500"), addr, sizeof(addr),
+				       &port, why, sizeof(why)),
+		     0);
+	cr_assert_str_eq(addr, "10.0.0.1");
+	cr_assert_eq(port, 29500);
+	cr_assert_eq(rdzv_parse_master(S("10.0.0.1 0"), addr, sizeof(addr),
+				       &port, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_master(S("10.0.0.1 70000"), addr,
+				       sizeof(addr), &port, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_master(S("10.0.0.1"), addr, sizeof(addr),
+				       &port, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_end(S("F 1 3 node-b"), &kind, text,
+				    sizeof(text), why, sizeof(why)),
+		     0);
+	cr_assert_eq(kind, 'F');
+	cr_assert_str_eq(text, "1 3 node-b");
+	cr_assert_eq(rdzv_parse_end(S("S"), &kind, text, sizeof(text), why,
+				    sizeof(why)),
+		     0);
+	cr_assert_eq(rdzv_parse_end(S("Q what"), &kind, text, sizeof(text),
+				    why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_end(S("Fx"), &kind, text, sizeof(text), why,
+				    sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_end("", 0, &kind, text, sizeof(text), why,
+				    sizeof(why)),
+		     CRUN_EPROTO);
+	/* A long reason is cut to the buffer, control bytes replaced. */
+	cr_assert_eq(rdzv_parse_end(S("X \033[2J and a very long reason text"),
+				    &kind, text, sizeof(text), why,
+				    sizeof(why)),
+		     0);
+	cr_assert_eq(strlen(text), sizeof(text) - 1);
+	cr_assert_eq(text[0], '?');
+}
