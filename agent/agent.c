@@ -1214,6 +1214,10 @@ static int agent_etcd_start(struct agent *a)
 	}
 	if (cfg->rdzv_id == NULL)
 		cfg->rdzv_id = strdup("none"); /* torchrun's default */
+	if (cfg->rdzv.secret_file)
+		say("secret_file guards c10d's store; etcd is guarded by its "
+		    "own auth and TLS (user, password_file, cacert, cert, "
+		    "key)");
 	memset(&o, 0, sizeof(o));
 	o.endpoints = cfg->rdzv_endpoint;
 	o.https = cfg->rdzv.https;

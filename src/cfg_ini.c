@@ -72,6 +72,7 @@ static const char *const conf_keys[] = {
     "store_allow",
     "store_port",
     "set_socket_ifname",
+    /* the etcd backend's */
     "etcd_prefix",
     "protocol",
     "cacert",

@@ -259,7 +259,6 @@ json_t *etcd_watch_req(const char *prefix, int64_t start_rev)
 		snprintf(r, sizeof(r), "%lld", (long long)start_rev);
 		json_object_set_new(c, "start_revision", json_string(r));
 	}
-	json_object_set_new(c, "prev_kv", json_true());
 	return op("create_request", c);
 }
 

@@ -9,8 +9,10 @@
  * loser retries at once), COMPARE_SET a txn compared on the value (or on
  * absence), MULTI_GET a txn of ranges that, when keys are missing, waits
  * for their PUT events and reads again. WATCH does the same on a channel of
- * its own, and first puts this node's mark for the key. A timer refreshes
- * both leases every lease_ttl/3.
+ * its own, and first puts this node's mark for the key. A PUT seen while
+ * such a read is out makes it read again (the watch and the read use two
+ * connections, so the read may predate the PUT). A timer refreshes both
+ * leases every lease_ttl/3.
  *
  * Failure modes: etcd.c fails requests over between endpoints; a request no
  * endpoint answers within the timeout fails this backend for good (one
@@ -47,9 +49,8 @@ struct kop {
 	size_t n;
 	int64_t delta;
 	int timeout_ms;
-	uint64_t deadline; /* loop time; 0: none */
-	int absent;	   /* CAS: expected "" means absent */
-	int have;	   /* ADD: cur and rev known */
+	int absent; /* CAS: expected "" means absent */
+	int have;   /* ADD: cur and rev known */
 	int64_t cur, rev;
 	char token[48]; /* ADD: "<node>:<seq>", written beside the sum */
 	int fails;	/* ADD: compares lost */
@@ -58,6 +59,7 @@ struct kop {
 	char **got;	/* MGET: values read */
 	size_t *glen;
 	int missing; /* MGET: keys absent in this pass */
+	int dirty;   /* MGET: a wanted key was put during this pass */
 	int waiting; /* for a PUT event on one of keys */
 	int inflight;
 	int dead; /* completed or cancelled while a call was out */
@@ -474,10 +476,13 @@ static void on_mset(int status, json_t *resp, void *arg)
 /* Every key read: reply, or wait for the missing ones to appear. */
 static void mget_pass_done(struct kop *o)
 {
-	struct crun_rdzv_etcd *s = o->s;
 	struct crun_store_iov *iov;
 	struct crun_store_reply r;
 
+	if (o->missing && o->dirty) {
+		o->pos = o->n; /* a new pass */
+		return step(o);
+	}
 	if (o->missing) {
 		o->waiting = 1;
 		return;
@@ -496,7 +501,6 @@ static void mget_pass_done(struct kop *o)
 	r.values = iov;
 	reply(o, 0, &r);
 	free(iov);
-	(void)s;
 }
 
 static void on_mget(int status, json_t *resp, void *arg)
@@ -611,6 +615,7 @@ static void step(struct kop *o)
 		if (o->pos >= o->n) { /* a new pass */
 			o->pos = 0;
 			o->missing = 0;
+			o->dirty = 0;
 		}
 		if (o->got == NULL) {
 			o->got = calloc(o->n, sizeof(*o->got));
@@ -818,13 +823,23 @@ const struct rdzv_kv_ops rdzv_etcd_ops = {
 
 /* --- the watch stream --------------------------------------------------- */
 
-static int wants(const struct kop *o, const char *k)
+/*
+ * A PUT of k: read again if o waits for it. If o is reading right now, its
+ * answer may predate the PUT (the watch and the read are two connections):
+ * mark it, so a pass that found keys missing reads once more.
+ */
+static int wants(struct kop *o, const char *k)
 {
-	if (o == NULL || !o->waiting)
+	if (o == NULL || (o->type != OP_MGET && o->type != OP_WATCH) || o->dead)
 		return 0;
-	for (size_t i = 0; i < o->n; i++)
-		if (strcmp(o->keys[i], k) == 0)
+	for (size_t i = 0; i < o->n; i++) {
+		if (strcmp(o->keys[i], k) != 0)
+			continue;
+		if (o->waiting)
 			return 1;
+		o->dirty = 1;
+		return 0;
+	}
 	return 0;
 }
 
@@ -881,8 +896,18 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 	hrev = etcd_int(json_object_get(res, "header"), "revision");
 	if (etcd_int(res, "compact_revision") > 0 ||
 	    json_is_true(json_object_get(res, "canceled"))) {
-		/* Compacted past us: read everything again from now. */
-		s->rev = 0;
+		/*
+		 * Compacted past us: watch again from the oldest revision
+		 * etcd still has and read every wait again, so a PUT lands
+		 * in the reads or in the new watch.
+		 */
+		int64_t c = etcd_int(res, "compact_revision");
+
+		fprintf(stderr,
+			"crun: etcd compacted past revision %lld of this "
+			"node's watch; reading every wait again\n",
+			(long long)s->rev + 1);
+		s->rev = c > 0 ? c - 1 : 0;
 		s->reopen = 1;
 		uv_timer_start(&s->restart, on_restart, 0, 0);
 		recheck_all(s);
@@ -1032,9 +1057,12 @@ static void on_alive(int status, json_t *resp, void *arg)
 {
 	struct crun_rdzv_etcd *s = arg;
 
-	(void)resp;
 	if (status == CRUN_ECANCELED)
 		return;
+	if (s->opening && status && etcd_int(resp, "code") == 5) {
+		/* The lease expired before we used it (etcd is slow): again. */
+		return grant_node(s);
+	}
 	if (s->opening) {
 		if (status)
 			return open_done(s, status, etcd_errmsg(s->etcd));
@@ -1103,11 +1131,39 @@ static void on_job_grant(int status, json_t *resp, void *arg)
 		open_done(s, CRUN_EETCD, "cannot reach etcd");
 }
 
+static void on_job_read(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+	char ttl[32], *v = NULL;
+	size_t n;
+
+	if (status == CRUN_ECANCELED)
+		return;
+	if (status)
+		return open_done(s, status, etcd_errmsg(s->etcd));
+	if (etcd_kv_first(resp, &v, &n, NULL)) {
+		snprintf(s->job, sizeof(s->job), "%s", v);
+		free(v);
+		if (s->rev == 0)
+			s->rev = etcd_int(json_object_get(resp, "header"),
+					  "revision");
+		return put_alive(s);
+	}
+	/* The first node: the job's lease outlives any node and an outage
+	 * of read_timeout. */
+	snprintf(ttl, sizeof(ttl), "%.0f",
+		 s->ttl * 3 > s->timeout + s->ttl ? s->ttl * 3
+						  : s->timeout + s->ttl);
+	if (etcd_call(s->etcd, "/v3/lease/grant",
+		      json_pack("{s:s}", "TTL", ttl), on_job_grant, s))
+		open_done(s, CRUN_EETCD, "cannot reach etcd");
+}
+
 static void on_node_grant(int status, json_t *resp, void *arg)
 {
 	struct crun_rdzv_etcd *s = arg;
 	const char *id = json_string_value(json_object_get(resp, "ID"));
-	char ttl[32];
+	char k[600];
 
 	if (status == CRUN_ECANCELED)
 		return;
@@ -1119,14 +1175,12 @@ static void on_node_grant(int status, json_t *resp, void *arg)
 				etcd_errmsg(s->etcd));
 	}
 	snprintf(s->node, sizeof(s->node), "%s", id);
-	if (!s->opening)
+	if (!s->opening || *s->job)
 		return put_alive(s);
-	/* The job's lease outlives any node and an outage of read_timeout. */
-	snprintf(ttl, sizeof(ttl), "%.0f",
-		 s->ttl * 3 > s->timeout + s->ttl ? s->ttl * 3
-						  : s->timeout + s->ttl);
-	if (etcd_call(s->etcd, "/v3/lease/grant",
-		      json_pack("{s:s}", "TTL", ttl), on_job_grant, s))
+	/* Most nodes find the job's lease there already: one read. */
+	snprintf(k, sizeof(k), "%slease", s->ns);
+	if (etcd_call(s->etcd, "/v3/kv/range", etcd_range_req(k, NULL),
+		      on_job_read, s))
 		open_done(s, CRUN_EETCD, "cannot reach etcd");
 }
 

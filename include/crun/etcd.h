@@ -107,7 +107,7 @@ json_t *etcd_txn_mod(const char *key, int64_t rev, const void *v, size_t n,
 json_t *etcd_txn_ranges(const char *const *keys, size_t n);
 json_t *etcd_txn_puts(const char *const *keys, const void *const *vals,
 		      const size_t *lens, size_t n, const char *lease);
-/** {"create_request":{key, range_end (prefix), start_revision, prev_kv}}. */
+/** {"create_request":{key, range_end (prefix), start_revision}}. */
 json_t *etcd_watch_req(const char *prefix, int64_t start_rev);
 
 /**

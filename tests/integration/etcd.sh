@@ -120,6 +120,23 @@ for x in b c; do
 	note "   c10d agent $x: exit $rc: $(grep -m1 'lost\|stopped\|timed out' "$T/c_$x.out")"
 done
 
+# 3c. SIGTERM to group rank 0's agent: it leaves (128+15), the others go on.
+JOB=termg0
+note "3c. SIGTERM to group rank 0's agent (etcd): it leaves, the others re-form"
+W="$FAKE_WORKER append $T/runs3c run hang-if-attempt 0"
+agent a 1 2:3 --rdzv_conf=$FAST $W
+agent b 1 2:3 --rdzv_conf=$FAST $W
+agent c 1 2:3 --rdzv_conf=$FAST $W
+wait_for 20 sh -c "grep -l 'group rank 0 of 3' '$T/a.out' '$T/b.out' '$T/c.out' >/dev/null" || fail "round 0 never formed"
+sleep 0.5
+g0=""; for x in a b c; do grep -q "group rank 0 of 3" "$T/$x.out" && g0=$x; done
+eval "kill -TERM \$pid_$g0"
+expect_status $g0 143
+for x in a b c; do [ $x = $g0 ] || expect_status $x 0 30; done
+cat "$T/a.out" "$T/b.out" "$T/c.out" >"$T/t.out"
+expect_grep "departure named" "left (SIGTERM)" "$T/t.out"
+expect_grep "re-formed with 2" "round 1: group rank . of 2" "$T/t.out"
+
 # 4. A killed job leaves only leased keys: they expire.
 JOB=killed
 note "4. kill -9 every agent: the job's keys expire with their leases"

@@ -32,11 +32,25 @@ note "1. etcd auth: right password, tokens expiring every second"
 JOB=authok; W="sleep 3000" two --rdzv_conf=$FAST,user=root,password_file=$T/pw
 [ $rc_a = 0 ] && [ $rc_b = 0 ] || { cat "$T/$JOB-a.out" "$T/$JOB-b.out" >&2; fail "job with the right password failed ($rc_a, $rc_b)"; }
 expect_eq "both ranks ran" "$(sort "$T/runs-$JOB" | tr '\n' ' ')" "run 0 0 run 1 0 "
+note "   etcd restarted mid-run: its tokens are gone; the agents authenticate again"
+JOB=authrestart
+"$CRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint="$EP" --rdzv_id=$JOB \
+	--rdzv_conf=$FAST,read_timeout=15,user=root,password_file=$T/pw "$FAKE_WORKER" sleep 4000 append "$T/runs-$JOB" run >"$T/$JOB-a.out" 2>&1 & pa=$!
+"$CRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint="$EP" --rdzv_id=$JOB \
+	--rdzv_conf=$FAST,read_timeout=15,user=root,password_file=$T/pw "$FAKE_WORKER" sleep 4000 append "$T/runs-$JOB" run >"$T/$JOB-b.out" 2>&1 & pb=$!
+at_exit "kill -9 $pa $pb 2>/dev/null"
+wait_for 20 sh -c "grep -q 'round 0' '$T/$JOB-a.out' && grep -q 'round 0' '$T/$JOB-b.out'" || fail "round 0 never formed"
+etcd_kill m1
+sleep 1
+etcd_start m1 --auth-token-ttl=1
+wait $pa; rc_a=$?; wait $pb; rc_b=$?
+[ $rc_a = 0 ] && [ $rc_b = 0 ] || { cat "$T/$JOB-a.out" "$T/$JOB-b.out" >&2; fail "job across an etcd restart failed ($rc_a, $rc_b)"; }
+expect_eq "both ranks ran once" "$(sort "$T/runs-$JOB" | tr '\n' ' ')" "run 0 0 run 1 0 "
 note "   wrong password"
 JOB=authbad; two --rdzv_conf=$FAST,user=root,password_file=$T/bad
 [ $rc_a != 0 ] && [ $rc_b != 0 ] || fail "a wrong password did not fail the agents ($rc_a, $rc_b)"
 expect_grep "clear line" "etcd refused user 'root' (etcdserver: authentication failed, invalid user ID or password): check the user and password_file" "$T/$JOB-a.out"
-expect_eq "one line" "$(grep -c . "$T/$JOB-a.out")" 1
+expect_eq "one line about etcd" "$(grep -c etcd "$T/$JOB-a.out")" 1
 [ ! -f "$T/runs-$JOB" ] || fail "workers ran without credentials"
 sed 's/^/      /' "$T/$JOB-a.out"
 note "   no credentials at all"

@@ -65,4 +65,30 @@ for kind in follower leader; do
 	expect_eq "every rank ran once, generation 0" "$(sort "$T/x-$kind" | tr '\n' ' ')" "run 0 0 run 1 0 run 2 0 "
 	note "   job done $(( $(now_ms) - t0 )) ms after the kill"
 done
+
+# The member the agents watch through freezes (SIGSTOP: no FIN, no answer);
+# meanwhile the others move on and compact past what the agents saw. The
+# agents fail over, find their watch's revision compacted, read again, and
+# the job completes.
+etcd_cluster 3
+pick follower; JOB=compact
+note "freeze $V (SIGSTOP), compact the others past the agents' watch"
+C="last_call_timeout=1,join_timeout=30,lease_ttl=6,read_timeout=15"
+agent a 1 2 --rdzv_conf=$C "$FAKE_WORKER" sleep 7000 append "$T/c" run
+agent b 1 2 --rdzv_conf=$C "$FAKE_WORKER" sleep 7000 append "$T/c" run
+wait_for 20 sh -c "grep -q 'round 0' '$T/a.out' && grep -q 'round 0' '$T/b.out'" || fail "round 0 never formed"
+etcd_kill $V STOP
+at_exit "kill -CONT \$_etcd_pid_$V 2>/dev/null"
+other=""; for m in $ETCD_NAMES; do [ $m = $V ] || other=$m; done
+for i in 1 2 3 4 5; do etcd_ctl $other put /other/k$i v >/dev/null || fail "put on $other"; done
+rev=$(etcd_ctl $other get /other/k5 -w json | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+etcd_ctl $other compact "$rev" >/dev/null || fail "compact at $rev"
+t0=$(now_ms)
+expect_status a 0
+expect_status b 0
+eval "kill -CONT \$_etcd_pid_$V"
+expect_eq "both ranks ran once, generation 0" "$(sort "$T/c" | tr '\n' ' ')" "run 0 0 run 1 0 "
+cat "$T/a.out" "$T/b.out" >"$T/c.out"
+expect_grep "the watch saw the compaction" "etcd compacted past revision" "$T/c.out"
+note "   job done $(( $(now_ms) - t0 )) ms after the compaction (at revision $rev)"
 exit 0

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/etcd.h"
 
@@ -175,7 +176,7 @@ Test(etcd, watch_request)
 	char *s = dump(etcd_watch_req("/crun/j1/", 42));
 
 	cr_assert_str_eq(s, "{\"create_request\":{\"key\":\"L2NydW4vajEv\","
-			    "\"prev_kv\":true,\"range_end\":\"L2NydW4vajEw\","
+			    "\"range_end\":\"L2NydW4vajEw\","
 			    "\"start_revision\":\"42\"}}");
 	free(s);
 	s = dump(etcd_watch_req("/crun/j1/", 0));
@@ -244,4 +245,64 @@ Test(etcd, endpoint_lists)
 					  sizeof(err)),
 		     CRUN_EUSAGE);
 	cr_assert(strstr(err, "at most 4"), "%s", err);
+}
+
+/* --- the etcd keys of --rdzv_conf --------------------------------------- */
+
+static void conf_free(struct crun_rdzv_conf *c)
+{
+	free(c->store_type);
+	free(c->local_addr);
+	free(c->etcd_prefix);
+	free(c->cacert);
+	free(c->cert);
+	free(c->key);
+	free(c->user);
+	free(c->password_file);
+}
+
+Test(etcd, rdzv_conf_keys)
+{
+	struct crun_rdzv_conf c;
+	char e[512] = "";
+
+	memset(&c, 0, sizeof(c));
+	cr_assert_eq(cfg_parse_rdzv_conf(
+			 "etcd_prefix=/jobs,protocol=https,cacert=/ca.pem,"
+			 "cert=/c.pem,key=/c.key,user=u,password_file=/pw,"
+			 "lease_ttl=2.5",
+			 &c, e, sizeof(e)),
+		     0, "%s", e);
+	cr_assert_str_eq(c.etcd_prefix, "/jobs");
+	cr_assert_eq(c.https, 1);
+	cr_assert_str_eq(c.cacert, "/ca.pem");
+	cr_assert_str_eq(c.cert, "/c.pem");
+	cr_assert_str_eq(c.key, "/c.key");
+	cr_assert_str_eq(c.user, "u");
+	cr_assert_str_eq(c.password_file, "/pw");
+	cr_assert_float_eq(c.lease_ttl, 2.5, 1e-9);
+	/* torchrun's etcd-v2 names for the TLS files work too. */
+	cr_assert_eq(cfg_parse_rdzv_conf("ca_cert=/a,ssl_cert=/b,ssl_cert_key=/k",
+					 &c, e, sizeof(e)),
+		     0, "%s", e);
+	cr_assert_str_eq(c.cacert, "/a");
+	cr_assert_str_eq(c.key, "/k");
+	conf_free(&c);
+}
+
+Test(etcd, rdzv_conf_bad_values)
+{
+	static const char *bad[] = {"protocol=ftp", "etcd_prefix=crun",
+				    "lease_ttl=0", "lease_ttl=x"};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		struct crun_rdzv_conf c;
+		char e[512] = "";
+
+		memset(&c, 0, sizeof(c));
+		cr_assert_neq(cfg_parse_rdzv_conf(bad[i], &c, e, sizeof(e)), 0,
+			      "'%s' accepted", bad[i]);
+		cr_assert(strstr(e, "invalid value"), "%s: %s", bad[i], e);
+		conf_free(&c);
+	}
 }
