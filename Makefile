@@ -5,7 +5,7 @@
 #   make demo       install what is missing, build, run a real multi-worker job
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make bench      benchmarks against the torchrun anchor (tests/bench/)
-#   make fuzz       longer libFuzzer runs of the wire and config parsers
+#   make fuzz       longer libFuzzer runs of the store wire parser (tests/fuzz/)
 #   make install    PREFIX=/usr/local DESTDIR=
 
 CC ?= cc

@@ -39,5 +39,18 @@ wait_for() {
 	return 1
 }
 
+# exited PID: the process is gone or a zombie (kill -0 succeeds on a zombie).
+exited() {
+	_st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+	[ -z "$_st" ] || [ "$_st" = Z ]
+}
+# wait_pid SECONDS PID: wait for a child of this shell, at most SECONDS; the
+# status is the child's. A child still running then is killed (KILL) and the
+# script fails naming it: no wait in a test is unbounded.
+wait_pid() {
+	wait_for "$1" exited "$2" || { kill -KILL "$2" 2>/dev/null; fail "pid $2 still running after $1 s"; }
+	wait "$2"
+}
+
 # Is something listening on TCP port $1 (in this network namespace)?
 listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
