@@ -1,7 +1,8 @@
 #!/bin/sh
 # Run every test: the Criterion unit binaries, then each integration script.
 # A script exits 0 (pass), 77 (skipped: it printed why) or anything else (fail).
-# TESTS="pattern" runs only the matching ones.
+# TESTS="pattern..." runs only those matching one of the (space-separated)
+# patterns.
 #
 # Strict by default: a skip (exit 77) counts as a failure unless the suite is
 # allowed to skip: TEST_ALLOW_SKIP=1 allows every suite to (a developer run
@@ -20,7 +21,11 @@ if [ -n "${CI:-}" ] && [ -n "$ALLOW" ]; then
 	ALLOW=""
 fi
 pass=0 fail=0 skip=0 failed=""
-match() { [ -z "${TESTS:-}" ] && return 0; case "$1" in *$TESTS*) return 0;; esac; return 1; }
+match() {
+	[ -z "${TESTS:-}" ] && return 0
+	for _m in $TESTS; do case "$1" in *$_m*) return 0 ;; esac; done
+	return 1
+}
 may_skip() {
 	case "$ALLOW" in "") return 1 ;; 1|all) return 0 ;; esac
 	for _a in $ALLOW; do [ "$_a" = "$1" ] && return 0; done

@@ -44,11 +44,16 @@ exited() {
 	_st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
 	[ -z "$_st" ] || [ "$_st" = Z ]
 }
-# wait_pid SECONDS PID: wait for a child of this shell, at most SECONDS; the
-# status is the child's. A child still running then is killed (KILL) and the
-# script fails naming it: no wait in a test is unbounded.
+# wait_pid SECONDS PID [LOG...]: wait for a child of this shell, at most
+# SECONDS; the status is the child's. A child still running then is killed
+# (KILL) and the script fails naming it (showing the LOG files' ends): no wait
+# in a test is unbounded.
 wait_pid() {
-	wait_for "$1" exited "$2" || { kill -KILL "$2" 2>/dev/null; fail "pid $2 still running after $1 s"; }
+	wait_for "$1" exited "$2" || {
+		kill -KILL "$2" 2>/dev/null
+		for _l in "$@"; do [ -f "$_l" ] && { echo "--- $_l:" >&2; tail -n 20 "$_l" >&2; }; done
+		fail "pid $2 still running after $1 s"
+	}
 	wait "$2"
 }
 
