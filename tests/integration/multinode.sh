@@ -97,10 +97,12 @@ wait_for 10 listening $PORT || fail "no store host"
 agent b 1 2 "$FAKE_WORKER" pid "$T/pids5" hang
 wait_for 20 lines "$T/pids5" 2 || fail "round 0 never ran"
 kill -KILL $pid_a
-start=$(date +%s)
+start=$(date +%s%3N)
 expect_status b 1
+ms=$(( $(date +%s%3N) - start ))
 expect_grep "clear error" "lost the rendezvous store" "$T/b.out"
-[ $(( $(date +%s) - start )) -le 5 ] || fail "took more than 5 s to notice the host died"
+# README: a killed store host is noticed by every node at once.
+[ $ms -le 1000 ] || fail "took $ms ms to notice the host died, want <= 1000 ms"
 
 # 6. A late node is admitted (up to MAX) without spending a restart.
 PORT=$(free_port) JOB=scaleup
