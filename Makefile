@@ -103,6 +103,10 @@ demo: deps all
 bench: deps check-build
 	@BUILD=$(BUILD) sh tests/bench/run.sh
 
+coverage: deps
+	$(MAKE) BUILD=build-cov OPT='-O0 -g --coverage' LDFLAGS=--coverage check-build
+	@BUILD=build-cov sh tests/coverage.sh
+
 mutate: deps
 	@python3 tests/mutate/mutate.py
 
@@ -127,7 +131,7 @@ format-check:
 	@clang-format --dry-run -Werror $(LIB_SRC) $(BIN_SRC) include/crun/*.h
 
 clean:
-	rm -rf build build-asan build-ubsan build-fuzz
+	rm -rf build build-asan build-ubsan build-fuzz build-cov
 
 .PHONY: all deps check-build test check asan ubsan demo bench fuzz install format format-check clean coverage mutate
 .SECONDARY:

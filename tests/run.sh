@@ -2,7 +2,7 @@
 # Run every test: the Criterion unit binaries, then each integration script.
 # A script exits 0 (pass), 77 (skipped: it printed why) or anything else (fail).
 # TESTS="pattern..." runs only those matching one of the (space-separated)
-# patterns.
+# patterns; TESTS_EXCLUDE="pattern..." leaves out those matching one.
 #
 # Strict by default: a skip (exit 77) counts as a failure unless the suite is
 # allowed to skip: TEST_ALLOW_SKIP=1 allows every suite to (a developer run
@@ -22,6 +22,7 @@ if [ -n "${CI:-}" ] && [ -n "$ALLOW" ]; then
 fi
 pass=0 fail=0 skip=0 failed=""
 match() {
+	for _m in ${TESTS_EXCLUDE:-}; do case "$1" in *$_m*) return 1 ;; esac; done
 	[ -z "${TESTS:-}" ] && return 0
 	for _m in $TESTS; do case "$1" in *$_m*) return 0 ;; esac; done
 	return 1
