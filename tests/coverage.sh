@@ -11,7 +11,7 @@ COV_BRANCHES=${COV_BRANCHES:-70}
 RC="--rc lcov_branch_coverage=1"
 command -v lcov >/dev/null 2>&1 || { echo "coverage: lcov is not installed (scripts/install-deps.sh)" >&2; exit 2; }
 lcov -q $RC --zerocounters --directory "$BUILD" || exit 2
-BUILD=$BUILD sh tests/run.sh; tests_rc=$?
+BUILD=$BUILD TEST_LDFLAGS=--coverage sh tests/run.sh; tests_rc=$?
 lcov -q $RC --capture --directory "$BUILD" --base-directory . --output-file "$BUILD/all.info" 2>"$BUILD/lcov.err" ||
 	{ cat "$BUILD/lcov.err" >&2; exit 2; }
 lcov -q $RC --extract "$BUILD/all.info" "$PWD/src/*" "$PWD/agent/*" "$PWD/launcher/*" \
