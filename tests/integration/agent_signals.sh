@@ -71,4 +71,18 @@ wait_pid 5 $crun 2>/dev/null
 none_alive() { ! alive "$1"; }
 wait_for 1 none_alive "$T/pids5" ||
 	fail "workers outlived a SIGKILLed agent: $(cat "$T/pids5")"
+
+# A signal while stopping: the workers ignore the SIGTERM, and a SIGUSR1
+# that comes while crun waits for them (shutdown timeout 60 s) is forwarded
+# too; crun still exits with the first signal's status.
+"$CRUN" --nproc_per_node=2 --shutdown_timeout=60 --signals_to_handle=SIGTERM,SIGUSR1 \
+	"$FAKE_WORKER" trap "$T/sigs6" ignore TERM pid "$T/pids6" hang >"$T/out6" 2>&1 &
+crun=$!
+wait_for 10 lines "$T/pids6" 2 || fail "workers did not start"
+kill -TERM $crun
+wait_for 10 grep -q "received SIGTERM" "$T/out6" || fail "SIGTERM not seen"
+kill -USR1 $crun
+wait_pid 10 $crun "$T/out6"
+expect_eq "status after SIGTERM then SIGUSR1" "$?" 143
+expect_eq "SIGUSR1 reached the stopping workers" "$(sort "$T/sigs6" | tr '\n' ' ')" "SIGUSR1 0 SIGUSR1 1 "
 exit 0

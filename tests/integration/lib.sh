@@ -57,5 +57,18 @@ wait_pid() {
 	wait "$2"
 }
 
+now_ms() { date +%s%3N; }
+# ms_until BOUND_MS CMD...: poll CMD every 20 ms; print the elapsed ms and
+# succeed when it holds within BOUND_MS (it gives up 5 s after the bound).
+ms_until() {
+	_b=$1 _t0=$(now_ms); shift
+	while ! "$@"; do
+		[ $(( $(now_ms) - _t0 )) -le $(( _b + 5000 )) ] || { echo "never"; return 1; }
+		sleep 0.02
+	done
+	_e=$(( $(now_ms) - _t0 )); echo "$_e"
+	[ "$_e" -le "$_b" ]
+}
+
 # Is something listening on TCP port $1 (in this network namespace)?
 listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }

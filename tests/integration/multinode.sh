@@ -97,12 +97,10 @@ wait_for 10 listening $PORT || fail "no store host"
 agent b 1 2 "$FAKE_WORKER" pid "$T/pids5" hang
 wait_for 20 lines "$T/pids5" 2 || fail "round 0 never ran"
 kill -KILL $pid_a
-start=$(date +%s%3N)
-expect_status b 1
-ms=$(( $(date +%s%3N) - start ))
-expect_grep "clear error" "lost the rendezvous store" "$T/b.out"
 # README: a killed store host is noticed by every node at once.
-[ $ms -le 1000 ] || fail "took $ms ms to notice the host died, want <= 1000 ms"
+ms=$(ms_until 1000 grep -q "lost the rendezvous store" "$T/b.out") ||
+	{ cat "$T/b.out" >&2; fail "took $ms ms to notice the host died, want <= 1000 ms"; }
+expect_status b 1
 
 # 6. A late node is admitted (up to MAX) without spending a restart.
 PORT=$(free_port) JOB=scaleup

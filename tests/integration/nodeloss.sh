@@ -10,24 +10,13 @@
 #   4. kill -9 of the store host: every node notices at once.
 #   5. SIGTERM of a non-host agent: it leaves, named ("left (SIGTERM)");
 #      SIGTERM of the store host ends the job everywhere.
+#   6. SIGUSR1 to one node reaches every node's workers.
 . tests/integration/lib.sh
 
 FAST="--rdzv_conf=last_call_timeout=1,join_timeout=20"
 HB_MS=3000 # heartbeats: 3 x 0.5 s plus one tick of phase (2 s), plus 1 s of slack for load
 NOW_MS=1000 # a closed connection: "at once"
-now_ms() { date +%s%3N; }
 lines() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }
-# ms_until BOUND_MS CMD...: poll CMD every 20 ms; print the elapsed ms and
-# succeed when it holds within BOUND_MS (plus 5 s before giving up).
-ms_until() {
-	_b=$1 _t0=$(now_ms); shift
-	while ! "$@"; do
-		[ $(( $(now_ms) - _t0 )) -le $(( _b + 5000 )) ] || { echo "never"; return 1; }
-		sleep 0.02
-	done
-	_e=$(( $(now_ms) - _t0 )); echo "$_e"
-	[ "$_e" -le "$_b" ]
-}
 agent() {
 	name=$1 n=$2 nn=$3; shift 3
 	"$CRUN" --nnodes="$nn" --nproc_per_node="$n" --rdzv_backend=c10d \
@@ -71,9 +60,9 @@ expect_grep "stall named" "stopped answering\|round 0 ended" "$T/a.out"
 # 2. A hung store host: the others get no replies and stop on their own.
 three hunghost
 kill -STOP $pid_a
-gone() { exited $pid_b && exited $pid_c; }
-ms=$(ms_until $HB_MS gone) || { cat "$T"/[bc].out >&2; fail "hung store host noticed after $ms ms, want <= $HB_MS"; }
-note "2. hung store host: the others stopped after $ms ms"
+noreply() { grep -q "no reply from the rendezvous store" "$T/b.out" && grep -q "no reply from the rendezvous store" "$T/c.out"; }
+ms=$(ms_until $HB_MS noreply) || { cat "$T"/[bc].out >&2; fail "hung store host noticed after $ms ms, want <= $HB_MS"; }
+note "2. hung store host: noticed by both others after $ms ms"
 expect_failed b
 expect_failed c
 for x in b c; do expect_grep "$x: no reply" "no reply from the rendezvous store for" "$T/$x.out"; done
@@ -91,8 +80,9 @@ expect_status b 0
 # 4. kill -9 of the store host: every node notices at once.
 three killedhost
 kill -KILL $pid_a
-ms=$(ms_until $NOW_MS gone) || { cat "$T"/[bc].out >&2; fail "killed store host noticed after $ms ms, want <= $NOW_MS"; }
-note "4. killed store host: the others stopped after $ms ms"
+lost() { grep -q "lost the rendezvous store" "$T/b.out" && grep -q "lost the rendezvous store" "$T/c.out"; }
+ms=$(ms_until $NOW_MS lost) || { cat "$T"/[bc].out >&2; fail "killed store host noticed after $ms ms, want <= $NOW_MS"; }
+note "4. killed store host: noticed by both others after $ms ms"
 expect_failed b
 expect_failed c
 for x in b c; do expect_grep "$x: lost the store" "lost the rendezvous store" "$T/$x.out"; done
@@ -119,4 +109,20 @@ expect_failed c
 expect_grep "the host says it was stopped" "received SIGTERM" "$T/a.out"
 cat "$T/b.out" "$T/c.out" >"$T/bc.out"
 expect_grep "the others name the stopped host" "store host .* was stopped (SIGTERM)\|store host stopped" "$T/bc.out"
+note "5. SIGTERM of a node and of the store host: named by the others"
+
+# 6. A peer's signal is passed on: SIGUSR1 (a preemption warning) to one
+# node reaches the workers of every node, when they forward SIGUSR1 too.
+PORT=$(free_port) JOB=usr1
+S="--signals_to_handle=SIGTERM,SIGUSR1"
+agent a 1 2 $S "$FAKE_WORKER" trap "$T/usr1" pid "$T/pids_usr1" hang
+wait_for 10 listening $PORT || fail "usr1: no store host"
+agent b 1 2 $S "$FAKE_WORKER" trap "$T/usr1" pid "$T/pids_usr1" hang
+wait_for 20 lines "$T/pids_usr1" 2 || { cat "$T"/[ab].out >&2; fail "usr1: round 0 never ran"; }
+kill -USR1 $pid_b
+expect_status b 138
+expect_failed a
+expect_eq "SIGUSR1 reached both nodes' workers" "$(sort "$T/usr1" | tr '\n' ' ')" "SIGUSR1 0 SIGUSR1 1 "
+expect_grep "b left named with its signal" "left (SIGUSR1)" "$T/a.out"
+note "6. a peer's SIGUSR1 passed on to every node's workers"
 exit 0
