@@ -9,7 +9,8 @@ rebuilds, runs the listed test subset (tests/run.sh with TESTS=...) and
 restores the file. A mutation whose tests still pass SURVIVED. A mutation
 whose FIND no longer matches is STALE. Exit status: 0 when every mutation
 was killed, 1 otherwise. MUTATE=pattern runs only mutations whose name
-contains it; MUTATE_KEEP=1 keeps the scratch tree.
+contains one of its (space-separated) words; MUTATE_KEEP=1 keeps the
+scratch tree; MUTATE_TIMEOUT bounds each test suite (default 300 s).
 """
 import os, shutil, subprocess, sys, tempfile, time
 
@@ -76,9 +77,9 @@ def run(cmd, cwd, log, env=None, timeout=None):
 
 def main():
     muts = parse(LIST)
-    only = os.environ.get("MUTATE", "")
+    only = os.environ.get("MUTATE", "").split()
     if only:
-        muts = [m for m in muts if only in m["name"]]
+        muts = [m for m in muts if any(o in m["name"] for o in only)]
     scratch = tempfile.mkdtemp(prefix="crun-mutate-")
     log = os.path.join(scratch, "mutate.log")
     src = os.path.join(scratch, "tree")
