@@ -116,7 +116,7 @@ def main():
         finally:
             open(path, "w").write(orig)  # new mtime: the next build restores it
         (survived if verdict == "SURVIVED" else killed).append(m["name"])
-        print("%-9s %-28s %s:%s  [%s] %.0f s" % (verdict.split()[0], m["name"], m["file"],
+        print("%-9s %-28s %s:%s  [%s] %.0f s" % (verdict.replace("killed (does not build)", "unbuilt").split()[0], m["name"], m["file"],
               where.split()[-1], m["tests"], time.time() - t0), flush=True)
     print("mutate: %d killed, %d survived, %d stale" % (len(killed), len(survived), len(stale)))
     for n in survived:
