@@ -4,7 +4,10 @@
 #   make test       install what is missing, build, run every test
 #   make demo       install what is missing, build, run a real multi-worker job
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
-#   make bench      benchmarks against the torchrun anchor (tests/bench/)
+#   make bench      benchmarks against the torchrun anchor (tests/bench/); fails on a missed target
+#   make coverage   make test on a --coverage build (build-cov/): line and branch
+#                   coverage of src/ agent/ launcher/, failing below the floor
+#   make mutate     single-line mutations (tests/mutate/), each must fail its tests
 #   make fuzz       1M libFuzzer runs of each parser (wire, records, INI, CLI, hostlist)
 #   make install    PREFIX=/usr/local DESTDIR=
 
@@ -100,6 +103,13 @@ demo: deps all
 bench: deps check-build
 	@BUILD=$(BUILD) sh tests/bench/run.sh
 
+coverage: deps
+	$(MAKE) BUILD=build-cov OPT='-O0 -g --coverage' LDFLAGS=--coverage check-build
+	@BUILD=build-cov sh tests/coverage.sh
+
+mutate: deps
+	@python3 tests/mutate/mutate.py
+
 FUZZ_TARGETS := $(wildcard tests/fuzz/fuzz_*.c)
 fuzz: deps
 	@FUZZ_RUNS=$${FUZZ_RUNS:-1000000} sh tests/fuzz/run.sh
@@ -121,9 +131,9 @@ format-check:
 	@clang-format --dry-run -Werror $(LIB_SRC) $(BIN_SRC) include/crun/*.h
 
 clean:
-	rm -rf build build-asan build-ubsan build-fuzz
+	rm -rf build build-asan build-ubsan build-fuzz build-cov
 
-.PHONY: all deps check-build test check asan ubsan demo bench fuzz install format format-check clean
+.PHONY: all deps check-build test check asan ubsan demo bench fuzz install format format-check clean coverage mutate
 .SECONDARY:
 
 -include $(LIB_OBJ:.o=.d) $(BIN_OBJ:.o=.d) $(UNIT_BIN:=.d) $(HELPER_BIN:=.d) $(BENCH_BIN:=.d)

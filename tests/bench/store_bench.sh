@@ -15,7 +15,7 @@
 #
 # Every figure, the ratios crun/floor and crun/torch, and the issue's targets
 # with PASS/MISS are printed. Exit status: 0 unless the bench itself broke;
-# BENCH_STRICT=1 also fails on a MISS. Knobs: MIX_SECONDS, MIX_RUNS,
+# a missed target (MISS) fails too. Knobs: MIX_SECONDS, MIX_RUNS,
 # MIX_CLIENTS, STORM_SIZES, STORM_TIMEOUT, SERVERS ("crun torch floor").
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -207,6 +207,15 @@ for n in $STORM_SIZES; do
 	printf '   %-8s%s\n' "$n" "$line"
 done
 
+# One machine-readable line per figure (the README's Measurements name them).
+for c in $MIX_CLIENTS; do
+	cr=$(get mix crun "$c" ops_per_s) to=$(get mix torch "$c" ops_per_s) fl=$(get mix floor "$c" ops_per_s)
+	echo "RESULT store.mix_$c crun_ops=${cr:-} torch_ops=${to:-} floor_ops=${fl:-} crun_floor=$(ratio "$cr" "$fl") crun_torch=$(ratio "$cr" "$to")"
+done
+for n in $STORM_SIZES; do
+	echo "RESULT store.storm_$n crun_s=$(get storm crun "$n" seconds) crun_failed=$(get storm crun "$n" failed) torch_s=$(get storm torch "$n" seconds) torch_failed=$(get storm torch "$n" failed) floor_s=$(get storm floor "$n" seconds)"
+done
+
 misses=0
 # verdict TEXT OK: print a target with PASS/MISS (n/a when crun did not run).
 verdict() {
@@ -252,7 +261,8 @@ if [ $broken -ne 0 ]; then
 	echo "store bench: some measurements failed"
 	exit 1
 fi
-if [ "${BENCH_STRICT:-0}" = 1 ] && [ $misses -ne 0 ]; then
+if [ $misses -ne 0 ]; then
+	echo "store bench: $misses stated target(s) missed (MISS above)"
 	exit 1
 fi
 exit 0

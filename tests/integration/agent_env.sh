@@ -29,7 +29,8 @@ for r in 0 1 2; do
 	expect_eq "TORCH_NCCL_ASYNC_ERROR_HANDLING" "$(v TORCH_NCCL_ASYNC_ERROR_HANDLING)" 1
 	expect_eq "OMP_NUM_THREADS" "$(v OMP_NUM_THREADS)" 1
 	expect_eq "TORCHELASTIC_SIGNALS_TO_HANDLE" "$(v TORCHELASTIC_SIGNALS_TO_HANDLE)" "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
-	case "$(v TORCHELASTIC_USE_AGENT_STORE)" in True|False) ;; *) fail "TORCHELASTIC_USE_AGENT_STORE='$(v TORCHELASTIC_USE_AGENT_STORE)'";; esac
+	# The agent serves the workers' store by default (as torchrun 2.x does).
+	expect_eq "TORCHELASTIC_USE_AGENT_STORE" "$(v TORCHELASTIC_USE_AGENT_STORE)" True
 	expect_eq "MASTER_ADDR" "$(v MASTER_ADDR)" 127.0.0.1
 	port=$(v MASTER_PORT)
 	[ "$port" -gt 0 ] && [ "$port" -lt 65536 ] || fail "MASTER_PORT '$port'"
@@ -57,4 +58,44 @@ PET_NPROC_PER_NODE=2 OMP_NUM_THREADS=7 "$CRUN" --rdzv-id=myjob "$FAKE_WORKER" en
 expect_eq "PET_NPROC_PER_NODE" "$(ls "$T"/env3.* | wc -l)" 2
 expect_eq "run id" "$(sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$T/env3.1")" myjob
 expect_eq "OMP_NUM_THREADS kept" "$(sed -n 's/^OMP_NUM_THREADS=//p' "$T/env3.1")" 7
+
+# A .py entrypoint runs as $PYTHON -u SCRIPT, -m as $PYTHON -u -m MODULE.
+# With --no_agent_store the agent reserves MASTER_PORT and hands it over
+# free: worker rank 0 binds it (as its own TCPStore would), rank 1 reaches it.
+cat >"$T/probe.py" <<'EOF'
+import os, socket, sys, time
+rank = int(os.environ["RANK"])
+argv = open("/proc/self/cmdline", "rb").read().split(b"\0")[:-1]
+addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+out = open("%s.%d" % (sys.argv[1], rank), "w")
+out.write("argv=%s\nstore=%s\n" % (" ".join(a.decode() for a in argv[:4]), os.environ["TORCHELASTIC_USE_AGENT_STORE"]))
+if rank == 0:
+    s = socket.socket()
+    # As c10d's TCPStore does: SO_REUSEADDR shares the agent's reservation.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    s.listen()
+    s.settimeout(20)
+    c, _ = s.accept()
+    out.write("rank 1 said %s\n" % c.recv(16).decode())
+else:
+    for _ in range(200):
+        try:
+            c = socket.create_connection((addr, port), timeout=5)
+            break
+        except OSError:
+            time.sleep(0.05)
+    c.sendall(b"hello")
+out.close()
+EOF
+"$CRUN" --nproc_per_node=2 --no_agent_store "$T/probe.py" "$T/py" >"$T/py.out" 2>&1 ||
+	fail "--no_agent_store .py run exited $?: $(cat "$T/py.out")"
+expect_eq ".py runs as PYTHON -u" "$(sed -n 's/^argv=//p' "$T/py.0")" "$PYTHON -u $T/probe.py $T/py"
+expect_eq "no agent store" "$(sed -n 's/^store=//p' "$T/py.1")" False
+expect_eq "rank 0 served MASTER_PORT, rank 1 reached it" "$(sed -n 's/^rank 1 said //p' "$T/py.0")" hello
+cp "$T/probe.py" "$T/probemod.py"
+PYTHONPATH="$T" "$CRUN" --nproc_per_node=2 --no_agent_store -m probemod "$T/m" >"$T/m.out" 2>&1 ||
+	fail "-m run exited $?: $(cat "$T/m.out")"
+expect_eq "-m runs as PYTHON -u -m" "$(sed -n 's/^argv=//p' "$T/m.1")" "$PYTHON -u -m probemod"
+expect_eq "-m: rank 1 reached rank 0" "$(sed -n 's/^rank 1 said //p' "$T/m.0")" hello
 exit 0

@@ -50,8 +50,15 @@ expect_nogrep "error_file N/A" "error_file: <N/A>" "$T/out4"
 # with the reason, status 127 like a shell, nothing hangs.
 printf '#!/nonexistent/interpreter\n' >"$T/badexec"
 chmod +x "$T/badexec"
+t_before=$(date +%Y-%m-%d_%H:%M:%S)
 "$CRUN" --nproc_per_node=2 "$T/badexec" >"$T/out5" 2>&1
-expect_eq "exec failure status" "$?" 127
+rc=$?
+t_after=$(date +%Y-%m-%d_%H:%M:%S)
+expect_eq "exec failure status" "$rc" 127
 expect_grep "exec failure reason" "cannot execute '$T/badexec': no such file or directory" "$T/out5"
-expect_grep "exec failure time" "time      : $(date +%Y)" "$T/out5"
+# The failure's time is the local time of the failure, to the second.
+ts=$(sed -n 's/^  time      : //p' "$T/out5" | head -n 1)
+case "$ts" in [0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]_[0-9][0-9]:[0-9][0-9]:[0-9][0-9]) ;; *) fail "exec failure time '$ts' is not YYYY-MM-DD_HH:MM:SS" ;; esac
+{ [ "$ts" = "$t_before" ] || [ "$ts" \> "$t_before" ]; } && { [ "$ts" = "$t_after" ] || [ "$ts" \< "$t_after" ]; } ||
+	fail "exec failure time $ts not within the run ($t_before .. $t_after)"
 exit 0

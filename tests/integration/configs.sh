@@ -4,8 +4,8 @@
 # single-node.ini runs (entrypoint replaced by the fake worker) and its [env]
 # reaches the workers; `crun job.ini extra...` replaces the file's args;
 # precedence command line > environment > file; bad job files exit 2 with
-# file:line. Multi-node examples are only printed: the launcher does not run
-# nnodes > 1 yet.
+# file:line. Multi-node examples are checked through --print-config here;
+# multinode.sh and multihost.sh run multi-node jobs.
 . tests/integration/lib.sh
 
 unset PET_NPROC_PER_NODE PET_NNODES PET_MAX_RESTARTS PET_RDZV_ENDPOINT OMP_NUM_THREADS

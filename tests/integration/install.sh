@@ -24,7 +24,8 @@ int main(void)
 }
 C
 flags=$(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs --static libcrun) || fail "pkg-config libcrun"
-# A sanitizer build's library needs the sanitizer runtime too.
-cc ${SANITIZE:+-fsanitize=$SANITIZE} -o "$T/prog" "$T/prog.c" $flags || fail "a program against the installed libcrun does not build"
+# A sanitizer build's library needs the sanitizer runtime too, a coverage
+# build's (make coverage sets TEST_LDFLAGS=--coverage) the gcov runtime.
+cc ${SANITIZE:+-fsanitize=$SANITIZE} ${TEST_LDFLAGS:-} -o "$T/prog" "$T/prog.c" $flags || fail "a program against the installed libcrun does not build"
 expect_eq "program output" "$("$T/prog")" 8192
 exit 0

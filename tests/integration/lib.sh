@@ -39,5 +39,36 @@ wait_for() {
 	return 1
 }
 
+# exited PID: the process is gone or a zombie (kill -0 succeeds on a zombie).
+exited() {
+	_st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+	[ -z "$_st" ] || [ "$_st" = Z ]
+}
+# wait_pid SECONDS PID [LOG...]: wait for a child of this shell, at most
+# SECONDS; the status is the child's. A child still running then is killed
+# (KILL) and the script fails naming it (showing the LOG files' ends): no wait
+# in a test is unbounded.
+wait_pid() {
+	wait_for "$1" exited "$2" || {
+		kill -KILL "$2" 2>/dev/null
+		for _l in "$@"; do [ -f "$_l" ] && { echo "--- $_l:" >&2; tail -n 20 "$_l" >&2; }; done
+		fail "pid $2 still running after $1 s"
+	}
+	wait "$2"
+}
+
+now_ms() { date +%s%3N; }
+# ms_until BOUND_MS CMD...: poll CMD every 20 ms; print the elapsed ms and
+# succeed when it holds within BOUND_MS (it gives up 5 s after the bound).
+ms_until() {
+	_b=$1 _t0=$(now_ms); shift
+	while ! "$@"; do
+		[ $(( $(now_ms) - _t0 )) -le $(( _b + 5000 )) ] || { echo "never"; return 1; }
+		sleep 0.02
+	done
+	_e=$(( $(now_ms) - _t0 )); echo "$_e"
+	[ "$_e" -le "$_b" ]
+}
+
 # Is something listening on TCP port $1 (in this network namespace)?
 listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }

@@ -266,23 +266,21 @@ scenario5() {
 # ---------------------------------------------------------------------------
 # 6. Real PyTorch: gloo + DDP on h1 (2 workers) and h2 (1), agent store.
 scenario6() {
-	if "$PYTHON" -c 'import torch.distributed' 2>/dev/null; then
-		note "6. PyTorch gloo DDP, h1 x2 + h2 x1"
-		PORT=29406 JOB=ddp
-		mkdir "$T/ddp"
-		t0=$(now_ms)
-		agent a h1 2 2 $FAST tests/integration/py/ddp_gloo.py --out "$T/ddp"
-		agent b h2 1 2 $FAST tests/integration/py/ddp_gloo.py --out "$T/ddp"
-		expect_status a 0 60
-		expect_status b 0 60
-		note "   DDP run took $(elapsed "$t0")"
-		for r in 0 1 2; do
-			expect_grep "rank $r result" "^rank $r/3 attempt 0 sum 6 want 6 replicas_equal True store True" "$T/ddp/rank.$r"
-		done
-		expect_idle "scenario 6"
-	else
-		note "6. skipped: no PyTorch in $PYTHON"
-	fi
+	"$PYTHON" -c 'import torch.distributed' 2>/dev/null ||
+		fail "6. no PyTorch in $PYTHON: the DDP scenario cannot run"
+	note "6. PyTorch gloo DDP, h1 x2 + h2 x1"
+	PORT=29406 JOB=ddp
+	mkdir "$T/ddp"
+	t0=$(now_ms)
+	agent a h1 2 2 $FAST tests/integration/py/ddp_gloo.py --out "$T/ddp"
+	agent b h2 1 2 $FAST tests/integration/py/ddp_gloo.py --out "$T/ddp"
+	expect_status a 0 60
+	expect_status b 0 60
+	note "   DDP run took $(elapsed "$t0")"
+	for r in 0 1 2; do
+		expect_grep "rank $r result" "^rank $r/3 attempt 0 sum 6 want 6 replicas_equal True store True" "$T/ddp/rank.$r"
+	done
+	expect_idle "scenario 6"
 }
 
 # ---------------------------------------------------------------------------

@@ -59,16 +59,9 @@ for r in 0 1; do
 	expect_grep "worker $r SLURM_JOB_NODELIST" "^SLURM_JOB_NODELIST=$SLURM_NODE\$" "$T/w.$r"
 done
 crunjob=$(sed -n 's/^SLURM_JOB_ID=//p' "$T/w.0")
-# With the lead's wiring of slurm_detect, the rendezvous id is the job id and
-# the endpoint port 20000 + job id % 10000 (include/crun/slurm.h).
-if grep -q '^TORCHELASTIC_RUN_ID=' "$T/w.0"; then
-	runid=$(sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$T/w.0")
-	if [ "$runid" = "$crunjob" ]; then
-		note "rendezvous id is the job id ($runid)"
-	else
-		note "rendezvous id '$runid' is not the job id $crunjob (slurm_detect not wired yet?)"
-	fi
-fi
+# Inside a SLURM job the rendezvous id is the job id (src/cfg_slurm.c offers
+# SLURM_JOB_ID as --rdzv_id), and so the workers' TORCHELASTIC_RUN_ID.
+expect_eq "rendezvous id = SLURM job id" "$(sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$T/w.0")" "$crunjob"
 note "crun-slurm ran 2 workers in job $crunjob"
 
 # 3. The batch template: sbatch --ntasks-per-node=2 on one node. The step

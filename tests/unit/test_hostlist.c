@@ -75,6 +75,8 @@ Test(hostlist, spec_table)
 	expect("node[1-3],node5 node[7-8]", "node1 node2 node3 node5 node7 node8");
 	expect("gpu[01-02],gpu[01-02]", "gpu01 gpu02 gpu01 gpu02");
 	expect_err("x[3-1]", CRUN_ECONFIG, "descending range '3-1'", "column 3");
+	/* The boundary: one less than the start is descending too. */
+	expect_err("x[2-1]", CRUN_ECONFIG, "descending range '2-1'", "column 3");
 	expect_err("n[a-c]", CRUN_ECONFIG, "expected a number", "column 3");
 	expect_err("n[0-65536]", CRUN_ECONFIG, "more than 65536", "column 3");
 	expect_err("n[1-2]]", CRUN_ECONFIG, "unmatched ']'", "column 7");

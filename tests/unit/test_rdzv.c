@@ -76,6 +76,8 @@ struct fkv {
 	int in_pump;
 	int dirty;
 	int closed;
+	int frozen;	/* a silent store: requests queue, nothing is answered */
+	int warp;	/* > 0: waits of 5 s or more run this many times faster */
 	uint64_t nops;
 };
 
@@ -155,6 +157,8 @@ static struct freq *freq_new(struct fcli *c, enum freq_type t, size_t n, int tim
 	cr_assert_not_null(q->keys);
 	q->cb = cb;
 	q->arg = arg;
+	if (c->s->warp > 0 && timeout_ms >= 5000)
+		timeout_ms /= c->s->warp;
 	if (timeout_ms >= 0)
 		q->deadline = uv_now(c->s->loop) + (uint64_t)timeout_ms + (timeout_ms == 0);
 	c->s->nops++;
@@ -395,6 +399,8 @@ static void fkv_pump(struct fkv *s)
 	uint64_t limit = s->seq, now = uv_now(s->loop), next = 0;
 	int progress;
 
+	if (s->frozen)
+		return;
 	s->in_pump = 1;
 	do {
 		progress = 0;
@@ -1309,6 +1315,14 @@ Test(rdzv, finished_node_is_not_dead, .timeout = 10)
 	world_close();
 }
 
+static int all_finished_alive(void)
+{
+	for (int i = 0; i < W.nn; i++)
+		if (W.n[i].alive && W.n[i].nfinish == 0)
+			return 0;
+	return 1;
+}
+
 static int all_finished(void)
 {
 	for (int i = 0; i < W.nn; i++)
@@ -1372,5 +1386,118 @@ Test(rdzv, static_duplicate_rank_is_fatal, .timeout = 10)
 			     crun_err_name(n->status), n->errmsg);
 		cr_assert(strstr(n->errmsg, "node ranks 0..1"), "%s", n->errmsg);
 	}
+	world_close();
+}
+
+/* ---- failure branches (issue 15, item 5) ---------------------------------- */
+
+static int first_round(void)
+{
+	return W.n[0].nround > 0;
+}
+
+Test(rdzv, store_lost_while_joining, .timeout = 10)
+{
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	start_all();
+	run_for(100); /* joined, waiting for a second node */
+	cr_assert_eq(W.n[0].nround, 0);
+	fcli_close(W.n[0].kv);
+	cr_assert(run_until(first_round, 1000), "a lost store while joining went unnoticed");
+	cr_assert_neq(W.n[0].status, 0);
+	cr_assert(strstr(W.n[0].errmsg, "lost the rendezvous store"), "%s", W.n[0].errmsg);
+	world_close();
+}
+
+Test(rdzv, store_silent_at_join_deadline, .timeout = 10)
+{
+	uint64_t t0;
+
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	t0 = uv_now(&W.loop);
+	start_all();
+	run_for(100);
+	W.kv.frozen = 1; /* connected, but nothing answers any more */
+	cr_assert(run_until(first_round, 5000), "no verdict from a silent store");
+	cr_assert_eq(W.n[0].status, CRUN_ERDZV_TIMEOUT, "%s", crun_err_name(W.n[0].status));
+	cr_assert(strstr(W.n[0].errmsg, "store does not answer"), "%s", W.n[0].errmsg);
+	/* join_timeout (1 s), then 2 s for the store's answer. */
+	cr_assert_geq(W.n[0].round_at - t0, 2900);
+	W.kv.frozen = 0;
+	world_close();
+}
+
+Test(rdzv, static_node_death_is_not_restarted, .timeout = 10)
+{
+	world_init();
+	/* Three static nodes with MIN 2: two remain, enough for c10d to
+	 * re-form, but static ranks cannot be re-assigned. */
+	for (int i = 0; i < 3; i++) {
+		struct node *n = node_add(i + 1, 1, i == 0, 2, 3);
+
+		n->o.static_rank = i;
+	}
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	run_for(200);
+	node_kill(&W.n[2]);
+	cr_assert(run_until(others_ended, 1000), "the dead static node went unnoticed");
+	cr_assert_eq(W.n[0].end_kind, 'D', "end %c %s", W.n[0].end_kind, W.n[0].end_why);
+	may_all(RDZV_END_DEAD);
+	cr_assert_eq(W.n[0].may_ok, 0, "a static job re-formed without a node");
+	cr_assert_eq(W.n[1].may_ok, 0);
+	world_close();
+}
+
+Test(rdzv, host_stops_waiting_after_close_timeout, .timeout = 10)
+{
+	uint64_t t0;
+
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	run_for(100);
+	node_kill(&W.n[1]); /* it never leaves the round properly */
+	cr_assert(run_until(first_ended, 1000));
+	t0 = uv_now(&W.loop);
+	cr_assert_eq(rdzv_finish(W.n[0].r, on_finish, &W.n[0]), 0);
+	run_for(150);
+	cr_assert_eq(W.n[0].nfinish, 0, "the store host left at once");
+	cr_assert(run_until(all_finished_alive, 2000), "the store host waits forever");
+	/* close_timeout is 0.3 s. */
+	cr_assert_geq(uv_now(&W.loop) - t0, 280);
+	cr_assert_leq(uv_now(&W.loop) - t0, 1000);
+	world_close();
+}
+
+static int ghost_round_aborted(void)
+{
+	const char *v = fkv_get(&W.kv, "crun/job1/r0/assigned");
+
+	return v != NULL && strncmp(v, "abort ", 6) == 0;
+}
+
+Test(rdzv, node_joined_but_never_described, .timeout = 10)
+{
+	const char *v;
+
+	world_init();
+	W.kv.warp = 50; /* the closer's 10 s wait for descriptors: 0.2 s */
+	/* A ghost took join index 1 of round 0 and died before describing
+	 * itself: the round closes with 2 joined, one descriptor missing. */
+	fkv_put(&W.kv, "crun/job1/round", "0", 1);
+	fkv_put(&W.kv, "crun/job1/r0/join", "1", 1);
+	node_add(1, 1, 1, 2, 2);
+	start_all();
+	cr_assert(run_until(ghost_round_aborted, 900), "a missing descriptor hangs the round");
+	v = fkv_get(&W.kv, "crun/job1/r0/assigned");
+	cr_assert_str_eq(v, "abort D a node joined but never described itself");
+	/* The node goes on to the next round and, alone, times out there. */
+	cr_assert(run_until(first_round, 3000));
+	cr_assert_eq(W.n[0].status, CRUN_ERDZV_TIMEOUT, "%s", crun_err_name(W.n[0].status));
 	world_close();
 }

@@ -157,10 +157,26 @@ Test(slurm, port_formula)
 	cr_expect_eq(slurm_port(9999), 29999);
 	cr_expect_eq(slurm_port(10000), 20000);
 	cr_expect_eq(slurm_port(123456), 23456);
-	/* Consecutive jobs sharing a node never collide. */
-	for (unsigned long j = 1000; j < 1000 + CRUN_SLURM_PORT_SPAN; j++) {
-		cr_assert_neq(slurm_port(j), slurm_port(j + 1));
-		cr_assert(slurm_port(j) >= 1024 && slurm_port(j) < 32768);
+	/* Jobs sharing a node never collide while their ids lie within one
+	 * span of each other: every port of a window of SPAN consecutive ids
+	 * is distinct (checked for every pair, not only neighbours), and below
+	 * the kernel's ephemeral range. Ids SPAN apart do share a port. */
+	unsigned long starts[] = {0, 1000, 9999, 123456, 4294960000UL};
+	for (size_t s = 0; s < sizeof(starts) / sizeof(starts[0]); s++) {
+		static unsigned char seen[32768];
+
+		memset(seen, 0, sizeof(seen));
+		for (unsigned long j = starts[s];
+		     j < starts[s] + CRUN_SLURM_PORT_SPAN; j++) {
+			int p = slurm_port(j);
+
+			cr_assert(p >= 1024 && p < 32768, "job %lu: port %d", j, p);
+			cr_assert(!seen[p], "jobs within %d of %lu share port %d",
+				  CRUN_SLURM_PORT_SPAN, starts[s], p);
+			seen[p] = 1;
+		}
+		cr_expect_eq(slurm_port(starts[s]),
+			     slurm_port(starts[s] + CRUN_SLURM_PORT_SPAN));
 	}
 }
 

@@ -185,6 +185,14 @@ static void close_client(uv_timer_t *t)
 	uv_close((uv_handle_t *)&T.timer, NULL);
 }
 
+/* After the connect failed for good: a new request is refused at once. */
+static int late_rc = -1;
+static void refuse_then_close(uv_timer_t *t)
+{
+	late_rc = store_aclient_add(T.c, "y", 1, on_reply, NM("late"));
+	close_client(t);
+}
+
 Test(store_aclient, connect_deadline, .timeout = 20)
 {
 	struct crun_store_server *tmp;
@@ -196,10 +204,11 @@ Test(store_aclient, connect_deadline, .timeout = 20)
 	uv_run(&T.loop, UV_RUN_NOWAIT);
 	cr_assert_eq(store_aclient_new(&T.loop, "127.0.0.1", T.port, 300, on_connect, NULL, &T.c), 0);
 	cr_assert_eq(store_aclient_add(T.c, "x", 2, on_reply, NM("add")), 0);
-	uv_timer_start(&T.timer, close_client, 1500, 0);
+	uv_timer_start(&T.timer, refuse_then_close, 1500, 0);
 	finish();
 	cr_assert_str_eq(T.log, "connect:CRUN_ETIMEDOUT:;add:CRUN_ETIMEDOUT:;");
-	/* After the failure requests are refused at once. */
+	/* After the failure requests are refused at once (no callback). */
+	cr_assert_eq(late_rc, CRUN_ECLOSED, "a request after the failed connect returned %d", late_rc);
 }
 
 Test(store_aclient, close_cancels_pending, .timeout = 20)
