@@ -53,9 +53,10 @@ note "1. workers in their own groups; grandchildren stopped with them"
 # Five agents on 127.0.0.1: the first hosts the store. The others share host
 # name and address, so the order among them is by pid; the expected group
 # ranks are computed from the pids $! gave us. Each worker (a shell) writes
-# its group rank and its parent's pid (the agent's).
+# its group rank and its agent's pid: its parent is the worker's guard, a
+# fork of the agent (src/proc.c).
 cat >"$T/who.sh" <<'EOF'
-echo "$GROUP_RANK $PPID" >>"$1/who"
+echo "$GROUP_RANK $(sed 's/.*) //' /proc/$PPID/stat | cut -d' ' -f2)" >>"$1/who"
 EOF
 PORT=$(free_port)
 pids=""
@@ -114,14 +115,15 @@ def add(d, k=b"/gen"):  # ADD, opcode 3 in the <= 1.13 numbering
     s.sendall(bytes([3]) + struct.pack("<Q", len(k)) + k + struct.pack("<q", d))
     return struct.unpack("<q", recv(s, 8))[0]
 got = add(1)
+attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+# Recorded at once: a rank still waiting below may be stopped any time.
+with open(sys.argv[1], "a") as f:
+    f.write("attempt %s rank %s add %d\n" % (attempt, os.environ["RANK"], got))
 # Every rank of this generation has added before any leaves (bounded).
 for _ in range(200):
     if add(0) >= int(os.environ["WORLD_SIZE"]):
         break
     time.sleep(0.05)
-attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
-with open(sys.argv[1], "a") as f:
-    f.write("attempt %s rank %s add %d\n" % (attempt, os.environ["RANK"], got))
 if attempt == "0":  # rank 0 fails; the others wait to be stopped for the restart
     if os.environ["RANK"] == "0":
         sys.exit(5)
