@@ -1407,8 +1407,11 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 	m->kind = kind;
 	m->cb = cb;
 	m->data = data;
-	if (kind == RDZV_END_LOST) {
-		/* Without the store there is nothing to ask. */
+	if (kind == RDZV_END_LOST || kind == RDZV_END_FATAL) {
+		/*
+		 * Without the store there is nothing to ask; a fatal end
+		 * (maybe a forged record nobody counted) never restarts.
+		 */
 		free(m);
 		cb(r, 0, data);
 		return 0;
