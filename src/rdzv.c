@@ -597,9 +597,12 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 		struct rdzv_descr d;
 		char why[200], msg[1200];
 
-		v[i].d =
-		    reply_str(rep, (size_t)i, v[i].descr, sizeof(v[i].descr));
+		v[i].d = i < (int)rep->nvalues
+			     ? reply_str(rep, (size_t)i, v[i].descr,
+					 sizeof(v[i].descr))
+			     : "";
 		v[i].index = i + 1;
+		d.host[0] = '\0';
 		if (i < (int)rep->nvalues &&
 		    rdzv_parse_descr(rep->values[i].base, rep->values[i].len,
 				     r->o.max_nodes, &d, why,
@@ -1408,8 +1411,11 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 	m->kind = kind;
 	m->cb = cb;
 	m->data = data;
-	if (kind == RDZV_END_LOST) {
-		/* Without the store there is nothing to ask. */
+	if (kind == RDZV_END_LOST || kind == RDZV_END_FATAL) {
+		/*
+		 * Without the store there is nothing to ask; a fatal end
+		 * (maybe a forged record nobody counted) never restarts.
+		 */
 		free(m);
 		cb(r, 0, data);
 		return 0;

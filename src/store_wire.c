@@ -29,51 +29,29 @@
 
 /* op -> opcode, per generation (-1: absent). */
 static const signed char store_wire_g0_codes[STORE_OP__COUNT] = {
-    [STORE_OP_VALIDATE] = -1,
-    [STORE_OP_SET] = 0,
-    [STORE_OP_COMPARE_SET] = 1,
-    [STORE_OP_GET] = 2,
-    [STORE_OP_ADD] = 3,
-    [STORE_OP_CHECK] = 4,
-    [STORE_OP_WAIT] = 5,
-    [STORE_OP_GETNUMKEYS] = 6,
-    [STORE_OP_WATCH_KEY] = 7,
-    [STORE_OP_DELETE_KEY] = 8,
-    [STORE_OP_APPEND] = 9,
-    [STORE_OP_MULTI_GET] = 10,
-    [STORE_OP_MULTI_SET] = 11,
-    [STORE_OP_CANCEL_WAIT] = 12,
-    [STORE_OP_PING] = -1,
-    [STORE_OP_QUEUE_PUSH] = -1,
-    [STORE_OP_QUEUE_POP] = -1,
-    [STORE_OP_QUEUE_LEN] = -1,
-    [STORE_OP_LIST_KEYS] = -1,
-    [STORE_OP_BARRIER] = -1,
-    [STORE_OP_AUTH] = STORE_WIRE_AUTH_CODE,
+    [STORE_OP_VALIDATE] = -1,	[STORE_OP_SET] = 0,
+    [STORE_OP_COMPARE_SET] = 1, [STORE_OP_GET] = 2,
+    [STORE_OP_ADD] = 3,		[STORE_OP_CHECK] = 4,
+    [STORE_OP_WAIT] = 5,	[STORE_OP_GETNUMKEYS] = 6,
+    [STORE_OP_WATCH_KEY] = 7,	[STORE_OP_DELETE_KEY] = 8,
+    [STORE_OP_APPEND] = 9,	[STORE_OP_MULTI_GET] = 10,
+    [STORE_OP_MULTI_SET] = 11,	[STORE_OP_CANCEL_WAIT] = 12,
+    [STORE_OP_PING] = -1,	[STORE_OP_QUEUE_PUSH] = -1,
+    [STORE_OP_QUEUE_POP] = -1,	[STORE_OP_QUEUE_LEN] = -1,
+    [STORE_OP_LIST_KEYS] = -1,	[STORE_OP_BARRIER] = -1,
 };
 
 static const signed char store_wire_g3_codes[STORE_OP__COUNT] = {
-    [STORE_OP_VALIDATE] = 0,
-    [STORE_OP_SET] = 1,
-    [STORE_OP_COMPARE_SET] = 2,
-    [STORE_OP_GET] = 3,
-    [STORE_OP_ADD] = 4,
-    [STORE_OP_CHECK] = 5,
-    [STORE_OP_WAIT] = 6,
-    [STORE_OP_GETNUMKEYS] = 7,
-    [STORE_OP_WATCH_KEY] = -1,
-    [STORE_OP_DELETE_KEY] = 8,
-    [STORE_OP_APPEND] = 9,
-    [STORE_OP_MULTI_GET] = 10,
-    [STORE_OP_MULTI_SET] = 11,
-    [STORE_OP_CANCEL_WAIT] = 12,
-    [STORE_OP_PING] = 13,
-    [STORE_OP_QUEUE_PUSH] = 14,
-    [STORE_OP_QUEUE_POP] = 15,
-    [STORE_OP_QUEUE_LEN] = 16,
-    [STORE_OP_LIST_KEYS] = 17,
-    [STORE_OP_BARRIER] = 18,
-    [STORE_OP_AUTH] = STORE_WIRE_AUTH_CODE,
+    [STORE_OP_VALIDATE] = 0,	[STORE_OP_SET] = 1,
+    [STORE_OP_COMPARE_SET] = 2, [STORE_OP_GET] = 3,
+    [STORE_OP_ADD] = 4,		[STORE_OP_CHECK] = 5,
+    [STORE_OP_WAIT] = 6,	[STORE_OP_GETNUMKEYS] = 7,
+    [STORE_OP_WATCH_KEY] = -1,	[STORE_OP_DELETE_KEY] = 8,
+    [STORE_OP_APPEND] = 9,	[STORE_OP_MULTI_GET] = 10,
+    [STORE_OP_MULTI_SET] = 11,	[STORE_OP_CANCEL_WAIT] = 12,
+    [STORE_OP_PING] = 13,	[STORE_OP_QUEUE_PUSH] = 14,
+    [STORE_OP_QUEUE_POP] = 15,	[STORE_OP_QUEUE_LEN] = 16,
+    [STORE_OP_LIST_KEYS] = 17,	[STORE_OP_BARRIER] = 18,
 };
 
 static const char *const store_wire_names[STORE_OP__COUNT] = {
@@ -115,6 +93,8 @@ uint32_t store_wire_u32(const unsigned char *p)
 
 int store_wire_opcode(enum store_gen gen, enum store_op op)
 {
+	if (op == STORE_OP_AUTH) /* crun's own, the same in every generation */
+		return STORE_WIRE_AUTH_CODE;
 	if ((unsigned)op >= STORE_OP__COUNT)
 		return -1;
 	return gen == STORE_GEN_G3 ? store_wire_g3_codes[op]
@@ -236,8 +216,11 @@ static int store_wire_op_of(enum store_gen gen, unsigned code)
 	    gen == STORE_GEN_G3 ? store_wire_g3_codes : store_wire_g0_codes;
 	int op;
 
+	if (code == STORE_WIRE_AUTH_CODE)
+		return STORE_OP_AUTH;
 	for (op = 0; op < STORE_OP__COUNT; op++)
-		if (t[op] >= 0 && (unsigned)t[op] == code)
+		if (op != STORE_OP_AUTH && t[op] >= 0 &&
+		    (unsigned)t[op] == code)
 			return op;
 	return -1;
 }

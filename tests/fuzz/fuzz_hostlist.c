@@ -1,7 +1,9 @@
 /*
  * libFuzzer target for the Slurm hostlist expander (src/hostlist.c). The
  * input is a hostlist; what expands must compress back to a list that
- * expands to the very same names, in order.
+ * expands to the very same names, in order. The round trip is checked up
+ * to FUZZ_COMPRESS_MAX names: hostlist_compress of ~800k names takes over
+ * 10 s (it is for messages; the expander is the target here).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,6 +13,8 @@
 #include "crun/hostlist.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FUZZ_COMPRESS_MAX 4096
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -28,8 +32,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (hostlist_expand(list, &hosts, &n, err, sizeof(err)) == 0) {
 		if (hosts == NULL || hosts[n] != NULL)
 			abort();
-		if (hostlist_compress(hosts, n, &packed, err, sizeof(err)) ==
-		    0) {
+		if (n <= FUZZ_COMPRESS_MAX &&
+		    hostlist_compress(hosts, n, &packed, err, sizeof(err)) ==
+			0) {
 			if (hostlist_expand(packed, &again, &m, err,
 					    sizeof(err)) != 0 ||
 			    m != n)

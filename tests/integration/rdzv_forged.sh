@@ -64,6 +64,23 @@ forged addrs "malformed rendezvous record 'crun/addrs/r0/addrs'" \
 forged descr "malformed rendezvous record 'crun/descr/r0/node/1' written by evil.*nproc" \
 	r0/join=1 "r0/node/1=0 0 0 1 evil 10.0.0.9 default" r0/expect=2
 
+# 11. While a round runs: an "end" record of an unknown kind stops the job
+# with the key named (the agent watches end/0, then reads "end").
+$RAW 127.0.0.1 $PORT set crun/job running >/dev/null || fail "cannot reset crun/job"
+timeout 60 "$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \
+	--rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=running \
+	--rdzv_conf=last_call_timeout=1 /bin/sh -c 'touch "$0"; sleep 30' "$T/running.started" >"$T/running.out" 2>&1 &
+rpid=$!; t0=$(date +%s)
+wait_for 20 test -e "$T/running.started" || { cat "$T/running.out" >&2; fail "running: the worker never started"; }
+$RAW 127.0.0.1 $PORT set crun/running/r0/end "Qnonsense" set crun/running/r0/end/0 1 >/dev/null ||
+	fail "running: cannot forge the end record"
+wait $rpid; rc=$?; el=$(( $(date +%s) - t0 ))
+note "running: stopped $el s after the worker started"
+# A fatal end never restarts: no wait for a restart count nobody writes.
+[ $el -le 8 ] || fail "running: the agent took $el s to stop (want <= 8)"
+[ $rc -ne 0 ] && [ $rc -lt 124 ] || { cat "$T/running.out" >&2; fail "running: agent exited $rc"; }
+expect_grep "running: message" "malformed rendezvous record 'crun/running/r0/end'.*unknown end kind 'Q'" "$T/running.out"
+
 # The store survived every forged job and still serves a clean one.
 $RAW 127.0.0.1 $PORT set crun/job clean >/dev/null || fail "cannot reset crun/job"
 timeout 30 "$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \

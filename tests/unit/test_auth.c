@@ -26,7 +26,7 @@ static void write_file(const char *path, const void *p, size_t n, int mode)
 	cr_assert_eq(chmod(path, (mode_t)mode), 0);
 }
 
-Test(auth, secret_file_checks, .timeout = 10)
+Test(auth, secret_file_checks, .timeout = 20)
 {
 	char dir[] = "/tmp/crun-auth-XXXXXX", path[300], err[400];
 	struct crun_auth_key k1, k2;
@@ -55,7 +55,7 @@ Test(auth, secret_file_checks, .timeout = 10)
 	rmdir(dir);
 }
 
-Test(auth, handshake_halves, .timeout = 10)
+Test(auth, handshake_halves, .timeout = 20)
 {
 	struct crun_auth_key k, wrong;
 	struct crun_auth_hs c, s, s2;
