@@ -100,6 +100,11 @@ demo: deps all
 bench: deps check-build
 	@BUILD=$(BUILD) sh tests/bench/run.sh
 
+# Randomized fault scenarios (tests/chaos/): CHAOS_SEED= replays, CHAOS_RUNS= counts.
+chaos: deps check-build
+	@BUILD=$(BUILD) sh tests/chaos/run.sh
+.PHONY: chaos
+
 FUZZ_TARGETS := $(wildcard tests/fuzz/fuzz_*.c)
 fuzz: deps
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} sh tests/fuzz/run.sh
