@@ -34,8 +34,14 @@
 #include "crun/report.h"
 #include "crun/store.h"
 #include "agent.h"
+#include "console.h"
 
 extern char **environ;
+
+/* Console bytes queued for a slow reader before lines are dropped. */
+#define CONSOLE_LIMIT (4u << 20)
+/* At exit, how long a console reader may take no byte before crun gives up. */
+#define CONSOLE_STALL_MS 10000
 
 enum agent_state { A_ROUND, A_RUNNING, A_STOPPING, A_DONE };
 enum stop_reason { STOP_NONE, STOP_FAILURE, STOP_SIGNAL, STOP_PEER };
@@ -76,6 +82,8 @@ struct agent {
 	struct crun_failure *pending_report;
 	int npending;
 	char report_path[PATH_MAX];
+
+	struct console *console; /* our stdout and stderr, never blocking */
 
 	/* The workers' store of the current round (agent store mode). */
 	struct crun_store_server *wstore;
@@ -119,10 +127,21 @@ double agent_wall_time(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/*
+ * The console of the running agent, for say() (which has no agent at hand);
+ * NULL before it exists and after it is freed (then writes go straight out).
+ */
+static struct console *the_console;
+
 /* Write whole lines to the console; the agent is its only writer. */
 void agent_console(struct agent *a, int fd, const char *line, size_t len)
 {
-	(void)a;
+	struct console *c = a ? a->console : the_console;
+
+	if (c) {
+		console_write(c, fd, line, len);
+		return;
+	}
 	while (len > 0) {
 		ssize_t n = write(fd, line, len);
 
@@ -136,23 +155,41 @@ void agent_console(struct agent *a, int fd, const char *line, size_t len)
 	}
 }
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+struct console *agent_con(const struct agent *a)
+{
+	return a->console;
+}
+
+static void agent_vsay(struct agent *a, const char *fmt, va_list ap)
+{
+	char buf[1024];
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "crun: ");
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	if (n >= (int)sizeof(buf) - 1)
+		n = sizeof(buf) - 2;
+	buf[n++] = '\n';
+	agent_console(a, 2, buf, (size_t)n);
+}
+
+void agent_say(struct agent *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	agent_vsay(a, fmt, ap);
+	va_end(ap);
+}
 
 /* One line from crun itself, on stderr. */
 static void say(const char *fmt, ...)
 {
-	char buf[1024];
 	va_list ap;
-	int n;
 
-	n = snprintf(buf, sizeof(buf), "crun: ");
 	va_start(ap, fmt);
-	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	agent_vsay(NULL, fmt, ap);
 	va_end(ap);
-	if (n >= (int)sizeof(buf) - 1)
-		n = sizeof(buf) - 2;
-	buf[n++] = '\n';
-	agent_console(NULL, 2, buf, (size_t)n);
 }
 
 /* --- stopping ----------------------------------------------------------- */
@@ -335,8 +372,18 @@ static int agent_collect_failures(struct agent *a, struct crun_failure **out)
 static void agent_drop_report(struct agent *a, int print)
 {
 	if (a->pending_report && print) {
-		report_print(stderr, a->cfg->argv[0], a->pending_report,
-			     a->npending);
+		char *text = NULL;
+		size_t len = 0;
+		FILE *fp = open_memstream(&text, &len);
+
+		/* Through the console, which never blocks. */
+		if (fp) {
+			report_print(fp, a->cfg->argv[0], a->pending_report,
+				     a->npending);
+			fclose(fp);
+			agent_console(a, 2, text, len);
+		}
+		free(text);
 		if (*a->report_path)
 			say("failure report saved to %s", a->report_path);
 	}
@@ -676,7 +723,10 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 				  sizeof(errmsg));
 		if (rc == 0)
 			continue;
-		/* Workers that never started count as done (and not as failed).
+		/*
+		 * A worker that cannot start failed like one that exited 127:
+		 * the round ends on every node and restarts are spent job-wide.
+		 * Workers not started yet count as done (and not as failed).
 		 */
 		say("%s", errmsg);
 		for (int k = i + 1; k < a->nworkers; k++) {
@@ -688,7 +738,7 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 			w->exited = w->stopped = 1;
 			w->status = 127;
 		}
-		agent_stop_group(a, STOP_FAILURE, SIGTERM);
+		agent_on_worker_exit(a, &a->workers[i]);
 		a->ndone += a->nworkers - i - 1 + (a->workers[i].handles == 0);
 		if (a->ndone == a->nworkers)
 			agent_round_end(a);
@@ -785,6 +835,8 @@ static void agent_finish(struct agent *a, int status)
 	for (int i = 0; i < a->nsigs; i++)
 		uv_close((uv_handle_t *)&a->sigs[i], NULL);
 	uv_close((uv_handle_t *)&a->kill_timer, NULL);
+	if (a->console)
+		console_close(a->console);
 	procs_close(a->procs, NULL, NULL);
 	a->procs = NULL;
 	if (a->port_fd >= 0) {
@@ -966,6 +1018,8 @@ int agent_run(struct crun_cfg *cfg)
 	}
 	uv_timer_init(&a.loop, &a.kill_timer);
 	a.kill_timer.data = &a;
+	if (console_new(&a.loop, CONSOLE_LIMIT, &a.console) == 0)
+		the_console = a.console;
 	rc = procs_new(&a.loop, &a.procs);
 	if (rc) {
 		say("cannot watch child processes: %s", crun_strerror(rc));
@@ -1001,6 +1055,9 @@ int agent_run(struct crun_cfg *cfg)
 	rc = uv_loop_close(&a.loop);
 	if (rc)
 		say("internal error: event loop closed with handles open");
+	/* What a slow reader has not taken yet, bounded: then we exit. */
+	the_console = NULL;
+	console_free(a.console, CONSOLE_STALL_MS);
 
 	/* A log directory crun invented is removed after a success. */
 	if (a.log_root_tmp && a.exit_status == 0 && a.log_root) {

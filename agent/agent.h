@@ -28,6 +28,14 @@ struct wstream {
 	struct crun_linebuf lb;
 };
 
+/* The worker's process group once the worker has exited (group.c). */
+struct wgroup {
+	uv_timer_t timer;
+	int active; /* the timer handle is open */
+	int killed; /* SIGKILL sent */
+	uint64_t deadline;
+};
+
 struct worker {
 	struct agent *a;
 	int local_rank;
@@ -42,6 +50,7 @@ struct worker {
 	char *dir;		/* <attempt>/<local_rank>, or NULL */
 	char *stderr_file;	/* stderr.log when stderr goes only there */
 	char *error_file;
+	struct wgroup grp;
 };
 
 /** Everything the workers of one round need to know. */
@@ -64,6 +73,15 @@ void worker_signal(struct worker *w, int sig);
 /** Release what the worker holds once it has exited and its pipes closed. */
 void worker_release(struct worker *w);
 
+/** One of the worker's handles closed; done once all are and it exited. */
+void worker_handle_closed(struct worker *w);
+
+/** After the worker exited: stop what is left of its process group. */
+void group_reap(struct worker *w);
+
+/** Send sig to what is left of an exited worker's process group. */
+void group_signal(struct worker *w, int sig);
+
 /* Called by worker.c. */
 void agent_on_worker_exit(struct agent *a, struct worker *w);
 void agent_on_worker_done(struct agent *a, struct worker *w);
@@ -77,6 +95,13 @@ uv_loop_t *agent_loop(const struct agent *a);
 double agent_wall_time(void);
 char **agent_base_env(const struct agent *a);
 void agent_console(struct agent *a, int fd, const char *line, size_t len);
+
+/** The agent's console (console.h), for batching worker lines. */
+struct console *agent_con(const struct agent *a);
+
+/** One line from crun itself ("crun: ..."), on stderr. */
+void agent_say(struct agent *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /** Run the agent for cfg until the job ends; returns crun's exit status. */
 int agent_run(struct crun_cfg *cfg);

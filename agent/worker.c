@@ -10,9 +10,12 @@
  * a time, so lines from different workers never mix. stderr always feeds a
  * bounded tail for the failure report (from the pipe, or later from the file).
  *
- * A worker is done when its process has been reaped and its pipes closed;
- * at exit the pipes are drained synchronously, so nothing the worker wrote
- * before exiting is lost and a grandchild holding the pipe cannot delay us.
+ * A worker is done when its process has been reaped, its pipes closed and
+ * its process group is empty. At exit the pipes are drained synchronously,
+ * but only of the bytes already in them, so nothing the worker wrote before
+ * exiting is lost and a grandchild that keeps writing (`yes &`) cannot keep
+ * the agent in the drain. The group's survivors (`sleep 987 &`) then get
+ * SIGTERM, and SIGKILL after --shutdown_timeout (group.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,11 +24,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "crun/err.h"
 #include "agent.h"
+#include "console.h"
 
 #define LINE_MAX_BYTES (64 * 1024)
 #define TAIL_BYTES (16 * 1024)
@@ -45,7 +50,8 @@ static void stream_on_line(void *ctx, const char *line, size_t len)
 {
 	struct wstream *s = ctx;
 
-	agent_console(s->w->a, s->console_fd, line, len);
+	/* Queued only: stream_consume writes the whole batch at once. */
+	console_put(agent_con(s->w->a), s->console_fd, line, len);
 }
 
 /* Route one chunk of a stream's bytes to its tee file, console and tail. */
@@ -64,27 +70,35 @@ static void stream_consume(struct wstream *s, const char *data, size_t n)
 			off += (size_t)k;
 		}
 	}
-	if (s->console_fd >= 0)
+	if (s->console_fd >= 0) {
 		linebuf_feed(&s->lb, data, n, stream_on_line, s);
+		console_flush(agent_con(s->w->a), s->console_fd);
+	}
 	if (s->is_err)
 		tail_write(&s->w->tail, data, n);
+}
+
+void worker_handle_closed(struct worker *w)
+{
+	if (--w->handles == 0 && w->exited)
+		agent_on_worker_done(w->a, w);
 }
 
 static void stream_on_close(uv_handle_t *h)
 {
 	struct wstream *s = h->data;
-	struct worker *w = s->w;
 
-	if (--w->handles == 0 && w->exited)
-		agent_on_worker_done(w->a, w);
+	worker_handle_closed(s->w);
 }
 
 static void stream_finish(struct wstream *s)
 {
 	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe))
 		return;
-	if (s->console_fd >= 0)
+	if (s->console_fd >= 0) {
 		linebuf_flush(&s->lb, stream_on_line, s);
+		console_flush(agent_con(s->w->a), s->console_fd);
+	}
 	uv_close((uv_handle_t *)&s->pipe, stream_on_close);
 }
 
@@ -98,19 +112,28 @@ static void stream_on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
 		stream_finish(s); /* EOF or error: nothing more will come */
 }
 
-/* Read whatever is still in the pipe; the writer has exited. */
+/*
+ * Read what is in the pipe now; the writer has exited. Bounded by the bytes
+ * queued at this moment: a grandchild still writing gets EPIPE afterwards.
+ */
 static void stream_drain(struct wstream *s)
 {
 	uv_os_fd_t fd;
 	ssize_t n;
+	int avail = 0;
+	size_t left;
 
 	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe) ||
 	    uv_fileno((uv_handle_t *)&s->pipe, &fd))
 		return;
-	for (;;) {
-		n = read(fd, readbuf, sizeof(readbuf));
+	if (ioctl(fd, FIONREAD, &avail) || avail < 0)
+		avail = (int)sizeof(readbuf);
+	for (left = (size_t)avail; left > 0;) {
+		n = read(fd, readbuf,
+			 left < sizeof(readbuf) ? left : sizeof(readbuf));
 		if (n > 0) {
 			stream_consume(s, readbuf, (size_t)n);
+			left -= (size_t)n;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -132,6 +155,7 @@ static void worker_on_exit(struct crun_proc *p, int status, int sig)
 	stream_drain(&w->err);
 	stream_finish(&w->out);
 	stream_finish(&w->err);
+	group_reap(w);
 	agent_on_worker_exit(w->a, w);
 	if (w->handles == 0)
 		agent_on_worker_done(w->a, w);
@@ -407,8 +431,12 @@ fail:
 
 void worker_signal(struct worker *w, int sig)
 {
-	if (w->proc == NULL)
+	if (w->proc == NULL) {
+		/* Exited: its group's survivors get the signal (a second
+		 * SIGINT's SIGKILL, say). */
+		group_signal(w, sig);
 		return;
+	}
 	w->stopped = 1;
 	proc_kill(w->proc, sig);
 }

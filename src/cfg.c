@@ -164,6 +164,9 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
+/* The longest duration any option takes: a year, in seconds. */
+#define CFG_MAX_SECONDS (365.0 * 24 * 3600)
+
 static int parse_double(const char *s, double lo, double *out)
 {
 	char *end;
@@ -382,20 +385,27 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			    "rdzv_conf: empty key or value in '%s=%s'", k, v);
 			goto out;
 		}
-#define DUR(name, field, lo)                                                   \
+#define DUR(name, field, hi)                                                   \
 	if (strcmp(k, name) == 0) {                                            \
-		if (parse_double(v, lo, &d) || d <= 0)                         \
+		if (parse_double(v, 0, &d) || d <= 0)                          \
 			goto bad;                                              \
+		if (d < 0.001 || d > (hi)) {                                   \
+			rc = cfg__err(errmsg, errlen,                          \
+				      "rdzv_conf: '%s' for '%s' is out of "    \
+				      "range (0.001..%.0f seconds)",           \
+				      v, k, (double)(hi));                     \
+			goto out;                                              \
+		}                                                              \
 		conf->field = d;                                               \
 		continue;                                                      \
 	}
-		DUR("join_timeout", join_timeout, 0)
-		DUR("last_call_timeout", last_call_timeout, 0)
-		DUR("close_timeout", close_timeout, 0)
-		DUR("read_timeout", read_timeout, 0)
-		DUR("heartbeat_timeout", heartbeat_timeout, 0)
-		DUR("keep_alive_interval", keep_alive_interval, 0)
-		DUR("timeout", timeout, 0)
+		DUR("join_timeout", join_timeout, CFG_MAX_SECONDS)
+		DUR("last_call_timeout", last_call_timeout, CFG_MAX_SECONDS)
+		DUR("close_timeout", close_timeout, CFG_MAX_SECONDS)
+		DUR("read_timeout", read_timeout, CFG_MAX_SECONDS)
+		DUR("heartbeat_timeout", heartbeat_timeout, CFG_MAX_SECONDS)
+		DUR("keep_alive_interval", keep_alive_interval, 3600)
+		DUR("timeout", timeout, CFG_MAX_SECONDS)
 #undef DUR
 		if (strcmp(k, "keep_alive_max_attempt") == 0) {
 			if (parse_long(v, 1, 1000000, &l))
@@ -924,18 +934,11 @@ int cfg_parse_size(const char *s, size_t *out)
 	return 0;
 }
 
-static int get_size(struct crun_cfg *cfg, int id, size_t *out, char *e,
-		    size_t l)
-{
-	if (cfg->raw[id] == NULL || cfg_parse_size(cfg->raw[id], out) == 0)
-		return 0;
-	return bad(cfg, id, e, l, "expected a size like 8192, 64K, 8M, 1G");
-}
-
 static int get_double(struct crun_cfg *cfg, int id, double lo, int positive,
 		      double *out, char *e, size_t l)
 {
 	double v;
+	char why[80];
 
 	if (cfg->raw[id] == NULL)
 		return 0;
@@ -943,6 +946,33 @@ static int get_double(struct crun_cfg *cfg, int id, double lo, int positive,
 		return bad(cfg, id, e, l,
 			   positive ? "expected a number > 0"
 				    : "expected a number >= 0");
+	/* Every double option is a duration in seconds: timers take ms. */
+	if (v > CFG_MAX_SECONDS) {
+		snprintf(why, sizeof(why),
+			 "out of range (at most %.0f seconds)",
+			 (double)CFG_MAX_SECONDS);
+		return bad(cfg, id, e, l, why);
+	}
+	*out = v;
+	return 0;
+}
+
+/* A size option with an upper bound of its own. */
+static int get_size_max(struct crun_cfg *cfg, int id, size_t hi, size_t *out,
+			char *e, size_t l)
+{
+	char why[80];
+	size_t v;
+
+	if (cfg->raw[id] == NULL)
+		return 0;
+	if (cfg_parse_size(cfg->raw[id], &v))
+		return bad(cfg, id, e, l,
+			   "expected a size like 8192, 64K, 8M, 1G");
+	if (v > hi) {
+		snprintf(why, sizeof(why), "out of range (at most %zu)", hi);
+		return bad(cfg, id, e, l, why);
+	}
 	*out = v;
 	return 0;
 }
@@ -1132,16 +1162,16 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 		    cfg, CFG_signals_to_handle, e, l,
 		    "expected signal names or numbers like SIGTERM,SIGUSR1");
 
-	if ((rc = get_size(cfg, CFG_store_max_key_size, &cfg->store.max_key, e,
-			   l)) ||
-	    (rc = get_size(cfg, CFG_store_max_value_size, &cfg->store.max_value,
-			   e, l)) ||
-	    (rc = get_size(cfg, CFG_store_max_keys, &cfg->store.max_keys, e,
-			   l)) ||
-	    (rc = get_size(cfg, CFG_store_max_memory, &cfg->store.max_memory, e,
-			   l)) ||
-	    (rc = get_size(cfg, CFG_store_max_conns, &cfg->store.max_conns, e,
-			   l)))
+	if ((rc = get_size_max(cfg, CFG_store_max_key_size, 1UL << 30,
+			       &cfg->store.max_key, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_store_max_value_size, 1UL << 34,
+			       &cfg->store.max_value, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_store_max_keys, 1UL << 24,
+			       &cfg->store.max_keys, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_store_max_memory, 1UL << 40,
+			       &cfg->store.max_memory, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_store_max_conns, 1UL << 20,
+			       &cfg->store.max_conns, e, l)))
 		return rc;
 
 	set_str(&cfg->config_file, RAW(config));

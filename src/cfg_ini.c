@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <ini.h>
@@ -44,6 +45,9 @@
 #include "crun/err.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
+
+/* The largest job file read: a job file is a page of settings. */
+#define CFG_INI_MAX_BYTES (1024 * 1024)
 
 extern char **environ;
 
@@ -101,6 +105,7 @@ struct ini_state {
 	char *buf; /* getline's buffer */
 	size_t cap;
 	int line;     /* physical lines read so far */
+	size_t nread; /* bytes read so far */
 	int indented; /* the line read last starts with a blank */
 	int have_key; /* a key since the last header (inih's prev_name) */
 	int sec_line[SEC_N]; /* where each section's header was, 0: not yet */
@@ -258,6 +263,13 @@ static char *ini_read(char *str, int num, void *stream)
 		return NULL;
 	}
 	st->line++;
+	st->nread += (size_t)len;
+	if (st->nread > CFG_INI_MAX_BYTES) {
+		/* It grew while we read it. */
+		note(st, st->line, "job file larger than %d KiB",
+		     CFG_INI_MAX_BYTES / 1024);
+		return NULL;
+	}
 	if (len + 1 > num) {
 		/* fgets would split the line and inih parse the halves. */
 		note(
@@ -784,6 +796,23 @@ int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 		snprintf(errmsg, errlen, "%s: cannot open job file: %s", path,
 			 strerror(errno));
 		return CRUN_EUSAGE;
+	}
+	/* A job file is a small regular file: never read /dev/zero or a
+	 * pipe without bound. */
+	{
+		struct stat sb;
+
+		if (fstat(fileno(st.fp), &sb) || !S_ISREG(sb.st_mode) ||
+		    sb.st_size > CFG_INI_MAX_BYTES) {
+			snprintf(errmsg, errlen,
+				 S_ISREG(sb.st_mode)
+				     ? "%s: job file larger than %d KiB"
+				     : "%s: job file is not a regular file "
+				       "(%d KiB at most)",
+				 path, CFG_INI_MAX_BYTES / 1024);
+			fclose(st.fp);
+			return CRUN_EUSAGE;
+		}
 	}
 	rc = ini_parse_stream(ini_read, &st, on_key, &st);
 	if (st.read_errno) {

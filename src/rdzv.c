@@ -66,9 +66,10 @@ struct crun_rdzv {
 	uv_timer_t deadline;
 	int timers; /* initialised timer handles */
 	int deadline_phase;
-	int64_t restarts; /* job-wide failure restarts, last read */
-	int succ;	  /* group rank whose heartbeat we watch */
-	int end_seen;	  /* the round's "end" was read */
+	int64_t restarts;  /* job-wide failure restarts, last read */
+	int succ;	   /* group rank whose heartbeat we watch */
+	int end_seen;	   /* the round's "end" was read */
+	int end_unwatched; /* rdzv_may_restart took the watch on end/<g> */
 	rdzv_round_cb cb;
 	void *cb_data;
 	void (*finish_cb)(struct crun_rdzv *, void *);
@@ -348,6 +349,7 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 	r->succ_last = -1;
 	r->succ = (r->grank + 1) % r->gworld;
 	r->end_seen = 0;
+	r->end_unwatched = 0;
 	r->last_reply = uv_now(r->loop);
 	start_running(r);
 	cb(r, 0, &r->res, r->cb_data);
@@ -1275,6 +1277,7 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 	 * free for that write.
 	 */
 	key(r, k, "r%d/restarts", r->round + 1);
+	r->end_unwatched = 1; /* the one watch channel moves on */
 	rc = r->ops->watch(r->kv, k, 10000, on_may_restarts, m);
 	if (rc)
 		free(m);
@@ -1362,6 +1365,17 @@ int rdzv_finish(struct crun_rdzv *r,
 	r->round = r->res.round;
 	r->finish_cb = cb;
 	r->finish_data = data;
+	/*
+	 * The store host waits for the round's end before it stops serving;
+	 * if asking whether to restart took its watch on end/<g>, watch it
+	 * again (it is set already after a failure: the watch fires at once).
+	 */
+	if (r->o.is_store_host && !r->end_seen && r->end_unwatched) {
+		r->end_unwatched = 0;
+		key(r, k1, "r%d/end/%d", r->round, r->grank);
+		if (r->ops->watch(r->kv, k1, -1, on_node_end, op_new(r, 0)))
+			return CRUN_ECLOSED;
+	}
 	key(r, k1, "r%d/done/%d", r->round, r->grank);
 	key(r, k2, "r%d/finished", r->round);
 	if (r->ops->set(r->kv, k1, "1", 1, NULL, NULL))

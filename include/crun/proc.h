@@ -4,7 +4,11 @@
  * signal (so workers die with their agent, even when the agent is SIGKILLed)
  * and its own process group (so a signal reaches the worker's whole tree).
  * Exits arrive as events: one SIGCHLD watcher per registry reaps registered
- * children with waitpid(pid, WNOHANG); nothing polls.
+ * children with waitpid(pid, WNOHANG); nothing polls. Each child runs under
+ * a tiny guard process (a fork of the caller that never execs) that is a
+ * child subreaper: when the caller is SIGKILLed, the guard SIGKILLs the
+ * child's process group and every descendant handed to it, so grandchildren
+ * do not outlive the caller either. The guard exits with the child's status.
  */
 #ifndef CRUN_PROC_H
 #define CRUN_PROC_H
@@ -62,6 +66,7 @@ void procs_kill_all(struct crun_procs *r, int sig);
 /** Number of children not yet reaped. */
 int procs_live(const struct crun_procs *r);
 
+/** The child's pid (also its process group with own_group), not the guard's. */
 pid_t proc_pid(const struct crun_proc *p);
 void *proc_data(const struct crun_proc *p);
 

@@ -1,0 +1,42 @@
+/*
+ * The agent's console: what the agent writes to its own stdout and stderr
+ * (worker lines it relays, its "crun: " lines, failure reports) goes through
+ * here, so that a reader that stops reading never blocks the agent's loop.
+ * Private to agent/.
+ */
+#ifndef CRUN_AGENT_CONSOLE_H
+#define CRUN_AGENT_CONSOLE_H
+
+#include <stddef.h>
+#include <uv.h>
+
+struct console;
+
+/**
+ * Create the console of fds 1 and 2 on loop. A pipe or socket is made
+ * non-blocking (its flags are restored by console_free); at most limit bytes
+ * wait per output, beyond which whole writes are dropped and counted. A
+ * terminal or file stays blocking (it does not stall for long).
+ */
+int console_new(uv_loop_t *loop, size_t limit, struct console **out);
+
+/** Queue len bytes (whole lines) for fd 1 or 2; write nothing yet. */
+void console_put(struct console *c, int fd, const char *data, size_t len);
+
+/** Write what is queued for fd as far as it goes without blocking. */
+void console_flush(struct console *c, int fd);
+
+/** console_put and console_flush in one. */
+void console_write(struct console *c, int fd, const char *data, size_t len);
+
+/** Stop watching the fds (closes the loop handles); queued bytes stay. */
+void console_close(struct console *c);
+
+/**
+ * After the loop has run dry: write what is still queued while the reader
+ * takes some of it at least every stall_ms (a reader stalled longer loses the
+ * rest, so crun still exits), restore the fds' flags and free c.
+ */
+void console_free(struct console *c, int stall_ms);
+
+#endif
