@@ -673,10 +673,11 @@ def sc_signal_stop(r):
     pids = r.path("pids")
     extra = ["--shutdown_timeout=3", "--max_restarts=0"]
     nodes = r.rng.choice([1, 2])
+    # The pid is written once the signals are ignored; rank 0 fails 0.3 s later.
     if how == "second-signal":
-        w = sh("echo $$ >>%s; exec %s ignore TERM ignore INT hang" % (q(pids), q(FAKE)))
+        w = fake("ignore", "TERM", "ignore", "INT", "pid", pids, "hang")
     else:
-        w = sh("echo $$ >>%s; exec %s fail-if-rank 0 3 ignore TERM ignore INT hang" % (q(pids), q(FAKE)))
+        w = fake("ignore", "TERM", "ignore", "INT", "pid", pids, "sleep", 300, "fail-if-rank", 0, 3, "hang")
     if nodes == 1:
         r.agent("a", None, 2, w, extra)
     else:
@@ -696,7 +697,7 @@ def sc_signal_stop(r):
         if nodes == 2:
             r.expect["b"] = {1}
     else:
-        time.sleep(r.rng.uniform(0.2, 1.5))
+        time.sleep(r.rng.uniform(0.6, 2.5))  # rank 0 failed, rank 1 ignores SIGTERM
         a.signal(SIGS[first])
         r.desc = "%d node(s), rank 0 failed, workers ignore TERM: SIG%s during the stop" % (nodes, first)
         # PROMISE: the worker's status 3, or 128+N where the signal was taken.
@@ -752,6 +753,10 @@ def main():
     print("chaos: seed %d, %d scenarios, crun %s, netns %s (replay: CHAOS_SEED=%d CHAOS_RUNS=%d)"
           % (seed, runs, CRUN, "on" if NETNS else "off: " + os.environ.get("CHAOS_NETNS_WHY", "not set up"),
              seed, runs), flush=True)
+    def on_signal(sig, frame):
+        raise KeyboardInterrupt()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     tmp = tempfile.mkdtemp(prefix="crun-chaos-%d-" % seed)
     table = {}
     failed = hangs = orphans = 0
@@ -773,6 +778,10 @@ def main():
         except Exception as e:  # a bug in the driver is a failure too
             r.problems.append("driver: %r" % (e,))
             r.cleanup()
+        except KeyboardInterrupt:
+            print("chaos: interrupted in scenario %d; cleaning up" % i, flush=True)
+            r.cleanup()
+            return 130
         ok = not r.problems
         st = table.setdefault(kind, [0, 0, 0.0])
         st[0] += 1
