@@ -10,6 +10,7 @@ exports what this driver needs. Environment:
   CHAOS_RUNS=N     number of scenarios (default 100)
   CHAOS_PICK=i,j   run only scenarios i and j of the seed's sequence
   CHAOS_ONLY=name  draw only scenarios whose name contains name
+  CHAOS_KEEP=1     keep the logs (they are kept anyway when a scenario fails)
   CRUN=path        the crun binary (default build/crun); FAKE_WORKER likewise
 
 Every process a scenario starts for the job (agents, and through them the
@@ -28,9 +29,10 @@ again):
                    with a background grandchild): the two others re-form and
                    exit 0; the killed agent's workers and grandchildren go too.
   host_kill9       kill -9 of the store-host agent: every other agent exits 1.
-  sigstop          SIGSTOP of a non-host agent past the heartbeat window, then
-                   SIGCONT (3 agents, 2:3): the other two re-form and exit 0;
-                   the stopped one exits 0 or 1 (it may rejoin or give up).
+  sigstop          SIGSTOP of an agent past the heartbeat window, then SIGCONT
+                   (3 agents, 2:3). A non-host: the other two re-form and exit
+                   0; the stopped one exits 0 or 1 (it may rejoin or give up).
+                   The store host: every agent exits 1.
   link_cut         (netns) a non-host's cable cut past the heartbeat window,
                    then plugged back: the other two exit 0, the cut one 1.
   bad_interp       a worker whose shebang names a missing interpreter, on one
@@ -253,8 +255,24 @@ class Run:
         if not ok:
             raise Failure(what)
 
+    def poll_all(self):
+        """Note every agent that has ended (its time to end counts from here)."""
+        for a in self.agents.values():
+            a.poll()
+
+    def sleep(self, seconds):
+        """Sleep, noting agent exits as they happen."""
+        end = now() + seconds
+        while now() < end:
+            self.poll_all()
+            time.sleep(min(0.02, max(0.0, end - now())))
+        self.poll_all()
+
     def wait(self, seconds, cond, what):
-        self.check(wait_for(seconds, cond), "%s (waited %g s)" % (what, seconds))
+        def polled():
+            self.poll_all()
+            return cond()
+        self.check(wait_for(seconds, polled), "%s (waited %g s)" % (what, seconds))
 
     def wait_lines(self, name, n, seconds=15):
         self.wait(seconds, lambda: len(lines(self.path(name))) >= n,
@@ -280,8 +298,11 @@ class Run:
     def finish(self):
         deadline = self.t_fault + self.bound
         live = [a for a in self.agents.values() if not a.killed]
-        while any(a.running() for a in live) and now() < deadline:
-            time.sleep(0.05)
+        while now() < deadline:
+            self.poll_all()
+            if not any(a.status is None for a in live):
+                break
+            time.sleep(0.02)
         for a in self.agents.values():
             if a.running():
                 if not a.killed:
@@ -437,17 +458,23 @@ def sc_sigstop(r):
     w = sh("echo $$ >>%s; exec %s hang-if-attempt 0" % (q(pids), q(FAKE)))
     three_agents(r, w)
     r.wait_lines("pids", 3)
-    victim = r.rng.choice(["b", "c"])
+    victim = r.rng.choice(["a", "b", "c"])
     stop = r.rng.uniform(4.0, 7.0)
     r.desc = "3 agents (2:3) on %s, SIGSTOP %s for %.1f s, then SIGCONT" % (r.net, victim, stop)
-    r.agents[victim].signal(signal.SIGSTOP)
-    time.sleep(stop)
-    r.agents[victim].signal(signal.SIGCONT)
     r.fault()
-    # PROMISE: the others re-form and exit 0; the stopped one ends, 0 or 1.
-    for n in "abc":
-        r.expect[n] = {0} if n != victim else {0, 1}
-    r.bound = 25
+    r.agents[victim].signal(signal.SIGSTOP)
+    r.sleep(stop)
+    r.agents[victim].signal(signal.SIGCONT)
+    if victim == "a":
+        # PROMISE: the store host stopped: the others lose the store and
+        # exit 1; the host, resumed alone below MIN, exits 1 too (after
+        # waiting join_timeout for them).
+        r.expect = {"a": {1}, "b": {1}, "c": {1}}
+    else:
+        # PROMISE: the others re-form and exit 0; the stopped one ends, 0 or 1.
+        for n in "abc":
+            r.expect[n] = {0} if n != victim else {0, 1}
+    r.bound = stop + 25  # from the SIGSTOP; the host may wait join_timeout (20 s)
 
 
 def sc_link_cut(r):
@@ -461,7 +488,7 @@ def sc_link_cut(r):
     r.desc = "3 hosts (2:3), cut %s's link for %.1f s" % (host, cut)
     r.fault()
     netns_sh("netns_link_down", host)
-    time.sleep(cut)
+    r.sleep(cut)
     netns_sh("netns_link_up", host)
     # PROMISE: the others re-form and exit 0; the cut agent gives up, 1.
     for n in "abc":
@@ -605,7 +632,7 @@ def sc_late_joiner(r):
         r.agent("a", "2:3", 1, w, ex)
         r.wait_listening()
         r.agent("b", "2:3", 1, w, ex)
-        time.sleep(r.rng.uniform(0.2, 1.5))
+        r.sleep(r.rng.uniform(0.2, 1.5))
         r.agent("c", "2:3", 1, w, ex)
         r.desc = "2 agents (2:3) on %s in the last call; a third joins" % r.net
     r.fault()
@@ -623,12 +650,12 @@ def sc_signal_rdzv(r):
     r.wait_listening()
     if n == 2:
         r.agent("b", "3", 1, w)
-        time.sleep(0.5)
+        r.sleep(0.5)
     r.desc = "%d agent(s) of 3 on %s waiting for MIN, SIG%s to each" % (n, r.net, sig)
     r.fault()
     for x in sorted(r.agents, reverse=True):
         r.agents[x].signal(SIGS[sig])
-        time.sleep(r.rng.uniform(0, 0.5))
+        r.sleep(r.rng.uniform(0, 0.5))
         r.expect[x] = {128 + SIGS[sig]}  # PROMISE: 128+N
     r.bound = 8
 
@@ -689,7 +716,7 @@ def sc_signal_stop(r):
     a = r.agents["a"]
     if how == "second-signal":
         a.signal(SIGS[first])
-        time.sleep(r.rng.uniform(0.3, 1.5))
+        r.sleep(r.rng.uniform(0.3, 1.5))
         a.signal(SIGS[second])
         r.desc = "%d node(s), workers ignore TERM/INT: SIG%s then SIG%s to a" % (nodes, first, second)
         # PROMISE: the first signal's 128+N on a; the other node 1 (too few).
@@ -697,7 +724,7 @@ def sc_signal_stop(r):
         if nodes == 2:
             r.expect["b"] = {1}
     else:
-        time.sleep(r.rng.uniform(0.6, 2.5))  # rank 0 failed, rank 1 ignores SIGTERM
+        r.sleep(r.rng.uniform(0.6, 2.5))  # rank 0 failed, rank 1 ignores SIGTERM
         a.signal(SIGS[first])
         r.desc = "%d node(s), rank 0 failed, workers ignore TERM: SIG%s during the stop" % (nodes, first)
         # PROMISE: the worker's status 3, or 128+N where the signal was taken.
@@ -789,7 +816,8 @@ def main():
         st[2] = max(st[2], r.time_to_end)
         hangs += r.hangs
         orphans += r.orphans
-        statuses = " ".join("%s=%s" % (n, a.status) for n, a in sorted(r.agents.items()))
+        statuses = " ".join("%s=%s@%.1f" % (n, a.status, a.t_end - r.t_fault if a.t_end else -1)
+                            for n, a in sorted(r.agents.items()))
         print("%3d %-16s %-4s %s  [%s] end %.1fs -- %s" % (
             i, kind, "ok" if ok else "FAIL", r.net, statuses, r.time_to_end, r.desc), flush=True)
         if not ok:
@@ -810,7 +838,7 @@ def main():
     total = sum(st[0] for st in table.values())
     print("chaos: seed %d: %d scenarios, %d failed, %d hang(s), %d orphan(s), %.0f s" % (
         seed, total, failed, hangs, orphans, now() - t0))
-    if not failed:
+    if not failed and not os.environ.get("CHAOS_KEEP"):
         subprocess.run(["rm", "-rf", tmp])
     else:
         print("chaos: logs kept in %s" % tmp)
