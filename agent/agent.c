@@ -294,6 +294,19 @@ static int peer_signal(const struct agent *a, const char *why)
 	return SIGTERM;
 }
 
+/* The signal named at the end of why ("… (SIGTERM)"), or 0. */
+static int peer_signal_any(const char *why)
+{
+	const char *open = strrchr(why, '(');
+	char name[16];
+	int sig, n;
+
+	if (open == NULL || sscanf(open, "(%15[A-Z0-9])", name) != 1 ||
+	    cfg_parse_signals(name, &sig, 1, &n) != 0)
+		return 0;
+	return sig;
+}
+
 /* Another node (or the store) ended the round: stop our workers too. */
 static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why,
 			      void *data)
@@ -446,12 +459,30 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 	} else if (kind == RDZV_END_SUCCESS) {
 		status = 1;
 		say("cannot restart: another node already finished");
+	} else if (kind == RDZV_END_DEAD) {
+		int left = a->res.ranks.group_world_size - 1;
+
+		/* A signalled node passes its signal's status on. */
+		status = strrchr(a->peer_why, '(')
+			     ? 128 + peer_signal_any(a->peer_why)
+			     : 1;
+		if (status == 128)
+			status = 1;
+		if (strcmp(a->cfg->rdzv_backend, "static") == 0)
+			say("job stopped: %s; the static backend cannot "
+			    "re-form without it",
+			    a->peer_why);
+		else if (left < a->cfg->nnodes_min)
+			say("job stopped: %s; %d node%s remain%s, below the "
+			    "minimum of %d",
+			    a->peer_why, left, left == 1 ? "" : "s",
+			    left == 1 ? "s" : "", a->cfg->nnodes_min);
+		else
+			say("job stopped: %s; another node already finished",
+			    a->peer_why);
 	} else {
 		status = 1;
-		say("job stopped: %s%s", a->peer_why,
-		    kind == RDZV_END_DEAD
-			? " (too few nodes remain, or the static backend)"
-			: "");
+		say("job stopped: %s", a->peer_why);
 	}
 	if (kind == RDZV_END_LOST)
 		agent_finish(a, status);
@@ -475,23 +506,30 @@ static void agent_multi_round_end(struct agent *a, int nf, int status)
 {
 	char why[300];
 
-	if (a->reason == STOP_SIGNAL) {
+	if (a->reason == STOP_SIGNAL || a->stop_signal) {
 		/*
 		 * A departure, not the end of the job: the others re-form
-		 * without us. The store host cannot leave that way: it ends the
-		 * job and serves the store until the others have left.
+		 * without us while MIN holds (a node loss, no restart spent).
+		 * The store host cannot leave that way: it ends the job and
+		 * serves the store until the others have left. A node that
+		 * was signalled after another ended the round leaves too.
 		 */
 		if (rdzv_store_is_host(a->rs)) {
 			snprintf(why, sizeof(why),
 				 "the store host %s was stopped (%s)", a->host,
 				 cfg_signame(a->stop_signal));
 			rdzv_end_round(a->rdzv, RDZV_END_FATAL, why);
-		} else {
+			agent_leave(a, 128 + a->stop_signal);
+			return;
+		}
+		if (a->reason == STOP_SIGNAL) {
 			snprintf(why, sizeof(why), "%s left (%s)", a->host,
 				 cfg_signame(a->stop_signal));
 			rdzv_end_round(a->rdzv, RDZV_END_DEAD, why);
 		}
-		agent_leave(a, 128 + a->stop_signal);
+		a->exit_status = 128 + a->stop_signal;
+		if (rdzv_depart(a->rdzv, agent_on_left, a))
+			agent_finish(a, a->exit_status);
 		return;
 	}
 	if (nf == 0 && a->reason == STOP_NONE) {
@@ -1008,6 +1046,13 @@ int agent_run(struct crun_cfg *cfg)
 	if (gethostname(a.host, sizeof(a.host) - 1))
 		snprintf(a.host, sizeof(a.host), "localhost");
 	a.multi = cfg->nnodes_max > 1;
+	{
+		char note[256];
+
+		nofile_budget(cfg, note, sizeof(note));
+		if (*note)
+			say("%s", note);
+	}
 	if (cfg->rdzv_id == NULL && !a.multi)
 		cfg->rdzv_id = make_run_id(a.host);
 

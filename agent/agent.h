@@ -103,6 +103,13 @@ struct console *agent_con(const struct agent *a);
 void agent_say(struct agent *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/**
+ * Raise RLIMIT_NOFILE's soft limit to the hard one and cap cfg's store
+ * connections below it, with a reserve for the workers (nofile.c). Returns
+ * the cap; note gets a warning line when fds are scarce, else "".
+ */
+size_t nofile_budget(struct crun_cfg *cfg, char *note, size_t len);
+
 /** Run the agent for cfg until the job ends; returns crun's exit status. */
 int agent_run(struct crun_cfg *cfg);
 

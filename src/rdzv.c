@@ -1383,6 +1383,30 @@ int rdzv_finish(struct crun_rdzv *r,
 	return r->ops->add(r->kv, k2, 1, on_finished_count, r);
 }
 
+static void on_departed(int status, const struct crun_store_reply *rep,
+			void *arg)
+{
+	(void)rep;
+	if (status != CRUN_ECANCELED)
+		finish_done(arg);
+}
+
+int rdzv_depart(struct crun_rdzv *r,
+		void (*cb)(struct crun_rdzv *r, void *data), void *data)
+{
+	char k[KEYMAX];
+
+	uv_timer_stop(&r->hb);
+	uv_timer_stop(&r->last_call);
+	r->state = R_FINISHING;
+	r->round = r->res.round;
+	r->finish_cb = cb;
+	r->finish_data = data;
+	/* A round trip behind our "end" writes; not counted as finished. */
+	key(r, k, "r%d/departed", r->round);
+	return r->ops->add(r->kv, k, 1, on_departed, r);
+}
+
 /* --- vanished nodes (store host only) ---------------------------------- */
 
 static void on_vanished_done(int status, const struct crun_store_reply *rep,

@@ -44,6 +44,7 @@ struct crun_rdzv_store {
 	void *vanish_arg;
 	int would_host; /* should host, but the port was taken */
 	int ticks, bad_ticks;
+	int silent_ticks; /* seconds connected without an answer */
 	rdzv_store_open_cb open_cb;
 	void *open_data;
 	rdzv_store_close_cb close_cb;
@@ -270,14 +271,16 @@ int rdzv_host_is_local(const char *host)
 	return local;
 }
 
-/* Name the process listening on TCP port (from /proc), or "" if unknown. */
-void rdzv_port_holder(int port, char *out, size_t len)
+/*
+ * The inode of a socket listening on TCP port (from /proc/net/tcp{,6}), or
+ * 0. specific: only one bound to a specific address (not the wildcard).
+ */
+static unsigned long port_listener_inode(int port, int specific)
 {
 	static const char *tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
-	char line[512], want[16], link[64], target[64];
+	char line[512], want[16];
 	unsigned long inode = 0;
 
-	*out = '\0';
 	snprintf(want, sizeof(want), ":%04X", port);
 	for (size_t t = 0; t < 2 && inode == 0; t++) {
 		FILE *fp = fopen(tables[t], "r");
@@ -285,27 +288,40 @@ void rdzv_port_holder(int port, char *out, size_t len)
 		if (fp == NULL)
 			continue;
 		while (fgets(line, sizeof(line), fp)) {
-			char local[64];
+			char local[64], *colon;
 			unsigned st;
 			unsigned long ino;
 
 			if (sscanf(line,
 				   " %*d: %63s %*s %x %*s %*s %*s %*s %*s %lu",
-				   local, &st, &ino) == 3 &&
-			    st == 0x0A && strstr(local, want) &&
-			    strcmp(strstr(local, want), want) == 0) {
-				inode = ino;
-				break;
-			}
+				   local, &st, &ino) != 3 ||
+			    st != 0x0A ||
+			    (colon = strstr(local, want)) == NULL ||
+			    strcmp(colon, want) != 0)
+				continue;
+			*colon = '\0';
+			if (specific && strspn(local, "0") == strlen(local))
+				continue; /* the wildcard: ours */
+			inode = ino;
+			break;
 		}
 		fclose(fp);
 	}
+	return inode;
+}
+
+/* Name the process holding socket inode ("pid N (comm)"), or "". */
+static void socket_holder(unsigned long inode, char *out, size_t len)
+{
+	char link[64], target[64];
+	DIR *proc;
+	struct dirent *p;
+
+	*out = '\0';
 	if (inode == 0)
 		return;
 	snprintf(target, sizeof(target), "socket:[%lu]", inode);
-	DIR *proc = opendir("/proc");
-	struct dirent *p;
-
+	proc = opendir("/proc");
 	while (proc && (p = readdir(proc)) != NULL && *out == '\0') {
 		char fdpath[300];
 		DIR *fds;
@@ -350,6 +366,12 @@ void rdzv_port_holder(int port, char *out, size_t len)
 		closedir(proc);
 }
 
+/* Name the process listening on TCP port (from /proc), or "" if unknown. */
+void rdzv_port_holder(int port, char *out, size_t len)
+{
+	socket_holder(port_listener_inode(port, 0), out, len);
+}
+
 /* --- open and close ----------------------------------------------------- */
 
 static void finish_open(struct crun_rdzv_store *s, int status)
@@ -382,9 +404,43 @@ static void on_progress(uv_timer_t *t)
 {
 	struct crun_rdzv_store *s = t->data;
 	int err = store_aclient_last_error(s->main), rc;
+	uint64_t elapsed,
+	    timeout = (uint64_t)(s->timeout_ms > 0 ? s->timeout_ms : 0);
 	char who[128];
 
 	s->ticks++;
+	/*
+	 * Connected at TCP level but never answered (no error yet): a silent
+	 * program holds the port. A local holder that is not crun is named
+	 * after 3 s; whatever it is, we give up at the join timeout.
+	 */
+	if (!s->connected && err == 0)
+		s->silent_ticks++;
+	else
+		s->silent_ticks = 0;
+	elapsed = uv_now(s->loop) - s->started;
+	if (s->silent_ticks >= 3 && (s->would_host || elapsed >= timeout)) {
+		rdzv_port_holder(s->port, who, sizeof(who));
+		if ((*who && !strstr(who, "(crun)")) || elapsed >= timeout) {
+			snprintf(s->errmsg, sizeof(s->errmsg),
+				 "port %d of %s is held by another program%s%s "
+				 "that accepts connections but never answers "
+				 "as a crun store: pick a free port for "
+				 "--rdzv_endpoint",
+				 s->port, s->host, *who ? ", " : "", who);
+			return open_fail(s, CRUN_EADDRINUSE_OTHER);
+		}
+	}
+	if (elapsed >= timeout) {
+		snprintf(s->errmsg, sizeof(s->errmsg),
+			 "could not reach the rendezvous host %s:%d within "
+			 "%.0f s (%s): check that the first node runs crun "
+			 "with this --rdzv_endpoint and that the port is open "
+			 "between the nodes",
+			 s->host, s->port, (double)timeout / 1000,
+			 err ? crun_strerror(err) : "no answer");
+		return open_fail(s, CRUN_ETIMEDOUT);
+	}
 	if (err == UV_EOF || err == UV_ECONNRESET || err == CRUN_EPROTO)
 		s->bad_ticks++;
 	else if (s->would_host && err == UV_ECONNREFUSED) {
@@ -485,10 +541,32 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 		rc = store_server_new(loop, NULL, o->port, o->limits,
 				      &s->server);
 		if (rc == 0) {
+			char who[128];
+			unsigned long other;
+
 			store_server_set_quiet(s->server, 1);
 			s->port = store_server_port(s->server);
 			/* Talk to our own server over loopback. */
 			snprintf(s->host, sizeof(s->host), "127.0.0.1");
+			/*
+			 * We hold the wildcard; a program bound to one
+			 * address only (127.0.0.1:P) takes the connections to
+			 * that address, ours and the other nodes' alike.
+			 */
+			other = port_listener_inode(s->port, 1);
+			if (other) {
+				socket_holder(other, who, sizeof(who));
+				snprintf(o->errmsg, o->errlen,
+					 "port %d is also held by another "
+					 "program%s%s, bound to one address: "
+					 "connections to the endpoint would "
+					 "reach it, not this store; pick a "
+					 "free port for --rdzv_endpoint",
+					 s->port, *who ? ", " : "", who);
+				store_server_close(s->server, NULL, NULL);
+				free(s);
+				return CRUN_EADDRINUSE_OTHER;
+			}
 		} else if (rc != UV_EADDRINUSE || o->is_host == 1) {
 			char who[128] = "";
 

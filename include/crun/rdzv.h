@@ -173,6 +173,15 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 		     void *data);
 
 /**
+ * This node leaves the job (it was signalled, after ending the round with
+ * RDZV_END_DEAD): unlike rdzv_finish it does not count as a node that
+ * finished, so the others may re-form without it. cb runs once, after the
+ * store has taken every earlier request of ours.
+ */
+int rdzv_depart(struct crun_rdzv *r,
+		void (*cb)(struct crun_rdzv *r, void *data), void *data);
+
+/**
  * This node's workers all succeeded: record it. The store host then waits
  * (up to close_timeout) until every node of the round has finished or the
  * round ended, so nobody loses the store early; cb runs once after that.

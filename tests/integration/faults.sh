@@ -101,6 +101,65 @@ expect_eq "4: status with 'yes &' left behind" $rc 0
 
 fi
 
+if want 5; then
+# 5. A silent program holding the endpoint port (listens, never answers):
+# both agents give up within join_timeout and name it; no progress line
+# counts past the timeout.
+for addr in 0.0.0.0 127.0.0.1; do
+	PORT=$(free_port)
+	"$PYTHON" -c "
+import socket, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('$addr', $PORT)); s.listen(); time.sleep(40)" &
+stranger=$!
+	at_exit "kill $stranger"
+	wait_for 20 listening $PORT || fail "5: the stranger never listened"
+	for n in 1 2; do
+		timeout -s KILL 20 "$CRUN" --nnodes=2 --rdzv_backend=c10d \
+			--rdzv_endpoint=127.0.0.1:$PORT --rdzv_conf=join_timeout=6 \
+			/bin/true >"$T/5.$n.out" 2>&1 &
+		eval "p$n=\$!"
+	done
+	wait $p1; rc1=$?; wait $p2; rc2=$?
+	for n in 1 2; do
+		eval "rc=\$rc$n"
+		[ $rc -ne 137 ] || { cat "$T/5.$n.out" >&2; fail "5: agent $n still waiting 20 s after a 6 s join timeout (stranger on $addr)"; }
+		expect_eq "5: agent $n status (stranger on $addr)" $rc 1
+		expect_grep "5: agent $n names the holder (stranger on $addr)" "held by another program.*pid $stranger (python3)" "$T/5.$n.out"
+		! grep -E 'waiting for rendezvous host.* ([0-9]+) s of ([0-9]+) s' "$T/5.$n.out" |
+			awk '{ for (i = 1; i < NF; i++) if ($(i+1) == "s" && $(i+2) == "of") { a = $i; b = $(i+3) } } a + 0 > b + 0 { bad = 1 } END { exit !bad }' ||
+			fail "5: a progress line counts past the timeout"
+	done
+	kill $stranger; wait $stranger 2>/dev/null
+done
+fi
+
+if want 6; then
+# 6. The agent's fds are budgeted: under RLIMIT_NOFILE=64, 100 idle
+# connections to the rendezvous port leave the next round the fds its
+# workers need, and the job finishes.
+command -v prlimit >/dev/null || skip "6: no prlimit"
+PORT=$(free_port)
+timeout -s KILL 60 prlimit --nofile=64 "$CRUN" --nnodes=1:2 --nproc_per_node=2 \
+	--log_dir="$T/l6" --tee=3 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT \
+	--rdzv_id=f6 $FAST --max_restarts=1 "$FAKE_WORKER" pid "$T/6.pids" sleep 2000 \
+	fail-if-attempt 0 1 >"$T/6.out" 2>&1 &
+crun=$!
+wait_for 20 test -s "$T/6.pids" || fail "6: round 0 never started"
+"$PYTHON" -c "
+import socket, sys, time
+conns = [socket.create_connection(('127.0.0.1', $PORT)) for i in range(100)]
+time.sleep(15)" &
+idle=$!
+at_exit "kill $idle"
+wait $crun; rc=$?
+[ $rc -ne 137 ] || { cat "$T/6.out" >&2; fail "6: crun hung with 100 idle connections"; }
+[ $rc -eq 0 ] || { cat "$T/6.out" >&2; fail "6: status $rc with 100 idle connections, want 0"; }
+expect_grep "6: round 1 ran" "2 workers of .* succeeded (ranks 0-1 of 2, generation 1" "$T/6.out"
+kill $idle 2>/dev/null
+fi
+
 if want 7; then
 # 7. Numbers out of range are usage errors (exit 2, one line naming them);
 # job files over 1 MiB and non-regular files are refused, naming the file.
@@ -123,6 +182,45 @@ usage_err store_max_conns "store_max_conns.*out of range" --store_max_conns=1G /
 usage_err "/dev/zero" "/dev/zero: job file is not a regular file" --config /dev/zero /bin/true
 head -c 1100000 /dev/zero | tr '\0' '#' >"$T/big.ini"
 usage_err "a 1.1 MB job file" "big.ini: job file larger than" --config "$T/big.ini" /bin/true
+fi
+
+if want 8; then
+# 8. SIGTERM to one node of an elastic job (spot reclaim) is a node loss while
+# MIN holds: the others re-form without spending a restart and finish ...
+PORT=$(free_port)
+node() { # NAME: a node of --nnodes=2:3 whose workers hang in round 0
+	"$CRUN" --nnodes=2:3 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT \
+		--rdzv_id=f8 $FAST --max_restarts=0 "$FAKE_WORKER" pid "$T/8.$1.pids" \
+		hang-if-attempt 0 >"$T/8.$1.out" 2>&1 &
+	eval "pid_$1=\$!"
+}
+node a
+wait_for 10 listening $PORT || fail "8: node a never served the store"
+node b; node c
+started() { [ -s "$T/8.a.pids" ] && [ -s "$T/8.b.pids" ] && [ -s "$T/8.c.pids" ]; }
+wait_for 30 started || fail "8: the three nodes never ran round 0"
+kill -TERM $pid_c
+for n in a b c; do
+	eval "p=\$pid_$n"
+	wait_for 30 sh -c "! kill -0 $p 2>/dev/null" || fail "8: node $n still runs"
+done
+wait $pid_c; expect_eq "8: the signalled node's status" $? 143
+wait $pid_a; rc_a=$?; wait $pid_b; rc_b=$?
+[ $rc_a = 0 ] && [ $rc_b = 0 ] || { cat "$T/8.a.out" >&2; fail "8: survivors exited $rc_a, $rc_b; want 0, 0"; }
+expect_grep "8: re-formed without a restart" "re-forming the group (.* left (SIGTERM)); no restart is spent" "$T/8.a.out"
+
+# ... and ends the job, saying why, when MIN no longer holds.
+PORT=$(free_port)
+rm -f "$T"/8.*.pids
+node a
+wait_for 10 listening $PORT || fail "8: node a never served the store"
+node b
+wait_for 30 sh -c "[ -s '$T/8.a.pids' ] && [ -s '$T/8.b.pids' ]" || fail "8: two nodes never ran"
+kill -TERM $pid_b
+wait_for 30 sh -c "! kill -0 $pid_a 2>/dev/null" || fail "8: node a still runs below MIN"
+wait $pid_b; expect_eq "8: the signalled node's status" $? 143
+wait $pid_a; expect_eq "8: status below MIN" $? 143
+expect_grep "8: the message says why" "1 node remains, below the minimum of 2" "$T/8.a.out"
 fi
 
 if want gc; then
