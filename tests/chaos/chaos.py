@@ -51,8 +51,9 @@ again):
   signal_rdzv      SIGTERM/SIGINT to agents waiting for MIN: each exits 128+N.
   signal_run       SIGTERM/SIGINT during a run: a lone agent exits 128+N; a
                    non-host of 3 (2:3) exits 128+N and the others re-form and
-                   exit 0; a non-host of 2 (2): 128+N, the other 1; the store
-                   host of 3: 128+N, the others 1.
+                   exit 0; a non-host of 2 (2): both exit 128+N (the job stops
+                   below MIN with the signal's status); the store host of 3:
+                   128+N, the others 1 (the store is gone).
   signal_stop      a second signal while the agent stops workers that ignore
                    SIGTERM (--shutdown_timeout=3): 128+N of the first signal;
                    or a signal during a stop after a worker failure with no
@@ -677,7 +678,7 @@ def sc_signal_run(r):
         r.agent("b", "2", 1, w)
         r.wait_lines("pids", 2)
         victim = "b"
-        r.expect = {"a": {1}, "b": {N}}
+        r.expect = {"a": {N}, "b": {N}}  # below MIN: the signal's status passed on
     else:
         three_agents(r, w)
         r.wait_lines("pids", 3)
