@@ -10,6 +10,7 @@ exports what this driver needs. Environment:
   CHAOS_RUNS=N     number of scenarios (default 100)
   CHAOS_PICK=i,j   run only scenarios i and j of the seed's sequence
   CHAOS_ONLY=name  draw only scenarios whose name contains name
+  CHAOS_SLACK=S    add S seconds to every scenario's bound (a loaded machine)
   CHAOS_KEEP=1     keep the logs (they are kept anyway when a scenario fails)
   CRUN=path        the crun binary (default build/crun); FAKE_WORKER likewise
 
@@ -77,6 +78,7 @@ CRUN = os.environ.get("CRUN") or os.path.join(TOP, BUILD, "crun")
 FAKE = os.environ.get("FAKE_WORKER") or os.path.join(TOP, BUILD, "tests", "fake_worker")
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 ORPHAN_BOUND = 3.0
+SLACK = float(os.environ.get("CHAOS_SLACK") or 0)
 NETNS = os.environ.get("CHAOS_NETNS") == "1"
 RDZV = "--rdzv_conf=join_timeout=20,last_call_timeout=1"
 
@@ -297,6 +299,7 @@ class Run:
 
     # --- the verdict -----------------------------------------------------
     def finish(self):
+        self.bound += SLACK
         deadline = self.t_fault + self.bound
         live = [a for a in self.agents.values() if not a.killed]
         while now() < deadline:
