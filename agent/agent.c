@@ -463,9 +463,7 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 		int left = a->res.ranks.group_world_size - 1;
 
 		/* A signalled node passes its signal's status on. */
-		status = strrchr(a->peer_why, '(')
-			     ? 128 + peer_signal_any(a->peer_why)
-			     : 1;
+		status = 128 + peer_signal_any(a->peer_why);
 		if (status == 128)
 			status = 1;
 		if (strcmp(a->cfg->rdzv_backend, "static") == 0)
@@ -481,7 +479,10 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 			say("job stopped: %s; another node already finished",
 			    a->peer_why);
 	} else {
-		status = 1;
+		/* The store host stopped by a signal passes it on too. */
+		status = 128 + peer_signal_any(a->peer_why);
+		if (status == 128)
+			status = 1;
 		say("job stopped: %s", a->peer_why);
 	}
 	if (kind == RDZV_END_LOST)
@@ -719,6 +720,40 @@ static int agent_start_master(void *data, int round, int *port)
 	return 0;
 }
 
+/*
+ * Local rank i cannot start (its log directory, pipes, fds or exec failed):
+ * it failed like a worker that exited 127, so the round ends on every node
+ * and restarts are spent job-wide. Ranks after i, never started, count as
+ * done and not as failed.
+ */
+static void agent_start_failed(struct agent *a, int i)
+{
+	struct worker *f = &a->workers[i];
+
+	if (f->a == NULL) {
+		/* worker_start never ran for it. */
+		f->a = a;
+		f->local_rank = i;
+		f->out.file_fd = f->err.file_fd = -1;
+		f->exited = 1;
+		f->status = 127;
+		f->exit_time = agent_wall_time();
+	}
+	for (int k = i + 1; k < a->nworkers; k++) {
+		struct worker *w = &a->workers[k];
+
+		w->a = a;
+		w->local_rank = k;
+		w->out.file_fd = w->err.file_fd = -1;
+		w->exited = w->stopped = 1;
+		w->status = 127;
+	}
+	agent_on_worker_exit(a, f);
+	a->ndone += a->nworkers - i - 1 + (f->handles == 0);
+	if (a->ndone == a->nworkers)
+		agent_round_end(a);
+}
+
 /* A round is formed: start this node's workers with its result. */
 static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 {
@@ -733,15 +768,20 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	rp->master_addr = res->master_addr;
 	rp->master_port = res->master_port;
 	rp->use_agent_store = cfg->agent_store;
-	if (a->multi && !a->logs_ready && agent_setup_logs(a)) {
-		agent_finish(a, 1);
+	a->nworkers = cfg->nproc_per_node;
+	a->ndone = 0;
+	a->workers = calloc((size_t)a->nworkers, sizeof(*a->workers));
+	if (a->workers == NULL)
+		abort();
+	a->state = A_RUNNING;
+	a->reason = STOP_NONE;
+	/* No log directory: no worker can start (the messages are out). */
+	if ((a->multi && !a->logs_ready && agent_setup_logs(a)) ||
+	    make_attempt_dir(a, res->round)) {
+		agent_start_failed(a, 0);
 		return;
 	}
 	a->logs_ready = 1;
-	if (make_attempt_dir(a, res->round)) {
-		agent_finish(a, 1);
-		return;
-	}
 	rp->attempt_dir = a->attempt_dir;
 	if (a->multi)
 		say("round %d: group rank %d of %d, ranks %d-%d of %d, store "
@@ -751,35 +791,13 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 		    res->ranks.base_rank + res->ranks.local_world_size - 1,
 		    res->ranks.world_size, res->master_addr, res->master_port);
 
-	a->nworkers = cfg->nproc_per_node;
-	a->ndone = 0;
-	a->workers = calloc((size_t)a->nworkers, sizeof(*a->workers));
-	a->state = A_RUNNING;
-	a->reason = STOP_NONE;
 	for (int i = 0; i < a->nworkers; i++) {
 		rc = worker_start(a, &a->workers[i], i, rp, errmsg,
 				  sizeof(errmsg));
 		if (rc == 0)
 			continue;
-		/*
-		 * A worker that cannot start failed like one that exited 127:
-		 * the round ends on every node and restarts are spent job-wide.
-		 * Workers not started yet count as done (and not as failed).
-		 */
 		say("%s", errmsg);
-		for (int k = i + 1; k < a->nworkers; k++) {
-			struct worker *w = &a->workers[k];
-
-			w->a = a;
-			w->local_rank = k;
-			w->out.file_fd = w->err.file_fd = -1;
-			w->exited = w->stopped = 1;
-			w->status = 127;
-		}
-		agent_on_worker_exit(a, &a->workers[i]);
-		a->ndone += a->nworkers - i - 1 + (a->workers[i].handles == 0);
-		if (a->ndone == a->nworkers)
-			agent_round_end(a);
+		agent_start_failed(a, i);
 		return;
 	}
 }

@@ -1353,6 +1353,9 @@ static void on_finished_count(int status, const struct crun_store_reply *rep,
 		host_wait_left(r);
 }
 
+static void on_left_count(int status, const struct crun_store_reply *rep,
+			  void *arg);
+
 int rdzv_finish(struct crun_rdzv *r,
 		void (*cb)(struct crun_rdzv *r, void *data), void *data)
 {
@@ -1380,13 +1383,32 @@ int rdzv_finish(struct crun_rdzv *r,
 	key(r, k2, "r%d/finished", r->round);
 	if (r->ops->set(r->kv, k1, "1", 1, NULL, NULL))
 		return CRUN_ECLOSED;
+	key(r, k1, "r%d/left", r->round);
+	if (r->ops->add(r->kv, k1, 1, on_left_count, r))
+		return CRUN_ECLOSED;
 	return r->ops->add(r->kv, k2, 1, on_finished_count, r);
+}
+
+/*
+ * Nodes that finished or departed, counted together: the last one out
+ * releases the store host (which waits on "all_left").
+ */
+static void on_left_count(int status, const struct crun_store_reply *rep,
+			  void *arg)
+{
+	struct crun_rdzv *r = arg;
+	char k[KEYMAX];
+
+	if (status || r->state != R_FINISHING || reply_int(rep) < r->gworld)
+		return;
+	key(r, k, "r%d/all_left", r->round);
+	r->ops->set(r->kv, k, "1", 1, NULL, NULL);
 }
 
 static void on_departed(int status, const struct crun_store_reply *rep,
 			void *arg)
 {
-	(void)rep;
+	on_left_count(status, rep, arg);
 	if (status != CRUN_ECANCELED)
 		finish_done(arg);
 }
@@ -1403,7 +1425,7 @@ int rdzv_depart(struct crun_rdzv *r,
 	r->finish_cb = cb;
 	r->finish_data = data;
 	/* A round trip behind our "end" writes; not counted as finished. */
-	key(r, k, "r%d/departed", r->round);
+	key(r, k, "r%d/left", r->round);
 	return r->ops->add(r->kv, k, 1, on_departed, r);
 }
 

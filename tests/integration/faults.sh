@@ -46,6 +46,20 @@ expect_eq "1: the other node's status" $rc 127
 wait_for 20 sh -c "! kill -0 $host 2>/dev/null" || fail "1: the store host still runs"
 wait $host; expect_eq "1: the store host's status" $? 127
 
+# ... and a node whose log directory cannot be made is one whose workers
+# cannot start: the round ends on both nodes, with 127.
+PORT=$(free_port)
+"$CRUN" --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT \
+	--rdzv_id=f1c $FAST "$FAKE_WORKER" hang >"$T/1c.out" 2>&1 &
+host=$!
+wait_for 10 listening $PORT || fail "1: the host never served the store"
+run_bounded 40 "$T/1d.out" --nnodes=2 --rdzv_backend=c10d --log_dir=/dev/null/x \
+	--rdzv_endpoint=127.0.0.1:$PORT --rdzv_id=f1c $FAST "$FAKE_WORKER" hang
+expect_eq "1: status of the node without a log directory" $rc 127
+expect_grep "1: it says why" "cannot create log directory '/dev/null/x'" "$T/1d.out"
+wait_for 20 sh -c "! kill -0 $host 2>/dev/null" || fail "1: the store host still runs"
+wait $host; expect_eq "1: the other node's status" $? 127
+
 fi
 
 if want 2; then
@@ -77,6 +91,31 @@ kill -TERM $crun
 wait_for 10 sh -c "! kill -0 $crun 2>/dev/null" || fail "3: SIGTERM not acted on while the console reader stalls"
 wait $crun; expect_eq "3: status after SIGTERM" $? 143
 kill $stall 2>/dev/null
+
+# On two nodes, the node with the stalled reader keeps its heartbeats: the
+# other does not declare it dead, and it still acts on SIGTERM.
+PORT=$(free_port)
+mkfifo "$T/fifo2"
+sleep 60 <"$T/fifo2" &
+stall2=$!
+at_exit "kill $stall2"
+"$CRUN" --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT --rdzv_id=f3 \
+	$FAST "$FAKE_WORKER" pid "$T/3.pids" hang >"$T/3a.out" 2>&1 &
+a=$!
+wait_for 10 listening $PORT || fail "3: the host never served the store"
+"$CRUN" --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$PORT --rdzv_id=f3 \
+	$FAST "$FAKE_WORKER" pid "$T/3.pids" print 50000 hang >"$T/fifo2" 2>"$T/3b.err" &
+b=$!
+wait_for 20 sh -c "[ \$(cat '$T/3.pids' 2>/dev/null | wc -l) -ge 2 ]" || fail "3: the two nodes never ran"
+sleep 4 # four heartbeat windows (1.5 s): a stalled loop would be declared dead
+kill -0 $a 2>/dev/null || { cat "$T/3a.out" >&2; fail "3: the host ended while the other node's console stalled"; }
+expect_nogrep "3: no false death" "stopped answering\|disconnected\|round 0 ended" "$T/3a.out"
+kill -TERM $b
+wait_for 10 sh -c "! kill -0 $b 2>/dev/null" || fail "3: SIGTERM not acted on by a node whose console stalls"
+wait $b; expect_eq "3: status of the signalled node" $? 143
+wait_for 20 sh -c "! kill -0 $a 2>/dev/null" || { cat "$T/3a.out" "$T/3b.err" >&2; fail "3: the host still runs"; }
+wait $a
+kill $stall2 2>/dev/null
 
 # Lines reach a slow reader whole and in order, with several workers; past
 # the console bound (4 MiB) lines are dropped whole, and a notice counts them.
@@ -217,10 +256,24 @@ wait_for 10 listening $PORT || fail "8: node a never served the store"
 node b
 wait_for 30 sh -c "[ -s '$T/8.a.pids' ] && [ -s '$T/8.b.pids' ]" || fail "8: two nodes never ran"
 kill -TERM $pid_b
-wait_for 30 sh -c "! kill -0 $pid_a 2>/dev/null" || fail "8: node a still runs below MIN"
+wait_for 15 sh -c "! kill -0 $pid_a 2>/dev/null" || fail "8: node a still runs below MIN"
 wait $pid_b; expect_eq "8: the signalled node's status" $? 143
 wait $pid_a; expect_eq "8: status below MIN" $? 143
 expect_grep "8: the message says why" "1 node remains, below the minimum of 2" "$T/8.a.out"
+
+# ... and every node signalled at once (scancel) stops everywhere with 143.
+PORT=$(free_port)
+rm -f "$T"/8.*.pids
+node a
+wait_for 10 listening $PORT || fail "8: node a never served the store"
+node b; node c
+wait_for 30 started || fail "8: the three nodes never ran round 0"
+kill -TERM $pid_a $pid_b $pid_c
+for n in a b c; do
+	eval "p=\$pid_$n"
+	wait_for 30 sh -c "! kill -0 $p 2>/dev/null" || fail "8: node $n still runs after scancel"
+	wait $p; expect_eq "8: node $n status after all were signalled" $? 143
+done
 fi
 
 if want gc; then
