@@ -283,9 +283,8 @@ class Run:
                   "%d line(s) in %s" % (n, name))
 
     def wait_listening(self, seconds=10):
-        """The store host serves the endpoint (its log names the round or
-        another agent can connect): wait for the first worker pid instead
-        where workers exist; here, for the port itself."""
+        """Wait until the store host (agent a) listens on the endpoint, so
+        that it, not a later agent, hosts the store."""
         if self.net == "netns":
             ns = "%s-%s-h1" % (os.environ["CHAOS_NETNS_PREFIX"], os.environ["CHAOS_NETNS_RID"])
             cmd = ["ip", "netns", "exec", ns, "ss", "-Hltn", "sport = :%d" % self.port]
