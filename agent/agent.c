@@ -10,7 +10,11 @@
  * restart (a fresh round, TORCHELASTIC_RESTART_COUNT + 1) while restarts are
  * left, else print the root cause and exit with the failed worker's status.
  * Signals only record intent and start the same stop sequence; a second
- * SIGINT escalates to SIGKILL at once.
+ * SIGINT escalates to SIGKILL at once. A worker that cannot start fails the
+ * round like one that exited 127. On several nodes, a node stopped by a
+ * signal departs (the others re-form while MIN holds) rather than ending the
+ * job. Worker process groups after exit live in group.c, the console in
+ * console.c, the fd budget in nofile.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -273,27 +277,6 @@ void agent_on_worker_exit(struct agent *a, struct worker *w)
 	}
 }
 
-/*
- * The signal to stop our workers with when another node ended the round: a
- * node that left because it was signalled ("… (SIGUSR1)") passes its signal
- * on, if we forward that one too, so a preemption warning reaches every
- * worker whichever node heard it first; otherwise SIGTERM.
- */
-static int peer_signal(const struct agent *a, const char *why)
-{
-	const char *open = strrchr(why, '(');
-	char name[16];
-	int sig, n;
-
-	if (open == NULL || sscanf(open, "(%15[A-Z0-9])", name) != 1 ||
-	    cfg_parse_signals(name, &sig, 1, &n) != 0)
-		return SIGTERM;
-	for (int i = 0; i < a->cfg->nsignals; i++)
-		if (a->cfg->signals[i] == sig)
-			return sig;
-	return SIGTERM;
-}
-
 /* The signal named at the end of why ("… (SIGTERM)"), or 0. */
 static int peer_signal_any(const char *why)
 {
@@ -305,6 +288,22 @@ static int peer_signal_any(const char *why)
 	    cfg_parse_signals(name, &sig, 1, &n) != 0)
 		return 0;
 	return sig;
+}
+
+/*
+ * The signal to stop our workers with when another node ended the round: a
+ * node that left because it was signalled ("… (SIGUSR1)") passes its signal
+ * on, if we forward that one too, so a preemption warning reaches every
+ * worker whichever node heard it first; otherwise SIGTERM.
+ */
+static int peer_signal(const struct agent *a, const char *why)
+{
+	int sig = peer_signal_any(why);
+
+	for (int i = 0; i < a->cfg->nsignals && sig; i++)
+		if (a->cfg->signals[i] == sig)
+			return sig;
+	return SIGTERM;
 }
 
 /* Another node (or the store) ended the round: stop our workers too. */
@@ -1118,9 +1117,13 @@ int agent_run(struct crun_cfg *cfg)
 	rc = uv_loop_close(&a.loop);
 	if (rc)
 		say("internal error: event loop closed with handles open");
-	/* What a slow reader has not taken yet, bounded: then we exit. */
+	/*
+	 * What a slow reader has not taken yet, bounded: then we exit (at
+	 * once, nearly, when a signal stopped us). Our signal handlers are
+	 * gone: another signal now ends crun.
+	 */
 	the_console = NULL;
-	console_free(a.console, CONSOLE_STALL_MS);
+	console_free(a.console, a.stop_signal ? 1000 : CONSOLE_STALL_MS);
 
 	/* A log directory crun invented is removed after a success. */
 	if (a.log_root_tmp && a.exit_status == 0 && a.log_root) {

@@ -145,7 +145,8 @@ static int cout_write(struct cout *o)
 		o->dead = 1; /* the reader is gone: files still get it all */
 		off = o->len;
 	}
-	memmove(o->buf, o->buf + off, o->len - off);
+	if (off > 0 && off < o->len)
+		memmove(o->buf, o->buf + off, o->len - off);
 	o->len -= off;
 	return o->len == 0;
 }

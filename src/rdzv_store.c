@@ -422,18 +422,19 @@ static void on_progress(uv_timer_t *t)
 	if (s->silent_ticks >= 3 && (s->would_host || elapsed >= timeout)) {
 		rdzv_port_holder(s->port, who, sizeof(who));
 		if ((*who && !strstr(who, "(crun)")) || elapsed >= timeout) {
-			snprintf(s->errmsg, sizeof(s->errmsg),
-				 "port %d of %s is held by another program%s%s "
-				 "that accepts connections but never answers "
-				 "as a crun store: pick a free port for "
-				 "--rdzv_endpoint",
-				 s->port, s->host, *who ? ", " : "", who);
+			snprintf(
+			    s->errmsg, sizeof(s->errmsg),
+			    "port %d of %.200s is held by another program%s%s "
+			    "that accepts connections but never answers "
+			    "as a crun store: pick a free port for "
+			    "--rdzv_endpoint",
+			    s->port, s->host, *who ? ", " : "", who);
 			return open_fail(s, CRUN_EADDRINUSE_OTHER);
 		}
 	}
 	if (elapsed >= timeout) {
 		snprintf(s->errmsg, sizeof(s->errmsg),
-			 "could not reach the rendezvous host %s:%d within "
+			 "could not reach the rendezvous host %.200s:%d within "
 			 "%.0f s (%s): check that the first node runs crun "
 			 "with this --rdzv_endpoint and that the port is open "
 			 "between the nodes",
