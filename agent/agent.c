@@ -42,7 +42,7 @@
 
 extern char **environ;
 
-/* Console bytes queued for a slow reader before lines are dropped. */
+/* Console bytes queued for a slow reader (--console_buffer's default). */
 #define CONSOLE_LIMIT (4u << 20)
 /* At exit, how long a console reader may take no byte before crun gives up. */
 #define CONSOLE_STALL_MS 10000
@@ -1080,7 +1080,10 @@ int agent_run(struct crun_cfg *cfg)
 	}
 	uv_timer_init(&a.loop, &a.kill_timer);
 	a.kill_timer.data = &a;
-	if (console_new(&a.loop, CONSOLE_LIMIT, &a.console) == 0)
+	if (console_new(&a.loop,
+			cfg->console_buffer ? cfg->console_buffer
+					    : CONSOLE_LIMIT,
+			&a.console) == 0)
 		the_console = a.console;
 	rc = procs_new(&a.loop, &a.procs);
 	if (rc) {

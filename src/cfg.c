@@ -1171,7 +1171,9 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	    (rc = get_size_max(cfg, CFG_store_max_memory, 1UL << 40,
 			       &cfg->store.max_memory, e, l)) ||
 	    (rc = get_size_max(cfg, CFG_store_max_conns, 1UL << 20,
-			       &cfg->store.max_conns, e, l)))
+			       &cfg->store.max_conns, e, l)) ||
+	    (rc = get_size_max(cfg, CFG_console_buffer, 1UL << 30,
+			       &cfg->console_buffer, e, l)))
 		return rc;
 
 	set_str(&cfg->config_file, RAW(config));

@@ -802,6 +802,12 @@ int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 	{
 		struct stat sb;
 
+		if (fstat(fileno(st.fp), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+			snprintf(errmsg, errlen, "%s: cannot read job file: %s",
+				 path, strerror(EISDIR));
+			fclose(st.fp);
+			return CRUN_EUSAGE;
+		}
 		if (fstat(fileno(st.fp), &sb) || !S_ISREG(sb.st_mode) ||
 		    sb.st_size > CFG_INI_MAX_BYTES) {
 			snprintf(errmsg, errlen,

@@ -61,6 +61,9 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  "streams to files and console, with [<role><rank>]: prefixes")      \
 	X(local_ranks_filter, "local_ranks_filter", 0, STR, "logs", "",       \
 	  CFG_ENV_PET, G_LOGS, "local ranks whose output reaches the console") \
+	X(console_buffer, "console_buffer", 0, STR, "logs", "4M",             \
+	  CFG_ENV_CRUN, G_LOGS,                                                \
+	  "console bytes held for a slow reader before lines are dropped")    \
 	X(node_rank, "node_rank", 0, INT, "rendezvous", "0", CFG_ENV_PET,     \
 	  G_RDZV, "this node's rank (static backend only)")                    \
 	X(master_addr, "master_addr", 0, STR, "rendezvous", "127.0.0.1",      \

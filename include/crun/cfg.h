@@ -93,6 +93,7 @@ struct crun_cfg {
 
 	/* Logs. */
 	char *log_dir;
+	size_t console_buffer; /* bytes held for a slow console reader */
 	struct crun_std_spec redirects;
 	struct crun_std_spec tee;
 	char *local_ranks_filter_str;

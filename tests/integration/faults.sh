@@ -222,6 +222,7 @@ done
 usage_err shutdown_timeout "shutdown_timeout.*out of range" --shutdown_timeout=1e300 /bin/true
 usage_err monitor_interval "monitor_interval.*out of range" --monitor_interval=1e300 /bin/true
 usage_err store_max_conns "store_max_conns.*out of range" --store_max_conns=1G /bin/true
+usage_err console_buffer "console_buffer.*out of range" --console_buffer=2G /bin/true
 usage_err "/dev/zero" "/dev/zero: job file is not a regular file" --config /dev/zero /bin/true
 head -c 1100000 /dev/zero | tr '\0' '#' >"$T/big.ini"
 usage_err "a 1.1 MB job file" "big.ini: job file larger than" --config "$T/big.ini" /bin/true

@@ -233,6 +233,7 @@ static const char *sample_value(int id)
 	case CFG_store_max_keys: return "100";
 	case CFG_store_max_memory: return "1G";
 	case CFG_store_max_conns: return "10";
+	case CFG_console_buffer: return "1M";
 	case CFG_config: return "job.ini";
 	default: return "value";
 	}

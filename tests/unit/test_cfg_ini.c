@@ -133,6 +133,7 @@ static const char *sample(int id)
 	case CFG_store_max_keys: return "100";
 	case CFG_store_max_memory: return "3G";
 	case CFG_store_max_conns: return "10";
+	case CFG_console_buffer: return "1M";
 	}
 	return "true"; /* booleans */
 }
