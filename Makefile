@@ -110,6 +110,11 @@ coverage: deps
 mutate: deps
 	@python3 tests/mutate/mutate.py
 
+# Randomized fault scenarios (tests/chaos/): CHAOS_SEED= replays, CHAOS_RUNS= counts.
+chaos: deps check-build
+	@BUILD=$(BUILD) sh tests/chaos/run.sh
+.PHONY: chaos
+
 FUZZ_TARGETS := $(wildcard tests/fuzz/fuzz_*.c)
 fuzz: deps
 	@FUZZ_RUNS=$${FUZZ_RUNS:-1000000} sh tests/fuzz/run.sh

@@ -1,0 +1,853 @@
+#!/usr/bin/python3
+"""Chaos suite for crun: randomized fault scenarios, each checked for the
+exit status crun promises, no orphans and no hangs.
+
+Run through tests/chaos/run.sh (`make chaos`), which sets up the
+network-namespace hosts (tests/integration/lib_netns.sh) when root and
+exports what this driver needs. Environment:
+
+  CHAOS_SEED=S     replay exactly (printed at the start; default: random)
+  CHAOS_RUNS=N     number of scenarios (default 100)
+  CHAOS_PICK=i,j   run only scenarios i and j of the seed's sequence
+  CHAOS_ONLY=name  draw only scenarios whose name contains name
+  CHAOS_SLACK=S    add S seconds to every scenario's bound (a loaded machine)
+  CHAOS_KEEP=1     keep the logs (they are kept anyway when a scenario fails)
+  CRUN=path        the crun binary (default build/crun); FAKE_WORKER likewise
+
+Every process a scenario starts for the job (agents, and through them the
+workers and their descendants) carries CHAOS_TAG=<seed>-<index> in its
+environment. After the job ends, /proc is scanned for that tag: whatever is
+still there ORPHAN_BOUND seconds after the last agent ended is an orphan. An
+agent still running at its scenario's bound is a hang: it is killed with
+SIGKILL and counted. Helpers (the stranger on the port, the stalled console
+reader) carry CHAOS_HELPER instead and are always killed at the end.
+
+What crun promises, per scenario (the PROMISE line of each function says it
+again):
+  worker_kill9     kill -9 of one worker. Restarts left: every agent exits 0.
+                   None left: every agent exits 137 (the worker's status).
+  agent_kill9      kill -9 of a non-host agent (--nnodes=2:3, 3 agents, workers
+                   with a background grandchild): the two others re-form and
+                   exit 0; the killed agent's workers and grandchildren go too.
+  host_kill9       kill -9 of the store-host agent: every other agent exits 1.
+  sigstop          SIGSTOP of an agent past the heartbeat window, then SIGCONT
+                   (3 agents, 2:3). A non-host: the other two re-form and exit
+                   0; the stopped one exits 0 or 1 (it may rejoin or give up).
+                   The store host: every agent exits 1.
+  link_cut         (netns) a non-host's cable cut past the heartbeat window,
+                   then plugged back: the other two exit 0, the cut one 1.
+  bad_interp       a worker whose shebang names a missing interpreter, on one
+                   node of 1 or 2: every agent exits 127 (--max_restarts used up).
+  term_grandchild  workers whose grandchildren ignore SIGTERM; the job ends by
+                   a worker failure (every agent exits its status, 3) or by
+                   SIGTERM/SIGINT to a lone agent (128+N).
+  grandchild_left  a worker leaves a grandchild behind: `sleep & exit 1`
+                   (exits 1 with restarts used up) or `yes & exit 0` (exits 0).
+  stalled_reader   `crun ... | sleep 300` with a worker printing ~440 KB: it
+                   exits 0 when the worker does, or 128+N on SIGTERM/SIGINT.
+  stranger         a silent program holds the endpoint port (0.0.0.0 or
+                   127.0.0.1): every agent exits 1 within join_timeout + 6 s.
+  late_joiner      --nnodes=2:3, a third agent arrives while two run, or during
+                   the rendezvous: every agent exits 0.
+  signal_rdzv      SIGTERM/SIGINT to agents waiting for MIN: each exits 128+N.
+  signal_run       SIGTERM/SIGINT during a run: a lone agent exits 128+N; a
+                   non-host of 3 (2:3) exits 128+N and the others re-form and
+                   exit 0; a non-host of 2 (2): both exit 128+N (the job stops
+                   below MIN with the signal's status); the store host of 3:
+                   every agent exits 128+N (the host's departure ends the job).
+  signal_stop      a second signal while the agent stops workers that ignore
+                   SIGTERM (--shutdown_timeout=3): 128+N of the first signal
+                   on every agent (it is the store host's); or a signal during
+                   a stop after a worker failure with no restarts left: the
+                   worker's status (3) or 128+N, on every agent.
+Bounds: each scenario states how long after its last fault every agent must
+have ended (BOUND); ORPHAN_BOUND (3 s) after that no tagged process may remain.
+"""
+import os
+import random
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.getcwd()
+BUILD = os.environ.get("BUILD", "build")
+CRUN = os.environ.get("CRUN") or os.path.join(TOP, BUILD, "crun")
+FAKE = os.environ.get("FAKE_WORKER") or os.path.join(TOP, BUILD, "tests", "fake_worker")
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+ORPHAN_BOUND = 3.0
+SLACK = float(os.environ.get("CHAOS_SLACK") or 0)
+NETNS = os.environ.get("CHAOS_NETNS") == "1"
+RDZV = "--rdzv_conf=join_timeout=20,last_call_timeout=1"
+
+
+def now():
+    return time.monotonic()
+
+
+def wait_for(seconds, cond, step=0.05):
+    end = now() + seconds
+    while True:
+        if cond():
+            return True
+        if now() >= end:
+            return False
+        time.sleep(step)
+
+
+def tagged_pids(key, value):
+    """Pids whose environment holds key=value (read from /proc)."""
+    needle = b"\0" + ("%s=%s" % (key, value)).encode() + b"\0"
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as f:
+                env = b"\0" + f.read()
+        except OSError:
+            continue
+        if needle in env or env.endswith(needle[:-1]):
+            out.append(int(d))
+    return out
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+def kill_quiet(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def lines(path):
+    try:
+        with open(path) as f:
+            return [l for l in f.read().splitlines() if l]
+    except OSError:
+        return []
+
+
+def netns_sh(func, *args):
+    """Call a lib_netns.sh function (link up/down) with the run's state."""
+    pre = ('fail() { echo "$*" >&2; exit 1; }; note() { :; }; '
+           '. tests/integration/lib_netns.sh; '
+           'NETNS_RID=$CHAOS_NETNS_RID NETNS_IFID=$CHAOS_NETNS_IFID '
+           'NETNS_N=$CHAOS_NETNS_N NETNS_DIR=$CHAOS_NETNS_DIR; ')
+    subprocess.run(["sh", "-c", pre + func + ' "$@"', "sh"] + list(args), check=True)
+
+
+class Failure(Exception):
+    pass
+
+
+class Agent:
+    def __init__(self, run, name, argv, host, stdout):
+        self.name = name
+        self.host = host
+        self.log = os.path.join(run.dir, name + ".out")
+        env = dict(os.environ, CHAOS_TAG=run.tag, PYTHON=PYTHON)
+        env.pop("CHAOS_HELPER", None)
+        if host:
+            i = host[1:]
+            argv = ["ip", "netns", "exec", "%s-%s-h%s" % (os.environ["CHAOS_NETNS_PREFIX"],
+                                                          os.environ["CHAOS_NETNS_RID"], i),
+                    "unshare", "--uts", "sh", "-c", os.environ["CHAOS_NETNS_WRAP"],
+                    "sh", host, os.environ["CHAOS_NETNS_DIR"]] + argv
+        self.logf = open(self.log, "w")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                     stdout=stdout if stdout is not None else self.logf,
+                                     stderr=self.logf, env=env, cwd=run.dir,
+                                     start_new_session=True)
+        self.pid = self.proc.pid
+        self.status = None
+        self.t_end = None
+        self.killed = False  # killed by the scenario (its status is not asserted)
+
+    def poll(self):
+        if self.status is None:
+            rc = self.proc.poll()
+            if rc is not None:
+                self.status = 128 - rc if rc < 0 else rc  # killed by 9: 137
+                self.t_end = now()
+                self.logf.close()
+        return self.status
+
+    def running(self):
+        return self.poll() is None
+
+    def signal(self, sig):
+        if self.running():
+            kill_quiet(self.pid, sig)
+
+    def output(self):
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+class Run:
+    """One scenario: its agents, helpers, expectations and the verdict."""
+
+    def __init__(self, index, kind, rng, tmp, seed):
+        self.index, self.kind, self.rng = index, kind, rng
+        self.tag = "%d-%d" % (seed, index)
+        self.dir = os.path.join(tmp, "%03d-%s" % (index, kind))
+        os.makedirs(self.dir)
+        self.agents = {}
+        self.helpers = []
+        self.expect = {}  # agent name -> set of acceptable statuses
+        self.bound = 20.0
+        self.t_fault = now()
+        self.desc = ""
+        self.net = "lo"
+        self.port = free_port()
+        self.problems = []
+        self.hangs = 0
+        self.orphans = 0
+        self.time_to_end = 0.0
+
+    # --- building blocks -------------------------------------------------
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def endpoint(self):
+        return ("h1:%d" if self.net == "netns" else "127.0.0.1:%d") % self.port
+
+    def agent(self, name, nnodes, nproc, worker, extra=(), host=None, stdout=None):
+        if self.net == "netns" and host is None:
+            host = "h%d" % (ord(name) - ord("a") + 1)
+        argv = [CRUN, "--nproc_per_node=%d" % nproc]
+        if nnodes is None:
+            argv.append("--standalone")
+        else:
+            argv += ["--nnodes=%s" % nnodes, "--rdzv_backend=c10d",
+                     "--rdzv_endpoint=" + self.endpoint(), "--rdzv_id=chaos" + self.tag, RDZV]
+        argv += list(extra) + list(worker)
+        a = Agent(self, name, argv, host, stdout)
+        self.agents[name] = a
+        return a
+
+    def helper(self, argv, **kw):
+        env = dict(os.environ, CHAOS_HELPER=self.tag)
+        env.pop("CHAOS_TAG", None)
+        p = subprocess.Popen(argv, env=env, start_new_session=True, **kw)
+        self.helpers.append(p)
+        return p
+
+    def check(self, ok, what):
+        if not ok:
+            raise Failure(what)
+
+    def poll_all(self):
+        """Note every agent that has ended (its time to end counts from here)."""
+        for a in self.agents.values():
+            a.poll()
+
+    def sleep(self, seconds):
+        """Sleep, noting agent exits as they happen."""
+        end = now() + seconds
+        while now() < end:
+            self.poll_all()
+            time.sleep(min(0.02, max(0.0, end - now())))
+        self.poll_all()
+
+    def wait(self, seconds, cond, what):
+        def polled():
+            self.poll_all()
+            return cond()
+        self.check(wait_for(seconds, polled), "%s (waited %g s)" % (what, seconds))
+
+    def wait_lines(self, name, n, seconds=15):
+        self.wait(seconds, lambda: len(lines(self.path(name))) >= n,
+                  "%d line(s) in %s" % (n, name))
+
+    def wait_listening(self, seconds=10):
+        """Wait until the store host (agent a) listens on the endpoint, so
+        that it, not a later agent, hosts the store."""
+        if self.net == "netns":
+            ns = "%s-%s-h1" % (os.environ["CHAOS_NETNS_PREFIX"], os.environ["CHAOS_NETNS_RID"])
+            cmd = ["ip", "netns", "exec", ns, "ss", "-Hltn", "sport = :%d" % self.port]
+        else:
+            cmd = ["ss", "-Hltn", "sport = :%d" % self.port]
+        self.wait(seconds, lambda: subprocess.run(cmd, capture_output=True, text=True).stdout.strip() != "",
+                  "the store host listening on :%d" % self.port)
+
+    def fault(self):
+        """Mark the moment the job's end is due to (time to end counts from here)."""
+        self.t_fault = now()
+
+    # --- the verdict -----------------------------------------------------
+    def finish(self):
+        self.bound += SLACK
+        deadline = self.t_fault + self.bound
+        live = [a for a in self.agents.values() if not a.killed]
+        while now() < deadline:
+            self.poll_all()
+            if not any(a.status is None for a in live):
+                break
+            time.sleep(0.02)
+        for a in self.agents.values():
+            if a.running():
+                if not a.killed:
+                    self.hangs += 1
+                    self.problems.append("HANG: agent %s still running %.0f s after the fault; "
+                                         "killed" % (a.name, self.bound))
+                kill_quiet(a.pid, signal.SIGKILL)
+                a.proc.wait()
+                a.poll()
+        ends = [a.t_end for a in self.agents.values() if a.t_end]
+        self.time_to_end = max(0.0, max(ends) - self.t_fault) if ends else 0.0
+        for name, want in sorted(self.expect.items()):
+            a = self.agents[name]
+            if a.status not in want and not (self.hangs and a.status == 137):
+                self.problems.append("agent %s exited %s, want %s" % (
+                    name, a.status, " or ".join(str(w) for w in sorted(want))))
+        # Orphans: anything still tagged ORPHAN_BOUND s after the last agent.
+        last = max(ends) if ends else now()
+        wait_for(max(0.0, last + ORPHAN_BOUND - now()), lambda: not tagged_pids("CHAOS_TAG", self.tag))
+        left = tagged_pids("CHAOS_TAG", self.tag)
+        if left:
+            self.orphans += len(left)
+            self.problems.append("ORPHANS %.0f s after the job ended: %s" % (
+                ORPHAN_BOUND, "; ".join("%d %s" % (p, cmdline(p)[:60]) for p in left)))
+        self.cleanup()
+
+    def cleanup(self):
+        """Kill whatever this scenario started, whatever happened."""
+        for a in self.agents.values():
+            if a.running():
+                kill_quiet(a.pid, signal.SIGKILL)
+            kill_quiet(a.pid, signal.SIGCONT)
+        for p in self.helpers:
+            kill_quiet(p.pid, signal.SIGKILL)
+        for _ in range(50):
+            pids = tagged_pids("CHAOS_TAG", self.tag) + tagged_pids("CHAOS_HELPER", self.tag)
+            if not pids:
+                break
+            for p in pids:
+                kill_quiet(p, signal.SIGCONT)
+                kill_quiet(p, signal.SIGKILL)
+            time.sleep(0.1)
+        for a in self.agents.values():
+            try:
+                a.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            a.poll()
+        for p in self.helpers:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.net == "netns":
+            for h in ("h1", "h2", "h3"):
+                try:
+                    netns_sh("netns_link_up", h)
+                except subprocess.CalledProcessError:
+                    pass
+
+
+# --- workers ----------------------------------------------------------------
+def fake(*actions):
+    return [FAKE] + [str(x) for x in actions]
+
+
+def sh(script):
+    return ["/bin/sh", "-c", script]
+
+
+def q(s):
+    return shlex.quote(str(s))
+
+
+SIGS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT}
+
+
+# --- scenarios ----------------------------------------------------------------
+# Each takes a Run, starts agents, injects its fault, and sets r.expect and
+# r.bound; the caller then runs r.finish().
+
+def sc_worker_kill9(r):
+    nodes = r.rng.choice([1, 2])
+    nproc = r.rng.choice([1, 2])
+    restarts = r.rng.choice([0, 1])
+    pids = r.path("pids")
+    w = sh("echo $$ >>%s; exec %s hang-if-attempt 0" % (q(pids), q(FAKE)))
+    extra = ["--max_restarts=%d" % restarts]
+    if nodes == 1:
+        r.agent("a", None, nproc, w, extra)
+    else:
+        r.agent("a", "2", nproc, w, extra)
+        r.wait_listening()
+        r.agent("b", "2", nproc, w, extra)
+    r.wait_lines("pids", nodes * nproc)
+    victim = int(r.rng.choice(lines(pids)))
+    r.desc = "%d node(s) x %d, max_restarts=%d, kill -9 worker" % (nodes, nproc, restarts)
+    r.fault()
+    kill_quiet(victim, signal.SIGKILL)
+    # PROMISE: restarts left -> 0 everywhere; none left -> 137 everywhere.
+    for n in r.agents:
+        r.expect[n] = {0} if restarts else {137}
+    r.bound = 15
+
+
+def three_agents(r, worker, extra=(), nproc=1):
+    r.agent("a", "2:3", nproc, worker, extra)
+    r.wait_listening()
+    r.agent("b", "2:3", nproc, worker, extra)
+    r.agent("c", "2:3", nproc, worker, extra)
+
+
+def sc_agent_kill9(r):
+    pids = r.path("pids")
+    # A grandchild that outlives its worker unless something holds the group.
+    w = sh("echo $$ >>%s; sleep 600 >/dev/null 2>&1 & exec %s hang-if-attempt 0" % (q(pids), q(FAKE)))
+    three_agents(r, w)
+    r.wait_lines("pids", 3)
+    victim = r.rng.choice(["b", "c"])
+    r.desc = "3 agents (2:3) on %s, kill -9 agent %s (workers have grandchildren)" % (r.net, victim)
+    r.fault()
+    r.agents[victim].signal(signal.SIGKILL)
+    r.agents[victim].killed = True
+    # PROMISE: the survivors re-form without it and exit 0.
+    for n in "abc":
+        if n != victim:
+            r.expect[n] = {0}
+    r.bound = 20
+
+
+def sc_host_kill9(r):
+    pids = r.path("pids")
+    n = r.rng.choice([2, 3])
+    nn = r.rng.choice(["2:3", "1:3"]) if n == 3 else r.rng.choice(["2", "1:2"])
+    w = sh("echo $$ >>%s; exec %s hang" % (q(pids), q(FAKE)))
+    r.agent("a", nn, 1, w)
+    r.wait_listening()
+    for x in "bc"[:n - 1]:
+        r.agent(x, nn, 1, w)
+    r.wait_lines("pids", n)
+    r.desc = "%d agents (%s) on %s, kill -9 the store host" % (n, nn, r.net)
+    r.fault()
+    r.agents["a"].signal(signal.SIGKILL)
+    r.agents["a"].killed = True
+    # PROMISE: every other agent exits 1 (rendezvous error: lost the store).
+    for x in "bc"[:n - 1]:
+        r.expect[x] = {1}
+    r.bound = 15
+
+
+def sc_sigstop(r):
+    pids = r.path("pids")
+    w = sh("echo $$ >>%s; exec %s hang-if-attempt 0" % (q(pids), q(FAKE)))
+    three_agents(r, w)
+    r.wait_lines("pids", 3)
+    victim = r.rng.choice(["a", "b", "c"])
+    stop = r.rng.uniform(4.0, 7.0)
+    r.desc = "3 agents (2:3) on %s, SIGSTOP %s for %.1f s, then SIGCONT" % (r.net, victim, stop)
+    r.fault()
+    r.agents[victim].signal(signal.SIGSTOP)
+    r.sleep(stop)
+    r.agents[victim].signal(signal.SIGCONT)
+    if victim == "a":
+        # PROMISE: the store host stopped: the others lose the store and
+        # exit 1; the host, resumed alone below MIN, exits 1 too (after
+        # waiting join_timeout for them).
+        r.expect = {"a": {1}, "b": {1}, "c": {1}}
+    else:
+        # PROMISE: the others re-form and exit 0; the stopped one ends, 0 or 1.
+        for n in "abc":
+            r.expect[n] = {0} if n != victim else {0, 1}
+    r.bound = stop + 25  # from the SIGSTOP; the host may wait join_timeout (20 s)
+
+
+def sc_link_cut(r):
+    pids = r.path("pids")
+    w = sh("echo $$ >>%s; exec %s hang-if-attempt 0" % (q(pids), q(FAKE)))
+    three_agents(r, w)
+    r.wait_lines("pids", 3)
+    victim = r.rng.choice(["b", "c"])
+    cut = r.rng.uniform(4.0, 7.0)
+    host = "h%d" % (ord(victim) - ord("a") + 1)
+    r.desc = "3 hosts (2:3), cut %s's link for %.1f s" % (host, cut)
+    r.fault()
+    netns_sh("netns_link_down", host)
+    r.sleep(cut)
+    netns_sh("netns_link_up", host)
+    # PROMISE: the others re-form and exit 0; the cut agent gives up, 1.
+    for n in "abc":
+        r.expect[n] = {0} if n != victim else {1}
+    r.bound = 30
+
+
+def sc_bad_interp(r):
+    bad = r.path("bad.sh")
+    with open(bad, "w") as f:
+        f.write("#!/nonexistent/chaos-interpreter\necho never\n")
+    os.chmod(bad, 0o755)
+    restarts = r.rng.choice([0, 1])
+    nodes = r.rng.choice([1, 2])
+    extra = ["--max_restarts=%d" % restarts]
+    if nodes == 1:
+        r.agent("a", r.rng.choice([None, "1:2"]), r.rng.choice([1, 2]), [bad], extra)
+        r.desc = "1 node, bad shebang, max_restarts=%d" % restarts
+    else:
+        good = fake("hang")
+        where = r.rng.choice(["a", "b"])
+        nn = r.rng.choice(["2", "1:2"])
+        r.agent("a", nn, 1, [bad] if where == "a" else good, extra)
+        r.wait_listening()
+        r.agent("b", nn, 1, [bad] if where == "b" else good, extra)
+        r.desc = "2 nodes (%s), bad shebang on %s, max_restarts=%d" % (nn, where, restarts)
+    r.fault()
+    # PROMISE: the job fails with the exec failure's status everywhere.
+    for n in r.agents:
+        r.expect[n] = {127}
+    r.bound = 25
+
+
+def sc_term_grandchild(r):
+    # The grandchild ignores SIGTERM and SIGINT: only SIGKILL of the group ends it.
+    gc = "(trap '' TERM INT; exec sleep 600) >/dev/null 2>&1 &"
+    pids = r.path("pids")
+    how = r.rng.choice(["failure", "TERM", "INT"])
+    extra = ["--shutdown_timeout=2", "--max_restarts=0"]
+    if how == "failure":
+        nodes = r.rng.choice([1, 2])
+        w = sh("%s echo $$ >>%s; exec %s sleep 300 fail-if-rank 0 3 hang" % (gc, q(pids), q(FAKE)))
+        if nodes == 1:
+            r.agent("a", None, 2, w, extra)
+        else:
+            r.agent("a", "2", 1, w, extra)
+            r.wait_listening()
+            r.agent("b", "2", 1, w, extra)
+        r.wait_lines("pids", 2)
+        r.fault()
+        r.desc = "%d node(s), grandchildren ignore SIGTERM, rank 0 fails" % nodes
+        # PROMISE: every agent exits 3, the failed worker's status.
+        for n in r.agents:
+            r.expect[n] = {3}
+    else:
+        w = sh("%s echo $$ >>%s; exec %s hang" % (gc, q(pids), q(FAKE)))
+        r.agent("a", None, 2, w, extra)
+        r.wait_lines("pids", 2)
+        r.desc = "lone agent, grandchildren ignore SIGTERM, SIG%s to the agent" % how
+        r.fault()
+        r.agents["a"].signal(SIGS[how])
+        # PROMISE: 128+N.
+        r.expect["a"] = {128 + SIGS[how]}
+    r.bound = 12
+
+
+def sc_grandchild_left(r):
+    how = r.rng.choice(["sleep", "yes"])
+    if how == "sleep":
+        restarts = r.rng.choice([0, 2])
+        r.agent("a", None, 1, sh("sleep 987 & exit 1"), ["--max_restarts=%d" % restarts])
+        r.desc = "`sleep 987 & exit 1`, max_restarts=%d" % restarts
+        r.expect["a"] = {1}  # PROMISE: the worker's status, no sleep left
+    else:
+        r.agent("a", None, 1, sh("yes & sleep 0.2; exit 0"))
+        r.desc = "`yes & exit 0` (a grandchild writes forever)"
+        r.expect["a"] = {0}  # PROMISE: 0, the drain ends, no yes left
+    r.fault()
+    r.bound = 10
+
+
+def sc_stalled_reader(r):
+    how = r.rng.choice(["exit", "TERM", "INT"])
+    rd, wr = os.pipe()
+    r.helper(["sleep", "300"], stdin=rd)
+    os.close(rd)
+    done = r.path("printed")
+    # ~8000 lines of ~60 bytes: far more than a pipe holds.
+    tail = ["exit", "0"] if how == "exit" else ["hang"]
+    r.agent("a", None, 1, fake("print", 8000, "append", done, "printed", *tail),
+            ["--log_dir=" + r.path("logs")], stdout=wr)
+    os.close(wr)
+    r.wait_lines("printed", 1)
+    r.desc = "`crun ... | sleep 300`, 440 KB of output, then %s" % (
+        "the worker exits 0" if how == "exit" else "SIG%s to the agent" % how)
+    r.fault()
+    if how == "exit":
+        r.expect["a"] = {0}  # PROMISE: 0, not blocked on the reader
+    else:
+        r.agents["a"].signal(SIGS[how])
+        r.expect["a"] = {128 + SIGS[how]}  # PROMISE: 128+N
+    r.bound = 15
+
+
+STRANGER = ("import socket,sys,time; s=socket.socket(); "
+            "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+            "s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(); "
+            "open(sys.argv[3], 'w').write('ready\\n'); time.sleep(120)")
+
+
+def sc_stranger(r):
+    addr = r.rng.choice(["0.0.0.0", "127.0.0.1"])
+    n = r.rng.choice([1, 2])
+    r.helper([PYTHON, "-c", STRANGER, addr, str(r.port), r.path("ready")])
+    r.wait_lines("ready", 1)
+    jt = 4
+    for x in "ab"[:n]:
+        r.agent(x, "2", 1, ["/bin/true"], ["--rdzv_conf=join_timeout=%d" % jt])
+    r.desc = "a silent program on %s:%d, %d agent(s), join_timeout=%d" % (addr, r.port, n, jt)
+    r.fault()
+    # PROMISE: every agent gives up within join_timeout (+ slack) with 1.
+    for x in r.agents:
+        r.expect[x] = {1}
+    r.bound = jt + 6
+
+
+def sc_late_joiner(r):
+    pids = r.path("pids")
+    when = r.rng.choice(["running", "rendezvous"])
+    if when == "running":
+        w = sh("echo $$ >>%s; exec %s hang-if-attempt 0" % (q(pids), q(FAKE)))
+        r.agent("a", "2:3", 1, w)
+        r.wait_listening()
+        r.agent("b", "2:3", 1, w)
+        r.wait_lines("pids", 2)
+        r.agent("c", "2:3", 1, w)
+        r.desc = "2 agents (2:3) on %s run; a third joins" % r.net
+    else:
+        w = sh("echo $$ >>%s; exec %s sleep 1500 exit 0" % (q(pids), q(FAKE)))
+        ex = ["--rdzv_conf=last_call_timeout=3"]
+        r.agent("a", "2:3", 1, w, ex)
+        r.wait_listening()
+        r.agent("b", "2:3", 1, w, ex)
+        r.sleep(r.rng.uniform(0.2, 1.5))
+        r.agent("c", "2:3", 1, w, ex)
+        r.desc = "2 agents (2:3) on %s in the last call; a third joins" % r.net
+    r.fault()
+    # PROMISE: everyone (re-)forms as 3 and exits 0.
+    for x in "abc":
+        r.expect[x] = {0}
+    r.bound = 25
+
+
+def sc_signal_rdzv(r):
+    sig = r.rng.choice(["TERM", "INT"])
+    n = r.rng.choice([1, 2])
+    w = fake("exit", 0)
+    r.agent("a", "3", 1, w)
+    r.wait_listening()
+    if n == 2:
+        r.agent("b", "3", 1, w)
+        r.sleep(0.5)
+    r.desc = "%d agent(s) of 3 on %s waiting for MIN, SIG%s to each" % (n, r.net, sig)
+    r.fault()
+    for x in sorted(r.agents, reverse=True):
+        r.agents[x].signal(SIGS[sig])
+        r.sleep(r.rng.uniform(0, 0.5))
+        r.expect[x] = {128 + SIGS[sig]}  # PROMISE: 128+N
+    r.bound = 8
+
+
+def sc_signal_run(r):
+    sig = r.rng.choice(["TERM", "INT"])
+    N = 128 + SIGS[sig]
+    shape = r.rng.choice(["lone", "nonhost3", "nonhost2", "host3"])
+    pids = r.path("pids")
+    w = sh("echo $$ >>%s; exec %s hang-if-attempt 0" % (q(pids), q(FAKE)))
+    if shape == "lone":
+        r.agent("a", None, r.rng.choice([1, 2]), w)
+        r.wait_lines("pids", 1)
+        victim = "a"
+        r.expect["a"] = {N}
+    elif shape == "nonhost2":
+        r.agent("a", "2", 1, w)
+        r.wait_listening()
+        r.agent("b", "2", 1, w)
+        r.wait_lines("pids", 2)
+        victim = "b"
+        r.expect = {"a": {N}, "b": {N}}  # below MIN: the signal's status passed on
+    else:
+        three_agents(r, w)
+        r.wait_lines("pids", 3)
+        if shape == "host3":
+            victim = "a"
+            r.expect = {"a": {N}, "b": {N}, "c": {N}}  # the host's signal passed on
+        else:
+            victim = r.rng.choice(["b", "c"])
+            r.expect = {x: ({N} if x == victim else {0}) for x in "abc"}
+    r.desc = "%s on %s, SIG%s to agent %s during the run" % (shape, r.net, sig, victim)
+    r.fault()
+    r.agents[victim].signal(SIGS[sig])
+    r.bound = 20
+
+
+def sc_signal_stop(r):
+    how = r.rng.choice(["second-signal", "after-failure"])
+    first = r.rng.choice(["TERM", "INT"])
+    second = r.rng.choice(["TERM", "INT"])
+    pids = r.path("pids")
+    extra = ["--shutdown_timeout=3", "--max_restarts=0"]
+    nodes = r.rng.choice([1, 2])
+    # The pid is written once the signals are ignored; rank 0 fails 0.3 s later.
+    if how == "second-signal":
+        w = fake("ignore", "TERM", "ignore", "INT", "pid", pids, "hang")
+    else:
+        w = fake("ignore", "TERM", "ignore", "INT", "pid", pids, "sleep", 300, "fail-if-rank", 0, 3, "hang")
+    if nodes == 1:
+        r.agent("a", None, 2, w, extra)
+    else:
+        r.agent("a", "2", 1, w, extra)
+        r.wait_listening()
+        r.agent("b", "2", 1, w, extra)
+    r.wait_lines("pids", 2)
+    r.fault()
+    a = r.agents["a"]
+    if how == "second-signal":
+        a.signal(SIGS[first])
+        r.sleep(r.rng.uniform(0.3, 1.5))
+        a.signal(SIGS[second])
+        r.desc = "%d node(s), workers ignore TERM/INT: SIG%s then SIG%s to a" % (nodes, first, second)
+        # PROMISE: the first signal's 128+N on a, passed on to the other node.
+        r.expect["a"] = {128 + SIGS[first]}
+        if nodes == 2:
+            r.expect["b"] = {128 + SIGS[first]}
+    else:
+        r.sleep(r.rng.uniform(0.6, 2.5))  # rank 0 failed, rank 1 ignores SIGTERM
+        a.signal(SIGS[first])
+        r.desc = "%d node(s), rank 0 failed, workers ignore TERM: SIG%s during the stop" % (nodes, first)
+        # PROMISE: the worker's status 3, or 128+N where the signal was taken.
+        r.expect["a"] = {3, 128 + SIGS[first]}
+        if nodes == 2:
+            r.expect["b"] = {3, 128 + SIGS[first]}
+    r.bound = 3 + 10
+
+
+SCENARIOS = [
+    ("worker_kill9", sc_worker_kill9, False),
+    ("agent_kill9", sc_agent_kill9, True),
+    ("host_kill9", sc_host_kill9, True),
+    ("sigstop", sc_sigstop, True),
+    ("link_cut", sc_link_cut, True),
+    ("bad_interp", sc_bad_interp, False),
+    ("term_grandchild", sc_term_grandchild, False),
+    ("grandchild_left", sc_grandchild_left, False),
+    ("stalled_reader", sc_stalled_reader, False),
+    ("stranger", sc_stranger, False),
+    ("late_joiner", sc_late_joiner, True),
+    ("signal_rdzv", sc_signal_rdzv, True),
+    ("signal_run", sc_signal_run, True),
+    ("signal_stop", sc_signal_stop, False),
+]
+NETNS_ONLY = {"link_cut"}
+
+
+def draw(seed, runs, only):
+    """The scenario sequence: every kind once per shuffled cycle, so a short
+    run still covers many kinds; each index has its own generator."""
+    rng = random.Random(seed)
+    kinds = [s for s in SCENARIOS if not only or only in s[0]]
+    if not NETNS:
+        kinds = [s for s in kinds if s[0] not in NETNS_ONLY]
+    out = []
+    while len(out) < runs:
+        cycle = kinds[:]
+        rng.shuffle(cycle)
+        out += cycle
+    return out[:runs]
+
+
+def main():
+    seed = int(os.environ.get("CHAOS_SEED") or random.SystemRandom().randrange(1, 10**9))
+    runs = int(os.environ.get("CHAOS_RUNS") or 100)
+    only = os.environ.get("CHAOS_ONLY", "")
+    pick = {int(x) for x in os.environ.get("CHAOS_PICK", "").split(",") if x.strip()}
+    for p in (CRUN, FAKE):
+        if not os.access(p, os.X_OK):
+            print("chaos: %s is not built" % p, file=sys.stderr)
+            return 2
+    print("chaos: seed %d, %d scenarios, crun %s, netns %s (replay: CHAOS_SEED=%d CHAOS_RUNS=%d)"
+          % (seed, runs, CRUN, "on" if NETNS else "off: " + os.environ.get("CHAOS_NETNS_WHY", "not set up"),
+             seed, runs), flush=True)
+    def on_signal(sig, frame):
+        raise KeyboardInterrupt()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    tmp = tempfile.mkdtemp(prefix="crun-chaos-%d-" % seed)
+    table = {}
+    failed = hangs = orphans = 0
+    t0 = now()
+    for i, (kind, fn, multi) in enumerate(draw(seed, runs, only)):
+        if pick and i not in pick:
+            continue
+        rng = random.Random("%d-%d" % (seed, i))
+        r = Run(i, kind, rng, tmp, seed)
+        if NETNS and multi and rng.random() < 0.5 or kind in NETNS_ONLY:
+            r.net = "netns"
+            r.port = 20000 + (seed + i) % 10000
+        try:
+            fn(r)
+            r.finish()
+        except Failure as e:
+            r.problems.append("setup: " + str(e))
+            r.cleanup()
+        except Exception as e:  # a bug in the driver is a failure too
+            r.problems.append("driver: %r" % (e,))
+            r.cleanup()
+        except KeyboardInterrupt:
+            print("chaos: interrupted in scenario %d; cleaning up" % i, flush=True)
+            r.cleanup()
+            return 130
+        ok = not r.problems
+        st = table.setdefault(kind, [0, 0, 0.0])
+        st[0] += 1
+        st[1] += ok
+        st[2] = max(st[2], r.time_to_end)
+        hangs += r.hangs
+        orphans += r.orphans
+        statuses = " ".join("%s=%s@%.1f" % (n, a.status, a.t_end - r.t_fault if a.t_end else -1)
+                            for n, a in sorted(r.agents.items()))
+        print("%3d %-16s %-4s %s  [%s] end %.1fs -- %s" % (
+            i, kind, "ok" if ok else "FAIL", r.net, statuses, r.time_to_end, r.desc), flush=True)
+        if not ok:
+            failed += 1
+            for p in r.problems:
+                print("      " + p)
+            for n, a in sorted(r.agents.items()):
+                out = a.output().strip().splitlines()[-4:]
+                for l in out:
+                    print("      %s| %s" % (n, l[:160]))
+            print("      replay: CHAOS_SEED=%d CHAOS_RUNS=%d CHAOS_PICK=%d make chaos" % (seed, runs, i),
+                  flush=True)
+    print("\n%-16s %5s %7s %15s" % ("scenario", "runs", "passed", "worst end (s)"))
+    for kind, _, _ in SCENARIOS:
+        if kind in table:
+            st = table[kind]
+            print("%-16s %5d %7d %15.1f" % (kind, st[0], st[1], st[2]))
+    total = sum(st[0] for st in table.values())
+    print("chaos: seed %d: %d scenarios, %d failed, %d hang(s), %d orphan(s), %.0f s" % (
+        seed, total, failed, hangs, orphans, now() - t0))
+    if not failed and not os.environ.get("CHAOS_KEEP"):
+        subprocess.run(["rm", "-rf", tmp])
+    else:
+        print("chaos: logs kept in %s" % tmp)
+    return 1 if failed or hangs or orphans else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
