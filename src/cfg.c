@@ -85,6 +85,22 @@ void cfg_init(struct crun_cfg *cfg)
 	cfg->rdzv.is_host = -1;
 }
 
+void cfg_rdzv_conf_release(struct crun_rdzv_conf *c)
+{
+	free(c->store_type);
+	free(c->local_addr);
+	free(c->etcd_prefix);
+	free(c->cacert);
+	free(c->cert);
+	free(c->key);
+	free(c->user);
+	free(c->password_file);
+	free(c->secret_file);
+	c->store_type = c->local_addr = c->etcd_prefix = NULL;
+	c->cacert = c->cert = c->key = c->user = c->password_file = NULL;
+	c->secret_file = NULL;
+}
+
 void cfg_release(struct crun_cfg *cfg)
 {
 	int i;
@@ -107,15 +123,7 @@ void cfg_release(struct crun_cfg *cfg)
 	free(cfg->rdzv_endpoint);
 	free(cfg->rdzv_id);
 	free(cfg->rdzv_conf_str);
-	free(cfg->rdzv.store_type);
-	free(cfg->rdzv.local_addr);
-	free(cfg->rdzv.etcd_prefix);
-	free(cfg->rdzv.cacert);
-	free(cfg->rdzv.cert);
-	free(cfg->rdzv.key);
-	free(cfg->rdzv.user);
-	free(cfg->rdzv.password_file);
-	free(cfg->rdzv.secret_file);
+	cfg_rdzv_conf_release(&cfg->rdzv);
 	free(cfg->master_addr);
 	free(cfg->local_addr);
 	free(cfg->log_dir);

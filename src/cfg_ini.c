@@ -560,8 +560,7 @@ static void check_conf(struct ini_state *st, struct ini_entry *e,
 	memset(&scratch, 0, sizeof(scratch));
 	if (cfg_parse_rdzv_conf(text, &scratch, why, sizeof(why)))
 		note(st, e->line, "%s", why);
-	free(scratch.store_type);
-	free(scratch.local_addr);
+	cfg_rdzv_conf_release(&scratch);
 }
 
 /* Pass one for one entry: what it sets, its expanded value, and whether it

@@ -35,6 +35,7 @@ struct crun_rdzv_store {
 	char host[256];
 	int port;
 	int timeout_ms;
+	int opened; /* the store was reached once: see new_client */
 	struct crun_store_server *server; /* when this agent hosts */
 	struct crun_store_aclient *main;
 	struct crun_store_aclient *watch;
@@ -76,11 +77,20 @@ static void setup_server(struct crun_rdzv_store *s)
 }
 
 /* A client of ours, with the secret if there is one. */
+/*
+ * Until the store has been reached, a connection waits for the host as long
+ * as opening may (it may start later than us). Once reached, a host that
+ * refuses a new connection (a watch) is gone: give up after
+ * RECONNECT_MS, not after the join deadline.
+ */
+#define RECONNECT_MS 3000
+
 static int new_client(struct crun_rdzv_store *s, store_aclient_connect_cb cb,
 		      struct crun_store_aclient **out)
 {
-	int rc = store_aclient_new(s->loop, s->host, s->port, s->timeout_ms, cb,
-				   s, out);
+	int ms = s->opened && s->timeout_ms > RECONNECT_MS ? RECONNECT_MS
+							   : s->timeout_ms;
+	int rc = store_aclient_new(s->loop, s->host, s->port, ms, cb, s, out);
 
 	if (rc == 0 && s->has_key)
 		store_aclient_set_auth(*out, &s->key);
@@ -414,6 +424,7 @@ static void finish_open(struct crun_rdzv_store *s, int status)
 
 	uv_timer_stop(&s->progress);
 	s->open_cb = NULL;
+	s->opened = status == 0;
 	if (cb)
 		cb(s, status, s->open_data);
 }

@@ -158,6 +158,9 @@ void cfg_init(struct crun_cfg *cfg);
 /** Free every string and array cfg owns. */
 void cfg_release(struct crun_cfg *cfg);
 
+/** Free the strings of an rdzv_conf (cfg_parse_rdzv_conf sets them). */
+void cfg_rdzv_conf_release(struct crun_rdzv_conf *c);
+
 /**
  * Parse a command line (argv[0] is the program name) into cfg, reading
  * PET_<NAME> from envp (NULL: environ) for options not on the command line.

@@ -25,7 +25,7 @@ echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (voi
 	{ echo "SKIP: fuzz: $CLANG has no libFuzzer (apt-get install clang)" >&2; exit 77; }
 
 FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c11 -D_GNU_SOURCE -DCRUN_VERSION=\"fuzz\" -Iinclude -Isrc"
-CFG_SRC="src/cfg.c src/cfg_ini.c src/cfg_slurm.c src/slurm.c src/hostlist.c src/err.c"
+CFG_SRC="src/cfg.c src/cfg_ini.c src/cfg_slurm.c src/slurm.c src/hostlist.c src/err.c src/gpu.c src/etcd.c src/curl_uv.c"
 
 # sources TARGET: the src/ files and libraries a target needs.
 sources() {
@@ -33,7 +33,7 @@ sources() {
 	store_wire) echo "src/store_wire.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
 	rdzv_records) echo "src/rdzv_records.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
 	hostlist) echo "src/hostlist.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
-	cfg_ini | cli) echo "$CFG_SRC $(pkg-config --cflags --libs libuv inih)" ;;
+	cfg_ini | cli) echo "$CFG_SRC $(pkg-config --cflags --libs libuv inih libcurl jansson libsodium)" ;;
 	esac
 }
 # options TARGET: extra libFuzzer flags.
