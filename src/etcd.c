@@ -705,8 +705,10 @@ static void authenticate(struct etcd *e)
 	req_start(q);
 }
 
-int etcd_call(struct etcd *e, const char *path, json_t *body, etcd_cb cb,
-	      void *arg)
+/* Start a request (msg NULL) or a stream; *out, if given, is its handle. */
+static int etcd_start(struct etcd *e, const char *path, json_t *body,
+		      etcd_msg_cb msg, etcd_cb cb, void *arg,
+		      struct etcd_req **out)
 {
 	struct etcd_req *q;
 
@@ -718,29 +720,24 @@ int etcd_call(struct etcd *e, const char *path, json_t *body, etcd_cb cb,
 	if (q == NULL)
 		return UV_ENOMEM;
 	q->cb = cb;
+	q->msg = msg;
 	q->arg = arg;
+	if (out)
+		*out = q;
 	req_start(q);
 	return 0;
+}
+
+int etcd_call(struct etcd *e, const char *path, json_t *body, etcd_cb cb,
+	      void *arg)
+{
+	return etcd_start(e, path, body, NULL, cb, arg, NULL);
 }
 
 int etcd_stream(struct etcd *e, const char *path, json_t *body, etcd_msg_cb msg,
 		etcd_cb end, void *arg, struct etcd_req **out)
 {
-	struct etcd_req *q;
-
-	if (e->closing) {
-		json_decref(body);
-		return CRUN_ECLOSED;
-	}
-	q = req_new(e, path, body);
-	if (q == NULL)
-		return UV_ENOMEM;
-	q->cb = end;
-	q->msg = msg;
-	q->arg = arg;
-	*out = q;
-	req_start(q);
-	return 0;
+	return etcd_start(e, path, body, msg, end, arg, out);
 }
 
 void etcd_req_cancel(struct etcd_req *q)

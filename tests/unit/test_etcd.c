@@ -249,17 +249,6 @@ Test(etcd, endpoint_lists)
 
 /* --- the etcd keys of --rdzv_conf --------------------------------------- */
 
-static void conf_free(struct crun_rdzv_conf *c)
-{
-	free(c->store_type);
-	free(c->local_addr);
-	free(c->etcd_prefix);
-	free(c->cacert);
-	free(c->cert);
-	free(c->key);
-	free(c->user);
-	free(c->password_file);
-}
 
 Test(etcd, rdzv_conf_keys)
 {
@@ -287,7 +276,7 @@ Test(etcd, rdzv_conf_keys)
 		     0, "%s", e);
 	cr_assert_str_eq(c.cacert, "/a");
 	cr_assert_str_eq(c.key, "/k");
-	conf_free(&c);
+	cfg_rdzv_conf_release(&c);
 }
 
 Test(etcd, rdzv_conf_bad_values)
@@ -303,6 +292,6 @@ Test(etcd, rdzv_conf_bad_values)
 		cr_assert_neq(cfg_parse_rdzv_conf(bad[i], &c, e, sizeof(e)), 0,
 			      "'%s' accepted", bad[i]);
 		cr_assert(strstr(e, "invalid value"), "%s: %s", bad[i], e);
-		conf_free(&c);
+		cfg_rdzv_conf_release(&c);
 	}
 }
