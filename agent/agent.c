@@ -1369,10 +1369,14 @@ static int agent_setup_logs(struct agent *a)
 		    strerror(errno));
 		return -errno;
 	}
-	a->log_root = malloc(strlen(dir) + strlen(a->cfg->rdzv_id) + 2);
-	snprintf(a->log_root, strlen(dir) + strlen(a->cfg->rdzv_id) + 2,
-		 "%s/%s", dir, a->cfg->rdzv_id);
-	if (mkdir(a->log_root, 0755) && errno != EEXIST) {
+	/*
+	 * <dir>/<run_id>_<random>, as torchrun: reruns of a job with a fixed
+	 * --rdzv_id, and nodes sharing one log_dir, never mix their files.
+	 */
+	a->log_root = malloc(strlen(dir) + strlen(a->cfg->rdzv_id) + 9);
+	snprintf(a->log_root, strlen(dir) + strlen(a->cfg->rdzv_id) + 9,
+		 "%s/%s_XXXXXX", dir, a->cfg->rdzv_id);
+	if (mkdtemp(a->log_root) == NULL || chmod(a->log_root, 0755)) {
 		say("cannot create log directory '%s': %s", a->log_root,
 		    strerror(errno));
 		return -errno;

@@ -62,7 +62,7 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	X(numa_binding, "numa_binding", 0, STR, "job", NULL, CFG_ENV_PET,      \
 	  G_LAUNCH, "node, socket, exclusive, core-complex (not applied yet)") \
 	X(log_dir, "log_dir", 0, STR, "logs", NULL, CFG_ENV_PET, G_LOGS,        \
-	  "write <dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log") \
+	  "write <dir>/<run_id>_<rand>/attempt_<n>/<rank>/{stdout,stderr}.log") \
 	X(redirects, "redirects", 'r', STR, "logs", "0", CFG_ENV_PET, G_LOGS, \
 	  "streams to files only: 0 none, 1 out, 2 err, 3 both, or 0:1,1:2")  \
 	X(tee, "tee", 't', STR, "logs", "0", CFG_ENV_PET, G_LOGS,             \

@@ -37,7 +37,7 @@ for r in 0 1 2; do
 	id=$(v TORCHELASTIC_RUN_ID)
 	[ -n "$id" ] && [ "$id" != none ] || fail "TORCHELASTIC_RUN_ID '$id'"
 	ef=$(v TORCHELASTIC_ERROR_FILE)
-	expect_eq "TORCHELASTIC_ERROR_FILE" "$ef" "$T/logs/$id/attempt_0/$r/error.json"
+	expect_eq "TORCHELASTIC_ERROR_FILE" "$ef" "$(echo "$T/logs/${id}"_*)/attempt_0/$r/error.json"
 	[ -d "$(dirname "$ef")" ] || fail "error file directory $(dirname "$ef") missing"
 done
 # Every worker agrees on the run id and port.

@@ -13,11 +13,11 @@ expect_eq "split or mixed lines" "$bad" 0
 for r in 0 1 2 3 4 5 6 7; do
 	n=$(grep -c "^\[default$r\]:" "$T/out")
 	expect_eq "lines of rank $r" "$n" 20000
-	f="$T/logs/tee/attempt_0/$r/stdout.log"
+	f="$(echo "$T"/logs/tee_*)/attempt_0/$r/stdout.log"
 	expect_eq "file lines of rank $r" "$(wc -l <"$f")" 20000
 	# The file holds the worker's raw bytes, without prefixes, in order.
 	expect_eq "file order of rank $r" "$(sed -n '20000s/.* line \([0-9]*\) .*/\1/p' "$f")" 19999
-	expect_grep "stderr file of rank $r" "^bye$" "$T/logs/tee/attempt_0/$r/stderr.log"
+	expect_grep "stderr file of rank $r" "^bye$" "$(echo "$T"/logs/tee_*)/attempt_0/$r/stderr.log"
 done
 expect_eq "stderr console" "$(grep -c '^\[default[0-7]\]:bye$' "$T/err")" 8
 
@@ -27,14 +27,14 @@ expect_eq "stderr console" "$(grep -c '^\[default[0-7]\]:bye$' "$T/err")" 8
 	"$FAKE_WORKER" print 3 >"$T/out2" 2>&1 || fail "redirect run"
 expect_eq "console has rank 0 only" "$(grep -c '^rank 0 line' "$T/out2")" 3
 expect_nogrep "rank 1 not on console" "^rank 1 line" "$T/out2"
-expect_eq "rank 1 file" "$(grep -c '^rank 1 line' "$T/logs/redir/attempt_0/1/stdout.log")" 3
-[ ! -e "$T/logs/redir/attempt_0/0/stdout.log" ] || fail "rank 0 stdout was not redirected"
+expect_eq "rank 1 file" "$(grep -c '^rank 1 line' "$(echo "$T"/logs/redir_*)/attempt_0/1/stdout.log")" 3
+[ ! -e "$(echo "$T"/logs/redir_*)/attempt_0/0/stdout.log" ] || fail "rank 0 stdout was not redirected"
 
 # --local_ranks_filter picks which ranks reach the console; files keep all.
 "$CRUN" --nproc_per_node=3 --tee=1 --local-ranks-filter=0,2 --log_dir="$T/logs" \
 	--rdzv_id=filt "$FAKE_WORKER" print 2 >"$T/out3" 2>&1 || fail "filter run"
 expect_eq "filtered console" "$(grep -o '^\[default[0-9]\]' "$T/out3" | sort -u | tr '\n' ' ')" "[default0] [default2] "
-expect_eq "filtered rank keeps its file" "$(wc -l <"$T/logs/filt/attempt_0/1/stdout.log")" 2
+expect_eq "filtered rank keeps its file" "$(wc -l <"$(echo "$T"/logs/filt_*)/attempt_0/1/stdout.log")" 2
 
 # A redirected stderr still feeds the failure report (read back from its file).
 "$CRUN" --nproc_per_node=1 --redirects=2 --log_dir="$T/logs" --rdzv_id=rerr \

@@ -24,8 +24,8 @@ expect_grep "report title" "fake_worker FAILED" "$T/out2"
 expect_grep "root cause" "Root Cause (first observed failure):" "$T/out2"
 expect_grep "rank line" "rank      : 1 (local_rank: 1)" "$T/out2"
 expect_grep "attempt_2 kept" "attempt_2" "$T/out2"
-[ -d "$T/logs/job1/attempt_0" ] && [ -d "$T/logs/job1/attempt_1" ] || fail "earlier attempts' logs missing"
-"$PYTHON" - "$T/logs/job1/attempt_2/failures.json" <<'PY' || fail "failures.json"
+[ -d "$(echo "$T"/logs/job1_*)/attempt_0" ] && [ -d "$(echo "$T"/logs/job1_*)/attempt_1" ] || fail "earlier attempts' logs missing"
+"$PYTHON" - "$(echo "$T"/logs/job1_*)/attempt_2/failures.json" <<'PY' || fail "failures.json"
 import json, sys
 d = json.load(open(sys.argv[1]))
 f = d["failures"][d["root_cause"]]

@@ -102,7 +102,7 @@ for r in 0 1 2 3; do
 	expect_eq "WORLD_SIZE of $r" "$(v WORLD_SIZE)" 4
 done
 id=$(sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$T/env.0")
-[ -d "$T/crun-logs/$id/attempt_0/3" ] || fail "no logs under $T/crun-logs/$id (log_dir from the file)"
+[ -d "$(echo "$T/crun-logs/${id}"_*)/attempt_0/3" ] || fail "no logs under $T/crun-logs/$id (log_dir from the file)"
 
 # --- crun job.ini [extra args]: the file's entrypoint, the extras as args --
 cat >"$T/job.ini" <<EOF

@@ -60,7 +60,7 @@ cat "$T/a.out" "$T/b.out" >"$T/ab.out"
 expect_grep "the other node heard of it" "a worker failed on another node" "$T/ab.out"
 expect_grep "restart counted once, job-wide" "restart 1 of 1 after a worker failure" "$T/ab.out"
 for d in la lb; do
-	[ -d "$T/$d/restart/attempt_0/0" ] && [ -d "$T/$d/restart/attempt_1/1" ] ||
+	[ -d "$(echo "$T/$d"/restart_*)/attempt_0/0" ] && [ -d "$(echo "$T/$d"/restart_*)/attempt_1/1" ] ||
 		fail "log directories of generations 0 and 1 missing in $d"
 done
 

@@ -68,15 +68,17 @@ for r in 0 1; do
 done
 
 # --- the log layout ------------------------------------------------------------
-# torchrun: <log_dir>/<run_id>_<random>/attempt_0/<local_rank>/{stdout,stderr}.log
-# crun:     <log_dir>/<run_id>/attempt_0/<local_rank>/{stdout,stderr}.log
-# (intended: crun's run ids are unique already, so no random suffix).
+# Both: <log_dir>/<run_id>_<random>/attempt_0/<local_rank>/{stdout,stderr}.log
 (cd "$T"/lc/*/ && find . -type f | sort) >"$T/layout.c"
 (cd "$T"/lt/*/ && find . -type f | sort) >"$T/layout.t"
 diff "$T/layout.c" "$T/layout.t" >&2 || fail "log layouts below the run directory differ"
-expect_eq "crun's run dir is the run id" "$(basename "$T"/lc/*)" "$(sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$T/ec.0")"
-case "$(basename "$T"/lt/*)" in "$(sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$T/et.0")"_*) ;;
-	*) fail "torchrun's run dir is not <run_id>_<random>" ;; esac
+for x in c:lc:ec t:lt:et; do
+	IFS=: read -r who dir env <<EOF2
+$x
+EOF2
+	case "$(basename "$T"/$dir/*)" in "$(sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$T/$env.0")"_?*) ;;
+		*) fail "$who's run dir $(basename "$T"/$dir/*) is not <run_id>_<random>" ;; esac
+done
 # The error file each launcher gives a worker lies in that layout.
 expect_eq "crun's error file" "$(sed -n 's/^TORCHELASTIC_ERROR_FILE=//p' "$T/ec.1")" "$(echo "$T"/lc/*)/attempt_0/1/error.json"
 expect_eq "torchrun's error file" "$(sed -n 's/^TORCHELASTIC_ERROR_FILE=//p' "$T/et.1")" "$(echo "$T"/lt/*)/attempt_0/1/error.json"
