@@ -546,11 +546,14 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 				       : (int)strtol(a->peer_why, NULL, 10);
 		if (status <= 0)
 			status = 1;
-		say("job failed: %s; no restarts left (--max_restarts=%d); "
-		    "exiting with "
+		/* Restarts left, yet refused: a node had already finished. */
+		say("job failed: %s; %s (--max_restarts=%d); exiting with "
 		    "status %d",
 		    strchr(a->peer_why, ' ') ? strchr(a->peer_why, ' ') + 1
 					     : a->peer_why,
+		    rdzv_restarts(r) > a->cfg->max_restarts
+			? "no restarts left"
+			: "it cannot restart: another node already finished",
 		    a->cfg->max_restarts, status);
 	} else if (kind == RDZV_END_SUCCESS) {
 		status = 1;
