@@ -5,6 +5,7 @@
  * takes the child's descendants down when its parent dies.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 #include "crun/proc.h"
 
 /* argv strings must be writable (-Wwrite-strings); the test process ends soon. */
-#define S(x) strdup(x)
+#define S(x) ((char *)(x)) /* argv is char *[]; nothing to free */
 
 static int got_status = -1, got_signal = -1;
 static pid_t got_pid;
@@ -46,7 +47,10 @@ static int run(char **argv, pid_t *pid)
 	got_status = got_signal = -1;
 	cr_assert_eq(proc_spawn(r, &o, &p), 0);
 	*pid = proc_pid(p);
-	cr_assert_eq(getpgid(*pid), *pid, "the child leads its own group");
+	/* A child that has already died and been reaped has no group left. */
+	errno = 0;
+	cr_assert(getpgid(*pid) == *pid || errno == ESRCH,
+		  "the child leads its own group");
 	while (got_status < 0)
 		uv_run(&loop, UV_RUN_ONCE);
 	procs_close(r, NULL, NULL);
