@@ -454,7 +454,8 @@ static void req_failover(struct etcd_req *q, const char *why)
 	struct etcd *e = q->e;
 	uint64_t now = uv_now(e->loop);
 
-	snprintf(q->lasterr, sizeof(q->lasterr), "%s: %s", e->urls[q->ep], why);
+	snprintf(q->lasterr, sizeof(q->lasterr), "%.120s: %.120s",
+		 e->urls[q->ep], why);
 	if (e->cur == q->ep && e->n > 1) {
 		e->cur = (e->cur + 1) % e->n;
 		e->failovers++;
