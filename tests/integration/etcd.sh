@@ -12,23 +12,8 @@ TTL=2
 FAST="last_call_timeout=1,join_timeout=20,lease_ttl=$TTL,read_timeout=5"
 now_ms() { date +%s%3N; }
 v() { sed -n "s/^$1=//p" "$2"; }
-exited() {
-	_st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-	[ -z "$_st" ] || [ "$_st" = Z ]
-}
-agent_exited() { eval "exited \$pid_$1"; }
-# agent NAME NPROC NNODES [crun flags and worker...]: crun in the background.
-agent() {
-	_name=$1 _np=$2 _nn=$3; shift 3
-	"$CRUN" --nnodes="$_nn" --nproc_per_node="$_np" --rdzv_backend=etcd \
-		--rdzv_endpoint="$EP" --rdzv_id="$JOB" "$@" >"$T/$_name.out" 2>&1 &
-	eval "pid_$_name=\$!"
-	at_exit "kill -9 $! 2>/dev/null"
-}
 expect_status() {
-	wait_for "${3:-30}" agent_exited "$1" || { tail -n 20 "$T/$1.out" >&2; fail "agent $1 still running after ${3:-30} s"; }
-	eval "wait \$pid_$1"; _rc=$?
-	[ "$_rc" = "$2" ] || { cat "$T/$1.out" >&2; fail "agent $1 exited $_rc, want $2"; }
+	etcd_expect_status "$1" "$2" "${3:-30}"
 }
 no_keys() { [ -z "$(etcd_keys "/crun/$1/")" ]; }
 

@@ -12,10 +12,6 @@ export PYTHON
 FAST="last_call_timeout=1,join_timeout=30,lease_ttl=2,read_timeout=10"
 EPS="h1:2379,h2:2379,h3:2379"
 now_ms() { date +%s%3N; }
-exited() {
-	_st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-	[ -z "$_st" ] || [ "$_st" = Z ]
-}
 agent_exited() { eval "exited \$pid_$1"; }
 # agent NAME HOST NPROC NNODES [crun flags and worker...]
 agent() {

@@ -91,3 +91,20 @@ sys.exit(0 if s["Status"]["leader"] == s["Status"]["header"]["member_id"] else 1
 
 # etcd_keys PREFIX: the keys under PREFIX, one a line.
 etcd_keys() { for _m in $ETCD_NAMES; do etcd_ctl "$_m" --command-timeout=2s get --prefix --keys-only "$1" 2>/dev/null | grep . && return 0; done; return 0; }
+
+# Agents on this machine against $EP with job id $JOB (etcd.sh, etcd_failover.sh).
+agent_exited() { eval "exited \$pid_$1"; }
+# agent NAME NPROC NNODES [crun flags and worker...]: crun in the background.
+agent() {
+	_name=$1 _np=$2 _nn=$3; shift 3
+	"$CRUN" --nnodes="$_nn" --nproc_per_node="$_np" --rdzv_backend=etcd \
+		--rdzv_endpoint="$EP" --rdzv_id="$JOB" "$@" >"$T/$_name.out" 2>&1 &
+	eval "pid_$_name=\$!"
+	at_exit "kill -9 $! 2>/dev/null"
+}
+# etcd_expect_status NAME WANT SECONDS: the agent exits within SECONDS with WANT.
+etcd_expect_status() {
+	wait_for "$3" agent_exited "$1" || { tail -n 20 "$T/$1.out" >&2; fail "agent $1 still running after $3 s"; }
+	eval "wait \$pid_$1"; _rc=$?
+	[ "$_rc" = "$2" ] || { cat "$T/$1.out" >&2; fail "agent $1 exited $_rc, want $2"; }
+}

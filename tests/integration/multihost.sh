@@ -35,10 +35,6 @@ agent() {
 	eval "pid_$_name=\$NETNS_PID"
 }
 # exited PID: the child is gone or a zombie (kill -0 succeeds on a zombie).
-exited() {
-	_st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-	[ -z "$_st" ] || [ "$_st" = Z ]
-}
 agent_exited() { eval "exited \$pid_$1"; }
 all_exited() { for _a; do agent_exited "$_a" || return 1; done; }
 # expect_status NAME WANT [SECONDS]: the agent exits within SECONDS (default
