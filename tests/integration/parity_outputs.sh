@@ -17,7 +17,7 @@ expect_eq "exit status" "$?" 3
 [ -f "$T/e1.json" ] || fail "no launcher error file after a worker failure"
 expect_eq "errorCode" "$(json "$T/e1.json" 'd["message"]["errorCode"]')" 3
 json "$T/e1.json" 'd["message"]["message"]' >"$T/m1"
-expect_grep "message names the failed rank" "^ChildFailedError: .*fake_worker: rank 0 (local rank 0, pid [0-9]*) on .* exited with 3$" "$T/m1"
+expect_grep "message names the failed rank" "^ChildFailedError: .*fake_worker: rank \([01]\) (local rank \1, pid [0-9]*) on .* exited with 3$" "$T/m1"
 expect_eq "timestamp is now" "$(json "$T/e1.json" 'abs(int(d["message"]["extraInfo"]["timestamp"]) - __import__("time").time()) < 120')" True
 
 # 2. A Python worker decorated with @record: its file, errorCode overridden.
