@@ -17,7 +17,7 @@ PREFIX ?= /usr/local
 BUILD ?= build
 VERSION = 0.1.0
 
-PKGS = libuv libcurl inih jansson libsodium
+PKGS = libuv libcurl inih jansson libsodium libmicrohttpd hwloc
 
 # Make calls the idempotent installer only when a build dependency is missing.
 ifneq ($(shell $(PKG_CONFIG) --exists $(PKGS) criterion 2>/dev/null && echo ok),ok)

@@ -11,6 +11,10 @@ util-linux xxd clang libclang-rt-14-dev clang-format libsodium-dev lcov"
 PKGS="$PKGS slurm-wlm munge"
 # The etcd rendezvous tests start real etcd members (etcdctl for debugging).
 PKGS="$PKGS etcd-server etcd-client openssl"
+# Metrics (libmicrohttpd; a real Prometheus scrapes the agents in the tests),
+# CPU/NUMA binding (hwloc), firewall rules inside test namespaces, the scale
+# curves' plots.
+PKGS="$PKGS libmicrohttpd-dev prometheus libhwloc-dev hwloc nftables gnuplot-nox"
 
 missing=""
 for p in $PKGS; do
@@ -30,7 +34,7 @@ apt-get update -q
 # shellcheck disable=SC2086
 apt-get install -y -q --no-install-recommends $missing
 # Debian starts daemons on install; the tests start their own.
-for s in slurmctld slurmd munge etcd; do
+for s in slurmctld slurmd munge etcd prometheus; do
 	if command -v systemctl >/dev/null 2>&1; then systemctl stop "$s" 2>/dev/null || true; fi
 	pkill -x "$s" 2>/dev/null || true
 	pkill -x "${s}d" 2>/dev/null || true
