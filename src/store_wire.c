@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <assert.h>
+#include <endian.h>
 #include <uv.h>
 
 #include "crun/err.h"
@@ -77,18 +78,18 @@ struct store_cur {
 
 uint64_t store_wire_u64(const unsigned char *p)
 {
-	uint64_t v = 0;
-	int i;
+	uint64_t v;
 
-	for (i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
+	memcpy(&v, p, sizeof(v));
+	return le64toh(v);
 }
 
 uint32_t store_wire_u32(const unsigned char *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le32toh(v);
 }
 
 int store_wire_opcode(enum store_gen gen, enum store_op op)
@@ -209,20 +210,36 @@ static int store_cur_list(struct store_cur *c, int pairs, struct store_req *r)
 	return 1;
 }
 
-/* The op of a G0 or G3 opcode, or -1. */
-static int store_wire_op_of(enum store_gen gen, unsigned code)
-{
-	const signed char *t =
-	    gen == STORE_GEN_G3 ? store_wire_g3_codes : store_wire_g0_codes;
-	int op;
+/* opcode -> op, per generation: the tables above inverted (test_store_wire
+ * checks that they agree). */
+static const signed char store_wire_g0_ops[] = {
+    STORE_OP_SET,	  STORE_OP_COMPARE_SET, STORE_OP_GET,
+    STORE_OP_ADD,	  STORE_OP_CHECK,	STORE_OP_WAIT,
+    STORE_OP_GETNUMKEYS,  STORE_OP_WATCH_KEY,	STORE_OP_DELETE_KEY,
+    STORE_OP_APPEND,	  STORE_OP_MULTI_GET,	STORE_OP_MULTI_SET,
+    STORE_OP_CANCEL_WAIT,
+};
 
+static const signed char store_wire_g3_ops[] = {
+    STORE_OP_VALIDATE,	  STORE_OP_SET,	       STORE_OP_COMPARE_SET,
+    STORE_OP_GET,	  STORE_OP_ADD,	       STORE_OP_CHECK,
+    STORE_OP_WAIT,	  STORE_OP_GETNUMKEYS, STORE_OP_DELETE_KEY,
+    STORE_OP_APPEND,	  STORE_OP_MULTI_GET,  STORE_OP_MULTI_SET,
+    STORE_OP_CANCEL_WAIT, STORE_OP_PING,       STORE_OP_QUEUE_PUSH,
+    STORE_OP_QUEUE_POP,	  STORE_OP_QUEUE_LEN,  STORE_OP_LIST_KEYS,
+    STORE_OP_BARRIER,
+};
+
+/* The op of a G0 or G3 opcode, or -1. */
+int store_wire_op_of(enum store_gen gen, unsigned code)
+{
 	if (code == STORE_WIRE_AUTH_CODE)
 		return STORE_OP_AUTH;
-	for (op = 0; op < STORE_OP__COUNT; op++)
-		if (op != STORE_OP_AUTH && t[op] >= 0 &&
-		    (unsigned)t[op] == code)
-			return op;
-	return -1;
+	if (gen == STORE_GEN_G3)
+		return code < sizeof(store_wire_g3_ops)
+			   ? store_wire_g3_ops[code]
+			   : -1;
+	return code < sizeof(store_wire_g0_ops) ? store_wire_g0_ops[code] : -1;
 }
 
 /*

@@ -125,6 +125,9 @@ int store_wire_next_str(const unsigned char **p, const unsigned char *end,
 /** The opcode of op in gen, or -1 if gen has no such request. */
 int store_wire_opcode(enum store_gen gen, enum store_op op);
 
+/** The op of opcode code in gen (store_wire_opcode inverted), or -1. */
+int store_wire_op_of(enum store_gen gen, unsigned code);
+
 /** The operation's name ("compare_set"), for logs. */
 const char *store_wire_op_name(enum store_op op);
 

@@ -539,3 +539,27 @@ Test(store_wire, wrong_validate_magic)
 	expect_err("000121000000000000", STORE_GEN_UNKNOWN, CRUN_ETOOBIG,
 		   "key of 8449 bytes exceeds");
 }
+
+/* The decoder's opcode -> op tables invert the encoder's op -> opcode ones. */
+Test(store_wire, opcode_tables_agree)
+{
+	enum store_gen gens[] = {STORE_GEN_G0, STORE_GEN_G3};
+
+	for (size_t g = 0; g < 2; g++) {
+		for (int op = 0; op < STORE_OP__COUNT; op++) {
+			int code = store_wire_opcode(gens[g], (enum store_op)op);
+
+			if (code >= 0)
+				cr_assert_eq(store_wire_op_of(gens[g], (unsigned)code),
+					     op, "gen %zu op %d", g, op);
+		}
+		for (unsigned code = 0; code < 256; code++) {
+			int op = store_wire_op_of(gens[g], code);
+
+			if (op >= 0)
+				cr_assert_eq(store_wire_opcode(gens[g],
+							       (enum store_op)op),
+					     (int)code, "gen %zu code %u", g, code);
+		}
+	}
+}
