@@ -211,19 +211,29 @@ static int store_aclient_write(struct crun_store_aclient *c,
 			       const struct store_buf *b)
 {
 	struct store_awrite *w;
-	uv_buf_t ub;
+	uv_buf_t small[2], *ub = small;
+	size_t nb = store_wire_npieces(b->len);
 	int rc;
 
 	if (b->oom)
 		return UV_ENOMEM;
 	w = malloc(sizeof(*w) + b->len);
-	if (w == NULL)
+	if (nb > 2)
+		ub = malloc(nb * sizeof(*ub));
+	if (w == NULL || ub == NULL) {
+		free(w);
+		if (ub != small)
+			free(ub);
 		return UV_ENOMEM;
+	}
 	w->c = c;
 	memcpy(w->data, b->data, b->len);
-	ub = uv_buf_init((char *)w->data, (unsigned)b->len);
-	rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &ub, 1,
+	/* uv_buf_t lengths are 32-bit: a request past 4 GiB goes in pieces. */
+	store_wire_slices(ub, nb, w->data, b->len);
+	rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, ub, (unsigned)nb,
 		      store_aclient_on_write);
+	if (ub != small)
+		free(ub);
 	if (rc != 0)
 		free(w);
 	return rc;
