@@ -1388,6 +1388,16 @@ static int agent_setup_logs(struct agent *a)
 		say("worker logs go to %s (no --log_dir given)", a->log_root);
 	return 0;
 }
+/* Whether the job file's [env] gives the workers name. */
+static int agent_env_sets(const struct crun_cfg *cfg, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (int i = 0; i < cfg->nenv; i++)
+		if (strncmp(cfg->env[i], name, n) == 0 && cfg->env[i][n] == '=')
+			return 1;
+	return 0;
+}
 
 int agent_run(struct crun_cfg *cfg)
 {
@@ -1440,7 +1450,8 @@ int agent_run(struct crun_cfg *cfg)
 	}
 	/* Workers inherit this (torchrun exports it to the agent's env too). */
 	setenv("TORCHELASTIC_SIGNALS_TO_HANDLE", cfg->signals_str, 1);
-	if (getenv("OMP_NUM_THREADS") == NULL && cfg->nproc_per_node > 1)
+	if (getenv("OMP_NUM_THREADS") == NULL &&
+	    !agent_env_sets(cfg, "OMP_NUM_THREADS") && cfg->nproc_per_node > 1)
 		say("setting OMP_NUM_THREADS=1 for each worker (unset, and %d "
 		    "workers "
 		    "share this node); set it yourself to tune",

@@ -101,6 +101,8 @@ for r in 0 1 2 3; do
 	expect_eq "[env] OMP_NUM_THREADS of $r" "$(v OMP_NUM_THREADS)" 2
 	expect_eq "WORLD_SIZE of $r" "$(v WORLD_SIZE)" 4
 done
+# [env] sets OMP_NUM_THREADS: no notice that crun sets it to 1.
+expect_eq "OMP_NUM_THREADS notice with [env] setting it" "$(grep -c 'setting OMP_NUM_THREADS' "$T/out")" 0
 id=$(sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$T/env.0")
 [ -d "$(echo "$T/crun-logs/${id}"_*)/attempt_0/3" ] || fail "no logs under $T/crun-logs/$id (log_dir from the file)"
 
