@@ -62,6 +62,7 @@ struct agent {
 	struct crun_procs *procs;
 	uv_signal_t sigs[32];
 	int nsigs;
+	uv_signal_t winch; /* the console's window size changed */
 	uv_timer_t kill_timer;
 	char host[256];
 	char *log_root;	  /* <log_dir>/<run_id>, NULL: no files */
@@ -278,6 +279,14 @@ static void agent_stop_group(struct agent *a, enum stop_reason why, int sig)
 	agent_signal_workers(a, sig);
 	uv_timer_start(&a->kill_timer, agent_on_kill_timer,
 		       (uint64_t)(a->cfg->shutdown_timeout * 1000), 0);
+}
+
+static void agent_on_winch(uv_signal_t *h, int sig)
+{
+	struct agent *a = h->data;
+
+	for (int i = 0; i < a->nworkers; i++)
+		worker_winch(&a->workers[i]);
 }
 
 static void agent_on_signal(uv_signal_t *h, int sig)
@@ -1074,6 +1083,7 @@ static void agent_finish(struct agent *a, int status)
 	agent_drop_report(a, 0);
 	for (int i = 0; i < a->nsigs; i++)
 		uv_close((uv_handle_t *)&a->sigs[i], NULL);
+	uv_close((uv_handle_t *)&a->winch, NULL);
 	uv_close((uv_handle_t *)&a->kill_timer, NULL);
 	if (a->console)
 		console_close(a->console);
@@ -1429,6 +1439,10 @@ int agent_run(struct crun_cfg *cfg)
 	}
 	uv_timer_init(&a.loop, &a.kill_timer);
 	a.kill_timer.data = &a;
+	uv_signal_init(&a.loop, &a.winch);
+	a.winch.data = &a;
+	uv_signal_start(&a.winch, agent_on_winch, SIGWINCH);
+	uv_unref((uv_handle_t *)&a.winch);
 	if (console_new(&a.loop,
 			cfg->console_buffer ? cfg->console_buffer
 					    : CONSOLE_LIMIT,

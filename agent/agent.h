@@ -25,6 +25,7 @@ struct wstream {
 	int console_fd;		/* 1, 2, or -1: not on the console */
 	int file_fd;		/* tee copy, or -1 */
 	int is_err;
+	int pty;		/* the worker writes to a pseudo-terminal */
 	struct crun_linebuf lb;
 	int filter_fd;		/* <attempt>/filtered_std*.log, or -1 */
 	struct crun_linebuf flb; /* lines for the duplicate filters */
@@ -71,6 +72,9 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 
 /** Send sig to the worker's process group if it is still running. */
 void worker_signal(struct worker *w, int sig);
+
+/** The console's window size changed: pass it on to w's terminals. */
+void worker_winch(struct worker *w);
 
 /** Release what the worker holds once it has exited and its pipes closed. */
 void worker_release(struct worker *w);

@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <pty.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -435,6 +434,7 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 	if (tty) {
 		if ((rc = open_pty(s->console_fd, fds)))
 			return rc;
+		s->pty = 1;
 	} else if (pipe2(fds, O_CLOEXEC)) {
 		return -errno;
 	} else {
@@ -582,6 +582,31 @@ void worker_signal(struct worker *w, int sig)
 	}
 	w->stopped = 1;
 	proc_kill(w->proc, sig);
+}
+
+/*
+ * Give each of w's terminals the console's new size and tell the worker's
+ * group, as a terminal does for its foreground group (the worker's pty is
+ * not its controlling terminal, so the kernel does not).
+ */
+void worker_winch(struct worker *w)
+{
+	struct wstream *ss[2] = {&w->out, &w->err};
+	struct winsize ws;
+	uv_os_fd_t fd;
+	int told = 0;
+
+	for (int i = 0; i < 2; i++) {
+		struct wstream *s = ss[i];
+
+		if (s->pty && s->open &&
+		    ioctl(s->console_fd, TIOCGWINSZ, &ws) == 0 &&
+		    uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 &&
+		    ioctl(fd, TIOCSWINSZ, &ws) == 0)
+			told = 1;
+	}
+	if (told && w->proc != NULL)
+		proc_kill(w->proc, SIGWINCH);
 }
 
 void worker_release(struct worker *w)
