@@ -17,6 +17,7 @@
 #include "crun/banned.h"
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/auth.h"
 #include "crun/store.h"
 #include "launcher.h"
 
@@ -42,6 +43,11 @@ static const char store_usage[] =
     "  --idle-timeout S     close a connection holding a partial request or\n"
     "                       unsent replies S seconds without progress\n"
     "                       (default 30)\n"
+    "  --secret-file PATH   serve only clients that prove they know this\n"
+    "                       secret (crun agents with the same\n"
+    "                       --rdzv_conf=secret_file=; PyTorch clients "
+    "cannot);\n"
+    "                       default $CRUN_RDZV_SECRET_FILE\n"
     "  --quiet              do not log closed connections\n"
     "  -h, --help           show this help\n"
     "\n"
@@ -80,13 +86,16 @@ int cmd_store_main(int argc, char **argv)
 	    {"max-conns", required_argument, NULL, 'c'},
 	    {"max-output", required_argument, NULL, 'o'},
 	    {"idle-timeout", required_argument, NULL, 'i'},
+	    {"secret-file", required_argument, NULL, 's'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct crun_store_limits lim;
 	struct cmd_store cs;
-	const char *host = NULL, *flag;
+	const char *host = NULL, *flag,
+		   *secret = getenv("CRUN_RDZV_SECRET_FILE");
+	struct crun_auth_key key;
 	size_t *slot;
 	long port = -1;
 	char *end;
@@ -147,6 +156,9 @@ int cmd_store_main(int argc, char **argv)
 			slot = &lim.idle_timeout;
 			flag = "--idle-timeout";
 			break;
+		case 's':
+			secret = optarg;
+			break;
 		case 'q':
 			quiet = 1;
 			break;
@@ -185,6 +197,15 @@ int cmd_store_main(int argc, char **argv)
 		return 2;
 	}
 
+	if (secret != NULL && *secret != '\0') {
+		char errmsg[512];
+
+		if (auth_key_load(secret, &key, errmsg, sizeof(errmsg)) != 0) {
+			fprintf(stderr, "crun store: %s\n", errmsg);
+			return 2;
+		}
+	}
+
 	memset(&cs, 0, sizeof(cs));
 	uv_loop_init(&cs.loop);
 	rc = store_server_new(&cs.loop, host, (int)port, &lim, &cs.srv);
@@ -196,6 +217,8 @@ int cmd_store_main(int argc, char **argv)
 		return 1;
 	}
 	store_server_set_quiet(cs.srv, quiet);
+	if (secret != NULL && *secret != '\0')
+		store_server_set_auth(cs.srv, &key);
 	uv_signal_init(&cs.loop, &cs.sigint);
 	uv_signal_init(&cs.loop, &cs.sigterm);
 	cs.sigint.data = cs.sigterm.data = &cs;
