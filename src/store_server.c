@@ -1625,16 +1625,28 @@ static void store_on_tick(uv_timer_t *t)
 	char msg[128];
 
 	for (c = srv->conns; c != NULL; c = next) {
+		/* With a secret, a silent connection that never proved it
+		 * would otherwise hold a connection slot for ever. */
+		int unproven = srv->has_key && !c->authed;
+
 		next = c->next;
-		if (c->in.len == 0 && c->out.len == 0 && c->queued == 0)
+		if (!unproven && c->in.len == 0 && c->out.len == 0 &&
+		    c->queued == 0)
 			continue;
 		if (now - c->since < limit)
 			continue;
-		snprintf(msg, sizeof(msg),
-			 "no progress for idle-timeout %zu s with %s pending",
-			 srv->lim.idle_timeout,
-			 c->in.len > 0 && !c->paused ? "a partial request"
-						     : "unsent replies");
+		if (unproven)
+			snprintf(msg, sizeof(msg),
+				 "not authenticated within idle-timeout %zu s",
+				 srv->lim.idle_timeout);
+		else
+			snprintf(msg, sizeof(msg),
+				 "no progress for idle-timeout %zu s with %s "
+				 "pending",
+				 srv->lim.idle_timeout,
+				 c->in.len > 0 && !c->paused
+				     ? "a partial request"
+				     : "unsent replies");
 		store_conn_close(c, msg);
 	}
 	store_flush_dirty(srv);

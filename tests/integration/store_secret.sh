@@ -54,7 +54,20 @@ $RAW 127.0.0.1 "$PORT" set stolen x get stolen >"$T/raw.out" 2>&1
 expect_eq "raw client on the guarded store: status" $? 3
 expect_grep "raw client on the guarded store is closed" "^closed$" "$T/raw.out"
 
-# 4. The same store without a secret serves anyone (the default).
+# 4. A connection that never authenticates does not hold its slot: closed
+# after --idle-timeout, and the store says why.
+start_store s3 --secret-file "$T/secret" --idle-timeout 1
+"$PYTHON" - "$PORT" >"$T/silent.out" 2>&1 <<'EOF2'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(20)
+t = time.time()
+print("eof after %.1f s" % (time.time() - t) if s.recv(1) == b"" else "data")
+EOF2
+expect_grep "silent client closed by the store" "^eof after" "$T/silent.out"
+expect_grep "the store names why" "not authenticated within idle-timeout 1 s" "$T/s3.log"
+
+# 5. The same store without a secret serves anyone (the default).
 start_store s2
 run_agent d --rdzv_id=j3 --no_python /bin/true &
 run_agent e --rdzv_id=j3 --no_python /bin/true &
