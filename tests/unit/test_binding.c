@@ -37,6 +37,8 @@ static int make(enum crun_bind_mode mode, int n, const char *xml,
 				       mems ? mems : "0-63", visible};
 
 	err[0] = '\0';
+	binding_plan_free(plan);
+	plan = NULL;
 	return binding_plan_new(mode, n, &src, &plan, err, sizeof(err));
 }
 
@@ -394,6 +396,7 @@ Test(binding, system_env)
 		     0, "%s", err);
 	cr_assert_str_eq(cpus(), "8-11|12-15");
 	binding_plan_free(plan);
+	plan = NULL;
 	setenv("CRUN_BINDING_MASK", "9-10", 1);
 	unsetenv("CUDA_VISIBLE_DEVICES");
 	cr_assert_eq(binding_plan_system(CRUN_BIND_NODE, 2, &plan, err,
