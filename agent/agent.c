@@ -143,8 +143,8 @@ static void agent_report_binding(struct agent *a, int i, int rank)
 			      "local_rank", i, "rank", rank, "mode",
 			      binding_mode_name(a->binding->mode), "cpus",
 			      b->cpus_list, "numa", b->nodes_list, "memory",
-			      b->mpol ? "preferred" : "unchanged", "gpu",
-			      b->gpu, "fallback", b->fallback));
+			      binding_mpol_name(b), "gpu", b->gpu, "fallback",
+			      b->fallback));
 }
 
 struct crun_procs *agent_procs(const struct agent *a)

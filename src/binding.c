@@ -724,13 +724,18 @@ void binding_plan_free(struct crun_binding_plan *plan)
 	free(plan);
 }
 
+const char *binding_mpol_name(const struct crun_binding *b)
+{
+	return b->mpol == MPOL_PREFERRED_MANY ? "preferred-many"
+	       : b->mpol == MPOL_PREFERRED    ? "preferred"
+					      : "unchanged";
+}
+
 void binding_describe(const struct crun_binding_plan *plan, int local_rank,
 		      char *buf, size_t len)
 {
 	const struct crun_binding *b = &plan->w[local_rank];
-	const char *mem = b->mpol == MPOL_PREFERRED_MANY ? "preferred-many"
-			  : b->mpol == MPOL_PREFERRED	 ? "preferred"
-							 : "unchanged";
+	const char *mem = binding_mpol_name(b);
 	char gpu[48] = "";
 
 	if (b->gpu >= 0)

@@ -98,6 +98,9 @@ int binding_plan_system(enum crun_bind_mode mode, int n,
 
 void binding_plan_free(struct crun_binding_plan *plan);
 
+/** "preferred", "preferred-many" or "unchanged". */
+const char *binding_mpol_name(const struct crun_binding *b);
+
 /** One line for a worker: "local rank 0: cpus 0-7 numa 0 (gpu 0 ...)". */
 void binding_describe(const struct crun_binding_plan *plan, int local_rank,
 		      char *buf, size_t len);
