@@ -74,6 +74,13 @@ assert (b[0]["cpus"], b[0]["numa"], b[0]["gpu"], b[0]["mode"]) == ("1", "1", 0, 
 assert (b[1]["cpus"], b[1]["memory"], b[1]["fallback"]) == ("0", "preferred", False), b[1]
 PY
 
+# --- exclusive and core-complex: one core (one complex) a GPU here ------------
+for m in exclusive core-complex; do
+	HWLOC_XMLFILE=$D/2n1c-2gpu.xml run "$m" 2 "$CRUN" --numa_binding="$m"
+	expect_eq "$m: rank 0" "$(r "$m" 0)" "1 default"
+	expect_eq "$m: rank 1" "$(r "$m" 1)" "0 prefer:0"
+done
+
 # --- auto without GPUs: the NUMA layout, one rank a node ----------------------
 CUDA_VISIBLE_DEVICES= HWLOC_XMLFILE=$D/2n1c-2gpu.xml run auto 2 "$CRUN" --cpu_bind=auto
 expect_eq "auto: rank 0" "$(r auto 0)" "0 default"
