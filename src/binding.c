@@ -340,6 +340,9 @@ static int cut(struct plan_ctx *c, enum crun_bind_mode mode, hwloc_obj_t node,
 	in = usable(c, node->cpuset);
 	if (in == NULL)
 		return UV_ENOMEM;
+	/* Nothing of the node is ours: the caller falls back to the mask. */
+	if (hwloc_bitmap_iszero(in) && mode != CRUN_BIND_SOCKET)
+		mode = CRUN_BIND_NONE;
 	switch (mode) {
 	case CRUN_BIND_NODE:
 		hwloc_bitmap_copy(cpus, in);

@@ -317,6 +317,21 @@ Test(binding, mask_outside_topology)
 	cr_assert(strstr(plan->notes, "no cpu of the starting mask"));
 }
 
+/* exclusive on a node with no usable cpu: the starting mask, not an error;
+ * socket still finds the rest of its socket. */
+Test(binding, exclusive_node_outside_mask)
+{
+	cr_assert_eq(make(CRUN_BIND_EXCLUSIVE, 4, DATA "8gpu.xml", 0, "8-31",
+			  0, 0),
+		     0, "%s", err);
+	cr_assert_str_eq(cpus(), "8-31|8-31|8-11|12-15");
+	cr_assert_eq(make(CRUN_BIND_SOCKET, 2, DATA "8gpu.xml", 0, "8-31", 0,
+			  0),
+		     0, "%s", err);
+	cr_assert_str_eq(cpus(), "8-15|8-15");
+	cr_assert_eq(plan->w[0].fallback, 0);
+}
+
 Test(binding, exclusive_too_few_cores)
 {
 	cr_assert_eq(make(CRUN_BIND_EXCLUSIVE, 8, DATA "8gpu.xml", 0,
