@@ -1449,6 +1449,10 @@ int agent_run(struct crun_cfg *cfg)
 			say("%s", errmsg);
 			return 1;
 		}
+		if (cfg->verbose)
+			say("binding: %s from %s",
+			    binding_mode_name(a.binding->mode),
+			    a.binding->source);
 		for (char *p = a.binding->notes, *nl; (nl = strchr(p, '\n'));
 		     p = nl + 1)
 			say("binding: %.*s", (int)(nl - p), p);
