@@ -708,6 +708,14 @@ int binding_plan_system(enum crun_bind_mode mode, int n,
 	struct crun_binding_src src;
 
 	memset(&src, 0, sizeof(src));
+	/* hwloc would fall back to this system on a bad file: load it
+	 * ourselves, so that a typo is an error. */
+	src.xml = getenv("HWLOC_XMLFILE");
+	if (src.xml && *src.xml == '\0')
+		src.xml = NULL;
+	src.synthetic = getenv("HWLOC_SYNTHETIC");
+	if (src.synthetic && *src.synthetic == '\0')
+		src.synthetic = NULL;
 	src.mask = getenv("CRUN_BINDING_MASK");
 	if (src.mask && *src.mask == '\0')
 		src.mask = NULL;

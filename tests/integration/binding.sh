@@ -166,6 +166,9 @@ bad "cpu_bind.*expected none or auto" --cpu-bind=yes
 bad "not allowed with --numa_binding" --numa-binding=node --cpu_bind=auto
 CRUN_CPU_BIND=sometimes "$CRUN" true >"$T/bad.out" 2>&1; expect_eq "bad CRUN_CPU_BIND status" $? 2
 expect_grep "bad CRUN_CPU_BIND named" "CRUN_CPU_BIND" "$T/bad.out"
+HWLOC_XMLFILE=$T/missing.xml "$CRUN" --numa-binding=node --nproc_per_node=1 true >"$T/bad.out" 2>&1
+[ $? -ne 0 ] || fail "a missing HWLOC_XMLFILE was accepted"
+expect_grep "missing topology named" "cannot load the hwloc topology of '$T/missing.xml'" "$T/bad.out"
 CRUN_BINDING_MASK=zero "$CRUN" --cpu_bind=auto --nproc_per_node=1 true >"$T/bad.out" 2>&1
 [ $? -ne 0 ] || fail "a bad CRUN_BINDING_MASK was accepted"
 expect_grep "bad mask named" "the starting cpu mask: 'zero'" "$T/bad.out"
