@@ -106,6 +106,7 @@ struct agent {
 	struct crun_peers *peers; /* who may reach it (store_allow=round) */
 	int logs_ready;
 	double started;
+	struct crun_binding_plan *binding; /* NULL: workers inherit ours */
 };
 
 static void agent_round_start(struct agent *a);
@@ -118,6 +119,33 @@ static char *make_run_id(const char *host);
 const struct crun_cfg *agent_cfg(const struct agent *a)
 {
 	return a->cfg;
+}
+
+const struct crun_binding_plan *agent_binding(const struct agent *a)
+{
+	return a->binding;
+}
+
+/* Each worker's cpus and memory nodes, said and logged as it starts. */
+static void agent_report_binding(struct agent *a, int i, int rank)
+{
+	const struct crun_binding *b;
+	char line[512];
+
+	if (a->binding == NULL || i >= a->binding->n)
+		return;
+	b = &a->binding->w[i];
+	if (a->cfg->verbose) {
+		binding_describe(a->binding, i, line, sizeof(line));
+		agent_say(a, "rank %d %s", rank, line);
+	}
+	events_emit(a->ev, "crun.worker_binding",
+		    json_pack("{s:i, s:i, s:s, s:s, s:s, s:s, s:i, s:b}",
+			      "local_rank", i, "rank", rank, "mode",
+			      binding_mode_name(a->binding->mode), "cpus",
+			      b->cpus_list, "numa", b->nodes_list, "memory",
+			      binding_mpol_name(b), "gpu", b->gpu, "fallback",
+			      b->fallback));
 }
 
 struct crun_procs *agent_procs(const struct agent *a)
@@ -964,6 +992,7 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 					      i, "rank",
 					      rp->ranks.base_rank + i, "pid",
 					      (int)a->workers[i].pid));
+			agent_report_binding(a, i, rp->ranks.base_rank + i);
 			continue;
 		}
 		say("%s", errmsg);
@@ -1431,6 +1460,23 @@ int agent_run(struct crun_cfg *cfg)
 	}
 	if (cfg->rdzv_id == NULL && !a.multi)
 		cfg->rdzv_id = make_run_id(a.host);
+	if (cfg->bind_mode != CRUN_BIND_NONE) {
+		char errmsg[512];
+
+		/* Before any fork: the children only apply it. */
+		if (binding_plan_system(cfg->bind_mode, cfg->nproc_per_node,
+					&a.binding, errmsg, sizeof(errmsg))) {
+			say("%s", errmsg);
+			return 1;
+		}
+		if (cfg->verbose)
+			say("binding: %s from %s",
+			    binding_mode_name(a.binding->mode),
+			    a.binding->source);
+		for (char *p = a.binding->notes, *nl; (nl = strchr(p, '\n'));
+		     p = nl + 1)
+			say("binding: %.*s", (int)(nl - p), p);
+	}
 
 	rc = uv_loop_init(&a.loop);
 	if (rc) {
@@ -1526,6 +1572,7 @@ int agent_run(struct crun_cfg *cfg)
 		free(parent);
 	}
 	events_close(a.ev);
+	binding_plan_free(a.binding);
 	free(a.log_root);
 	free(a.attempt_dir);
 	return a.exit_status;

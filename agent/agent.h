@@ -9,6 +9,7 @@
 
 #include <uv.h>
 
+#include "crun/binding.h"
 #include "crun/cfg.h"
 #include "crun/env.h"
 #include "crun/linebuf.h"
@@ -94,6 +95,8 @@ void agent_on_worker_done(struct agent *a, struct worker *w);
 
 /* Agent internals worker.c needs. */
 const struct crun_cfg *agent_cfg(const struct agent *a);
+/** The workers' binding plan (binding.h), or NULL: no binding. */
+const struct crun_binding_plan *agent_binding(const struct agent *a);
 struct crun_procs *agent_procs(const struct agent *a);
 uv_loop_t *agent_loop(const struct agent *a);
 

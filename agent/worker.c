@@ -465,6 +465,7 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 	struct crun_worker_ctx ctx;
 	struct crun_env env;
 	struct proc_opts po;
+	const struct crun_binding_plan *bind;
 	char **argv = NULL;
 	int out_fd, err_fd, close_out = -1, close_err = -1, rc;
 
@@ -543,7 +544,31 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 	po.own_group = 1;
 	po.exit_cb = worker_on_exit;
 	po.data = w;
+	bind = agent_binding(a);
+	if (bind && local_rank < bind->n) {
+		const struct crun_binding *b = &bind->w[local_rank];
+
+		po.cpus = &b->cpus;
+		po.mpol = b->mpol;
+		po.mpol_nodes = b->nodes;
+		po.mpol_maxnode = CRUN_BIND_MAX_NODES;
+		po.mpol_first = b->first_node;
+	}
 	rc = proc_spawn(agent_procs(a), &po, &w->proc);
+	if (rc == CRUN_ECPUBIND || rc == CRUN_EMEMBIND) {
+		const struct crun_binding *b = &bind->w[local_rank];
+
+		snprintf(errmsg, errlen,
+			 rc == CRUN_ECPUBIND
+			     ? "cannot bind local rank %d to cpus %s: %s "
+			       "(sched_setaffinity)"
+			     : "cannot bind local rank %d's memory to numa "
+			       "node(s) %s: %s (set_mempolicy)",
+			 local_rank,
+			 rc == CRUN_ECPUBIND ? b->cpus_list : b->nodes_list,
+			 crun_strerror(rc));
+		goto fail;
+	}
 	if (rc) {
 		snprintf(errmsg, errlen, "cannot execute '%s': %s", argv[0],
 			 crun_strerror(rc));

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "crun/binding.h"
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/pyexec.h"
@@ -101,6 +102,31 @@ static int setup_entrypoint(struct crun_cfg *cfg, int announce, char *msg,
 	return 0;
 }
 
+/* --print-config: the binding each local rank would get, and why. */
+static int print_binding(const struct crun_cfg *cfg)
+{
+	struct crun_binding_plan *plan;
+	char msg[512], line[512];
+
+	if (cfg->bind_mode == CRUN_BIND_NONE)
+		return 0;
+	if (binding_plan_system(cfg->bind_mode, cfg->nproc_per_node, &plan, msg,
+				sizeof(msg))) {
+		fprintf(stderr, "crun: %s\n", msg);
+		return 1;
+	}
+	printf("%-24s = %s from %s\n", "binding (resolved)",
+	       binding_mode_name(plan->mode), plan->source);
+	for (int i = 0; i < plan->n; i++) {
+		binding_describe(plan, i, line, sizeof(line));
+		printf("binding: %s\n", line);
+	}
+	for (char *p = plan->notes, *nl; (nl = strchr(p, '\n')); p = nl + 1)
+		printf("binding note: %.*s\n", (int)(nl - p), p);
+	binding_plan_free(plan);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct crun_cfg cfg;
@@ -134,8 +160,9 @@ int main(int argc, char **argv)
 	}
 	if (cfg.print_config) {
 		cfg_print(&cfg, stdout);
+		rc = print_binding(&cfg);
 		cfg_release(&cfg);
-		return 0;
+		return rc;
 	}
 	cfg_notices(&cfg, stderr);
 	rc = agent_run(&cfg);

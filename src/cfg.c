@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include "crun/binding.h"
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/etcd.h"
@@ -1120,6 +1121,7 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	    (rc = get_bool(cfg, CFG_virtual_local_rank,
 			   &cfg->virtual_local_rank, e, l)) ||
 	    (rc = get_bool(cfg, CFG_print_config, &cfg->print_config, e, l)) ||
+	    (rc = get_bool(cfg, CFG_verbose, &cfg->verbose, e, l)) ||
 	    (rc = get_bool(cfg, CFG_no_agent_store, &cfg->agent_store, e, l)))
 		return rc;
 	cfg->agent_store = !cfg->agent_store;
@@ -1204,13 +1206,18 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	if (*RAW(role) == '\0')
 		return bad(cfg, CFG_role, e, l, "must not be empty");
 	set_str(&cfg->role, RAW(role));
-	if (RAW(numa_binding) && strcmp(RAW(numa_binding), "node") &&
-	    strcmp(RAW(numa_binding), "socket") &&
-	    strcmp(RAW(numa_binding), "exclusive") &&
-	    strcmp(RAW(numa_binding), "core-complex"))
+	if (RAW(numa_binding) &&
+	    binding_mode_parse(RAW(numa_binding), NULL) < 0)
 		return bad(cfg, CFG_numa_binding, e, l,
 			   "expected node, socket, exclusive or core-complex");
+	if (binding_mode_parse(NULL, RAW(cpu_bind)) < 0)
+		return bad(cfg, CFG_cpu_bind, e, l, "expected none or auto");
+	if (RAW(numa_binding) && strcmp(RAW(cpu_bind), "none"))
+		return cfg__err(
+		    e, l, "--cpu_bind=%s: not allowed with --numa_binding",
+		    RAW(cpu_bind));
 	set_str(&cfg->numa_binding, RAW(numa_binding));
+	cfg->bind_mode = binding_mode_parse(RAW(numa_binding), RAW(cpu_bind));
 	if (RAW(event_log) && *RAW(event_log) == '\0')
 		return bad(cfg, CFG_event_log, e, l, "expected a file or -");
 	set_str(&cfg->event_log, RAW(event_log));
@@ -1412,11 +1419,6 @@ void cfg_print(const struct crun_cfg *cfg, FILE *fp)
 
 void cfg_notices(const struct crun_cfg *cfg, FILE *fp)
 {
-	if (cfg->numa_binding)
-		fprintf(fp,
-			"crun: --numa_binding=%s is not applied yet: workers "
-			"keep crun's CPU and memory affinity\n",
-			cfg->numa_binding);
 	if (RAW(logs_specs))
 		fprintf(fp,
 			"crun: --logs_specs=%s: crun has no log-spec plugins; "

@@ -60,7 +60,12 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  CFG_ENV_PET, G_LAUNCH,                                               \
 	  "LOCAL_RANK=0 and only its own GPU visible, for each worker")        \
 	X(numa_binding, "numa_binding", 0, STR, "job", NULL, CFG_ENV_PET,      \
-	  G_LAUNCH, "node, socket, exclusive, core-complex (not applied yet)") \
+	  G_LAUNCH, "bind each worker near its GPU: node, socket, exclusive, "  \
+	  "core-complex")                                                      \
+	X(cpu_bind, "cpu_bind", 0, STR, "job", "none", CFG_ENV_CRUN, G_LAUNCH,  \
+	  "auto: each worker on the cores nearest its GPU, shared fairly; none") \
+	X(verbose, "verbose", 0, BOOL, "job", NULL, CFG_ENV_CRUN, G_LOGS,       \
+	  "say more: each worker's cpu and memory binding")                   \
 	X(log_dir, "log_dir", 0, STR, "logs", NULL, CFG_ENV_PET, G_LOGS,        \
 	  "write <dir>/<run_id>_<rand>/attempt_<n>/<rank>/{stdout,stderr}.log") \
 	X(redirects, "redirects", 'r', STR, "logs", "0", CFG_ENV_PET, G_LOGS, \

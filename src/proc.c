@@ -27,10 +27,14 @@
  * Failure modes: fork or pipe fails (no child, error returned); exec fails
  * (child exits 127 after reporting errno; the guard passes the errno on and
  * exits; it is reaped right here and the error returned, so exit_cb never
- * runs for it).
+ * runs for it); the cpu binding or memory policy is refused (the child
+ * exits 127 after reporting CRUN_ECPUBIND or CRUN_EMEMBIND: the spawn fails
+ * with that code, never a worker running unbound).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/mempolicy.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +44,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "crun/binding.h"
 #include "crun/err.h"
 #include "crun/proc.h"
 
@@ -187,12 +192,35 @@ static void child(const struct proc_opts *o, pid_t guard, int errfd)
 			goto fail;
 	if (o->cwd && chdir(o->cwd))
 		goto fail;
+	if (o->cpus && sched_setaffinity(0, sizeof(*o->cpus), o->cpus)) {
+		err = -CRUN_ECPUBIND;
+		goto report;
+	}
+	if (o->mpol && syscall(SYS_set_mempolicy, o->mpol, o->mpol_nodes,
+			       o->mpol_maxnode + 1)) {
+		/* MPOL_PREFERRED_MANY needs Linux 5.15: prefer the first. */
+		unsigned long one[CRUN_BIND_NODE_WORDS] = {0};
+		int bits = 8 * (int)sizeof(long);
+
+		if (o->mpol != MPOL_PREFERRED_MANY || o->mpol_first < 0 ||
+		    o->mpol_first >= CRUN_BIND_MAX_NODES) {
+			err = -CRUN_EMEMBIND;
+			goto report;
+		}
+		one[o->mpol_first / bits] = 1UL << (o->mpol_first % bits);
+		if (syscall(SYS_set_mempolicy, MPOL_PREFERRED, one,
+			    (unsigned long)CRUN_BIND_MAX_NODES + 1)) {
+			err = -CRUN_EMEMBIND;
+			goto report;
+		}
+	}
 	if (o->envp)
 		execvpe(o->argv[0], o->argv, o->envp);
 	else
 		execvp(o->argv[0], o->argv);
 fail:
 	err = errno;
+report:
 	if (write(errfd, &err, sizeof(err)) < 0)
 		_exit(127);
 	_exit(127);

@@ -91,9 +91,11 @@ struct crun_cfg {
 	int no_python;
 	int run_path;
 	int virtual_local_rank;
-	char *numa_binding; /* accepted, not applied yet (a warning) */
-	char *event_log;    /* --event_log path, "-" or NULL */
-	char **argv;	    /* training script (or binary) and its args */
+	char *numa_binding; /* --numa_binding as given, or NULL */
+	int bind_mode;	    /* enum crun_bind_mode (binding.h) */
+	int verbose;
+	char *event_log; /* --event_log path, "-" or NULL */
+	char **argv;	 /* training script (or binary) and its args */
 	int argc;
 	char *python;	  /* interpreter of Python workers, NULL: direct exec */
 	char *python_why; /* where it came from (for --print-config) */

@@ -21,6 +21,8 @@
 	X(ENOTFOUND, -5012, "not found")                                       \
 	X(EADDRINUSE_OTHER, -5013, "address in use by another program")        \
 	X(EETCD, -5040, "etcd request failed")                                 \
+	X(ECPUBIND, -5140, "the kernel refused the cpu binding")               \
+	X(EMEMBIND, -5141, "the kernel refused the memory policy")             \
 	X(EAUTH, -5091, "authentication failed")
 
 enum crun_errno {

@@ -13,6 +13,7 @@
 #ifndef CRUN_PROC_H
 #define CRUN_PROC_H
 
+#include <sched.h>
 #include <sys/types.h>
 #include <uv.h>
 
@@ -34,6 +35,13 @@ struct proc_opts {
 	    fd_err; /* child's 0/1/2; -1: /dev/null for 0, inherit for 1/2 */
 	int pdeath_signal; /* sent to the child when crun dies; 0: SIGKILL */
 	int own_group;	   /* 1: setpgid(0, 0) in the child */
+	/* Binding, applied in the child before exec (binding.h). A refusal
+	 * fails the spawn with CRUN_ECPUBIND or CRUN_EMEMBIND. */
+	const cpu_set_t *cpus;		 /* sched_setaffinity; NULL: inherit */
+	int mpol;			 /* set_mempolicy mode; 0: inherit */
+	const unsigned long *mpol_nodes; /* its nodemask */
+	unsigned long mpol_maxnode;	 /* bits in mpol_nodes */
+	int mpol_first;			 /* MPOL_PREFERRED fallback node */
 	proc_exit_cb exit_cb;
 	void *data;
 };

@@ -146,6 +146,7 @@ static const char *sample(int id)
 	case CFG_store_max_output: return "16M";
 	case CFG_store_idle_timeout: return "20";
 	case CFG_numa_binding: return "socket";
+	case CFG_cpu_bind: return "auto";
 	case CFG_duplicate_stdout_filters: return "loss";
 	case CFG_duplicate_stderr_filters: return "warn";
 	case CFG_logs_specs: return "custom";
