@@ -429,7 +429,7 @@ static int metrics_listen(const char *addr, int port, int *family, int *bound,
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
 	snprintf(service, sizeof(service), "%d", port);
 	rc = getaddrinfo(addr, service, &hints, &ai);
 	if (rc) {

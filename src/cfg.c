@@ -17,6 +17,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 
 #include "crun/cfg.h"
 #include "crun/err.h"
@@ -1223,8 +1224,14 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	    (rc = get_int(cfg, CFG_metrics_idle_timeout, 1, 86400,
 			  &cfg->metrics_idle_timeout, e, l)))
 		return rc;
-	if (*RAW(metrics_addr) == '\0')
-		return bad(cfg, CFG_metrics_addr, e, l, "expected an address");
+	{
+		unsigned char ip[16];
+
+		if (inet_pton(AF_INET, RAW(metrics_addr), ip) != 1 &&
+		    inet_pton(AF_INET6, RAW(metrics_addr), ip) != 1)
+			return bad(cfg, CFG_metrics_addr, e, l,
+				   "expected a numeric IPv4 or IPv6 address");
+	}
 	set_str(&cfg->metrics_addr, RAW(metrics_addr));
 
 	if (cfg->module && cfg->no_python)
