@@ -24,6 +24,41 @@ command -v prometheus >/dev/null || skip "no prometheus (apt install prometheus)
 command -v promtool >/dev/null || skip "no promtool (apt install prometheus)"
 command -v curl >/dev/null || skip "no curl"
 
+# --- the option's spellings, the job-file key and bad values -------------
+metrics_line() { grep -qs '^crun: metrics on http://127\.0\.0\.1:[0-9]*/metrics, health on http://127\.0\.0\.1:[0-9]*/healthz$' "$1"; }
+"$CRUN" --metrics-port=0 --metrics_addr=127.0.0.1 "$FAKE_WORKER" exit 0 >"$T/dash.out" 2>&1 ||
+	fail "--metrics-port: $(cat "$T/dash.out")"
+metrics_line "$T/dash.out" || fail "--metrics-port printed no URL: $(cat "$T/dash.out")"
+CRUN_METRICS_PORT=0 CRUN_METRICS_ADDR=127.0.0.1 "$CRUN" "$FAKE_WORKER" exit 0 >"$T/env.out" 2>&1 ||
+	fail "CRUN_METRICS_PORT: $(cat "$T/env.out")"
+metrics_line "$T/env.out" || fail "CRUN_METRICS_PORT printed no URL: $(cat "$T/env.out")"
+printf '[job]\nentrypoint = %s\nargs = exit 0\n[logs]\nmetrics_port = 0\nmetrics_addr = 127.0.0.1\n' \
+	"$FAKE_WORKER" >"$T/job.ini"
+"$CRUN" "$T/job.ini" >"$T/ini.out" 2>&1 || fail "job file: $(cat "$T/ini.out")"
+metrics_line "$T/ini.out" || fail "the job file's metrics_port printed no URL: $(cat "$T/ini.out")"
+"$CRUN" "$FAKE_WORKER" exit 0 >"$T/off.out" 2>&1 || fail "no metrics: $(cat "$T/off.out")"
+expect_nogrep "metrics off by default" 'metrics on' "$T/off.out"
+for bad in "--metrics_port=x" "--metrics_port=65536" "--metrics_addr=localhost" \
+	"--metrics_max_conns=0" "--metrics_idle_timeout=0"; do
+	"$CRUN" --metrics_port=0 $bad "$FAKE_WORKER" exit 0 >"$T/bad.out" 2>&1
+	expect_eq "exit status of $bad" "$?" 2
+	expect_grep "$bad named" "argument ${bad%%=*}: invalid value" "$T/bad.out"
+done
+# A port that is taken: one line naming it, exit 1, no worker started.
+BUSY=$(free_port)
+"$PYTHON" -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1)
+open(sys.argv[2], "w").close(); time.sleep(30)' "$BUSY" "$T/busy.ready" &
+HOLD=$!
+at_exit "kill -9 $HOLD 2>/dev/null"
+wait_for 10 test -f "$T/busy.ready" || fail "cannot hold a port"
+"$CRUN" --metrics_port=$BUSY --metrics_addr=127.0.0.1 "$FAKE_WORKER" append "$T/ran" x exit 0 >"$T/busy.out" 2>&1
+expect_eq "exit status with the metrics port taken" "$?" 1
+expect_grep "busy port named" "cannot serve metrics on '127.0.0.1:$BUSY': Address already in use" "$T/busy.out"
+[ ! -e "$T/ran" ] || fail "a worker ran although the metrics port was taken"
+kill -9 $HOLD 2>/dev/null
+note "options: --metrics-port, CRUN_METRICS_PORT, [logs] metrics_port, bad values, a busy port"
+
 PORT=$(free_port)
 W="$FAKE_WORKER pid $T/pids fail-if 3 0 7 ignore TERM hang-if-attempt 0 trap $T/trap hang"
 agent() { # NAME

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../../agent/metrics.c"
+#include "crun/store.h"
 
 static void snap_full(struct metrics_snap *s)
 {
@@ -313,4 +314,84 @@ Test(metrics, server_routes, .timeout = 30)
 	metrics_close(m);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* ---- The store's operation counters (store_server_ops) ---------------- */
+
+struct store_thread {
+	uv_loop_t loop;
+	uv_async_t stop;
+	struct crun_store_server *srv;
+	int kinds; /* store_server_ops's answers, read on the loop */
+	const char *names[64];
+	uint64_t ops[64];
+};
+
+static void on_stop(uv_async_t *h)
+{
+	struct store_thread *st = h->data;
+
+	for (st->kinds = 0; st->kinds < 64; st->kinds++) {
+		st->ops[st->kinds] =
+		    store_server_ops(st->srv, st->kinds, &st->names[st->kinds]);
+		if (st->names[st->kinds] == NULL)
+			break;
+	}
+	cr_assert_eq(store_server_ops(st->srv, -1, &st->names[63]), 0);
+	cr_assert_null(st->names[63]);
+	store_server_close(st->srv, NULL, NULL);
+	uv_close((uv_handle_t *)h, NULL);
+}
+
+static void *run_loop(void *data)
+{
+	struct store_thread *st = data;
+
+	uv_run(&st->loop, UV_RUN_DEFAULT);
+	return NULL;
+}
+
+static uint64_t ops_of(const struct store_thread *st, const char *op)
+{
+	for (int i = 0; i < st->kinds; i++)
+		if (strcmp(st->names[i], op) == 0)
+			return st->ops[i];
+	cr_assert_fail("no operation named %s", op);
+	return 0;
+}
+
+Test(metrics, store_ops_by_kind, .timeout = 30)
+{
+	struct store_thread st;
+	struct crun_store_client *c = NULL;
+	pthread_t th;
+	void *val;
+	size_t len;
+
+	cr_assert_eq(uv_loop_init(&st.loop), 0);
+	cr_assert_eq(store_server_new(&st.loop, "127.0.0.1", 0, NULL, &st.srv),
+		     0);
+	store_server_set_quiet(st.srv, 1);
+	uv_async_init(&st.loop, &st.stop, on_stop);
+	st.stop.data = &st;
+	cr_assert_eq(pthread_create(&th, NULL, run_loop, &st), 0);
+	cr_assert_eq(store_connect("127.0.0.1", store_server_port(st.srv),
+				   5000, &c),
+		     0);
+	cr_assert_eq(store_set(c, "k", "1", 1), 0);
+	cr_assert_eq(store_set(c, "k2", "2", 1), 0);
+	cr_assert_eq(store_add(c, "n", 5, NULL), 0);
+	cr_assert_eq(store_get(c, "k", 1000, &val, &len), 0);
+	free(val);
+	store_close(c);
+	uv_async_send(&st.stop);
+	pthread_join(th, NULL);
+	cr_assert_eq(ops_of(&st, "set"), 2);
+	cr_assert_eq(ops_of(&st, "add"), 1);
+	cr_assert_eq(ops_of(&st, "get"), 1);
+	cr_assert_eq(ops_of(&st, "validate"), 1);
+	cr_assert_eq(ops_of(&st, "delete_key"), 0);
+	cr_assert_gt(st.kinds, 15);
+	cr_assert_leq(st.kinds, METRICS_MAX_OPS, "metrics.c holds them all");
+	cr_assert_eq(uv_loop_close(&st.loop), 0);
 }
