@@ -64,28 +64,31 @@ W="$FAKE_WORKER pid $T/pids fail-if 3 0 7 ignore TERM hang-if-attempt 0 trap $T/
 agent() { # NAME
 	"$CRUN" --nnodes=1:2 --nproc_per_node=2 --max_restarts=1 --rdzv_backend=c10d \
 		--rdzv_endpoint=127.0.0.1:$PORT --rdzv_id=met$$ \
-		--rdzv_conf=last_call_timeout=20,join_timeout=60 --shutdown_timeout=6 \
+		--rdzv_conf=last_call_timeout=20,join_timeout=60 --shutdown_timeout=8 \
 		--metrics_port=0 --metrics_addr=127.0.0.1 --metrics_idle_timeout=2 \
 		--event_log="$T/ev.$1" $W >"$T/$1.out" 2>&1 &
 	eval "pid_$1=\$!"
 }
 at_exit 'kill -9 $pid_a $pid_b 2>/dev/null; [ -f $T/pids ] && kill -9 $(cat $T/pids) 2>/dev/null'
-agent a
-wait_for 10 listening "$PORT" || { cat "$T/a.out"; fail "no store host"; }
-agent b
-
 # The one line each agent prints, with the port it chose.
 url_of() { sed -n 's|^crun: metrics on \(http://[^ ]*\)/metrics, .*|\1|p' "$T/$1.out" | head -n 1; }
-wait_for 10 sh -c "grep -qs 'crun: metrics on http' '$T/a.out' && grep -qs 'crun: metrics on http' '$T/b.out'" ||
-	{ cat "$T"/*.out; fail "an agent never said where its metrics are"; }
-UA=$(url_of a) UB=$(url_of b)
-note "agent a: $UA, agent b: $UB"
+code() { curl -s -o "$T/body" -w '%{http_code}' --max-time 5 "$1" 2>/dev/null; }
+is_code() { [ "$(code "$1")" = "$2" ]; }
+
+agent a
+wait_for 10 listening "$PORT" || { cat "$T/a.out"; fail "no store host"; }
+wait_for 10 grep -qs 'crun: metrics on http' "$T/a.out" || { cat "$T/a.out"; fail "a never said where its metrics are"; }
+UA=$(url_of a)
+# Alone, a waits in the rendezvous (last_call_timeout=20 s): healthy.
+expect_eq "healthz code of a in the rendezvous" "$(code "$UA/healthz")" 200
+grep -q '"status":"rendezvous","healthy":true' "$T/body" || fail "rendezvous body: $(cat "$T/body")"
+agent b
+wait_for 10 grep -qs 'crun: metrics on http' "$T/b.out" || { cat "$T/b.out"; fail "b never said where its metrics are"; }
+UB=$(url_of b)
+note "agent a: $UA, agent b: $UB; healthz 200 in the rendezvous"
 for n in a b; do
 	expect_grep "metrics event of $n" '"name":"crun.metrics.listening"' "$T/ev.$n"
 done
-
-code() { curl -s -o "$T/body" -w '%{http_code}' --max-time 5 "$1" 2>/dev/null; }
-is_code() { [ "$(code "$1")" = "$2" ]; }
 
 # --- generation 0: both agents "failed" while the workers ignore SIGTERM ---
 for u in "$UA" "$UB"; do
