@@ -93,8 +93,8 @@ done
 # --- generation 0: both agents "failed" while the workers ignore SIGTERM ---
 for u in "$UA" "$UB"; do
 	wait_for 30 is_code "$u/healthz" 503 || { cat "$T"/*.out; fail "$u/healthz never answered 503 while stopping"; }
-	grep -q '"status":"failed"' "$T/body" || fail "503 body: $(cat "$T/body")"
-	grep -q '"reason":"worker failed"' "$T/body" || fail "503 body: $(cat "$T/body")"
+	grep -q '"status":"failed","healthy":false,"reason":"worker failed"' "$T/body" ||
+		{ cat "$T"/*.out "$T"/ev.*; fail "503 body: $(cat "$T/body")"; }
 done
 note "healthz 503 on both agents while the failed group stops"
 
