@@ -331,7 +331,7 @@ void agent_on_worker_exit(struct agent *a, struct worker *w)
 		      (int)w->pid, "exitcode", w->status, "signal",
 		      w->signal ? cfg_signame(w->signal) : NULL));
 	if (w->status != 0 && !w->stopped)
-		metrics_note_failure(a->metrics, w->status, w->exit_time);
+		metrics_note_failure(a->metrics, w->status, w->exit_time, 1);
 	if (a->state != A_RUNNING || w->status == 0)
 		return;
 	agent_stop_group(a, STOP_FAILURE, SIGTERM);
@@ -406,6 +406,9 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why,
 			      "reason", why));
 	if (kind == RDZV_END_DEAD)
 		metrics_note_node_lost(a->metrics);
+	if (kind == RDZV_END_FAILURE) /* why: "<status> rank ..." */
+		metrics_note_failure(a->metrics, (int)strtol(why, NULL, 10),
+				     agent_wall_time(), 0);
 	if (kind == RDZV_END_DEAD || kind == RDZV_END_JOIN)
 		events_emit(a->ev,
 			    kind == RDZV_END_DEAD ? "crun.node.lost"

@@ -197,11 +197,12 @@ char *metrics_render(const struct metrics_snap *s, double now, size_t *len)
 		double age = now - s->last_failure;
 
 		single(fp, "crun_last_failure_age_seconds", "gauge",
-		       "Seconds since a worker of this node last failed.",
+		       "Seconds since the last worker failure of the job "
+		       "(on any node).",
 		       age > 0 ? age : 0);
 		single(fp, "crun_last_failure_timestamp_seconds", "gauge",
-		       "When a worker of this node last failed (epoch "
-		       "seconds).",
+		       "When that failure happened or was reported here "
+		       "(epoch seconds).",
 		       s->last_failure);
 		single(fp, "crun_last_failure_exit_code", "gauge",
 		       "The exit code of that failure (128 + signal when "
@@ -393,11 +394,11 @@ static void metrics_on_tick(uv_timer_t *t)
 	metrics_update(t->data);
 }
 
-void metrics_note_failure(struct metrics *m, int code, double t)
+void metrics_note_failure(struct metrics *m, int code, double t, int local)
 {
 	if (m == NULL)
 		return;
-	m->failures++;
+	m->failures += local != 0;
 	m->last_failure = t;
 	m->last_exit_code = code;
 	metrics_update(m);

@@ -39,8 +39,8 @@ struct metrics_snap {
 	int restarts_used, restarts_left, max_restarts;
 	int running, succeeded, failed, stopped; /* workers by state */
 	/* Kept by metrics.c itself (metrics_note_*). */
-	uint64_t failures, node_losses;
-	double last_failure; /* epoch seconds, 0: none yet */
+	uint64_t failures, node_losses; /* this node's failed workers */
+	double last_failure; /* epoch seconds, 0: none yet (any node) */
 	int last_exit_code;
 	struct metrics_store stores[2];
 };
@@ -87,8 +87,12 @@ int metrics_port(const struct metrics *m);
 /** Publish a snapshot now. A NULL m does nothing, as for every call below. */
 void metrics_update(struct metrics *m);
 
-/** A worker failed with exit code code at wall time t. */
-void metrics_note_failure(struct metrics *m, int code, double t);
+/**
+ * A worker failed with exit code code at wall time t: one of this node's
+ * (local: counted in crun_worker_failures_total) or another node's (it
+ * only becomes the last failure).
+ */
+void metrics_note_failure(struct metrics *m, int code, double t, int local);
 
 /** Another node of the job was lost. */
 void metrics_note_node_lost(struct metrics *m);
