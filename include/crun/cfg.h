@@ -132,8 +132,10 @@ struct crun_cfg {
 	struct crun_store_limits store;
 	char *config_file;
 	int print_config;
-	int slurm;		  /* -1 auto, 0 off, 1 on */
-	int metrics_port;	  /* --metrics_port, -1: no metrics server */
+	int slurm; /* -1 auto, 0 off, 1 on */
+
+	/* The metrics server (agent/metrics.c). */
+	int metrics_port;	  /* --metrics_port, -1: none */
 	char *metrics_addr;	  /* its listening address */
 	int metrics_max_conns;	  /* connections it serves at once */
 	int metrics_idle_timeout; /* seconds before an idle one is closed */
