@@ -1574,28 +1574,8 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 		else
 			s->failed++;
 	}
-	for (int i = 0; i < 2; i++) {
-		struct metrics_store *ms = &s->stores[i];
-		struct crun_store_stats st;
-		const char *name;
-		uint64_t n;
-
-		if (srv[i] == NULL)
-			continue;
-		store_server_stats(srv[i], &st);
-		ms->name = i == 0 ? "rendezvous" : "workers";
-		ms->conns = st.conns;
-		ms->keys = st.keys;
-		ms->memory = st.memory;
-		ms->waiters = st.waiters;
-		for (ms->nops = 0; ms->nops < METRICS_MAX_OPS; ms->nops++) {
-			n = store_server_ops(srv[i], ms->nops, &name);
-			if (name == NULL)
-				break;
-			ms->op_names[ms->nops] = name;
-			ms->ops[ms->nops] = n;
-		}
-	}
+	metrics_store_fill(&s->stores[0], "rendezvous", srv[0]);
+	metrics_store_fill(&s->stores[1], "workers", srv[1]);
 }
 
 /* --metrics_port: serve /metrics and /healthz; say where (tests read it). */

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "crun/err.h"
+#include "crun/store.h"
 #include "metrics.h"
 
 /* How often the loop publishes a fresh snapshot. */
@@ -371,6 +372,30 @@ metrics_on_request(void *cls, struct MHD_Connection *conn, const char *url,
 }
 
 /* ---- The loop side ---------------------------------------------------- */
+
+void metrics_store_fill(struct metrics_store *ms, const char *name,
+			const struct crun_store_server *srv)
+{
+	struct crun_store_stats st;
+	const char *op;
+	uint64_t n;
+
+	if (srv == NULL)
+		return;
+	store_server_stats(srv, &st);
+	ms->name = name;
+	ms->conns = st.conns;
+	ms->keys = st.keys;
+	ms->memory = st.memory;
+	ms->waiters = st.waiters;
+	for (ms->nops = 0; ms->nops < METRICS_MAX_OPS; ms->nops++) {
+		n = store_server_ops(srv, ms->nops, &op);
+		if (op == NULL)
+			break;
+		ms->op_names[ms->nops] = op;
+		ms->ops[ms->nops] = n;
+	}
+}
 
 void metrics_update(struct metrics *m)
 {

@@ -58,6 +58,11 @@ char *metrics_render(const struct metrics_snap *s, double now, size_t *len);
 /** /healthz's one-line JSON body for s, malloc'd, or NULL. Pure. */
 char *metrics_health(const struct metrics_snap *s, double now, size_t *len);
 
+/** Fill ms from srv (NULL: leave ms empty, no store). On the loop. */
+struct crun_store_server;
+void metrics_store_fill(struct metrics_store *ms, const char *name,
+			const struct crun_store_server *srv);
+
 struct metrics;
 
 /** Fill s's fields from the agent (all but the metrics_note_* ones). */

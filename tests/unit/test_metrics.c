@@ -325,6 +325,7 @@ struct store_thread {
 	int kinds; /* store_server_ops's answers, read on the loop */
 	const char *names[64];
 	uint64_t ops[64];
+	struct metrics_store ms, none;
 };
 
 static void on_stop(uv_async_t *h)
@@ -339,6 +340,8 @@ static void on_stop(uv_async_t *h)
 	}
 	cr_assert_eq(store_server_ops(st->srv, -1, &st->names[63]), 0);
 	cr_assert_null(st->names[63]);
+	metrics_store_fill(&st->ms, "workers", st->srv);
+	metrics_store_fill(&st->none, "rendezvous", NULL);
 	store_server_close(st->srv, NULL, NULL);
 	uv_close((uv_handle_t *)h, NULL);
 }
@@ -368,6 +371,7 @@ Test(metrics, store_ops_by_kind, .timeout = 30)
 	void *val;
 	size_t len;
 
+	memset(&st, 0, sizeof(st));
 	cr_assert_eq(uv_loop_init(&st.loop), 0);
 	cr_assert_eq(store_server_new(&st.loop, "127.0.0.1", 0, NULL, &st.srv),
 		     0);
@@ -393,5 +397,15 @@ Test(metrics, store_ops_by_kind, .timeout = 30)
 	cr_assert_eq(ops_of(&st, "delete_key"), 0);
 	cr_assert_gt(st.kinds, 15);
 	cr_assert_leq(st.kinds, METRICS_MAX_OPS, "metrics.c holds them all");
+	/* What /metrics shows of it. */
+	cr_assert_str_eq(st.ms.name, "workers");
+	cr_assert_eq(st.ms.keys, 3);
+	cr_assert_gt(st.ms.memory, 0);
+	cr_assert_eq(st.ms.nops, st.kinds);
+	for (int i = 0; i < st.kinds; i++) {
+		cr_assert_str_eq(st.ms.op_names[i], st.names[i]);
+		cr_assert_eq(st.ms.ops[i], st.ops[i]);
+	}
+	cr_assert_null(st.none.name);
 	cr_assert_eq(uv_loop_close(&st.loop), 0);
 }
