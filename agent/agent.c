@@ -45,6 +45,7 @@
 #include "console.h"
 #include "events.h"
 #include "filetimer.h"
+#include "metrics.h"
 
 extern char **environ;
 
@@ -99,6 +100,7 @@ struct agent {
 
 	struct filetimer *ft;	 /* TORCHELASTIC_ENABLE_FILE_TIMER's watchdog */
 	struct events *ev;	 /* --event_log, or NULL */
+	struct metrics *metrics; /* --metrics_port, or NULL */
 	struct console *console; /* our stdout and stderr, never blocking */
 
 	/* The workers' store of the current round (agent store mode). */
@@ -115,6 +117,7 @@ static void agent_drop_report(struct agent *a, int print);
 static int reserve_port(struct agent *a, int *port);
 static int agent_setup_logs(struct agent *a);
 static char *make_run_id(const char *host);
+static int agent_start_metrics(struct agent *a);
 
 const struct crun_cfg *agent_cfg(const struct agent *a)
 {
@@ -364,6 +367,8 @@ void agent_on_worker_exit(struct agent *a, struct worker *w)
 		      "rank", a->round.ranks.base_rank + w->local_rank, "pid",
 		      (int)w->pid, "exitcode", w->status, "signal",
 		      w->signal ? cfg_signame(w->signal) : NULL));
+	if (w->status != 0 && !w->stopped)
+		metrics_note_failure(a->metrics, w->status, w->exit_time, 1);
 	if (a->state != A_RUNNING || w->status == 0)
 		return;
 	agent_stop_group(a, STOP_FAILURE, SIGTERM);
@@ -436,6 +441,11 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why,
 	events_emit(a->ev, "crun.rdzv.ended",
 		    json_pack("{s:s, s:s}", "kind", rdzv_end_name(kind),
 			      "reason", why));
+	if (kind == RDZV_END_DEAD)
+		metrics_note_node_lost(a->metrics);
+	if (kind == RDZV_END_FAILURE) /* why: "<status> rank ..." */
+		metrics_note_failure(a->metrics, (int)strtol(why, NULL, 10),
+				     agent_wall_time(), 0);
 	if (kind == RDZV_END_DEAD || kind == RDZV_END_JOIN)
 		events_emit(a->ev,
 			    kind == RDZV_END_DEAD ? "crun.node.lost"
@@ -1107,6 +1117,8 @@ static void agent_finish(struct agent *a, int status)
 	a->exit_status = status;
 	events_emit(a->ev, "crun.agent.exited",
 		    json_pack("{s:i}", "status", status));
+	metrics_close(a->metrics);
+	a->metrics = NULL;
 	if (status != 0)
 		agent_write_error_file(a, status);
 	agent_drop_report(a, 0);
@@ -1537,6 +1549,8 @@ int agent_run(struct crun_cfg *cfg)
 		agent_check_ifname(&a, a.host);
 	if (a.state == A_DONE) {
 		/* the event log could not be opened */
+	} else if (agent_start_metrics(&a)) {
+		agent_finish(&a, 1);
 	} else if (agent_start_watchdog(&a)) {
 		agent_finish(&a, 1);
 	} else if (a.multi) {
@@ -1576,4 +1590,89 @@ int agent_run(struct crun_cfg *cfg)
 	free(a.log_root);
 	free(a.attempt_dir);
 	return a.exit_status;
+}
+
+/* --- metrics (metrics.c) ------------------------------------------------ */
+
+/* What /metrics and /healthz show, read on the loop a few times a second. */
+static void agent_metrics_fill(void *data, struct metrics_snap *s)
+{
+	static const char *const states[] = {"rendezvous", "running",
+					     "stopping", "done"};
+	struct agent *a = data;
+	const struct crun_ranks *rk = &a->res.ranks;
+	struct crun_store_server *srv[2] = {a->rs && rdzv_store_is_host(a->rs)
+						? rdzv_store_server(a->rs)
+						: NULL,
+					    a->wstore};
+	int failing =
+	    a->reason == STOP_FAILURE || a->peer_kind == RDZV_END_FAILURE;
+
+	snprintf(s->host, sizeof(s->host), "%s", a->host);
+	snprintf(s->run_id, sizeof(s->run_id), "%s",
+		 a->cfg->rdzv_id ? a->cfg->rdzv_id : "");
+	snprintf(s->backend, sizeof(s->backend), "%s", a->cfg->rdzv_backend);
+	s->state =
+	    a->state == A_STOPPING && failing ? "failed" : states[a->state];
+	s->reason = a->state != A_STOPPING     ? ""
+		    : failing		       ? "worker failed"
+		    : a->reason == STOP_SIGNAL ? "signal"
+					       : "round ended elsewhere";
+	s->started = a->started;
+	s->formed = a->multi ? a->rdzv && a->res.ranks.world_size > 0
+			     : a->res.ranks.world_size > 0;
+	s->round = a->multi && a->rdzv ? rdzv_round(a->rdzv) : a->res.round;
+	s->generation = a->res.round;
+	s->group_rank = rk->group_rank;
+	s->group_world_size = rk->group_world_size;
+	s->world_size = rk->world_size;
+	s->base_rank = rk->base_rank;
+	s->local_world_size = rk->local_world_size;
+	s->max_restarts = a->cfg->max_restarts;
+	s->restarts_used =
+	    a->multi && a->rdzv ? rdzv_restarts(a->rdzv) : a->restart_count;
+	s->restarts_left = s->max_restarts > s->restarts_used
+			       ? s->max_restarts - s->restarts_used
+			       : 0;
+	for (int i = 0; i < a->nworkers && a->workers; i++) {
+		const struct worker *w = &a->workers[i];
+
+		if (!w->exited)
+			s->running++;
+		else if (w->status == 0)
+			s->succeeded++;
+		else if (w->stopped)
+			s->stopped++;
+		else
+			s->failed++;
+	}
+	metrics_store_fill(&s->stores[0], "rendezvous", srv[0]);
+	metrics_store_fill(&s->stores[1], "workers", srv[1]);
+}
+
+/* --metrics_port: serve /metrics and /healthz; say where (tests read it). */
+static int agent_start_metrics(struct agent *a)
+{
+	const struct crun_cfg *cfg = a->cfg;
+	struct metrics_opts o = {
+	    cfg->metrics_addr,	    cfg->metrics_port,
+	    cfg->metrics_max_conns, cfg->metrics_idle_timeout,
+	    agent_metrics_fill,	    a};
+	char errmsg[512], url[320];
+
+	if (cfg->metrics_port < 0)
+		return 0;
+	if (metrics_new(&a->loop, &o, &a->metrics, errmsg, sizeof(errmsg))) {
+		say("%s", errmsg);
+		return -1;
+	}
+	snprintf(url, sizeof(url),
+		 strchr(cfg->metrics_addr, ':') ? "http://[%s]:%d"
+						: "http://%s:%d",
+		 cfg->metrics_addr, metrics_port(a->metrics));
+	say("metrics on %s/metrics, health on %s/healthz", url, url);
+	events_emit(a->ev, "crun.metrics.listening",
+		    json_pack("{s:s, s:i, s:s}", "addr", cfg->metrics_addr,
+			      "port", metrics_port(a->metrics), "url", url));
+	return 0;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 
 #include "crun/binding.h"
 #include "crun/cfg.h"
@@ -82,6 +83,7 @@ void cfg_init(struct crun_cfg *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->master_port = -1;
 	cfg->slurm = -1;
+	cfg->metrics_port = -1;
 	cfg->agent_store = 1;
 	cfg->rdzv.is_host = -1;
 }
@@ -119,6 +121,7 @@ void cfg_release(struct crun_cfg *cfg)
 	free(cfg->python);
 	free(cfg->numa_binding);
 	free(cfg->event_log);
+	free(cfg->metrics_addr);
 	free(cfg->python_why);
 	free(cfg->rdzv_backend);
 	free(cfg->rdzv_endpoint);
@@ -1221,6 +1224,22 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	if (RAW(event_log) && *RAW(event_log) == '\0')
 		return bad(cfg, CFG_event_log, e, l, "expected a file or -");
 	set_str(&cfg->event_log, RAW(event_log));
+	if ((rc = get_int(cfg, CFG_metrics_port, 0, 65535, &cfg->metrics_port,
+			  e, l)) ||
+	    (rc = get_int(cfg, CFG_metrics_max_conns, 1, 65536,
+			  &cfg->metrics_max_conns, e, l)) ||
+	    (rc = get_int(cfg, CFG_metrics_idle_timeout, 1, 86400,
+			  &cfg->metrics_idle_timeout, e, l)))
+		return rc;
+	{
+		unsigned char ip[16];
+
+		if (inet_pton(AF_INET, RAW(metrics_addr), ip) != 1 &&
+		    inet_pton(AF_INET6, RAW(metrics_addr), ip) != 1)
+			return bad(cfg, CFG_metrics_addr, e, l,
+				   "expected a numeric IPv4 or IPv6 address");
+	}
+	set_str(&cfg->metrics_addr, RAW(metrics_addr));
 
 	if (cfg->module && cfg->no_python)
 		return cfg__err(

@@ -22,6 +22,7 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 #define G_LIFE "Lifecycle and signals"
 #define G_STORE "Store (crun)"
 #define G_JOB "Job files and SLURM (crun)"
+#define G_METRICS "Metrics and health (crun)"
 
 #define CFG_OPTS(X)                                                            \
 	X(nnodes, "nnodes", 0, STR, "job", "1:1", CFG_ENV_PET, G_SIZE,        \
@@ -91,6 +92,15 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	X(console_buffer, "console_buffer", 0, STR, "logs", "4M",             \
 	  CFG_ENV_CRUN, G_LOGS,                                                \
 	  "console bytes held for a slow reader before lines are dropped")    \
+	X(metrics_port, "metrics_port", 0, INT, "logs", NULL, CFG_ENV_CRUN,   \
+	  G_METRICS, "serve /metrics and /healthz on this port (0: a free one)") \
+	X(metrics_addr, "metrics_addr", 0, STR, "logs", "0.0.0.0",            \
+	  CFG_ENV_CRUN, G_METRICS, "address the metrics server listens on")    \
+	X(metrics_max_conns, "metrics_max_conns", 0, INT, "logs", "32",       \
+	  CFG_ENV_CRUN, G_METRICS, "concurrent metrics connections")           \
+	X(metrics_idle_timeout, "metrics_idle_timeout", 0, INT, "logs", "10", \
+	  CFG_ENV_CRUN, G_METRICS,                                             \
+	  "seconds an idle metrics connection is kept")                        \
 	X(node_rank, "node_rank", 0, INT, "rendezvous", "0", CFG_ENV_PET,     \
 	  G_RDZV, "this node's rank (static backend only)")                    \
 	X(master_addr, "master_addr", 0, STR, "rendezvous", "127.0.0.1",      \

@@ -222,6 +222,7 @@ struct crun_store_server {
 	store_allow_cb allow; /* which peers may connect (NULL: any) */
 	void *allow_data;
 	unsigned long turned_away; /* connections refused by auth or allow */
+	uint64_t ops[STORE_OP__COUNT]; /* requests run, by kind (metrics) */
 	unsigned char rbuf[STORE_RBUF_SIZE];
 };
 
@@ -799,6 +800,7 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 	int64_t num;
 	int err = 0;
 
+	srv->ops[req->op]++; /* the decoder yields known kinds only */
 	switch (req->op) {
 	case STORE_OP_VALIDATE: /* the decoder checked the magic */
 		return 0;
@@ -1935,6 +1937,17 @@ void store_server_stats(const struct crun_store_server *srv,
 	st->keys = srv->nkeys;
 	for (c = srv->conns; c != NULL; c = c->next)
 		st->paused += c->paused != 0;
+}
+
+uint64_t store_server_ops(const struct crun_store_server *srv, int i,
+			  const char **name)
+{
+	if (i < 0 || i >= STORE_OP__COUNT) {
+		*name = NULL;
+		return 0;
+	}
+	*name = store_wire_op_name((enum store_op)i);
+	return srv->ops[i];
 }
 
 /* Free every entry and the map. */

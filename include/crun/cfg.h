@@ -136,6 +136,12 @@ struct crun_cfg {
 	int print_config;
 	int slurm; /* -1 auto, 0 off, 1 on */
 
+	/* The metrics server (agent/metrics.c). */
+	int metrics_port;	  /* --metrics_port, -1: none */
+	char *metrics_addr;	  /* its listening address */
+	int metrics_max_conns;	  /* connections it serves at once */
+	int metrics_idle_timeout; /* seconds before an idle one is closed */
+
 	/* Extra environment for workers ([env] in a job file), NAME=VALUE. */
 	char **env;
 	int nenv;

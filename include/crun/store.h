@@ -115,6 +115,14 @@ void store_server_stats(const struct crun_store_server *srv,
 			struct crun_store_stats *st);
 
 /**
+ * Requests of kind i run so far (for metrics), for i = 0, 1, ... while
+ * *name is set to the kind's lower-case name (static storage); past the last
+ * kind *name is NULL and 0 is returned. O(1).
+ */
+uint64_t store_server_ops(const struct crun_store_server *srv, int i,
+			  const char **name);
+
+/**
  * Close the listener and every connection (waiters get no reply), then free
  * the server and call cb(data) (cb may be NULL) from the loop once every
  * handle is closed. srv must not be used after this call.

@@ -152,6 +152,10 @@ static const char *sample(int id)
 	case CFG_logs_specs: return "custom";
 	case CFG_event_log_handler: return "console";
 	case CFG_console_buffer: return "1M";
+	case CFG_metrics_port: return "9400";
+	case CFG_metrics_addr: return "127.0.0.1";
+	case CFG_metrics_max_conns: return "8";
+	case CFG_metrics_idle_timeout: return "5";
 	}
 	return "true"; /* booleans */
 }
