@@ -56,7 +56,8 @@ static const char status_usage[] =
     "                         seconds (default 5)\n"
     "  --hb_wait=S            watch the heartbeats at most S seconds to\n"
     "                         see each move (default: twice the agents'\n"
-    "                         keep_alive_interval; 0: do not wait)\n"
+    "                         keep_alive_interval, at most 10; 0: do not\n"
+    "                         wait)\n"
     "  --max_nodes=N          refuse a job announcing more nodes than N\n"
     "                         (default 1048576)\n"
     "  -h, --help             show this help\n"
@@ -598,12 +599,11 @@ int cmd_status_main(int argc, char **argv)
 	uv_loop_init(&cs.loop);
 	uv_timer_init(&cs.loop, &cs.deadline);
 	cs.deadline.data = &cs;
-	/* Connect and reads (timeout), sampling (hb_wait, default at most
-	 * 2 x the largest keep_alive_interval we accept), and a second. */
-	uv_timer_set_repeat(
-	    &cs.deadline,
-	    (uint64_t)(1000 *
-		       (2 * timeout + (hb_wait >= 0 ? hb_wait : 20) + 1)));
+	/* Connect and reads (timeout), sampling (hb_wait, or at most its
+	 * default window), and a second. */
+	d = hb_wait >= 0 ? hb_wait : RDZV_STATUS_DEFAULT_HB_WAIT_MAX;
+	uv_timer_set_repeat(&cs.deadline,
+			    (uint64_t)(1000 * (2 * timeout + d + 1)));
 	uv_timer_start(&cs.deadline, on_deadline,
 		       uv_timer_get_repeat(&cs.deadline), 0);
 	if (etcd) {

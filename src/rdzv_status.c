@@ -318,6 +318,7 @@ static void hb_sample(struct crun_rdzv_status *s)
 static void on_done_marks(struct crun_rdzv_status *s)
 {
 	double w = s->o.hb_wait;
+	int derived = w < 0;
 
 	for (int i = 0; i < s->st.nnodes; i++)
 		s->st.nodes[i].done = s->slots[i].present;
@@ -325,6 +326,10 @@ static void on_done_marks(struct crun_rdzv_status *s)
 		w = s->st.have_params
 			? 2.0 * s->st.params.keep_alive_ms / 1000 + 0.2
 			: 1.0;
+	if (derived && w > RDZV_STATUS_DEFAULT_HB_WAIT_MAX)
+		w = RDZV_STATUS_DEFAULT_HB_WAIT_MAX;
+	if (w > RDZV_STATUS_MAX_HB_WAIT)
+		w = RDZV_STATUS_MAX_HB_WAIT;
 	s->hb_wait_ms = (uint64_t)(w * 1000);
 	s->hb_poll_ms =
 	    s->st.have_params ? (uint64_t)s->st.params.keep_alive_ms / 5 : 100;
@@ -339,9 +344,7 @@ static void on_done_marks(struct crun_rdzv_status *s)
 	for (int i = 0; i < s->st.nnodes; i++)
 		s->hb_first[i] = INT64_MIN;
 	s->hb_start = uv_now(s->loop);
-	/* The first sample; the window then bounds the rest. */
-	s->hb_wait_ms = s->hb_wait_ms ? s->hb_wait_ms : 0;
-	hb_sample(s);
+	hb_sample(s); /* the first sample; the window bounds the rest */
 }
 
 static int node_cmp(const void *x, const void *y)

@@ -61,6 +61,11 @@ struct rdzv_status {
 	double hb_window; /* seconds the heartbeats were sampled */
 };
 
+/* The longest heartbeat sampling window, whatever hb_wait says (s). */
+#define RDZV_STATUS_MAX_HB_WAIT 3600.0
+/* The window when hb_wait < 0 is at most this (s). */
+#define RDZV_STATUS_DEFAULT_HB_WAIT_MAX 10.0
+
 struct rdzv_status_opts {
 	const char *run_id; /* NULL: the job the endpoint serves */
 	/* Refuse a config announcing more nodes (bounds every read). */
@@ -68,7 +73,8 @@ struct rdzv_status_opts {
 	/*
 	 * Sample the heartbeat counters this long at most (s) to see each
 	 * move: < 0 means twice the agents' keep_alive interval (from the
-	 * params record; 1 s without it); 0 skips the sampling.
+	 * params record; 1 s without it; at most
+	 * RDZV_STATUS_DEFAULT_HB_WAIT_MAX); 0 skips the sampling.
 	 */
 	double hb_wait;
 };

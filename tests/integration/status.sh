@@ -31,7 +31,7 @@ st() {
 	RC=$?
 }
 # j EXPR: evaluate a Python expression over the JSON in $T/st.out (as j).
-j() { "$PYTHON" -c "import json,sys; j=json.load(open(sys.argv[1])); print($1)" "$T/st.out"; }
+j() { "$PYTHON" -S -E -c "import json,sys; j=json.load(open(sys.argv[1])); print($1)" "$T/st.out"; }
 running_with() { st --rdzv_id="$JOB" --json && [ "$RC" = 0 ] && [ "$(j "len(j['nodes'])")" = "$1" ] && [ "$(j "j['state']")" = running ]; }
 generation_is() { st --rdzv_id="$JOB" --json && [ "$RC" = 0 ] && [ "$(j "j['generation']")" = "$1" ]; }
 gone() { st --rdzv_id="$JOB" --timeout=1 && [ "$RC" = 1 ]; }
