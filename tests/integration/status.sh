@@ -9,6 +9,9 @@
 . tests/integration/lib.sh
 . tests/integration/lib_etcd.sh
 
+# The agents' crun (STATUS_AGENT_CRUN: e.g. an older build, to show that
+# status needs the records the agents write now).
+ACRUN=${STATUS_AGENT_CRUN:-$CRUN}
 KA="keep_alive_interval=0.2,last_call_timeout=1,join_timeout=20"
 # The workers run until $T/stop exists; rank 2 exits 3 in generation 0
 # once $T/fail exists.
@@ -18,7 +21,7 @@ export D="$T"
 # agent NAME NPROC [crun flags...]: a c10d agent of a 2-node job, in background.
 agent() {
 	_name=$1 _np=$2; shift 2
-	"$CRUN" --nnodes=2 --nproc_per_node="$_np" --rdzv_backend=c10d \
+	"$ACRUN" --nnodes=2 --nproc_per_node="$_np" --rdzv_backend=c10d \
 		--rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id="$JOB" --max_restarts=2 "$@" \
 		/bin/sh -c "$W" >"$T/$_name.out" 2>&1 &
 	eval "pid_$_name=\$!"
@@ -168,7 +171,7 @@ if [ -x "$ETCD" ] && [ -x "$ETCDCTL" ]; then
 	EP=$ETCD_EP JOB=etcdjob
 	note "8. etcd job at $EP"
 	for x in a:2 b:1; do
-		"$CRUN" --nnodes=2 --nproc_per_node="${x#*:}" --rdzv_backend=etcd --rdzv_endpoint="$EP" \
+		"$ACRUN" --nnodes=2 --nproc_per_node="${x#*:}" --rdzv_backend=etcd --rdzv_endpoint="$EP" \
 			--rdzv_id="$JOB" --max_restarts=1 --rdzv_conf="$KA,lease_ttl=2" \
 			/bin/sh -c "$W" >"$T/e${x%:*}.out" 2>&1 &
 		eval "pid_e${x%:*}=\$!"
