@@ -241,12 +241,13 @@ static json_t *status_json(const struct cmd_status *cs,
 					      st->master_port));
 	else
 		json_object_set_new(o, "master", json_null());
-	if (st->end_kind)
-		json_object_set_new(o, "end",
-				    json_pack("{s:s%, s:s}", "kind",
-					      (const char *)&st->end_kind, 1,
-					      "why", st->end_why));
-	else
+	if (st->end_kind) {
+		char kind[2] = {(char)st->end_kind, '\0'};
+
+		json_object_set_new(
+		    o, "end",
+		    json_pack("{s:s, s:s}", "kind", kind, "why", st->end_why));
+	} else
 		json_object_set_new(o, "end", json_null());
 	for (int i = 0; i < st->nnodes; i++) {
 		const struct rdzv_status_node *n = &st->nodes[i];
@@ -425,6 +426,13 @@ static void on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
 		if (status == CRUN_ETIMEDOUT || status == UV_ECONNREFUSED) {
 			fprintf(stderr, "crun status: no job at %s: %s\n",
 				cs->endpoint, rdzv_store_errmsg(rs));
+			return status_close(cs, 1);
+		}
+		if (status == CRUN_EADDRINUSE_OTHER) {
+			fprintf(stderr,
+				"crun status: no job at %s: it answers, but "
+				"not as a crun store\n",
+				cs->endpoint);
 			return status_close(cs, 1);
 		}
 		fprintf(stderr, "crun status: %s\n", rdzv_store_errmsg(rs));

@@ -63,6 +63,17 @@ expect_grep "nothing there: says so" "no job at 127.0.0.1:$PORT" "$T/st.err"
 expect_eq "nothing there: one line" "$(wc -l <"$T/st.err")" 1
 [ $(( $(now_ms) - t0 )) -lt 5000 ] || fail "status took $(( $(now_ms) - t0 )) ms with --timeout=1"
 
+# Something else on the port (an HTTP server): not a job either.
+HPORT=$(free_port)
+"$PYTHON" -m http.server "$HPORT" --bind 127.0.0.1 >/dev/null 2>&1 &
+hpid=$!
+at_exit "kill $hpid 2>/dev/null"
+wait_for 10 listening "$HPORT" || fail "the HTTP server never listened"
+"$CRUN" status --rdzv_endpoint="127.0.0.1:$HPORT" --timeout=2 >"$T/st.out" 2>"$T/st.err"
+expect_eq "http there: exit 1" $? 1
+expect_grep "http there: says so" "no job at 127.0.0.1:$HPORT: it answers, but not as a crun store" "$T/st.err"
+kill $hpid
+
 # 2. A running job: a (2 workers, the store host) and b (1 worker).
 note "2. c10d job on 127.0.0.1:$PORT"
 agent a 2 --rdzv_conf="$KA"
