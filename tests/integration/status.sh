@@ -71,7 +71,8 @@ at_exit "kill $hpid 2>/dev/null"
 wait_for 10 listening "$HPORT" || fail "the HTTP server never listened"
 "$CRUN" status --rdzv_endpoint="127.0.0.1:$HPORT" --timeout=2 >"$T/st.out" 2>"$T/st.err"
 expect_eq "http there: exit 1" $? 1
-expect_grep "http there: says so" "no job at 127.0.0.1:$HPORT: it answers, but not as a crun store" "$T/st.err"
+expect_grep "http there: says so" "no job at 127.0.0.1:$HPORT: " "$T/st.err"
+expect_eq "http there: one line" "$(wc -l <"$T/st.err")" 1
 kill $hpid
 
 # 2. A running job: a (2 workers, the store host) and b (1 worker).
