@@ -1738,3 +1738,52 @@ Test(rdzv_status, forming_and_malformed_records, .timeout = 10)
 	}
 	world_close();
 }
+
+Test(rdzv_status, ended_when_restarts_exhausted_or_all_finished, .timeout = 10)
+{
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	/* Two failures with max_restarts=1: nobody forms round 2. */
+	for (int round = 0; round < 2; round++) {
+		clear_ends();
+		cr_assert_eq(rdzv_end_round(W.n[1].r, RDZV_END_FAILURE,
+					    "1 rank 1 (local rank 0) on n2 exited with 1"),
+			     0);
+		cr_assert(run_until(all_ends, 1000));
+		may_all(RDZV_END_FAILURE);
+		if (round == 0) {
+			for (int i = 0; i < 2; i++)
+				node_next(&W.n[i]);
+			cr_assert(run_until(all_rounds, 2000));
+			status_read("job1", 0);
+			cr_assert_eq(SR.st.state, RDZV_STATUS_RUNNING);
+		}
+	}
+	status_read("job1", 0);
+	cr_assert_eq(SR.status, 0, "%s: %s", crun_err_name(SR.status), SR.errmsg);
+	cr_assert_eq(SR.st.round, 2);
+	cr_assert_eq(SR.st.restarts, 2);
+	cr_assert_eq(SR.st.state, RDZV_STATUS_ENDED, "state %s",
+		     rdzv_status_state_name(SR.st.state));
+	cr_assert_eq(SR.st.failure.round, 1);
+	world_close();
+
+	/* Every node finished: the round's end says so. */
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(rdzv_finish(W.n[i].r, on_finish, &W.n[i]), 0);
+	run_for(200);
+	status_read("job1", 0);
+	cr_assert_eq(SR.status, 0, "%s: %s", crun_err_name(SR.status), SR.errmsg);
+	cr_assert_eq(SR.st.state, RDZV_STATUS_ENDED, "state %s",
+		     rdzv_status_state_name(SR.st.state));
+	cr_assert_eq(SR.st.end_kind, 'S');
+	world_close();
+}
