@@ -8,4 +8,7 @@
 /** `crun store [--host H] --port P …`: run the store alone in the foreground. */
 int cmd_store_main(int argc, char **argv);
 
+/** `crun status --rdzv_endpoint=H:P …`: show a running job, exit 0/1/2/3. */
+int cmd_status_main(int argc, char **argv);
+
 #endif

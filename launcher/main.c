@@ -138,6 +138,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1 && strcmp(argv[1], "store") == 0)
 		return cmd_store_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "status") == 0)
+		return cmd_status_main(argc - 1, argv + 1);
 
 	cfg_init(&cfg);
 	rc = cfg_parse_args(&cfg, argc, argv, NULL, &done, msg, sizeof(msg));

@@ -766,7 +766,8 @@ static void usage(FILE *fp)
 	    fp,
 	    "usage: crun [options] training_script [args...]\n"
 	    "       crun job.ini [args...]\n"
-	    "       crun store --port PORT [options]\n\n"
+	    "       crun store --port PORT [options]\n"
+	    "       crun status --rdzv_endpoint=H:P [--rdzv_id=ID] [--json]\n\n"
 	    "Start nproc_per_node workers on this node, meet the other nodes "
 	    "in a\n"
 	    "rendezvous, and restart the workers when they fail or nodes come "

@@ -936,6 +936,23 @@ static void join_round(struct crun_rdzv *r)
 		store_error(r, CRUN_ECLOSED);
 }
 
+/*
+ * What `crun status` cannot learn otherwise: the restart budget and the
+ * heartbeat interval this agent runs with (one write as it first joins).
+ */
+static void write_params(struct crun_rdzv *r)
+{
+	char k[KEYMAX], v[96];
+
+	key(r, k, "params");
+	snprintf(v, sizeof(v), "max_restarts=%d keep_alive_ms=%lld",
+		 r->o.max_restarts,
+		 (long long)(r->o.keep_alive_interval * 1000 >= 1
+				 ? r->o.keep_alive_interval * 1000
+				 : 1));
+	r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
+}
+
 static void on_config(int status, const struct crun_store_reply *rep, void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
@@ -952,6 +969,7 @@ static void on_config(int status, const struct crun_store_reply *rep, void *arg)
 		    "backend",
 		    r->run_id, (int)rep->len, (const char *)rep->value,
 		    r->config);
+	write_params(r);
 	join_round(r);
 }
 
@@ -1296,6 +1314,20 @@ int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 	snprintf(next, sizeof(next), "%d", r->round + 1);
 	snprintf(val, sizeof(val), "%c %s", kind, why);
 	key(r, ek, "r%d/expect", r->round + 1);
+	if (kind == RDZV_END_FAILURE) {
+		/* The job's last failure, with its time, for `crun status`. */
+		uv_timeval64_t tv;
+		char fv[700];
+
+		if (uv_gettimeofday(&tv) == 0) {
+			snprintf(fv, sizeof(fv), "%d %lld %s", r->round,
+				 (long long)tv.tv_sec * 1000 +
+				     tv.tv_usec / 1000,
+				 why);
+			key(r, k, "failure");
+			r->ops->set(r->kv, k, fv, strlen(fv), NULL, NULL);
+		}
+	}
 	key(r, k, "round");
 	/* In order: the next round's expectation, the round, then the reason.
 	 */

@@ -95,6 +95,7 @@ struct crun_rdzv_etcd {
 	int opening;
 	int kicking, rekick;
 	int close_started;
+	int readonly;	 /* rdzv_etcd_opts.readonly */
 	json_t *pending; /* watch messages not yet handled */
 	uv_timer_t evtimer;
 	struct cache *cache;
@@ -1184,6 +1185,25 @@ static void on_node_grant(int status, json_t *resp, void *arg)
 		open_done(s, CRUN_EETCD, "cannot reach etcd");
 }
 
+/* Read-only: the job's lease tells whether the job exists. */
+static void on_ro_job_read(int status, json_t *resp, void *arg)
+{
+	struct crun_rdzv_etcd *s = arg;
+	char *v = NULL;
+	size_t n;
+
+	if (status == CRUN_ECANCELED)
+		return;
+	if (status)
+		return open_done(s, status, etcd_errmsg(s->etcd));
+	if (!etcd_kv_first(resp, &v, &n, NULL))
+		return open_done(s, CRUN_ENOTFOUND,
+				 "no job under this etcd prefix and run id");
+	snprintf(s->job, sizeof(s->job), "%s", v);
+	free(v);
+	open_done(s, 0, "");
+}
+
 static void grant_node(struct crun_rdzv_etcd *s)
 {
 	char ttl[32];
@@ -1267,7 +1287,18 @@ int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
 	s->open_cb = cb;
 	s->open_data = data;
 	s->opening = 1;
-	grant_node(s);
+	s->readonly = o->readonly;
+	if (s->readonly) {
+		char k[600];
+
+		snprintf(k, sizeof(k), "%slease", s->ns);
+		rc = etcd_call(s->etcd, "/v3/kv/range", etcd_range_req(k, NULL),
+			       on_ro_job_read, s);
+		if (rc)
+			open_done(s, rc, "cannot reach etcd");
+	} else {
+		grant_node(s);
+	}
 	*out = s;
 	return 0;
 }

@@ -299,3 +299,159 @@ int rdzv_parse_addrs(const void *p, size_t len, int nodes, char **out,
 	*out = copy;
 	return 0;
 }
+
+int rdzv_parse_counter(const void *p, size_t len, int64_t *out, char *why,
+		       size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	const char *f;
+	size_t n;
+
+	if (check_len(len, why, wlen))
+		return CRUN_EPROTO;
+	n = cur_field(&c, &f);
+	if (n == 0 || field_int(f, n, 0, INT64_MAX, out) != 0)
+		return reason(why, wlen, "counter '%.*s' is not a number >= 0",
+			      (int)(len > 32 ? 32 : len), (const char *)p);
+	/* etcd's "N token": one printable word of who added last. */
+	n = cur_field(&c, &f);
+	if (n > 0 && (n > 64 || !cur_done(&c)))
+		return reason(why, wlen, "counter with trailing fields");
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)f[i] < 0x21 || (unsigned char)f[i] >= 0x7f)
+			return reason(why, wlen,
+				      "counter has a control character");
+	return 0;
+}
+
+/* The next field must be exactly word. */
+static int next_word(struct cur *c, const char *word, char *why, size_t wlen)
+{
+	const char *f;
+	size_t n = cur_field(c, &f);
+
+	if (n != strlen(word) || memcmp(f, word, n) != 0)
+		return reason(why, wlen, "expected '%s', found '%.*s'", word,
+			      (int)(n > 32 ? 32 : n), f);
+	return 0;
+}
+
+/* The next field as "name=<int in lo..hi>". */
+static int next_named_int(struct cur *c, const char *name, int64_t lo,
+			  int64_t hi, int *out, char *why, size_t wlen)
+{
+	const char *f;
+	size_t n = cur_field(c, &f), k = strlen(name);
+	int64_t v;
+
+	if (n <= k + 1 || memcmp(f, name, k) != 0 || f[k] != '=')
+		return reason(why, wlen, "%s= missing", name);
+	if (field_int(f + k + 1, n - k - 1, lo, hi, &v) != 0)
+		return reason(why, wlen,
+			      "%s '%.*s' is not a number in %lld..%lld", name,
+			      (int)(n - k - 1 > 32 ? 32 : n - k - 1), f + k + 1,
+			      (long long)lo, (long long)hi);
+	*out = (int)v;
+	return 0;
+}
+
+int rdzv_parse_config(const void *p, size_t len, int max_nodes, int *min,
+		      int *max, char *backend, size_t blen, char *why,
+		      size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	const char *f, *colon;
+	size_t n;
+	int64_t lo, hi;
+
+	if (check_len(len, why, wlen))
+		return CRUN_EPROTO;
+	n = cur_field(&c, &f);
+	colon = n > 7 ? memchr(f, ':', n) : NULL;
+	if (n <= 7 || memcmp(f, "nnodes=", 7) != 0 || colon == NULL ||
+	    field_int(f + 7, (size_t)(colon - f - 7), 1, max_nodes, &lo) ||
+	    field_int(colon + 1, (size_t)(f + n - colon - 1), lo, max_nodes,
+		      &hi))
+		return reason(why, wlen,
+			      "expected nnodes=MIN:MAX with 1 <= MIN <= MAX "
+			      "<= %d",
+			      max_nodes);
+	n = cur_field(&c, &f);
+	if (n <= 8 || memcmp(f, "backend=", 8) != 0 ||
+	    next_str(&(struct cur){f + 8, f + n}, "backend", backend, blen, why,
+		     wlen))
+		return reason(why, wlen, "expected backend=NAME");
+	if (!cur_done(&c))
+		return reason(why, wlen, "trailing fields after the backend");
+	*min = (int)lo;
+	*max = (int)hi;
+	return 0;
+}
+
+int rdzv_parse_params(const void *p, size_t len, struct rdzv_params *out,
+		      char *why, size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	int rc;
+
+	if (check_len(len, why, wlen))
+		return CRUN_EPROTO;
+	if ((rc = next_named_int(&c, "max_restarts", 0, INT32_MAX,
+				 &out->max_restarts, why, wlen)) ||
+	    (rc = next_named_int(&c, "keep_alive_ms", 1, 3600000,
+				 &out->keep_alive_ms, why, wlen)))
+		return rc;
+	if (!cur_done(&c))
+		return reason(why, wlen, "trailing fields");
+	return 0;
+}
+
+int rdzv_parse_failure(const void *p, size_t len, struct rdzv_failure *f,
+		       char *why, size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	const char *fl;
+	size_t n;
+	int64_t ms;
+	int rc, again;
+
+	memset(f, 0, sizeof(*f));
+	if (check_len(len, why, wlen))
+		return CRUN_EPROTO;
+	if ((rc = next_int(&c, "round", 0, INT32_MAX, &f->round, why, wlen)))
+		return rc;
+	n = cur_field(&c, &fl);
+	/* Up to the year 9999: a time, not any number. */
+	if (n == 0 || field_int(fl, n, 0, 253402300799999LL, &ms) != 0)
+		return reason(why, wlen, "time '%.*s' is not in ms since 1970",
+			      (int)(n > 32 ? 32 : n), fl);
+	f->unix_ms = ms;
+	if ((rc = next_int(&c, "exit code", -255, 255, &f->exit_code, why,
+			   wlen)) ||
+	    (rc = next_word(&c, "rank", why, wlen)) ||
+	    (rc =
+		 next_int(&c, "rank", 0, INT32_MAX - 1, &f->rank, why, wlen)) ||
+	    (rc = next_word(&c, "(local", why, wlen)) ||
+	    (rc = next_word(&c, "rank", why, wlen)))
+		return rc;
+	n = cur_field(&c, &fl);
+	if (n < 2 || fl[n - 1] != ')' ||
+	    field_int(fl, n - 1, 0, RDZV_MAX_NPROC - 1, &ms) != 0)
+		return reason(why, wlen,
+			      "local rank '%.*s' is not a number in "
+			      "0..%d followed by ')'",
+			      (int)(n > 32 ? 32 : n), fl, RDZV_MAX_NPROC - 1);
+	f->local_rank = (int)ms;
+	if ((rc = next_word(&c, "on", why, wlen)) ||
+	    (rc = next_str(&c, "host", f->host, sizeof(f->host), why, wlen)) ||
+	    (rc = next_word(&c, "exited", why, wlen)) ||
+	    (rc = next_word(&c, "with", why, wlen)) ||
+	    (rc = next_int(&c, "exit code", -255, 255, &again, why, wlen)))
+		return rc;
+	if (again != f->exit_code)
+		return reason(why, wlen, "exit codes %d and %d differ",
+			      f->exit_code, again);
+	if (!cur_done(&c))
+		return reason(why, wlen, "trailing fields");
+	return 0;
+}

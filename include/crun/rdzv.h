@@ -26,7 +26,10 @@
  *   finished    counter of nodes whose workers all succeeded
  * plus "crun/<run_id>/round" (the current round), ".../config" (nnodes and
  * backend, which every node must agree on), ".../restarts" (job-wide count
- * of failure restarts) and "crun/job" (the run id of the endpoint's job).
+ * of failure restarts), ".../params" ("max_restarts=N keep_alive_ms=N",
+ * set by each agent as it first joins), ".../failure" (the last worker
+ * failure: "<round> <unix_ms> <why of its F end>") and "crun/job" (the run
+ * id of the endpoint's job). `crun status` reads them (rdzv_status.h).
  *
  * Joining: ADD join, SET node/i. Participant i >= MIN arms the last-call
  * timer (at once when i reaches MAX or the count the round expects); when

@@ -27,7 +27,11 @@ struct rdzv_etcd_opts {
 	const char *run_id;
 	double lease_ttl; /* s: a lost node is noticed after this */
 	double timeout;	  /* s: read_timeout, all endpoints failing */
-	char *errmsg;	  /* filled on a synchronous error */
+	/* Only read the job's keys (`crun status`): no lease of this node,
+	 * no watch, no job lease created; a job without one is
+	 * CRUN_ENOTFOUND. Writes then go to no lease: do not write. */
+	int readonly;
+	char *errmsg; /* filled on a synchronous error */
 	size_t errlen;
 };
 

@@ -73,4 +73,47 @@ int rdzv_parse_end(const void *p, size_t len, int *kind, char *text,
 int rdzv_parse_addrs(const void *p, size_t len, int nodes, char **out,
 		     char *why, size_t wlen);
 
+/**
+ * A counter as the backends store it: "N" (the crun store) or "N token"
+ * (etcd writes who added last beside the sum). N in [0, INT64_MAX].
+ */
+int rdzv_parse_counter(const void *p, size_t len, int64_t *out, char *why,
+		       size_t wlen);
+
+/**
+ * The job's "config" record "nnodes=MIN:MAX backend=B" (rdzv.c writes it):
+ * 1 <= MIN <= MAX <= max_nodes, B a word of at most blen-1 bytes.
+ */
+int rdzv_parse_config(const void *p, size_t len, int max_nodes, int *min,
+		      int *max, char *backend, size_t blen, char *why,
+		      size_t wlen);
+
+/* The job's "params" record: what every agent was started with. */
+struct rdzv_params {
+	int max_restarts;  /* 0..INT32_MAX */
+	int keep_alive_ms; /* heartbeat interval, 1..3600000 */
+};
+
+/** "max_restarts=N keep_alive_ms=N" (written by each agent as it joins). */
+int rdzv_parse_params(const void *p, size_t len, struct rdzv_params *out,
+		      char *why, size_t wlen);
+
+/* The job's last worker failure (the "failure" record). */
+struct rdzv_failure {
+	int round;	 /* the round it ended */
+	int64_t unix_ms; /* the failing node's wall clock, ms since 1970 */
+	int exit_code;	 /* 128 + N: killed by signal N */
+	int rank;	 /* global rank of the worker */
+	int local_rank;
+	char host[RDZV_MAX_FIELD + 1];
+};
+
+/**
+ * "<round> <unix_ms> <code> rank <r> (local rank <l>) on <host> exited
+ * with <code>": the round, the time and the reason of the end record of a
+ * failure (rdzv_end_round writes it; the agent words the reason).
+ */
+int rdzv_parse_failure(const void *p, size_t len, struct rdzv_failure *f,
+		       char *why, size_t wlen);
+
 #endif

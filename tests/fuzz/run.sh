@@ -3,6 +3,7 @@
 # straight from the src/ files each needs, into build-fuzz/:
 #   fuzz_store_wire     the store's frame decoder
 #   fuzz_rdzv_records   the rendezvous record parsers (descriptors, ...)
+#   fuzz_rdzv_status    the records `crun status` reads (params, failure, ...)
 #   fuzz_cfg_ini        the INI job-file loader (and cfg_finalize)
 #   fuzz_cli            the command line (cfg_parse_args, cfg_finalize)
 #   fuzz_hostlist       the Slurm hostlist expander (and compressor)
@@ -31,7 +32,7 @@ CFG_SRC="src/cfg.c src/cfg_ini.c src/cfg_slurm.c src/slurm.c src/hostlist.c src/
 sources() {
 	case $1 in
 	store_wire) echo "src/store_wire.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
-	rdzv_records) echo "src/rdzv_records.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
+	rdzv_records | rdzv_status) echo "src/rdzv_records.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
 	hostlist) echo "src/hostlist.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
 	cfg_ini | cli) echo "$CFG_SRC $(pkg-config --cflags --libs libuv inih libcurl jansson libsodium)" ;;
 	esac

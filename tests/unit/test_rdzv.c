@@ -1501,3 +1501,289 @@ Test(rdzv, node_joined_but_never_described, .timeout = 10)
 	cr_assert_eq(W.n[0].status, CRUN_ERDZV_TIMEOUT, "%s", crun_err_name(W.n[0].status));
 	world_close();
 }
+
+/* ---- crun status: reading a job without joining (rdzv_status.h) --------- */
+
+#include "crun/rdzv_status.h"
+
+struct sread {
+	int done, status;
+	struct rdzv_status st;
+	struct rdzv_status_node nodes[MAXNODES];
+	char errmsg[900];
+	uint64_t ops_before; /* W.kv.nops when the read started */
+	int wrote;	     /* the map changed while reading (it must not) */
+};
+
+static struct sread SR;
+
+static void on_sread(struct crun_rdzv_status *s, int status, const struct rdzv_status *st,
+		     const char *errmsg, void *data)
+{
+	(void)s;
+	(void)data;
+	SR.done = 1;
+	SR.status = status;
+	snprintf(SR.errmsg, sizeof(SR.errmsg), "%s", errmsg);
+	if (st) {
+		SR.st = *st;
+		cr_assert_leq(st->nnodes, MAXNODES);
+		memcpy(SR.nodes, st->nodes, (size_t)st->nnodes * sizeof(*st->nodes));
+		SR.st.nodes = SR.nodes;
+	}
+}
+
+static int sread_done(void)
+{
+	return SR.done;
+}
+
+/* Remove key from the map (the fake has no DELETE_KEY). */
+static void fkv_del(struct fkv *s, const char *key)
+{
+	for (struct fentry **p = &s->map; *p; p = &(*p)->next) {
+		if (strcmp((*p)->key, key) == 0) {
+			struct fentry *e = *p;
+
+			*p = e->next;
+			free(e->key);
+			free(e->val);
+			free(e);
+			return;
+		}
+	}
+}
+
+/*
+ * The reader's view of the store: only compare-and-sets whose expected
+ * value is not empty (they can match no real key: reads). Anything that
+ * could write fails the test.
+ */
+static int ro_add(void *kv, const char *key, int64_t delta, rdzv_kv_cb cb, void *arg)
+{
+	(void)kv, (void)delta, (void)cb, (void)arg;
+	cr_assert_fail("the reader added to '%s'", key);
+	return -1;
+}
+
+static int ro_set(void *kv, const char *key, const void *v, size_t n, rdzv_kv_cb cb,
+		  void *arg)
+{
+	(void)kv, (void)v, (void)n, (void)cb, (void)arg;
+	cr_assert_fail("the reader set '%s'", key);
+	return -1;
+}
+
+static int ro_compare_set(void *kv, const char *key, const void *exp, size_t elen,
+			  const void *des, size_t dlen, rdzv_kv_cb cb, void *arg)
+{
+	cr_assert_gt(elen, 0, "the reader's CAS of '%s' could create it", key);
+	cr_assert(elen > 1 && ((const char *)exp)[0] == '\001',
+		  "the reader's CAS of '%s' could match a value", key);
+	return fkv_compare_set(kv, key, exp, elen, des, dlen, cb, arg);
+}
+
+static int ro_multi_set(void *kv, const char *const *keys, const void *const *vals,
+			const size_t *lens, size_t n, rdzv_kv_cb cb, void *arg)
+{
+	(void)kv, (void)vals, (void)lens, (void)n, (void)cb, (void)arg;
+	cr_assert_fail("the reader set '%s'", keys[0]);
+	return -1;
+}
+
+static const struct rdzv_kv_ops ro_ops = {
+    .add = ro_add,
+    .set = ro_set,
+    .compare_set = ro_compare_set,
+    .multi_get = fkv_multi_get,
+    .multi_set = ro_multi_set,
+    .watch = fkv_watch,
+};
+
+/* Read the job over a client of its own, like `crun status`. */
+static void status_read(const char *run_id, double hb_wait)
+{
+	struct rdzv_status_opts o = {.run_id = run_id, .max_nodes = 64, .hb_wait = hb_wait};
+	struct crun_rdzv_status *s;
+	struct fcli *c = fkv_client(&W.kv);
+
+	memset(&SR, 0, sizeof(SR));
+	cr_assert_eq(rdzv_status_read(&W.loop, &ro_ops, c, &o, on_sread, NULL, &s), 0);
+	cr_assert(run_until(sread_done, 3000), "the status read never finished");
+	fcli_close(c);
+	rdzv_status_free(s);
+}
+
+Test(rdzv_status, running_round_then_failure, .timeout = 10)
+{
+	world_init();
+	node_add(1, 2, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+
+	/* Nothing of another job; and the job itself, heartbeats seen. */
+	status_read("other", 0);
+	cr_assert_eq(SR.status, CRUN_ENOTFOUND, "%s", crun_err_name(SR.status));
+	cr_assert(strstr(SR.errmsg, "it serves job 'job1'"), "%s", SR.errmsg);
+	status_read("job1", 0.5);
+	cr_assert_eq(SR.status, 0, "%s: %s", crun_err_name(SR.status), SR.errmsg);
+	cr_assert_str_eq(SR.st.run_id, "job1");
+	cr_assert_eq(SR.st.state, RDZV_STATUS_RUNNING);
+	cr_assert_eq(SR.st.round, 0);
+	cr_assert_eq(SR.st.restarts, 0);
+	cr_assert(SR.st.have_params);
+	cr_assert_eq(SR.st.params.max_restarts, 1);
+	cr_assert_eq(SR.st.params.keep_alive_ms, 50);
+	cr_assert_eq(SR.st.nnodes, 2);
+	cr_assert_eq(SR.st.master_port, 29510);
+	cr_assert_not(SR.st.have_failure);
+	for (int g = 0; g < 2; g++) {
+		struct rdzv_status_node *n = &SR.nodes[g];
+
+		cr_assert_eq(n->group_rank, g);
+		cr_assert_str_eq(n->d.host, g == 0 ? "n1" : "n2");
+		cr_assert_eq(n->d.nproc, g == 0 ? 2 : 1);
+		cr_assert_eq(n->ranks.base_rank, g == 0 ? 0 : 2);
+		cr_assert_eq(n->ranks.world_size, 3);
+		/* Beating every 50 ms: seen moving within the 0.5 s window. */
+		cr_assert(n->hb_age >= 0 && n->hb_age < 0.3, "%s: age %f", n->d.host, n->hb_age);
+		cr_assert_gt(n->hb, 0);
+	}
+
+	/* A worker fails on n2: the failure is recorded with its round. */
+	clear_ends();
+	cr_assert_eq(rdzv_end_round(W.n[1].r, RDZV_END_FAILURE,
+				    "3 rank 2 (local rank 0) on n2 exited with 3"),
+		     0);
+	cr_assert(run_until(all_ends, 1000));
+	may_all(RDZV_END_FAILURE);
+	for (int i = 0; i < 2; i++)
+		node_next(&W.n[i]);
+	cr_assert(run_until(all_rounds, 2000), "round 1 did not form");
+	status_read(NULL, 0.5); /* no run id: the endpoint's job */
+	cr_assert_eq(SR.status, 0, "%s: %s", crun_err_name(SR.status), SR.errmsg);
+	cr_assert_eq(SR.st.round, 1);
+	cr_assert_eq(SR.st.restarts, 1);
+	cr_assert_eq(SR.st.state, RDZV_STATUS_RUNNING);
+	cr_assert(SR.st.have_failure);
+	cr_assert_eq(SR.st.failure.round, 0);
+	cr_assert_eq(SR.st.failure.rank, 2);
+	cr_assert_eq(SR.st.failure.exit_code, 3);
+	cr_assert_str_eq(SR.st.failure.host, "n2");
+	cr_assert_gt(SR.st.failure.unix_ms, 1600000000000LL);
+
+	/* A node that stops beating is shown stalled, within the window. */
+	node_kill(&W.n[1]);
+	status_read("job1", 0.3);
+	cr_assert_eq(SR.status, 0, "%s: %s", crun_err_name(SR.status), SR.errmsg);
+	/* Read before n1 notices (3 missed beats): still running. */
+	cr_assert_eq(SR.st.state, RDZV_STATUS_RUNNING);
+	cr_assert_eq(SR.st.nnodes, 2);
+	cr_assert_geq(SR.nodes[0].hb_age, 0, "the live node's heartbeat did not move");
+	cr_assert_lt(SR.nodes[1].hb_age, 0, "a dead node's heartbeat moved");
+	cr_assert_geq(SR.st.hb_window, 0.3);
+	world_close();
+}
+
+Test(rdzv_status, forming_and_malformed_records, .timeout = 10)
+{
+	world_init();
+	/* Nothing at all on the endpoint. */
+	status_read(NULL, 0);
+	cr_assert_eq(SR.status, CRUN_ENOTFOUND);
+	/* One node of two joined: the round forms, its node is listed. */
+	node_add(1, 2, 1, 2, 2);
+	start_all();
+	run_for(100);
+	status_read("job1", 0);
+	cr_assert_eq(SR.status, 0, "%s: %s", crun_err_name(SR.status), SR.errmsg);
+	cr_assert_eq(SR.st.state, RDZV_STATUS_FORMING);
+	cr_assert_eq(SR.st.joined, 1);
+	cr_assert_eq(SR.st.nnodes, 1);
+	cr_assert_eq(SR.nodes[0].group_rank, -1);
+	cr_assert_str_eq(SR.nodes[0].d.host, "n1");
+
+	/* Forged records: an error naming the key, never a crash. */
+	static const struct {
+		const char *key, *val, *want;
+	} bad[] = {
+	    {"crun/job1/config", "nnodes=0:2 backend=c10d", "'crun/job1/config'"},
+	    {"crun/job1/config", "nnodes=1:99999999 backend=c10d", "'crun/job1/config'"},
+	    {"crun/job1/round", "-1", "'crun/job1/round'"},
+	    {"crun/job1/restarts", "lots", "'crun/job1/restarts'"},
+	    {"crun/job1/params", "max_restarts=1", "keep_alive_ms= missing"},
+	    {"crun/job1/failure", "0 1 3 rank 2 (local rank 0) on h exited with 4",
+	     "exit codes 3 and 4 differ"},
+	    {"crun/job1/r0/join", "99999999999999999999", "'crun/job1/r0/join'"},
+	    {"crun/job1/r0/node/1", "1 0 0 1 h a r", "nproc"},
+	    {"crun/job1/r0/end", "Q what", "unknown end kind"},
+	    {"crun/job", "a/b", "'crun/job': not a job id"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *old = fkv_get(&W.kv, bad[i].key);
+		char *keep = old ? strdup(old) : NULL;
+
+		fkv_put(&W.kv, bad[i].key, bad[i].val, strlen(bad[i].val));
+		status_read(NULL, 0);
+		cr_assert_eq(SR.status, CRUN_EPROTO, "%s=%s: %s (%s)", bad[i].key, bad[i].val,
+			     crun_err_name(SR.status), SR.errmsg);
+		cr_assert(strstr(SR.errmsg, bad[i].want), "%s=%s: '%s' lacks '%s'", bad[i].key,
+			  bad[i].val, SR.errmsg, bad[i].want);
+		if (keep)
+			fkv_put(&W.kv, bad[i].key, keep, strlen(keep));
+		else
+			fkv_del(&W.kv, bad[i].key);
+		free(keep);
+	}
+	world_close();
+}
+
+Test(rdzv_status, ended_when_restarts_exhausted_or_all_finished, .timeout = 10)
+{
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	/* Two failures with max_restarts=1: nobody forms round 2. */
+	for (int round = 0; round < 2; round++) {
+		clear_ends();
+		cr_assert_eq(rdzv_end_round(W.n[1].r, RDZV_END_FAILURE,
+					    "1 rank 1 (local rank 0) on n2 exited with 1"),
+			     0);
+		cr_assert(run_until(all_ends, 1000));
+		may_all(RDZV_END_FAILURE);
+		if (round == 0) {
+			for (int i = 0; i < 2; i++)
+				node_next(&W.n[i]);
+			cr_assert(run_until(all_rounds, 2000));
+			status_read("job1", 0);
+			cr_assert_eq(SR.st.state, RDZV_STATUS_RUNNING);
+		}
+	}
+	status_read("job1", 0);
+	cr_assert_eq(SR.status, 0, "%s: %s", crun_err_name(SR.status), SR.errmsg);
+	cr_assert_eq(SR.st.round, 2);
+	cr_assert_eq(SR.st.restarts, 2);
+	cr_assert_eq(SR.st.state, RDZV_STATUS_ENDED, "state %s",
+		     rdzv_status_state_name(SR.st.state));
+	cr_assert_eq(SR.st.failure.round, 1);
+	world_close();
+
+	/* Every node finished: the round's end says so. */
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(rdzv_finish(W.n[i].r, on_finish, &W.n[i]), 0);
+	run_for(200);
+	status_read("job1", 0);
+	cr_assert_eq(SR.status, 0, "%s: %s", crun_err_name(SR.status), SR.errmsg);
+	cr_assert_eq(SR.st.state, RDZV_STATUS_ENDED, "state %s",
+		     rdzv_status_state_name(SR.st.state));
+	cr_assert_eq(SR.st.end_kind, 'S');
+	world_close();
+}

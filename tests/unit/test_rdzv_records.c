@@ -163,3 +163,73 @@ Test(rdzv_records, master_and_end, .timeout = 10)
 	cr_assert_eq(strlen(text), sizeof(text) - 1);
 	cr_assert_eq(text[0], '?');
 }
+
+Test(rdzv_records, status_records, .timeout = 10)
+{
+	char why[200], backend[32];
+	struct rdzv_params pa;
+	struct rdzv_failure f;
+	int64_t v;
+	int lo, hi;
+
+	/* Counters: the crun store's "N", etcd's "N token". */
+	cr_assert_eq(rdzv_parse_counter(S("42"), &v, why, sizeof(why)), 0);
+	cr_assert_eq(v, 42);
+	cr_assert_eq(rdzv_parse_counter(S("7 6f2a:3"), &v, why, sizeof(why)), 0);
+	cr_assert_eq(v, 7);
+	cr_assert_eq(rdzv_parse_counter(S("-1"), &v, why, sizeof(why)), CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_counter(S("7 a b"), &v, why, sizeof(why)), CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_counter(S("99999999999999999999"), &v, why, sizeof(why)),
+		     CRUN_EPROTO);
+	/* The job's config. */
+	cr_assert_eq(rdzv_parse_config(S("nnodes=1:4 backend=c10d"), 64, &lo, &hi, backend,
+				       sizeof(backend), why, sizeof(why)),
+		     0);
+	cr_assert_eq(lo, 1);
+	cr_assert_eq(hi, 4);
+	cr_assert_str_eq(backend, "c10d");
+	cr_assert_eq(rdzv_parse_config(S("nnodes=3:2 backend=c10d"), 64, &lo, &hi, backend,
+				       sizeof(backend), why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_config(S("nnodes=1:65 backend=c10d"), 64, &lo, &hi, backend,
+				       sizeof(backend), why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_config(S("nnodes=1:2"), 64, &lo, &hi, backend, sizeof(backend),
+				       why, sizeof(why)),
+		     CRUN_EPROTO);
+	/* The agents' params. */
+	cr_assert_eq(rdzv_parse_params(S("max_restarts=3 keep_alive_ms=500"), &pa, why,
+				       sizeof(why)),
+		     0);
+	cr_assert_eq(pa.max_restarts, 3);
+	cr_assert_eq(pa.keep_alive_ms, 500);
+	cr_assert_eq(rdzv_parse_params(S("max_restarts=3 keep_alive_ms=0"), &pa, why,
+				       sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert(strstr(why, "keep_alive_ms"), "%s", why);
+	cr_assert_eq(rdzv_parse_params(S("keep_alive_ms=5 max_restarts=3"), &pa, why,
+				       sizeof(why)),
+		     CRUN_EPROTO);
+	/* The last failure: what rdzv_end_round writes from the agent's why. */
+	cr_assert_eq(rdzv_parse_failure(S("2 1764570000123 137 rank 5 (local rank 1) on "
+					  "node7 exited with 137"),
+					&f, why, sizeof(why)),
+		     0, "%s", why);
+	cr_assert_eq(f.round, 2);
+	cr_assert_eq(f.unix_ms, 1764570000123LL);
+	cr_assert_eq(f.exit_code, 137);
+	cr_assert_eq(f.rank, 5);
+	cr_assert_eq(f.local_rank, 1);
+	cr_assert_str_eq(f.host, "node7");
+	cr_assert_eq(rdzv_parse_failure(S("2 1764570000123 1 3 n2"), &f, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_failure(S("2 -5 1 rank 5 (local rank 1) on h exited with 1"),
+					&f, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_failure(S("2 5 1 rank 5 (local rank 1 on h exited with 1"),
+					&f, why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_failure(S("2 5 1 rank 5 (local rank 1) on h exited with 1 x"),
+					&f, why, sizeof(why)),
+		     CRUN_EPROTO);
+}
