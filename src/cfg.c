@@ -21,6 +21,7 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/etcd.h"
+#include "crun/fingerprint.h"
 #include "crun/gpu.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
@@ -1214,6 +1215,18 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	if (RAW(event_log) && *RAW(event_log) == '\0')
 		return bad(cfg, CFG_event_log, e, l, "expected a file or -");
 	set_str(&cfg->event_log, RAW(event_log));
+	if (strcmp(RAW(env_check), "warn") == 0)
+		cfg->env_check = CRUN_ENV_CHECK_WARN;
+	else if (strcmp(RAW(env_check), "strict") == 0)
+		cfg->env_check = CRUN_ENV_CHECK_STRICT;
+	else if (strcmp(RAW(env_check), "off") == 0)
+		cfg->env_check = CRUN_ENV_CHECK_OFF;
+	else
+		return bad(cfg, CFG_env_check, e, l,
+			   "expected warn, strict or off");
+	if ((rc = get_double(cfg, CFG_env_check_timeout, 0, 0,
+			     &cfg->env_check_timeout, e, l)))
+		return rc;
 
 	if (cfg->module && cfg->no_python)
 		return cfg__err(
