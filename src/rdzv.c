@@ -55,6 +55,7 @@ struct crun_rdzv {
 	int fp_wait;		  /* the descriptor waits for the fingerprint */
 	int fp_pending;		  /* round whose descriptor waits, or -1 */
 	int fp_index;		  /* and its arrival index there */
+	int fp_close;		  /* try_close waits for that descriptor */
 	char env_diff[RDZV_MAX_ENVCHECK + 1];
 	int env_refused;
 	char config[200];
@@ -581,6 +582,39 @@ static int nd_cmp(const void *x, const void *y)
 /* End round R before it formed (a node vanished while joining). */
 static void abort_round(struct crun_rdzv *r, int kind, const char *why);
 
+/* The store took our refusal: fail with it (whatever our watch sees). */
+static void on_env_refused(int status, const struct crun_store_reply *rep,
+			   void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+
+	(void)status;
+	(void)rep;
+	if (r == NULL || r->state != R_JOINING)
+		return;
+	r->env_refused = 1;
+	round_fail(r, CRUN_ERDZV_CLOSED, "%s", r->env_diff);
+}
+
+/*
+ * env_check=strict: abort the round as abort_round does, and fail this
+ * node with the message as soon as the store has it, so that the closer
+ * says why even when the store host, told first, is gone before our own
+ * watch on "assigned" replies.
+ */
+static void env_refuse(struct crun_rdzv *r, const char *msg)
+{
+	char k[KEYMAX], val[600];
+
+	snprintf(r->env_diff, sizeof(r->env_diff), "%s", msg);
+	key(r, k, "r%d/assigned", r->round);
+	snprintf(val, sizeof(val), "abort %c %s", RDZV_END_FATAL, msg);
+	rdzv_end_round(r, RDZV_END_FATAL, msg);
+	if (r->ops->set(r->kv, k, val, strlen(val), on_env_refused,
+			op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
 /*
  * The closer compares the nodes' fingerprints (in group-rank order): the
  * record r<R>/envcheck gets the lines ("-": none) into *env (malloc'd).
@@ -630,7 +664,7 @@ static int env_compare(struct crun_rdzv *r, const struct nd *v, int n,
 		if (m >= sizeof(msg))
 			memcpy(msg + sizeof(msg) - 4, "...", 4);
 		free(lines);
-		abort_round(r, RDZV_END_FATAL, msg);
+		env_refuse(r, msg);
 		return -1;
 	}
 	if (k == 0)
@@ -838,6 +872,15 @@ static void try_close(struct crun_rdzv *r)
 
 	if (r->state != R_JOINING)
 		return;
+	/*
+	 * Our own descriptor still waits for the fingerprint: the closer's
+	 * read of the descriptors would wait for it on the connection that
+	 * must carry it. descr_flush closes once it is written.
+	 */
+	if (r->fp_pending == r->round) {
+		r->fp_close = 1;
+		return;
+	}
 	key(r, k, "r%d/join", r->round);
 	if (r->ops->add(r->kv, k, 0, on_close_count, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
@@ -975,14 +1018,17 @@ static void descr_build(struct crun_rdzv *r)
 static void descr_flush(struct crun_rdzv *r)
 {
 	char k[KEYMAX];
-	int round = r->fp_pending;
+	int round = r->fp_pending, close = r->fp_close;
 
 	r->fp_pending = -1;
+	r->fp_close = 0;
 	if (round < 0 || round != r->round || r->state != R_JOINING)
 		return;
 	key(r, k, "r%d/node/%d", round, r->fp_index);
 	if (r->ops->set(r->kv, k, r->descr, strlen(r->descr), NULL, NULL))
-		store_error(r, CRUN_ECLOSED);
+		return store_error(r, CRUN_ECLOSED);
+	if (close)
+		try_close(r);
 }
 
 static void on_fp_timeout(uv_timer_t *t)
@@ -1044,6 +1090,7 @@ static void on_join_index(int status, const struct crun_store_reply *rep,
 	if (r->fp_wait) {
 		r->fp_pending = r->round;
 		r->fp_index = r->index;
+		r->fp_close = 0;
 	}
 	if ((!r->fp_wait &&
 	     r->ops->set(r->kv, k1, r->descr, strlen(r->descr), NULL, NULL)) ||

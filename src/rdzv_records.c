@@ -328,8 +328,6 @@ int rdzv_parse_envcheck(const void *p, size_t len, char *text, size_t tlen,
 		text[0] = '\0';
 		return 0;
 	}
-	if (s[len - 1] != '\n')
-		return reason(why, wlen, "last line not ended by a newline");
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] == '\n') {
 			if ((i == 0 || s[i - 1] == '\n'))
@@ -343,6 +341,8 @@ int rdzv_parse_envcheck(const void *p, size_t len, char *text, size_t tlen,
 				      i);
 		}
 	}
+	if (s[len - 1] != '\n')
+		return reason(why, wlen, "last line not ended by a newline");
 	memcpy(text, p, len);
 	text[len] = '\0';
 	return 0;
