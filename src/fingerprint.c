@@ -552,22 +552,16 @@ static int python_dirs(const char *python, char **envp, int timeout_ms,
 	return n;
 }
 
-static void collect_python(const char *python, char **envp, int timeout_ms,
-			   struct crun_fingerprint *fp)
+/* torch, cuda and nccl along dirs, in order; 1 when torch was found. */
+static int scan_dirs(char **dirs, int n, struct crun_fingerprint *fp)
 {
 	static const char *const torch_pfx[] = {"torch-", NULL};
 	static const char *const nccl_pfx[] = {"nvidia_nccl", "nvidia-nccl",
 					       NULL};
-	char *buf = malloc(PATH_MAX * 8), *dirs[MAX_DIRS];
-	int n;
 
-	if (buf == NULL)
-		return;
-	n = python_dirs(python, envp, timeout_ms, buf, PATH_MAX * 8, dirs);
-	if (n < 0) { /* the interpreter did not answer: unknown */
-		free(buf);
-		return;
-	}
+	memset(fp->v[FP_TORCH], 0, sizeof(fp->v[FP_TORCH]));
+	memset(fp->v[FP_CUDA], 0, sizeof(fp->v[FP_CUDA]));
+	memset(fp->v[FP_NCCL], 0, sizeof(fp->v[FP_NCCL]));
 	for (int i = 0; i < n && !fp->v[FP_TORCH][0]; i++) {
 		char path[PATH_MAX], *text;
 
@@ -606,10 +600,118 @@ static void collect_python(const char *python, char **envp, int timeout_ms,
 			break;
 		fp->v[FP_NCCL][0] = '\0';
 	}
-	if (fp->v[FP_TORCH][0] == '\0') /* no torch at all */
-		snprintf(fp->v[FP_TORCH], sizeof(fp->v[FP_TORCH]), "-");
+	if (fp->v[FP_TORCH][0] == '\0')
+		return 0;
 	if (fp->v[FP_NCCL][0] == '\0')
 		snprintf(fp->v[FP_NCCL], sizeof(fp->v[FP_NCCL]), "-");
+	return 1;
+}
+
+/* Append "fmt..." to the list (strings in buf at *used) if it is a dir. */
+static void add_dir(char *buf, size_t len, size_t *used, char **dirs, int *n,
+		    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void add_dir(char *buf, size_t len, size_t *used, char **dirs, int *n,
+		    const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (*n >= MAX_DIRS || *used >= len)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *used, len - *used, fmt, ap);
+	va_end(ap);
+	if (k <= 0 || (size_t)k >= len - *used || !is_dir(buf + *used))
+		return;
+	dirs[(*n)++] = buf + *used;
+	*used += (size_t)k + 1;
+}
+
+/*
+ * The interpreter's path as Python builds it, without running it:
+ * PYTHONPATH, then (from the interpreter's real name "pythonX.Y" and its
+ * prefix) a venv's site-packages, the user site, and the prefix's site- and
+ * Debian dist-packages. Returns -1 when the version cannot be told from the
+ * name (a pyenv shim, a wrapper script), with the PYTHONPATH dirs listed.
+ */
+static int static_dirs(const char *python, char **envp, char *buf, size_t len,
+		       char **dirs, int *n)
+{
+	const char *pp = env_of(envp, "PYTHONPATH"),
+		   *home = env_of(envp, "HOME");
+	char real[PATH_MAX], given[PATH_MAX], cfg[PATH_MAX + 16], *text;
+	const char *base;
+	size_t used = 0;
+	int major, minor, venv = 0, system = 1;
+
+	*n = 0;
+	while (pp && *pp) {
+		size_t k = strcspn(pp, ":");
+
+		if (k > 0 && k < PATH_MAX)
+			add_dir(buf, len, &used, dirs, n, "%.*s", (int)k, pp);
+		pp += k + (pp[k] == ':');
+	}
+	if (strchr(python, '/') == NULL || realpath(python, real) == NULL)
+		return -1;
+	base = strrchr(real, '/') + 1;
+	if (sscanf(base, "python%d.%d", &major, &minor) != 2)
+		return -1;
+	/* A venv: <venv>/bin/python beside <venv>/pyvenv.cfg. */
+	snprintf(given, sizeof(given), "%s", python);
+	if (strrchr(given, '/'))
+		*strrchr(given, '/') = '\0';
+	snprintf(cfg, sizeof(cfg), "%s/../pyvenv.cfg", given);
+	if ((text = slurp(cfg)) != NULL) {
+		venv = 1;
+		system =
+		    strstr(text, "include-system-site-packages = true") != NULL;
+		free(text);
+		add_dir(buf, len, &used, dirs, n,
+			"%s/../lib/python%d.%d/site-packages", given, major,
+			minor);
+	}
+	*strrchr(real, '/') = '\0'; /* <prefix>/bin */
+	if (strrchr(real, '/'))
+		*strrchr(real, '/') = '\0'; /* <prefix> */
+	if (home && *home && (!venv || system))
+		add_dir(buf, len, &used, dirs, n,
+			"%s/.local/lib/python%d.%d/site-packages", home, major,
+			minor);
+	if (!system)
+		return 0;
+	add_dir(buf, len, &used, dirs, n, "%s/lib/python%d.%d/site-packages",
+		real, major, minor);
+	add_dir(buf, len, &used, dirs, n,
+		"%s/local/lib/python%d.%d/dist-packages", real, major, minor);
+	add_dir(buf, len, &used, dirs, n, "%s/lib/python%d/dist-packages", real,
+		major);
+	add_dir(buf, len, &used, dirs, n, "%s/lib/python%d.%d/dist-packages",
+		real, major, minor);
+	return 0;
+}
+
+static void collect_python(const char *python, char **envp, int timeout_ms,
+			   struct crun_fingerprint *fp)
+{
+	char *buf = malloc(PATH_MAX * 8), *dirs[MAX_DIRS];
+	int n;
+
+	if (buf == NULL)
+		return;
+	/* Fast (no process): where torch normally lives. */
+	static_dirs(python, envp, buf, PATH_MAX * 8, dirs, &n);
+	if (scan_dirs(dirs, n, fp))
+		goto out;
+	/* Not there: ask the interpreter for its path (-S: no site hooks). */
+	n = python_dirs(python, envp, timeout_ms, buf, PATH_MAX * 8, dirs);
+	if (n < 0) /* it did not answer: unknown */
+		goto out;
+	if (!scan_dirs(dirs, n, fp)) {
+		snprintf(fp->v[FP_TORCH], sizeof(fp->v[FP_TORCH]), "-");
+		snprintf(fp->v[FP_NCCL], sizeof(fp->v[FP_NCCL]), "-");
+	}
+out:
 	free(buf);
 }
 

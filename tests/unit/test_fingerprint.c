@@ -294,7 +294,7 @@ Test(fingerprint, collect_fake_trees, .timeout = 30)
 	char root[] = "/tmp/crun-fp-XXXXXX", p[512], e1[600], e2[600], e3[600];
 	char *envp[] = {e1, e2, e3, NULL};
 	struct crun_fingerprint fp;
-	char lib[300];
+	char lib[300], cmd[4096];
 	FILE *f;
 
 	if (access(py, X_OK) != 0)
@@ -353,9 +353,34 @@ Test(fingerprint, collect_fake_trees, .timeout = 30)
 	fingerprint_collect(NULL, envp, 10000, &fp);
 	cr_assert_str_eq(fp.v[FP_DRIVER], "-");
 	cr_assert_str_eq(fp.v[FP_TORCH], "");
-	/* an interpreter that cannot run: the python items stay unknown */
+	/* torch not where the path is derived from, and an interpreter that
+	 * cannot run: the python items stay unknown */
+	e1[0] = 'X';
 	fingerprint_collect("/nonexistent/python3", envp, 10000, &fp);
 	cr_assert_str_eq(fp.v[FP_TORCH], "");
+	cr_assert_str_eq(fp.v[FP_NCCL], "");
+	e1[0] = 'P';
+
+	/*
+	 * A venv whose interpreter never answers (it exits 1): its path is
+	 * derived from the names alone, so torch is found without running it.
+	 */
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s/bin' "
+		 "'%s/venv/bin' '%s/venv/lib/python3.42/site-packages/torch' && "
+		 "printf '#!/bin/sh\nexit 1\n' >'%s/bin/python3.42' && "
+		 "chmod +x '%s/bin/python3.42' && "
+		 "ln -s '%s/bin/python3.42' '%s/venv/bin/python3' && "
+		 "printf 'home = %s/bin\n' >'%s/venv/pyvenv.cfg' && "
+		 "printf \"__version__ = '9.9.9'\\ncuda = None\\n\" "
+		 ">'%s/venv/lib/python3.42/site-packages/torch/version.py'",
+		 root, root, root, root, root, root, root, root, root, root);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	e1[0] = 'X'; /* no PYTHONPATH */
+	snprintf(p, sizeof(p), "%s/venv/bin/python3", root);
+	fingerprint_collect(p, envp, 10000, &fp);
+	cr_assert_str_eq(fp.v[FP_TORCH], "9.9.9");
+	cr_assert_str_eq(fp.v[FP_CUDA], "-");
+	cr_assert_str_eq(fp.v[FP_NCCL], "-");
 
 	snprintf(p, sizeof(p), "rm -rf '%s'", root);
 	cr_assert_eq(system(p), 0);
