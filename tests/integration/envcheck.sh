@@ -8,6 +8,8 @@
 # forged descriptors with a garbage or oversized fingerprint, and a forged
 # env-check record, are refused with a message naming the key.
 . tests/integration/lib.sh
+. tests/integration/lib_etcd.sh
+need_etcd
 RAW="$PYTHON $TOP/tests/integration/py/raw_store.py"
 H=$(hostname)
 
@@ -37,8 +39,8 @@ agent() {
 	name=$1 tr=$2 addr=$3; shift 3
 	CRUN_NVIDIA_PROC="$T/$tr/proc/driver/nvidia/gpus" CRUN_SYSFS="$T/nosys" \
 	PYTHONPATH="$T/$tr/site" PYTHON_EXEC="$PYTHON" \
-	"$CRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d \
-		--rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id="$JOB" --local_addr="$addr" \
+	"$CRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend="${BACKEND:-c10d}" \
+		--rdzv_endpoint="${EP:-127.0.0.1:$PORT}" --rdzv_id="$JOB" --local_addr="$addr" \
 		--event_log="$T/$JOB.$name.ev" "$@" "$T/job.py" "$T/$JOB.ran" >"$T/$JOB.$name.out" 2>&1 &
 	eval "pid_$name=\$!"
 }
@@ -47,7 +49,7 @@ pair() {
 	ta=$1 tb=$2; shift 2
 	PORT=$(free_port)
 	agent a "$ta" 127.0.0.1 "$@"
-	wait_for 10 listening "$PORT" || { cat "$T/$JOB.a.out" >&2; fail "$JOB: agent a never served the store"; }
+	[ -n "${EP:-}" ] || wait_for 10 listening "$PORT" || { cat "$T/$JOB.a.out" >&2; fail "$JOB: agent a never served the store"; }
 	agent b "$tb" 127.0.0.2 "$@"
 	wait_pid 60 "$pid_a" "$T/$JOB.a.out"; rc_a=$?
 	wait_pid 60 "$pid_b" "$T/$JOB.b.out"; rc_b=$?
@@ -103,7 +105,23 @@ JOB=same; pair n1 n3 --env_check=strict
 expect_eq "same: exit statuses" "$rc_a $rc_b" "0 0"
 for n in a b; do expect_nogrep "same: $n" "nodes differ" "$T/same.$n.out"; done
 
-# 5. Forged records in a store anyone can write: refused with the key named.
+# 5. The etcd backend runs the same rendezvous code: the same lines, the same
+# refusal (the node order is by address there too).
+etcd_cluster 1
+BACKEND=etcd EP=$ETCD_EP
+JOB=etcdwarn; pair n1 n2
+expect_eq "etcd warn: exit statuses" "$rc_a $rc_b" "0 0"
+for n in a b; do
+	for want in "$DRV" "$TOR" "$CUD" "$NCC"; do
+		expect_grep "etcd warn: $n's line" "^crun: $want\$" "$T/etcdwarn.$n.out"
+	done
+done
+JOB=etcdstrict; pair n1 n2 --env_check=strict
+expect_eq "etcd strict: exit statuses" "$rc_a $rc_b" "1 1"
+for n in a b; do expect_grep "etcd strict: $n's message" "env_check=strict refused round 0: $DRV" "$T/etcdstrict.$n.out"; done
+BACKEND= EP=
+
+# 6. Forged records in a store anyone can write: refused with the key named.
 "$CRUN" store --port 0 --host 127.0.0.1 2>"$T/store.err" &
 spid=$!
 at_exit "kill $spid"
