@@ -1227,6 +1227,10 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	if ((rc = get_double(cfg, CFG_env_check_timeout, 0, 0,
 			     &cfg->env_check_timeout, e, l)))
 		return rc;
+	/* The closer reads the descriptors for at most 10 s. */
+	if (cfg->env_check_timeout > 5)
+		return bad(cfg, CFG_env_check_timeout, e, l,
+			   "out of range (at most 5 seconds)");
 
 	if (cfg->module && cfg->no_python)
 		return cfg__err(

@@ -99,7 +99,7 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  "nodes' driver/torch/CUDA/NCCL versions differ: warn, strict, off")  \
 	X(env_check_timeout, "env_check_timeout", 0, STR, "rendezvous", "2",  \
 	  CFG_ENV_CRUN, G_RDZV,                                                \
-	  "seconds the descriptor waits for this node's fingerprint")         \
+	  "seconds (0-5) the descriptor waits for this node's fingerprint")   \
 	X(shutdown_timeout, "shutdown_timeout", 0, STR, "job", "30",          \
 	  CFG_ENV_PET, G_LIFE, "seconds between the stop signal and SIGKILL")  \
 	X(signals_to_handle, "signals_to_handle", 0, STR, "job",              \

@@ -37,8 +37,9 @@ EOF
 # agent NAME TREE ADDR [flags...]: one node in the background.
 agent() {
 	name=$1 tr=$2 addr=$3; shift 3
+	eval "_px=\${PYX_$name:-\$PYTHON}"
 	CRUN_NVIDIA_PROC="$T/$tr/proc/driver/nvidia/gpus" CRUN_SYSFS="$T/nosys" \
-	PYTHONPATH="$T/$tr/site" PYTHON_EXEC="$PYTHON" \
+	PYTHONPATH="$T/$tr/site" PYTHON_EXEC="$_px" \
 	"$CRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend="${BACKEND:-c10d}" \
 		--rdzv_endpoint="${EP:-127.0.0.1:$PORT}" --rdzv_id="$JOB" --local_addr="$addr" \
 		--event_log="$T/$JOB.$name.ev" "$@" "$T/job.py" "$T/$JOB.ran" >"$T/$JOB.$name.out" 2>&1 &
@@ -121,7 +122,26 @@ expect_eq "etcd strict: exit statuses" "$rc_a $rc_b" "1 1"
 for n in a b; do expect_grep "etcd strict: $n's message" "env_check=strict refused round 0: $DRV" "$T/etcdstrict.$n.out"; done
 BACKEND= EP=
 
-# 6. Forged records in a store anyone can write: refused with the key named.
+# 6. An interpreter too slow to answer costs at most --env_check_timeout: b's
+# has no torch where its path is derived from (its name says no version), so
+# it is asked, and it answers only after 20 s; b's descriptor goes without a
+# fingerprint after 0.5 s, nothing is compared, the job runs at once.
+mkdir -p "$T/bare/proc/driver/nvidia/gpus" "$T/bare/site"
+cat >"$T/slowpy" <<EOF
+#!/bin/sh
+[ "\$1" = -S ] && exec sleep 20
+exec "$PYTHON" "\$@"
+EOF
+chmod +x "$T/slowpy"
+JOB=slow; PYX_b="$T/slowpy"; t0=$(now_ms)
+pair n1 bare --env_check=strict --env_check_timeout=0.5
+el=$(( $(now_ms) - t0 )); PYX_b=
+note "slow interpreter: the job took $el ms"
+expect_eq "slow: exit statuses" "$rc_a $rc_b" "0 0"
+expect_grep "slow: b says so" "fingerprint was not ready after 0.5 s" "$T/slow.b.out"
+[ "$el" -lt 15000 ] || fail "slow: the job took $el ms (the interpreter's 20 s were waited for)"
+
+# 7. Forged records in a store anyone can write: refused with the key named.
 "$CRUN" store --port 0 --host 127.0.0.1 2>"$T/store.err" &
 spid=$!
 at_exit "kill $spid"
