@@ -43,6 +43,7 @@
 #include "crun/store.h"
 #include "agent.h"
 #include "console.h"
+#include "envcheck.h"
 #include "events.h"
 #include "filetimer.h"
 #include "metrics.h"
@@ -60,6 +61,7 @@ enum stop_reason { STOP_NONE, STOP_FAILURE, STOP_SIGNAL, STOP_PEER };
 struct agent {
 	uv_loop_t loop;
 	struct crun_cfg *cfg;
+	struct envcheck ec; /* --env_check: this node's fingerprint */
 	struct crun_procs *procs;
 	uv_signal_t sigs[32];
 	int nsigs;
@@ -1019,6 +1021,7 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 	if (a->state == A_DONE)
 		return;
 	if (status) {
+		envcheck_report(a->ev, r, NULL, a->cfg->env_check);
 		say("%s", rdzv_errmsg(r));
 		agent_finish(a, 1);
 		return;
@@ -1029,6 +1032,7 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 		a->cfg->rdzv_id = strdup(res->run_id);
 	}
 	events_context(a->ev, res->run_id, rdzv_round(r), res->round);
+	envcheck_report(a->ev, r, res, a->cfg->env_check);
 	events_emit(a->ev, "crun.rdzv.closed",
 		    json_pack("{s:i, s:i, s:i, s:i, s:s, s:i}", "group_rank",
 			      res->ranks.group_rank, "group_world_size",
@@ -1145,6 +1149,7 @@ static void agent_finish(struct agent *a, int status)
 	/* The rendezvous first: the store's pending replies then find it done.
 	 */
 	if (a->rdzv) {
+		envcheck_attach(&a->ec, NULL);
 		rdzv_free(a->rdzv);
 		a->rdzv = NULL;
 	}
@@ -1203,6 +1208,8 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 		    cfg->rdzv.join_timeout);
 	o.start_master = agent_start_master;
 	o.data = a;
+	o.env_check = cfg->env_check;
+	o.fingerprint_wait = envcheck_wait(&a->ec, cfg);
 	if (a->re) {
 		/*
 		 * Node loss shows as lease expiry; missed heartbeat replies
@@ -1226,6 +1233,7 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 		agent_finish(a, 1);
 		return;
 	}
+	envcheck_attach(&a->ec, a->rdzv);
 	agent_round_start(a);
 }
 
@@ -1554,6 +1562,7 @@ int agent_run(struct crun_cfg *cfg)
 	} else if (agent_start_watchdog(&a)) {
 		agent_finish(&a, 1);
 	} else if (a.multi) {
+		envcheck_start(&a.ec, &a.loop, cfg);
 		if (agent_multi_start(&a))
 			agent_finish(&a, 1);
 	} else if (agent_setup_logs(&a) == 0) {

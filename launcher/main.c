@@ -14,6 +14,7 @@
 #include "crun/binding.h"
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/fingerprint.h"
 #include "crun/pyexec.h"
 #include "../agent/agent.h"
 #include "launcher.h"
@@ -127,6 +128,24 @@ static int print_binding(const struct crun_cfg *cfg)
 	return 0;
 }
 
+/* --print-config: this node's fingerprint, as its descriptor carries it. */
+static void print_fingerprint(const struct crun_cfg *cfg)
+{
+	struct crun_fingerprint fp;
+	char text[FP_MAX_TEXT + 1];
+	double t = cfg->env_check_timeout > 1 ? cfg->env_check_timeout : 1;
+
+	if (cfg->env_check == CRUN_ENV_CHECK_OFF) {
+		printf("%-24s = %-28s # env_check=off\n", "fingerprint", "");
+		return;
+	}
+	fingerprint_collect(cfg->python, environ, (int)(t * 1000), &fp);
+	fingerprint_format(&fp, text, sizeof(text));
+	printf("%-24s = %-28s # %s\n", "fingerprint", text,
+	       cfg->python ? "driver; torch, cuda, nccl of the python above"
+			   : "driver (not a python entrypoint)");
+}
+
 int main(int argc, char **argv)
 {
 	struct crun_cfg cfg;
@@ -163,6 +182,7 @@ int main(int argc, char **argv)
 	if (cfg.print_config) {
 		cfg_print(&cfg, stdout);
 		rc = print_binding(&cfg);
+		print_fingerprint(&cfg);
 		cfg_release(&cfg);
 		return rc;
 	}

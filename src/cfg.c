@@ -23,6 +23,7 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/etcd.h"
+#include "crun/fingerprint.h"
 #include "crun/gpu.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
@@ -1241,6 +1242,22 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 				   "expected a numeric IPv4 or IPv6 address");
 	}
 	set_str(&cfg->metrics_addr, RAW(metrics_addr));
+	if (strcmp(RAW(env_check), "warn") == 0)
+		cfg->env_check = CRUN_ENV_CHECK_WARN;
+	else if (strcmp(RAW(env_check), "strict") == 0)
+		cfg->env_check = CRUN_ENV_CHECK_STRICT;
+	else if (strcmp(RAW(env_check), "off") == 0)
+		cfg->env_check = CRUN_ENV_CHECK_OFF;
+	else
+		return bad(cfg, CFG_env_check, e, l,
+			   "expected warn, strict or off");
+	if ((rc = get_double(cfg, CFG_env_check_timeout, 0, 0,
+			     &cfg->env_check_timeout, e, l)))
+		return rc;
+	/* The closer reads the descriptors for at most 10 s. */
+	if (cfg->env_check_timeout > 5)
+		return bad(cfg, CFG_env_check_timeout, e, l,
+			   "out of range (at most 5 seconds)");
 
 	if (cfg->module && cfg->no_python)
 		return cfg__err(

@@ -109,6 +109,12 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  CFG_ENV_PET, G_RDZV, "node 0's port (static backend; default 29500)") \
 	X(local_addr, "local_addr", 0, STR, "rendezvous", NULL, CFG_ENV_PET,    \
 	  G_RDZV, "address naming this node; MASTER_ADDR when it is rank 0")  \
+	X(env_check, "env_check", 0, STR, "rendezvous", "warn", CFG_ENV_CRUN, \
+	  G_RDZV,                                                              \
+	  "nodes' driver/torch/CUDA/NCCL versions differ: warn, strict, off")  \
+	X(env_check_timeout, "env_check_timeout", 0, STR, "rendezvous", "2",  \
+	  CFG_ENV_CRUN, G_RDZV,                                                \
+	  "seconds (0-5) the descriptor waits for this node's fingerprint")   \
 	X(shutdown_timeout, "shutdown_timeout", 0, STR, "job", "30",          \
 	  CFG_ENV_PET, G_LIFE, "seconds between the stop signal and SIGKILL")  \
 	X(signals_to_handle, "signals_to_handle", 0, STR, "job",              \

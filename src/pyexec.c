@@ -100,21 +100,18 @@ static void shebang_of(const char *script, char *out, size_t len)
 	}
 }
 
-int pyexec_has_torch(const char *interp, char **envp, int timeout_ms)
+int pyexec_output(const char *interp, char *const argv[], char **envp,
+		  int timeout_ms, char *out, size_t len)
 {
-	static const char probe[] =
-	    "import importlib.util as u, sys\n"
-	    "sys.stdout.write('yes' if u.find_spec('torch') else 'no')\n";
-	char *argv[] = {(char *)interp, (char *)"-c", (char *)probe, NULL};
 	posix_spawn_file_actions_t fa;
-	char buf[8];
 	size_t got = 0;
 	struct timespec t0, t1;
 	pid_t pid;
-	int fds[2], status, ok = 0;
+	int fds[2], status = 0;
 
-	if (pipe2(fds, O_CLOEXEC))
-		return 0;
+	*out = '\0';
+	if (len < 1 || pipe2(fds, O_CLOEXEC))
+		return -1;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -125,7 +122,7 @@ int pyexec_has_torch(const char *interp, char **envp, int timeout_ms)
 	close(fds[1]);
 	if (pid < 0) {
 		close(fds[0]);
-		return 0;
+		return -1;
 	}
 	/* Read the answer until EOF or the deadline, whichever comes first. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -142,22 +139,33 @@ int pyexec_has_torch(const char *interp, char **envp, int timeout_ms)
 			kill(pid, SIGKILL);
 			break;
 		}
-		k = read(fds[0], buf + got, sizeof(buf) - 1 - got);
+		k = read(fds[0], out + got, len - 1 - got);
 		if (k < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (k <= 0)
 			break;
 		got += (size_t)k;
-		if (got == sizeof(buf) - 1)
+		if (got == len - 1)
 			break;
 	}
 	close(fds[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	buf[got] = '\0';
-	ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-	     strcmp(buf, "yes") == 0;
-	return ok;
+	out[got] = '\0';
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+int pyexec_has_torch(const char *interp, char **envp, int timeout_ms)
+{
+	static const char probe[] =
+	    "import importlib.util as u, sys\n"
+	    "sys.stdout.write('yes' if u.find_spec('torch') else 'no')\n";
+	char *argv[] = {(char *)interp, (char *)"-c", (char *)probe, NULL};
+	char buf[8];
+
+	return pyexec_output(interp, argv, envp, timeout_ms, buf,
+			     sizeof(buf)) == 0 &&
+	       strcmp(buf, "yes") == 0;
 }
 
 void pyexec_choose(char **envp, int timeout_ms, struct crun_pyexec *out)

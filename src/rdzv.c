@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "crun/err.h"
+#include "crun/fingerprint.h"
 #include "crun/rdzv.h"
 #include "crun/rdzv_records.h"
 
@@ -49,7 +50,14 @@ struct crun_rdzv {
 	rdzv_end_cb on_end;
 	char run_id[256];
 	char prefix[300];
-	char descr[700];
+	char descr[RDZV_MAX_RECORD + 1];
+	char fp[FP_MAX_TEXT + 1]; /* this node's fingerprint field, or "" */
+	int fp_wait;		  /* the descriptor waits for the fingerprint */
+	int fp_pending;		  /* round whose descriptor waits, or -1 */
+	int fp_index;		  /* and its arrival index there */
+	int fp_close;		  /* try_close waits for that descriptor */
+	char env_diff[RDZV_MAX_ENVCHECK + 1];
+	int env_refused;
 	char config[200];
 	char errmsg[768];
 	enum rstate state;
@@ -65,7 +73,8 @@ struct crun_rdzv {
 	uv_timer_t last_call;
 	uv_timer_t hb;
 	uv_timer_t deadline;
-	int timers; /* initialised timer handles */
+	uv_timer_t fp_timer; /* the bound on waiting for the fingerprint */
+	int timers;	     /* initialised timer handles */
 	int deadline_phase;
 	int64_t restarts;  /* job-wide failure restarts, last read */
 	int succ;	   /* group rank whose heartbeat we watch */
@@ -420,7 +429,7 @@ static void on_assignment(int status, const struct crun_store_reply *rep,
 	k = &r->res.ranks;
 	key(r, mk, "r%d/assign/%d", r->round, r->index);
 	snprintf(by, sizeof(by), "the node that closed round %d", r->round);
-	if (rep->nvalues != 2)
+	if (rep->nvalues != 3)
 		return bad_record(r, mk, by, "no value");
 	if (rdzv_parse_assign(rep->values[0].base, rep->values[0].len,
 			      r->closed, r->o.nproc, k, why, sizeof(why)))
@@ -432,6 +441,13 @@ static void on_assignment(int status, const struct crun_store_reply *rep,
 		key(r, mk, "r%d/addrs", r->round);
 		return bad_record(r, mk, by, why);
 	}
+	if (rdzv_parse_envcheck(rep->values[2].base, rep->values[2].len,
+				r->env_diff, sizeof(r->env_diff), why,
+				sizeof(why))) {
+		key(r, mk, "r%d/envcheck", r->round);
+		return bad_record(r, mk, by, why);
+	}
+	r->res.env_diff = r->env_diff;
 	r->grank = k->group_rank;
 	r->gworld = k->group_world_size;
 	r->res.round = r->round;
@@ -459,8 +475,8 @@ static void on_assigned_closed(int status, const struct crun_store_reply *rep,
 			       void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char ak[KEYMAX], dk[KEYMAX];
-	const char *kp[2] = {ak, dk};
+	char ak[KEYMAX], dk[KEYMAX], ek[KEYMAX];
+	const char *kp[3] = {ak, dk, ek};
 	int64_t closed;
 
 	if (r == NULL)
@@ -475,7 +491,8 @@ static void on_assigned_closed(int status, const struct crun_store_reply *rep,
 		return late_or_spare(r, r->closed);
 	key(r, ak, "r%d/assign/%d", r->round, r->index);
 	key(r, dk, "r%d/addrs", r->round);
-	if (r->ops->multi_get(r->kv, kp, 2, 10000, on_assignment, op_new(r, 0)))
+	key(r, ek, "r%d/envcheck", r->round);
+	if (r->ops->multi_get(r->kv, kp, 3, 10000, on_assignment, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -493,10 +510,15 @@ static void on_assigned(int status, const struct crun_store_reply *rep,
 		return store_error(r, status);
 	uv_timer_stop(&r->last_call);
 	if (!reply_is(rep, "ok")) {
-		if (rep->len > 7 && memcmp(rep->value, "abort X", 7) == 0)
+		if (rep->len > 7 && memcmp(rep->value, "abort X", 7) == 0) {
+			r->env_refused =
+			    rep->len > 24 &&
+			    memcmp(rep->value, "abort X env_check=strict",
+				   24) == 0;
 			return round_fail(r, CRUN_ERDZV_CLOSED, "%.*s",
 					  (int)rep->len - 8,
 					  (const char *)rep->value + 8);
+		}
 		key(r, ak, "r%d/assigned", r->round);
 		if (rep->len < 6 || memcmp(rep->value, "abort ", 6) != 0)
 			return bad_record(r, ak, NULL,
@@ -540,13 +562,14 @@ int rdzv_descr_cmp(const char *a, const char *b)
 
 struct nd {
 	const char *d;
-	char descr[700];
+	char descr[RDZV_MAX_RECORD + 1];
 	int index;
 	int nproc;
 	int node_rank;
 	char host[256];
 	char addr[256];
 	char role[128];
+	struct crun_fingerprint fp;
 };
 
 static int nd_cmp(const void *x, const void *y)
@@ -558,6 +581,98 @@ static int nd_cmp(const void *x, const void *y)
 
 /* End round R before it formed (a node vanished while joining). */
 static void abort_round(struct crun_rdzv *r, int kind, const char *why);
+
+/* The store took our refusal: fail with it (whatever our watch sees). */
+static void on_env_refused(int status, const struct crun_store_reply *rep,
+			   void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+
+	(void)status;
+	(void)rep;
+	if (r == NULL || r->state != R_JOINING)
+		return;
+	r->env_refused = 1;
+	round_fail(r, CRUN_ERDZV_CLOSED, "%s", r->env_diff);
+}
+
+/*
+ * env_check=strict: abort the round as abort_round does, and fail this
+ * node with the message as soon as the store has it, so that the closer
+ * says why even when the store host, told first, is gone before our own
+ * watch on "assigned" replies.
+ */
+static void env_refuse(struct crun_rdzv *r, const char *msg)
+{
+	char k[KEYMAX], val[600];
+
+	snprintf(r->env_diff, sizeof(r->env_diff), "%s", msg);
+	key(r, k, "r%d/assigned", r->round);
+	snprintf(val, sizeof(val), "abort %c %s", RDZV_END_FATAL, msg);
+	rdzv_end_round(r, RDZV_END_FATAL, msg);
+	if (r->ops->set(r->kv, k, val, strlen(val), on_env_refused,
+			op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+/*
+ * The closer compares the nodes' fingerprints (in group-rank order): the
+ * record r<R>/envcheck gets the lines ("-": none) into *env (malloc'd).
+ * Under env_check=strict, differences abort the round instead (returns -1).
+ */
+static int env_compare(struct crun_rdzv *r, const struct nd *v, int n,
+		       char *envk, char **env, size_t *elen)
+{
+	const char **hosts = calloc((size_t)n, sizeof(*hosts));
+	char(*labels)[RDZV_MAX_FIELD * 2 + 4] =
+	    calloc((size_t)n, sizeof(*labels));
+	struct crun_fingerprint *fps = calloc((size_t)n, sizeof(*fps));
+	char *lines = malloc(RDZV_MAX_ENVCHECK + 1);
+	int k = 0;
+
+	if (!hosts || !labels || !fps || !lines)
+		abort();
+	key(r, envk, "r%d/envcheck", r->round);
+	/* Nodes are named by host; by "host (address)" where hosts repeat. */
+	for (int i = 0; i < n; i++) {
+		int dup = 0;
+
+		for (int j = 0; j < n && !dup; j++)
+			dup = j != i && strcmp(v[i].host, v[j].host) == 0;
+		snprintf(labels[i], sizeof(labels[i]), dup ? "%s (%s)" : "%s",
+			 v[i].host, v[i].addr);
+		hosts[i] = labels[i];
+		fps[i] = v[i].fp;
+	}
+	if (r->o.env_check != CRUN_ENV_CHECK_OFF)
+		k = fingerprint_compare(hosts, fps, n, lines,
+					RDZV_MAX_ENVCHECK + 1);
+	free(hosts);
+	free(labels);
+	free(fps);
+	if (k > 0 && r->o.env_check == CRUN_ENV_CHECK_STRICT) {
+		char msg[580]; /* "abort X <msg>" fits abort_round's 600 */
+		size_t m;
+
+		/* One line for the "end" record (at most RDZV_MAX_RECORD). */
+		for (char *p = lines; *p; p++)
+			if (*p == '\n')
+				*p = p[1] ? ';' : '\0';
+		m = (size_t)snprintf(msg, sizeof(msg),
+				     "env_check=strict refused round %d: %s",
+				     r->round, lines);
+		if (m >= sizeof(msg))
+			memcpy(msg + sizeof(msg) - 4, "...", 4);
+		free(lines);
+		env_refuse(r, msg);
+		return -1;
+	}
+	if (k == 0)
+		snprintf(lines, RDZV_MAX_ENVCHECK + 1, "-");
+	*env = lines;
+	*elen = strlen(lines);
+	return 0;
+}
 
 /* The closer: read all N descriptors, order them, write every assignment. */
 static void on_descriptors(int status, const struct crun_store_reply *rep,
@@ -572,7 +687,8 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	const void **vp;
 	size_t *lens, alen = 0;
 	int64_t total = 0;
-	char *addrs = NULL;
+	char *addrs = NULL, *env = NULL, envk[KEYMAX];
+	size_t elen = 0;
 
 	if (r == NULL)
 		return;
@@ -585,11 +701,11 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	info = calloc((size_t)n, sizeof(*info));
 	/* Every assignment, and every host name by group rank (for messages).
 	 */
-	keys = calloc(2 * (size_t)n + 1, sizeof(*keys));
+	keys = calloc(2 * (size_t)n + 2, sizeof(*keys));
 	vals = calloc(2 * (size_t)n, sizeof(*vals));
-	kp = calloc(2 * (size_t)n + 1, sizeof(*kp));
-	vp = calloc(2 * (size_t)n + 1, sizeof(*vp));
-	lens = calloc(2 * (size_t)n + 1, sizeof(*lens));
+	kp = calloc(2 * (size_t)n + 2, sizeof(*kp));
+	vp = calloc(2 * (size_t)n + 2, sizeof(*vp));
+	lens = calloc(2 * (size_t)n + 2, sizeof(*lens));
 	addrs = calloc((size_t)n, 257);
 	if (!v || !info || !keys || !vals || !kp || !vp || !lens || !addrs)
 		abort();
@@ -612,6 +728,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 			memcpy(v[i].host, d.host, sizeof(v[i].host));
 			memcpy(v[i].addr, d.addr, sizeof(v[i].addr));
 			memcpy(v[i].role, d.role, sizeof(v[i].role));
+			v[i].fp = d.fp;
 			total += d.nproc;
 			continue;
 		}
@@ -647,6 +764,8 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 			}
 		}
 	}
+	if (env_compare(r, v, n, envk, &env, &elen))
+		goto out;
 	for (int i = 0; i < n; i++) {
 		info[i].role = v[i].role;
 		info[i].local_world_size = v[i].nproc;
@@ -675,13 +794,18 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	kp[2 * n] = keys[2 * n];
 	vp[2 * n] = addrs;
 	lens[2 * n] = alen;
-	r->ops->multi_set(r->kv, kp, vp, lens, 2 * (size_t)n + 1, NULL, NULL);
+	/* What differs between the nodes, for every node to print. */
+	kp[2 * n + 1] = envk;
+	vp[2 * n + 1] = env;
+	lens[2 * n + 1] = elen;
+	r->ops->multi_set(r->kv, kp, vp, lens, 2 * (size_t)n + 2, NULL, NULL);
 	key(r, k, "r%d/assigned", r->round);
 	r->ops->set(r->kv, k, "ok", 2, NULL, NULL);
 out:
 	free(v);
 	free(info);
 	free(addrs);
+	free(env);
 	free(keys);
 	free(vals);
 	free(kp);
@@ -748,6 +872,15 @@ static void try_close(struct crun_rdzv *r)
 
 	if (r->state != R_JOINING)
 		return;
+	/*
+	 * Our own descriptor still waits for the fingerprint: the closer's
+	 * read of the descriptors would wait for it on the connection that
+	 * must carry it. descr_flush closes once it is written.
+	 */
+	if (r->fp_pending == r->round) {
+		r->fp_close = 1;
+		return;
+	}
 	key(r, k, "r%d/join", r->round);
 	if (r->ops->add(r->kv, k, 0, on_close_count, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
@@ -869,6 +1002,63 @@ static void on_join_closed(int status, const struct crun_store_reply *rep,
 	free(o);
 }
 
+/* This node's descriptor, from the options and the fingerprint so far. */
+static void descr_build(struct crun_rdzv *r)
+{
+	const struct rdzv_opts *o = &r->o;
+
+	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s%s%s",
+		 o->is_store_host ? 1 : 0,
+		 o->static_rank >= 0 ? o->static_rank : 0, o->nproc,
+		 (int)getpid(), o->host, o->addr, o->role,
+		 *r->fp ? " env=" : "", r->fp);
+}
+
+/* Write the descriptor that waited for the fingerprint, if still wanted. */
+static void descr_flush(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+	int round = r->fp_pending, close = r->fp_close;
+
+	r->fp_pending = -1;
+	r->fp_close = 0;
+	if (round < 0 || round != r->round || r->state != R_JOINING)
+		return;
+	key(r, k, "r%d/node/%d", round, r->fp_index);
+	if (r->ops->set(r->kv, k, r->descr, strlen(r->descr), NULL, NULL))
+		return store_error(r, CRUN_ECLOSED);
+	if (close)
+		try_close(r);
+}
+
+static void on_fp_timeout(uv_timer_t *t)
+{
+	struct crun_rdzv *r = t->data;
+
+	if (!r->fp_wait)
+		return;
+	r->fp_wait = 0;
+	fprintf(stderr,
+		"crun: %s's fingerprint was not ready after %.1f s: its "
+		"descriptor goes without it (env_check_timeout)\n",
+		r->o.host, r->o.fingerprint_wait);
+	descr_flush(r);
+}
+
+void rdzv_set_fingerprint(struct crun_rdzv *r, const char *fp)
+{
+	snprintf(r->fp, sizeof(r->fp), "%s", fp ? fp : "");
+	descr_build(r);
+	r->fp_wait = 0;
+	uv_timer_stop(&r->fp_timer);
+	descr_flush(r);
+}
+
+int rdzv_env_refused(const struct crun_rdzv *r)
+{
+	return r->env_refused;
+}
+
 static void on_join_index(int status, const struct crun_store_reply *rep,
 			  void *arg)
 {
@@ -892,8 +1082,18 @@ static void on_join_index(int status, const struct crun_store_reply *rep,
 	end_op = op_new(r, 0);
 	closed_op = op_new(r, 0);
 	closed_op->data = end_op;
-	/* Pipelined: replies come back in this order on one connection. */
-	if (r->ops->set(r->kv, k1, r->descr, strlen(r->descr), NULL, NULL) ||
+	/*
+	 * Pipelined: replies come back in this order on one connection. A
+	 * descriptor still waiting for the fingerprint is written when it
+	 * comes (or its bound passes); the closer's read waits for it.
+	 */
+	if (r->fp_wait) {
+		r->fp_pending = r->round;
+		r->fp_index = r->index;
+		r->fp_close = 0;
+	}
+	if ((!r->fp_wait &&
+	     r->ops->set(r->kv, k1, r->descr, strlen(r->descr), NULL, NULL)) ||
 	    r->ops->add(r->kv, k2, 0, on_join_closed, closed_op) ||
 	    r->ops->add(r->kv, k3, 0, on_join_expect, op_new(r, 0)) ||
 	    r->ops->compare_set(r->kv, k4, PEEK, strlen(PEEK), "", 0,
@@ -1687,17 +1887,22 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	r->aborted = -1;
 	snprintf(r->run_id, sizeof(r->run_id), "%s",
 		 o->run_id ? o->run_id : "");
-	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s",
-		 o->is_store_host ? 1 : 0,
-		 o->static_rank >= 0 ? o->static_rank : 0, o->nproc,
-		 (int)getpid(), o->host, o->addr, o->role);
+	r->fp_pending = -1;
+	descr_build(r);
 	snprintf(r->config, sizeof(r->config), "nnodes=%d:%d backend=%s",
 		 o->min_nodes, o->max_nodes,
 		 o->static_rank >= 0 ? "static" : "c10d");
 	uv_timer_init(loop, &r->last_call);
 	uv_timer_init(loop, &r->hb);
 	uv_timer_init(loop, &r->deadline);
+	uv_timer_init(loop, &r->fp_timer);
 	r->last_call.data = r->hb.data = r->deadline.data = r;
+	r->fp_timer.data = r;
+	if (o->env_check != CRUN_ENV_CHECK_OFF && o->fingerprint_wait > 0) {
+		r->fp_wait = 1;
+		uv_timer_start(&r->fp_timer, on_fp_timeout,
+			       (uint64_t)(o->fingerprint_wait * 1000), 0);
+	}
 	if (ops->on_vanish)
 		ops->on_vanish(kv, rdzv_on_vanish, r);
 	*out = r;
@@ -1729,7 +1934,8 @@ void rdzv_free(struct crun_rdzv *r)
 	if (r->ops->on_vanish)
 		r->ops->on_vanish(r->kv, NULL, NULL);
 	r->state = R_DONE;
-	r->timers = 3;
+	r->timers = 4;
+	uv_close((uv_handle_t *)&r->fp_timer, rdzv_on_timer_closed);
 	uv_close((uv_handle_t *)&r->last_call, rdzv_on_timer_closed);
 	uv_close((uv_handle_t *)&r->hb, rdzv_on_timer_closed);
 	uv_close((uv_handle_t *)&r->deadline, rdzv_on_timer_closed);

@@ -183,8 +183,21 @@ int rdzv_parse_descr(const void *p, size_t len, int max_nodes,
 			   wlen)) ||
 	    (rc = next_str(&c, "role", d->role, sizeof(d->role), why, wlen)))
 		return rc;
+	if (!cur_done(&c)) {
+		const char *f;
+		size_t n = cur_field(&c, &f);
+
+		if (n < 4 || memcmp(f, "env=", 4) != 0)
+			return reason(why, wlen,
+				      "trailing field '%.*s' after the role "
+				      "(not env=...)",
+				      (int)(n > 32 ? 32 : n), f);
+		if ((rc = fingerprint_parse(f + 4, n - 4, &d->fp, why, wlen)))
+			return rc;
+	}
 	if (!cur_done(&c))
-		return reason(why, wlen, "trailing fields after the role");
+		return reason(why, wlen,
+			      "trailing fields after the fingerprint");
 	return 0;
 }
 
@@ -453,5 +466,40 @@ int rdzv_parse_failure(const void *p, size_t len, struct rdzv_failure *f,
 			      f->exit_code, again);
 	if (!cur_done(&c))
 		return reason(why, wlen, "trailing fields");
+	return 0;
+}
+
+int rdzv_parse_envcheck(const void *p, size_t len, char *text, size_t tlen,
+			char *why, size_t wlen)
+{
+	const unsigned char *s = p;
+	int lines = 0;
+
+	if (len == 0)
+		return reason(why, wlen, "empty record");
+	if (len > RDZV_MAX_ENVCHECK || len >= tlen)
+		return reason(why, wlen, "record of %zu bytes (at most %d)",
+			      len, RDZV_MAX_ENVCHECK);
+	if (len == 1 && s[0] == '-') {
+		text[0] = '\0';
+		return 0;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '\n') {
+			if ((i == 0 || s[i - 1] == '\n'))
+				return reason(why, wlen, "an empty line");
+			if (++lines > 16)
+				return reason(why, wlen, "more than 16 lines");
+		} else if (s[i] < 0x20 || s[i] >= 0x7f) {
+			return reason(why, wlen,
+				      "a byte outside printable ASCII at "
+				      "offset %zu",
+				      i);
+		}
+	}
+	if (s[len - 1] != '\n')
+		return reason(why, wlen, "last line not ended by a newline");
+	memcpy(text, p, len);
+	text[len] = '\0';
 	return 0;
 }

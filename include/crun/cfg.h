@@ -110,6 +110,8 @@ struct crun_cfg {
 	char *master_addr;
 	int master_port; /* -1 when not given */
 	char *local_addr;
+	int env_check;		  /* fingerprint.h's CRUN_ENV_CHECK_* */
+	double env_check_timeout; /* bound on computing the fingerprint */
 
 	/* Logs. */
 	char *log_dir;

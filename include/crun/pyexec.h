@@ -10,6 +10,7 @@
 #define CRUN_PYEXEC_H
 
 #include <limits.h>
+#include <stddef.h>
 
 struct crun_pyexec {
 	char path[PATH_MAX]; /* what argv[0] of a Python worker is */
@@ -29,5 +30,14 @@ void pyexec_choose(char **envp, int timeout_ms, struct crun_pyexec *out);
  * it): 1 yes, 0 no (or it did not answer within timeout_ms, or cannot run).
  */
 int pyexec_has_torch(const char *interp, char **envp, int timeout_ms);
+
+/**
+ * Run interp with argv (argv[0] included) and envp, stdin and stderr on
+ * /dev/null, and collect at most len-1 bytes of its stdout into out
+ * (NUL-terminated), killing it after timeout_ms. Blocking: call it off the
+ * loop. 0 when it exited with status 0, else -1.
+ */
+int pyexec_output(const char *interp, char *const argv[], char **envp,
+		  int timeout_ms, char *out, size_t len);
 
 #endif

@@ -119,6 +119,15 @@ struct rdzv_opts {
 	 */
 	int (*start_master)(void *data, int round, int *port);
 	void *data;
+	/*
+	 * --env_check (fingerprint.h's CRUN_ENV_CHECK_*): when not off, this
+	 * node's descriptor waits (at most fingerprint_wait seconds from
+	 * rdzv_new) for rdzv_set_fingerprint, and when this node closes a
+	 * round it compares the nodes' fingerprints: warn writes the
+	 * differences for every node to print, strict refuses the round.
+	 */
+	int env_check;
+	double fingerprint_wait;
 };
 
 /* What a round gives this node. */
@@ -128,6 +137,9 @@ struct rdzv_result {
 	char master_addr[256];
 	int master_port;
 	char run_id[256];
+	/* Lines (each ended by '\n') on how the nodes differ, "" if none;
+	 * valid until the next round. */
+	const char *env_diff;
 };
 
 /* Why a running round ended (argument of rdzv_end_cb). */
@@ -215,6 +227,16 @@ const char *rdzv_errmsg(const struct crun_rdzv *r);
 
 /** Stop timers and free r (pending callbacks are dropped). */
 void rdzv_free(struct crun_rdzv *r);
+
+/**
+ * This node's fingerprint (fingerprint.h's wire field, copied): its
+ * descriptor is written now if it was waiting for it, and carries it in
+ * every later round.
+ */
+void rdzv_set_fingerprint(struct crun_rdzv *r, const char *fp);
+
+/** Whether the last round failed because env_check=strict refused it. */
+int rdzv_env_refused(const struct crun_rdzv *r);
 
 /** Order of descriptors: exposed for unit tests. */
 int rdzv_descr_cmp(const char *a, const char *b);

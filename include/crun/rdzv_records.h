@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "crun/env.h"
+#include "crun/fingerprint.h"
 
 /* Largest nproc a descriptor may announce (PyTorch caps far lower). */
 #define RDZV_MAX_NPROC 65536
@@ -21,7 +22,14 @@
 /* Largest record the parsers accept. */
 #define RDZV_MAX_RECORD 1024
 
-/* A node's descriptor: "is_host node_rank nproc pid host addr role". */
+/* Largest env-check record (the closer's lines about differing nodes). */
+#define RDZV_MAX_ENVCHECK 4096
+
+/*
+ * A node's descriptor: "is_host node_rank nproc pid host addr role", then
+ * optionally "env=<fingerprint>" (fingerprint.h; absent when the node does
+ * not check, or its fingerprint was not ready in time).
+ */
 struct rdzv_descr {
 	int is_host;
 	int node_rank;
@@ -30,6 +38,7 @@ struct rdzv_descr {
 	char host[RDZV_MAX_FIELD + 1];
 	char addr[RDZV_MAX_FIELD + 1];
 	char role[128];
+	struct crun_fingerprint fp; /* all "" (unknown) when absent */
 };
 
 /**
@@ -115,5 +124,13 @@ struct rdzv_failure {
  */
 int rdzv_parse_failure(const void *p, size_t len, struct rdzv_failure *f,
 		       char *why, size_t wlen);
+
+/**
+ * The env-check record of a round: "-" (nothing differs), or up to 16
+ * lines ended by '\n' of printable ASCII, at most RDZV_MAX_ENVCHECK bytes.
+ * On success text gets the lines (maybe ""), NUL-terminated.
+ */
+int rdzv_parse_envcheck(const void *p, size_t len, char *text, size_t tlen,
+			char *why, size_t wlen);
 
 #endif

@@ -3,7 +3,8 @@
  * every value an agent reads from the store. The first byte picks the
  * parser and the round size; the rest is the record. Whatever a parser
  * accepts must hold the invariants rdzv.c relies on (no world of 0, ranks
- * inside their worlds, ports in range, one address per node).
+ * inside their worlds, ports in range, one address per node, fingerprint
+ * values of the wire's character set, env-check lines of printable ASCII).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char why[256], addr[256], text[512];
+	char why[256], addr[256], text[512], env[RDZV_MAX_ENVCHECK + 1];
 	struct rdzv_descr d;
 	struct crun_ranks k;
 	int64_t v;
@@ -66,6 +67,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    (strchr("FJDSX", kind) == NULL || kind == 0 ||
 		     strlen(text) >= sizeof(text)))
 			abort();
+		break;
+	case 5:
+		if (rdzv_parse_descr(data, size, nodes, &d, why,
+				     sizeof(why)) == 0)
+			for (int i = 0; i < FP_NITEMS; i++)
+				for (const char *c = d.fp.v[i]; *c; c++)
+					if (strchr("._+~-", *c) == NULL &&
+					    !(*c >= '0' && *c <= '9') &&
+					    !(*c >= 'a' && *c <= 'z') &&
+					    !(*c >= 'A' && *c <= 'Z'))
+						abort();
+		if (rdzv_parse_envcheck(data, size, env, sizeof(env), why,
+					sizeof(why)) == 0)
+			for (const char *c = env; *c; c++)
+				if ((*c < 0x20 && *c != '\n') || *c == 0x7f)
+					abort();
 		break;
 	default:
 		if (rdzv_parse_addrs(data, size, nodes, &peers, why,

@@ -32,7 +32,7 @@ CFG_SRC="src/cfg.c src/cfg_ini.c src/cfg_slurm.c src/slurm.c src/hostlist.c src/
 sources() {
 	case $1 in
 	store_wire) echo "src/store_wire.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
-	rdzv_records | rdzv_status) echo "src/rdzv_records.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
+	rdzv_records | rdzv_status) echo "src/rdzv_records.c src/fingerprint.c src/pyexec.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
 	hostlist) echo "src/hostlist.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
 	cfg_ini | cli) echo "$CFG_SRC $(pkg-config --cflags --libs libuv inih libcurl jansson libsodium)" ;;
 	esac

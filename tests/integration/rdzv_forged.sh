@@ -34,19 +34,19 @@ forged() {
 
 # 1. The reproduction: an assignment with a group world size of 0.
 forged fpe "malformed rendezvous record 'crun/fpe/r0/assign/1'.*group world size '0'" \
-	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 "r0/assign/1=0 0 0 0 0 0 0"
+	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 r0/envcheck=- "r0/assign/1=0 0 0 0 0 0 0"
 # 2. A group rank outside the world.
 forged grank "malformed rendezvous record 'crun/grank/r0/assign/1'.*group rank '5'" \
-	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 "r0/assign/1=5 1 0 1 0 1 1"
+	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 r0/envcheck=- "r0/assign/1=5 1 0 1 0 1 1"
 # 3. Ranks beyond the world size (RANK >= WORLD_SIZE).
 forged world "'crun/world/r0/assign/1'.*outside a world of 1" \
-	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 "r0/assign/1=0 1 3 1 0 1 1"
+	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 r0/envcheck=- "r0/assign/1=0 1 3 1 0 1 1"
 # 4. A closed count above --nnodes.
 forged closed "malformed rendezvous record 'crun/closed/r0/closed'" \
 	r0/assigned=ok r0/closed=100000
 # 5. An assignment that is not numbers at all.
 forged junk "malformed rendezvous record 'crun/junk/r0/assign/1'.*is not a number" \
-	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 "r0/assign/1=zero one"
+	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 r0/envcheck=- "r0/assign/1=zero one"
 # 6. A round number that is not a number.
 forged round "malformed rendezvous record 'crun/round/round'" "round=-7"
 # 7. An "assigned" record that is neither ok nor an abort.
@@ -55,10 +55,10 @@ forged assigned "malformed rendezvous record 'crun/assigned/r0/assigned'" \
 # 8. A master record with port 0 (the agent is made group rank 1 of 2, so it
 # reads the master record rather than writing its own).
 forged master "malformed rendezvous record 'crun/master/r0/master'.*port" \
-	r0/assigned=ok r0/closed=2 "r0/addrs=127.0.0.1 127.0.0.1" "r0/assign/1=1 2 1 2 1 2 1" "r0/master=10.0.0.1 0"
+	r0/assigned=ok r0/closed=2 "r0/addrs=127.0.0.1 127.0.0.1" r0/envcheck=- "r0/assign/1=1 2 1 2 1 2 1" "r0/master=10.0.0.1 0"
 # 9. An addresses record with fewer addresses than nodes.
 forged addrs "malformed rendezvous record 'crun/addrs/r0/addrs'" \
-	r0/assigned=ok r0/closed=2 r0/addrs=127.0.0.1 "r0/assign/1=1 2 1 2 1 2 1"
+	r0/assigned=ok r0/closed=2 r0/addrs=127.0.0.1 r0/envcheck=- "r0/assign/1=1 2 1 2 1 2 1"
 # 10. A descriptor with nproc 0, read by the agent that closes the round.
 # "evil" took arrival index 1; the agent arrives second and closes.
 forged descr "malformed rendezvous record 'crun/descr/r0/node/1' written by evil.*nproc" \

@@ -136,6 +136,8 @@ static const char *sample(int id)
 	case CFG_master_addr: return "10.0.0.1";
 	case CFG_master_port: return "29501";
 	case CFG_local_addr: return "10.0.0.2";
+	case CFG_env_check: return "strict";
+	case CFG_env_check_timeout: return "1";
 	case CFG_shutdown_timeout: return "12";
 	case CFG_signals_to_handle: return "SIGTERM,SIGUSR1";
 	case CFG_store_max_key_size: return "1K";

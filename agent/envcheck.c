@@ -1,0 +1,94 @@
+/*
+ * --env_check in the agent (see envcheck.h). The fingerprint is computed on
+ * libuv's thread pool while the agent opens the rendezvous store, so it is
+ * normally ready before the descriptor is written; the rendezvous waits for
+ * it at most --env_check_timeout. Failure modes: a fingerprint that comes
+ * too late is used from the next round on; none of this stops the job
+ * except env_check=strict, which the closer of the round enforces.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "envcheck.h"
+
+static void envcheck_on_ready(const struct crun_fingerprint *fp, void *data)
+{
+	struct envcheck *ec = data;
+	char text[FP_MAX_TEXT + 1];
+
+	ec->fp = *fp;
+	ec->state = 2;
+	fingerprint_format(&ec->fp, text, sizeof(text));
+	if (ec->rdzv)
+		rdzv_set_fingerprint(ec->rdzv, text);
+}
+
+void envcheck_start(struct envcheck *ec, uv_loop_t *loop,
+		    const struct crun_cfg *cfg)
+{
+	double t = cfg->env_check_timeout;
+
+	memset(ec, 0, sizeof(*ec));
+	if (cfg->env_check == CRUN_ENV_CHECK_OFF)
+		return;
+	if (cfg->python == NULL) {
+		/* The driver alone: two small files under /proc and /sys, read
+		 * at once rather than waking the thread pool. */
+		fingerprint_collect(NULL, environ, 0, &ec->fp);
+		ec->state = 2;
+		return;
+	}
+	/* The interpreter gets at least a second: a late answer still
+	 * serves the next rounds. */
+	if (fingerprint_start(loop, cfg->python, (int)((t > 1 ? t : 1) * 1000),
+			      envcheck_on_ready, ec) == 0)
+		ec->state = 1;
+}
+
+double envcheck_wait(const struct envcheck *ec, const struct crun_cfg *cfg)
+{
+	return ec->state == 1 ? cfg->env_check_timeout : 0;
+}
+
+void envcheck_attach(struct envcheck *ec, struct crun_rdzv *r)
+{
+	char text[FP_MAX_TEXT + 1];
+
+	ec->rdzv = r;
+	if (r && ec->state == 2) {
+		fingerprint_format(&ec->fp, text, sizeof(text));
+		rdzv_set_fingerprint(r, text);
+	}
+}
+
+void envcheck_report(struct events *ev, struct crun_rdzv *r,
+		     const struct rdzv_result *res, int mode)
+{
+	json_t *lines;
+
+	if (res == NULL) {
+		if (!rdzv_env_refused(r))
+			return;
+		events_emit(ev, "crun.env_check",
+			    json_pack("{s:s, s:b, s:[s]}", "mode", "strict",
+				      "refused", 1, "differences",
+				      rdzv_errmsg(r)));
+		return;
+	}
+	if (res->env_diff == NULL || *res->env_diff == '\0')
+		return;
+	lines = json_array();
+	for (const char *p = res->env_diff; *p;) {
+		size_t n = strcspn(p, "\n");
+
+		agent_say(NULL, "%.*s", (int)n, p);
+		json_array_append_new(lines, json_stringn(p, n));
+		p += n + (p[n] == '\n');
+	}
+	events_emit(ev, "crun.env_check",
+		    json_pack("{s:s, s:b, s:o}", "mode",
+			      mode == CRUN_ENV_CHECK_STRICT ? "strict" : "warn",
+			      "refused", 0, "differences", lines));
+}
