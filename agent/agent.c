@@ -45,6 +45,7 @@
 #include "console.h"
 #include "events.h"
 #include "filetimer.h"
+#include "initdiag.h"
 
 extern char **environ;
 
@@ -98,6 +99,7 @@ struct agent {
 
 	struct filetimer *ft;	 /* TORCHELASTIC_ENABLE_FILE_TIMER's watchdog */
 	struct events *ev;	 /* --event_log, or NULL */
+	struct initdiag *diag;	 /* --init_warn_after */
 	struct console *console; /* our stdout and stderr, never blocking */
 
 	/* The workers' store of the current round (agent store mode). */
@@ -267,6 +269,7 @@ static void agent_stop_group(struct agent *a, enum stop_reason why, int sig)
 {
 	if (a->state != A_RUNNING)
 		return;
+	initdiag_stop(a->diag);
 	a->state = A_STOPPING;
 	a->reason = why;
 	events_emit(a->ev, "crun.group.stopping",
@@ -657,6 +660,7 @@ static void agent_round_end(struct agent *a)
 	int nf, root = 0, status = 0, restart;
 
 	uv_timer_stop(&a->kill_timer);
+	initdiag_stop(a->diag);
 	if (a->port_fd >= 0) {
 		close(a->port_fd);
 		a->port_fd = -1;
@@ -909,6 +913,33 @@ static void agent_start_failed(struct agent *a, int i)
 		agent_round_end(a);
 }
 
+/* Name the ranks that do not reach the workers' store (initdiag.h). */
+static void agent_diag_start(struct agent *a)
+{
+	const struct rdzv_result *res = &a->res;
+	char prefix[300];
+	struct initdiag_round r = {a->host,
+				   a->round.master_addr,
+				   a->round.master_port,
+				   res->ranks.group_rank,
+				   res->ranks.group_world_size,
+				   res->ranks.base_rank,
+				   a->nworkers,
+				   res->ranks.world_size,
+				   a->round.restart_count,
+				   a->workers,
+				   a->rs   ? &rdzv_store_ops
+				   : a->re ? &rdzv_etcd_ops
+					   : NULL,
+				   a->rs ? (void *)a->rs : (void *)a->re,
+				   prefix,
+				   a->wstore};
+
+	snprintf(prefix, sizeof(prefix), "crun/%s/r%d/", res->run_id,
+		 a->rdzv ? rdzv_round(a->rdzv) : 0);
+	initdiag_start(a->diag, &r);
+}
+
 /* A round is formed: start this node's workers with its result. */
 static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 {
@@ -961,6 +992,7 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 		agent_start_failed(a, i);
 		return;
 	}
+	agent_diag_start(a);
 }
 
 static void agent_on_round(struct crun_rdzv *r, int status,
@@ -1081,6 +1113,7 @@ static void agent_finish(struct agent *a, int status)
 	a->procs = NULL;
 	filetimer_close(a->ft);
 	a->ft = NULL;
+	initdiag_close(a->diag);
 	if (a->port_fd >= 0) {
 		close(a->port_fd);
 		a->port_fd = -1;
@@ -1462,6 +1495,8 @@ int agent_run(struct crun_cfg *cfg)
 				      cfg->nproc_per_node, "backend",
 				      cfg->rdzv_backend, "pid", (int)getpid()));
 	}
+	if (initdiag_new(&a, &a.loop, cfg->init_warn_after, a.ev, &a.diag))
+		agent_finish(&a, 1);
 	if (a.multi && a.state != A_DONE)
 		agent_check_ifname(&a, a.host);
 	if (a.state == A_DONE) {
@@ -1500,6 +1535,7 @@ int agent_run(struct crun_cfg *cfg)
 		}
 		free(parent);
 	}
+	initdiag_free(a.diag);
 	events_close(a.ev);
 	free(a.log_root);
 	free(a.attempt_dir);

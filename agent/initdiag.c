@@ -1,0 +1,858 @@
+/*
+ * A stuck process-group init, named (see initdiag.h).
+ *
+ * Happy path: the round's workers start; every agent, on one timer (a
+ * quarter of --init_warn_after, at most 1 s), walks /proc/<pid>/fd of each
+ * worker and its descendants for socket inodes and looks them up in
+ * /proc/net/tcp and tcp6: a worker holding an ESTABLISHED connection to
+ * MASTER_ADDR:MASTER_PORT has connected (for good: the bit stays), one with
+ * a SYN_SENT socket there is trying. Each agent of a multi-node round
+ * publishes the result as a small record under "<round>/diag/<group rank>"
+ * in the rendezvous store whenever it changes; an agent whose ranks have
+ * all connected stops scanning. Group rank 0 (the node hosting the workers'
+ * store) reads the records at --init_warn_after, 2x, 4x ... and prints one
+ * line per node with ranks missing; after the first warning it reads every
+ * tick until every rank has connected, says so once, and stops.
+ *
+ * Failure modes: a record that does not parse (or is missing) leaves its
+ * ranks "with no report" (named by number, not by node); a read that fails
+ * or times out is retried at the next check; a store address that does not
+ * resolve is matched by port alone. Nothing is said while no rank anywhere
+ * has touched the store (a script that never calls init_process_group), and
+ * nothing at all on a healthy run. Work per tick is bounded: at most
+ * SCAN_MAX_PIDS processes per worker and SCAN_MAX_INODES sockets.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "crun/err.h"
+#include "crun/rdzv_records.h"
+#include "agent.h"
+#include "events.h"
+#include "initdiag.h"
+
+#define SCAN_MAX_PIDS 64     /* processes walked per worker */
+#define SCAN_MAX_INODES 4096 /* sockets remembered per scan */
+#define MAX_ADDRS 8	     /* addresses MASTER_ADDR resolves to */
+#define READ_TIMEOUT_MS 500  /* wait for the other nodes' records */
+
+struct initdiag {
+	struct agent *a;
+	uv_loop_t *loop;
+	double warn_after;
+	struct events *ev;
+	uv_timer_t timer;
+	int timer_open;
+	int closing;
+	int active;
+	unsigned gen; /* bumped by every start and stop */
+
+	/* The round. */
+	char host[256], addr[256], prefix[512];
+	int port, g, gws, base, nproc, world, restart;
+	const struct worker *workers;
+	const struct rdzv_kv_ops *ops;
+	void *kv;
+	struct crun_store_server *wstore;
+	uint64_t start_ms;
+
+	/* MASTER_ADDR resolved. */
+	uv_getaddrinfo_t gai;
+	int gai_busy;
+	unsigned gai_gen;
+	unsigned char addrs[MAX_ADDRS][16];
+	int naddrs;
+
+	/* This node's workers. */
+	unsigned char conn[RDZV_DIAG_MAX_NPROC];
+	unsigned char trying[RDZV_DIAG_MAX_NPROC];
+	int own_done;
+	char published[RDZV_MAX_RECORD + 1];
+
+	/* Group rank 0: the checks. */
+	uint64_t next_check_ms; /* since start_ms */
+	int warned;
+	int reading;
+	unsigned read_gen;
+};
+
+/* ---- pure parts --------------------------------------------------------- */
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* n hex digits at s into *v; returns the digits read (n) or -1. */
+static int hexn(const char *s, int n, uint64_t *v)
+{
+	*v = 0;
+	for (int i = 0; i < n; i++) {
+		int h = hexval((unsigned char)s[i]);
+
+		if (h < 0)
+			return -1;
+		*v = *v << 4 | (uint64_t)h;
+	}
+	return n;
+}
+
+/*
+ * "ADDR:PORT" as the kernel prints it: ADDR is 8 (IPv4) or 32 (IPv6) hex
+ * digits, each 32-bit word printed as the host-order integer of its
+ * network-order bytes, so reading it back and copying the integer gives
+ * the bytes again on any byte order.
+ */
+static const char *parse_endpoint(const char *s, unsigned char out[16],
+				  int *port)
+{
+	size_t n = 0;
+	uint64_t v;
+
+	while (isxdigit((unsigned char)s[n]))
+		n++;
+	if ((n != 8 && n != 32) || s[n] != ':')
+		return NULL;
+	memset(out, 0, 16);
+	if (n == 8) {
+		uint32_t w;
+
+		hexn(s, 8, &v);
+		w = (uint32_t)v;
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, &w, 4);
+	} else {
+		for (int k = 0; k < 4; k++) {
+			uint32_t w;
+
+			hexn(s + 8 * k, 8, &v);
+			w = (uint32_t)v;
+			memcpy(out + 4 * k, &w, 4);
+		}
+	}
+	s += n + 1;
+	n = 0;
+	while (isxdigit((unsigned char)s[n]))
+		n++;
+	if (n != 4 || hexn(s, 4, &v) < 0)
+		return NULL;
+	*port = (int)v;
+	return s + 4;
+}
+
+int initdiag_parse_tcp(const char *line, struct initdiag_tcp *t)
+{
+	const char *s = line;
+	char *end;
+	uint64_t v;
+
+	memset(t, 0, sizeof(*t));
+	while (*s == ' ')
+		s++;
+	/* "sl:" */
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	strtoul(s, &end, 10);
+	if (*end != ':')
+		return -1;
+	s = end + 1;
+	while (*s == ' ')
+		s++;
+	if ((s = parse_endpoint(s, t->local, &t->local_port)) == NULL ||
+	    *s != ' ')
+		return -1;
+	s++;
+	if ((s = parse_endpoint(s, t->remote, &t->remote_port)) == NULL ||
+	    *s != ' ')
+		return -1;
+	s++;
+	if (hexn(s, 2, &v) < 0 || s[2] != ' ')
+		return -1;
+	t->state = (int)v;
+	/* tx:rx tr:when retrnsmt uid timeout inode */
+	s += 3;
+	for (int f = 0; f < 5; f++) {
+		while (*s == ' ')
+			s++;
+		if (*s == '\0')
+			return -1;
+		while (*s && *s != ' ')
+			s++;
+	}
+	while (*s == ' ')
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	t->inode = strtoull(s, &end, 10);
+	if (errno || (*end != ' ' && *end != '\n' && *end != '\0'))
+		return -1;
+	return 0;
+}
+
+int initdiag_ranges(const unsigned char *flags, int n, int base, int want,
+		    char *buf, size_t len)
+{
+	size_t o = 0;
+	int count = 0, cut = 0;
+
+	if (len == 0)
+		return 0;
+	buf[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		int j = i, w;
+		char part[48];
+
+		if (!!flags[i] != !!want)
+			continue;
+		while (j + 1 < n && !!flags[j + 1] == !!want)
+			j++;
+		count += j - i + 1;
+		if (j == i)
+			w = snprintf(part, sizeof(part), "%s%d", o ? "," : "",
+				     base + i);
+		else
+			w = snprintf(part, sizeof(part), "%s%d-%d",
+				     o ? "," : "", base + i, base + j);
+		if (!cut && o + (size_t)w + 4 < len) {
+			memcpy(buf + o, part, (size_t)w + 1);
+			o += (size_t)w;
+		} else if (!cut && o + 4 <= len - 1) {
+			memcpy(buf + o, ",...", 5);
+			o += 4;
+			cut = 1;
+		} else {
+			cut = 1;
+		}
+		i = j;
+	}
+	return count;
+}
+
+/* flags as ceil(n / 4) lower-case hex digits (rdzv_parse_diag's mask). */
+static size_t mask_hex(const unsigned char *flags, int n, char *out)
+{
+	size_t k = 0;
+
+	for (int i = 0; i < n; i += 4) {
+		int v = 0;
+
+		for (int b = 0; b < 4 && i + b < n; b++)
+			v |= (flags[i + b] ? 1 : 0) << b;
+		out[k++] = "0123456789abcdef"[v];
+	}
+	out[k] = '\0';
+	return k;
+}
+
+int initdiag_format_record(char *buf, size_t len, int group_rank, int base_rank,
+			   int nproc, const unsigned char *connected,
+			   const unsigned char *trying, const char *host)
+{
+	char c[RDZV_DIAG_MAX_NPROC / 4 + 1], t[RDZV_DIAG_MAX_NPROC / 4 + 1];
+	int n;
+
+	if (nproc < 1 || nproc > RDZV_DIAG_MAX_NPROC)
+		return CRUN_EPROTO;
+	mask_hex(connected, nproc, c);
+	mask_hex(trying, nproc, t);
+	n = snprintf(buf, len, "%d %d %d %s %s %.255s", group_rank, base_rank,
+		     nproc, c, t, host);
+	return n < 0 || (size_t)n >= len ? CRUN_ETOOBIG : n;
+}
+
+void initdiag_format_missing(char *buf, size_t len, const char *ranks,
+			     int nmissing, const char *host, const char *addr,
+			     int port, double secs, int trying)
+{
+	int n = snprintf(
+	    buf, len,
+	    "rank%s %s on %s %s not connected to the workers' store at "
+	    "%s:%d after %.0f s%s: check that %s can reach %s on port %d",
+	    nmissing == 1 ? "" : "s", ranks, host,
+	    nmissing == 1 ? "has" : "have", addr, port, secs,
+	    trying ? " (their connection attempts get no answer)" : "", host,
+	    addr, port);
+
+	if (n < 0 && len > 0)
+		buf[0] = '\0'; /* cut lines are fine: never a broken format */
+}
+
+/* ---- scanning this node's workers ---------------------------------------- */
+
+struct scan {
+	uint64_t inode[SCAN_MAX_INODES];
+	int rank[SCAN_MAX_INODES];
+	int n;
+};
+
+/* Remember the socket inodes among pid's descriptors, for local rank r. */
+static void scan_fds(struct scan *sc, int pid, int r)
+{
+	char path[64], link[64];
+	DIR *dir;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	if ((dir = opendir(path)) == NULL)
+		return;
+	while ((e = readdir(dir)) != NULL && sc->n < SCAN_MAX_INODES) {
+		ssize_t k;
+		unsigned long long ino;
+
+		if (e->d_name[0] == '.')
+			continue;
+		k = readlinkat(dirfd(dir), e->d_name, link, sizeof(link) - 1);
+		if (k <= 0)
+			continue;
+		link[k] = '\0';
+		if (sscanf(link, "socket:[%llu]", &ino) != 1)
+			continue;
+		sc->inode[sc->n] = ino;
+		sc->rank[sc->n++] = r;
+	}
+	closedir(dir);
+}
+
+/* Append pid's children (from every thread's children file) to q. */
+static void scan_children(int pid, int *q, int *nq)
+{
+	char path[96];
+	DIR *dir;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	if ((dir = opendir(path)) == NULL)
+		return;
+	while ((e = readdir(dir)) != NULL && *nq < SCAN_MAX_PIDS) {
+		FILE *fp;
+		int c;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children",
+			 pid, e->d_name);
+		if ((fp = fopen(path, "re")) == NULL)
+			continue;
+		while (*nq < SCAN_MAX_PIDS && fscanf(fp, "%d", &c) == 1)
+			q[(*nq)++] = c;
+		fclose(fp);
+	}
+	closedir(dir);
+}
+
+static int scan_is_store(const struct initdiag *d, const struct initdiag_tcp *t)
+{
+	if (t->remote_port != d->port)
+		return 0;
+	if (d->naddrs == 0)
+		return 1; /* not resolved (yet): the port alone */
+	for (int i = 0; i < d->naddrs; i++)
+		if (memcmp(d->addrs[i], t->remote, 16) == 0)
+			return 1;
+	return 0;
+}
+
+/* Mark the workers whose sockets in the table at path reach the store. */
+static void scan_table(struct initdiag *d, const struct scan *sc,
+		       const char *path, unsigned char *trying)
+{
+	char line[512];
+	FILE *fp = fopen(path, "re");
+	struct initdiag_tcp t;
+
+	if (fp == NULL)
+		return;
+	while (fgets(line, sizeof(line), fp)) {
+		if (initdiag_parse_tcp(line, &t) || !scan_is_store(d, &t))
+			continue;
+		for (int i = 0; i < sc->n; i++) {
+			if (sc->inode[i] != t.inode)
+				continue;
+			if (t.state == 1)
+				d->conn[sc->rank[i]] = 1;
+			else if (t.state == 2)
+				trying[sc->rank[i]] = 1;
+		}
+	}
+	fclose(fp);
+}
+
+/* One pass over this node's workers; sets own_done once all connected. */
+static void scan_own(struct initdiag *d)
+{
+	struct scan *sc = malloc(sizeof(*sc));
+	unsigned char trying[RDZV_DIAG_MAX_NPROC];
+	int done = 1;
+
+	if (sc == NULL)
+		return;
+	sc->n = 0;
+	memset(trying, 0, sizeof(trying));
+	for (int r = 0; r < d->nproc; r++) {
+		const struct worker *w = &d->workers[r];
+		int q[SCAN_MAX_PIDS], nq = 0;
+
+		if (d->conn[r] || w->pid <= 0 || w->exited)
+			continue;
+		q[nq++] = (int)w->pid;
+		for (int k = 0; k < nq && sc->n < SCAN_MAX_INODES; k++) {
+			scan_fds(sc, q[k], r);
+			scan_children(q[k], q, &nq);
+		}
+	}
+	if (sc->n > 0) {
+		scan_table(d, sc, "/proc/net/tcp", trying);
+		scan_table(d, sc, "/proc/net/tcp6", trying);
+	}
+	free(sc);
+	memcpy(d->trying, trying, sizeof(trying));
+	for (int r = 0; r < d->nproc; r++)
+		done &= d->conn[r];
+	d->own_done = done;
+}
+
+/* ---- the records and the checks ----------------------------------------- */
+
+static void on_set(int status, const struct crun_store_reply *r, void *arg)
+{
+	(void)status;
+	(void)r;
+	(void)arg; /* a lost record only means a later, staler warning */
+}
+
+/* Publish this node's record if it changed. */
+static void publish(struct initdiag *d)
+{
+	char rec[RDZV_MAX_RECORD + 1], key[600];
+	int n;
+
+	if (d->ops == NULL)
+		return;
+	n = initdiag_format_record(rec, sizeof(rec), d->g, d->base, d->nproc,
+				   d->conn, d->trying, d->host);
+	if (n < 0 || strcmp(rec, d->published) == 0)
+		return;
+	snprintf(key, sizeof(key), "%sdiag/%d", d->prefix, d->g);
+	if (d->ops->set(d->kv, key, rec, (size_t)n, on_set, d) == 0)
+		memcpy(d->published, rec, (size_t)n + 1);
+}
+
+static double elapsed(const struct initdiag *d)
+{
+	return (double)(uv_now(d->loop) - d->start_ms) / 1000.0;
+}
+
+/* PyTorch's store-based barrier count, when this agent hosts the store. */
+static int barrier_count(const struct initdiag *d)
+{
+	char key[128], num[24], *end;
+	const void *v;
+	size_t len;
+	long n;
+
+	if (d->wstore == NULL)
+		return -1;
+	snprintf(key, sizeof(key),
+		 "/worker/attempt_%d/default_pg/store_based_barrier_key:1",
+		 d->restart);
+	if (store_server_get(d->wstore, key, &v, &len) || len == 0 ||
+	    len >= sizeof(num))
+		return -1;
+	memcpy(num, v, len);
+	num[len] = '\0';
+	n = strtol(num, &end, 10);
+	return *end == '\0' && n >= 0 && n <= INT32_MAX ? (int)n : -1;
+}
+
+static void stop_timer(struct initdiag *d)
+{
+	if (d->timer_open)
+		uv_timer_stop(&d->timer);
+}
+
+/* Say one line for the ranks of one node (host NULL: no report). */
+static void warn_node(struct initdiag *d, const struct rdzv_diag *rd,
+		      double secs, int barrier)
+{
+	char ranks[512], line[1200];
+	int trying = 0, n;
+
+	n = initdiag_ranges(rd->connected, rd->nproc, rd->base_rank, 0, ranks,
+			    sizeof(ranks));
+	if (n == 0)
+		return;
+	for (int i = 0; i < rd->nproc; i++)
+		trying |= !rd->connected[i] && rd->trying[i];
+	if (*rd->host)
+		initdiag_format_missing(line, sizeof(line), ranks, n, rd->host,
+					d->addr, d->port, secs, trying);
+	else
+		n = snprintf(
+		    line, sizeof(line),
+		    "rank%s %s %s not connected to the workers' store at "
+		    "%s:%d after %.0f s, and their node's agent sent no "
+		    "report",
+		    n == 1 ? "" : "s", ranks, n == 1 ? "has" : "have", d->addr,
+		    d->port, secs);
+	agent_say(d->a, "%s", line);
+	events_emit(
+	    d->ev, "crun.init_diagnosis",
+	    json_pack("{s:s, s:s?, s:i, s:s, s:i, s:s, s:i, s:f, s:b, s:s, "
+		      "s:o?}",
+		      "state", "missing", "node", *rd->host ? rd->host : NULL,
+		      "group_rank", rd->group_rank, "ranks", ranks, "missing",
+		      n, "store_addr", d->addr, "store_port", d->port, "after",
+		      secs, "trying", trying, "source",
+		      *rd->host ? "the node's agent (its workers' sockets)"
+				: "no record from the node's agent",
+		      "barrier_arrived",
+		      barrier >= 0 ? json_integer(barrier) : NULL));
+}
+
+/*
+ * Judge the group from every node's record (recs[g], valid[g]; this node's
+ * from memory): all in, or a warning when a check is due.
+ */
+static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
+		     const int *valid)
+{
+	unsigned char *covered = calloc((size_t)d->world, 1);
+	uint64_t now = uv_now(d->loop) - d->start_ms;
+	double secs = elapsed(d);
+	int all = 1, active = 0, barrier;
+
+	if (covered == NULL)
+		return;
+	for (int g = 0; g < d->gws; g++) {
+		const struct rdzv_diag *rd = &recs[g];
+
+		if (!valid[g])
+			continue;
+		for (int i = 0; i < rd->nproc; i++) {
+			covered[rd->base_rank + i] = 1;
+			all &= rd->connected[i];
+			active |= rd->connected[i] | rd->trying[i];
+		}
+	}
+	for (int k = 0; k < d->world; k++)
+		all &= covered[k];
+	if (all) {
+		if (d->warned) {
+			agent_say(d->a,
+				  "all %d ranks connected to the workers' "
+				  "store after %.0f s",
+				  d->world, secs);
+			events_emit(d->ev, "crun.init_diagnosis",
+				    json_pack("{s:s, s:i, s:f, s:s, s:i}",
+					      "state", "connected",
+					      "world_size", d->world, "after",
+					      secs, "store_addr", d->addr,
+					      "store_port", d->port));
+		}
+		d->active = 0;
+		stop_timer(d);
+		free(covered);
+		return;
+	}
+	if (now < d->next_check_ms) {
+		free(covered);
+		return;
+	}
+	while (d->next_check_ms <= now)
+		d->next_check_ms *= 2;
+	if (active) {
+		struct rdzv_diag *nr = calloc(1, sizeof(*nr));
+
+		barrier = barrier_count(d);
+		for (int g = 0; g < d->gws; g++)
+			if (valid[g])
+				warn_node(d, &recs[g], secs, barrier);
+		/* Ranks no record names, in runs of at most nproc. */
+		for (int k = 0; k < d->world && nr; k++) {
+			int j = k;
+
+			if (covered[k])
+				continue;
+			while (j + 1 < d->world && !covered[j + 1] &&
+			       j + 1 - k < RDZV_DIAG_MAX_NPROC)
+				j++;
+			memset(nr, 0, sizeof(*nr));
+			nr->group_rank = -1;
+			nr->base_rank = k;
+			nr->nproc = j - k + 1;
+			warn_node(d, nr, secs, barrier);
+			k = j;
+		}
+		free(nr);
+		d->warned = 1;
+	}
+	free(covered);
+}
+
+/* This node's own state as a record. */
+static void own_record(const struct initdiag *d, struct rdzv_diag *rd)
+{
+	rd->group_rank = d->g;
+	rd->base_rank = d->base;
+	rd->nproc = d->nproc;
+	memcpy(rd->connected, d->conn, (size_t)d->nproc);
+	memcpy(rd->trying, d->trying, (size_t)d->nproc);
+	snprintf(rd->host, sizeof(rd->host), "%s", d->host);
+}
+
+static void on_records(int status, const struct crun_store_reply *r, void *arg)
+{
+	struct initdiag *d = arg;
+	struct rdzv_diag *recs;
+	int *valid;
+	size_t k = 0;
+
+	d->reading = 0;
+	if (d->closing || !d->active || d->read_gen != d->gen)
+		return;
+	if (status || r == NULL || r->nvalues != (size_t)d->gws - 1) {
+		/* Retry at the next check, not every tick. */
+		return;
+	}
+	recs = calloc((size_t)d->gws, sizeof(*recs));
+	valid = calloc((size_t)d->gws, sizeof(*valid));
+	if (recs && valid) {
+		for (int g = 0; g < d->gws; g++) {
+			char why[128];
+
+			if (g == d->g) {
+				own_record(d, &recs[g]);
+				valid[g] = 1;
+				continue;
+			}
+			valid[g] =
+			    rdzv_parse_diag(r->values[k].base, r->values[k].len,
+					    d->gws, d->world, &recs[g], why,
+					    sizeof(why)) == 0 &&
+			    recs[g].group_rank == g;
+			k++;
+		}
+		evaluate(d, recs, valid);
+	}
+	free(recs);
+	free(valid);
+}
+
+/* Group rank 0: read the other nodes' records (or judge alone). */
+static void check(struct initdiag *d)
+{
+	const char **keys;
+	char *buf;
+	int n = 0, rc;
+
+	if (d->ops == NULL || d->gws == 1) {
+		struct rdzv_diag *rd = calloc(1, sizeof(*rd));
+		int valid = 1;
+
+		if (rd) {
+			own_record(d, rd);
+			evaluate(d, rd, &valid);
+		}
+		free(rd);
+		return;
+	}
+	if (d->reading)
+		return;
+	keys = calloc((size_t)d->gws, sizeof(*keys));
+	buf = calloc((size_t)d->gws, 600);
+	if (keys == NULL || buf == NULL)
+		goto done;
+	for (int g = 0; g < d->gws; g++) {
+		if (g == d->g)
+			continue;
+		snprintf(buf + 600 * (size_t)n, 600, "%sdiag/%d", d->prefix, g);
+		keys[n] = buf + 600 * (size_t)n;
+		n++;
+	}
+	d->read_gen = d->gen;
+	rc = d->ops->multi_get(d->kv, keys, (size_t)n, READ_TIMEOUT_MS,
+			       on_records, d);
+	if (rc == 0)
+		d->reading = 1;
+done:
+	free(keys);
+	free(buf);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	struct initdiag *d = t->data;
+	uint64_t now;
+
+	if (!d->active)
+		return;
+	now = uv_now(d->loop) - d->start_ms;
+	if (!d->own_done) {
+		scan_own(d);
+		publish(d);
+	}
+	if (d->g != 0) {
+		if (d->own_done)
+			stop_timer(d);
+		return;
+	}
+	if (d->warned || now >= d->next_check_ms)
+		check(d);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	struct initdiag *d = req->data;
+	struct addrinfo *ai;
+
+	d->gai_busy = 0;
+	if (status == 0 && !d->closing && d->active && d->gai_gen == d->gen) {
+		d->naddrs = 0;
+		for (ai = res; ai && d->naddrs < MAX_ADDRS; ai = ai->ai_next) {
+			unsigned char *o = d->addrs[d->naddrs];
+
+			memset(o, 0, 16);
+			if (ai->ai_family == AF_INET) {
+				o[10] = o[11] = 0xff;
+				memcpy(o + 12,
+				       &((struct sockaddr_in *)ai->ai_addr)
+					    ->sin_addr,
+				       4);
+			} else if (ai->ai_family == AF_INET6) {
+				memcpy(o,
+				       &((struct sockaddr_in6 *)ai->ai_addr)
+					    ->sin6_addr,
+				       16);
+			} else {
+				continue;
+			}
+			d->naddrs++;
+		}
+	}
+	uv_freeaddrinfo(res);
+}
+
+static void resolve(struct initdiag *d)
+{
+	struct addrinfo hints;
+
+	if (d->gai_busy)
+		return; /* the stale answer is dropped; the port still works */
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	d->gai.data = d;
+	d->gai_gen = d->gen;
+	if (uv_getaddrinfo(d->loop, &d->gai, on_resolved, d->addr, NULL,
+			   &hints) == 0)
+		d->gai_busy = 1;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+int initdiag_new(struct agent *a, uv_loop_t *loop, double warn_after,
+		 struct events *ev, struct initdiag **out)
+{
+	struct initdiag *d = calloc(1, sizeof(*d));
+
+	*out = NULL;
+	if (d == NULL)
+		return UV_ENOMEM;
+	d->a = a;
+	d->loop = loop;
+	d->warn_after = warn_after;
+	d->ev = ev;
+	if (warn_after > 0) {
+		uv_timer_init(loop, &d->timer);
+		d->timer.data = d;
+		d->timer_open = 1;
+	}
+	*out = d;
+	return 0;
+}
+
+void initdiag_start(struct initdiag *d, const struct initdiag_round *r)
+{
+	uint64_t warn_ms, tick;
+
+	if (d == NULL || !d->timer_open || d->closing)
+		return;
+	initdiag_stop(d);
+	if (r->nproc < 1 || r->nproc > RDZV_DIAG_MAX_NPROC ||
+	    r->world_size < 1 || r->store_port <= 0)
+		return; /* nothing a record could carry */
+	d->gen++;
+	snprintf(d->host, sizeof(d->host), "%s", r->host);
+	snprintf(d->addr, sizeof(d->addr), "%s", r->store_addr);
+	snprintf(d->prefix, sizeof(d->prefix), "%s",
+		 r->prefix ? r->prefix : "");
+	d->port = r->store_port;
+	d->g = r->group_rank;
+	d->gws = r->group_world_size;
+	d->base = r->base_rank;
+	d->nproc = r->nproc;
+	d->world = r->world_size;
+	d->restart = r->restart_count;
+	d->workers = r->workers;
+	d->ops = r->ops;
+	d->kv = r->kv;
+	d->wstore = r->wstore;
+	d->naddrs = 0;
+	memset(d->conn, 0, sizeof(d->conn));
+	memset(d->trying, 0, sizeof(d->trying));
+	d->own_done = 0;
+	d->published[0] = '\0';
+	d->warned = 0;
+	d->start_ms = uv_now(d->loop);
+	warn_ms = (uint64_t)(d->warn_after * 1000);
+	d->next_check_ms = warn_ms > 0 ? warn_ms : 1;
+	d->active = 1;
+	resolve(d);
+	publish(d); /* every key exists before group rank 0 reads it */
+	tick = warn_ms / 4;
+	tick = tick < 100 ? 100 : tick > 1000 ? 1000 : tick;
+	uv_timer_start(&d->timer, on_tick, tick, tick);
+}
+
+void initdiag_stop(struct initdiag *d)
+{
+	if (d == NULL || !d->active)
+		return;
+	d->active = 0;
+	d->gen++;
+	d->workers = NULL;
+	stop_timer(d);
+}
+
+void initdiag_close(struct initdiag *d)
+{
+	if (d == NULL || d->closing)
+		return;
+	initdiag_stop(d);
+	d->closing = 1;
+	if (d->gai_busy)
+		uv_cancel((uv_req_t *)&d->gai);
+	if (d->timer_open)
+		uv_close((uv_handle_t *)&d->timer, NULL);
+}
+
+void initdiag_free(struct initdiag *d)
+{
+	free(d);
+}
