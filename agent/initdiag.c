@@ -80,7 +80,11 @@ struct initdiag {
 	char published[RDZV_MAX_RECORD + 1];
 
 	/* Group rank 0: the checks. */
+	uint64_t warn_ms;
 	uint64_t next_check_ms; /* since start_ms */
+	int has_act;		/* a rank somewhere touched the store ... */
+	uint64_t act_ms;	/* ... this long after start_ms (first seen) */
+	uint64_t mult;		/* checks at act_ms + warn_ms * 1, 2, 4 ... */
 	int warned;
 	int reading;
 	unsigned read_gen;
@@ -514,16 +518,32 @@ static void warn_node(struct initdiag *d, const struct rdzv_diag *rd,
 	agent_say(d->a, "%s", line);
 	events_emit(
 	    d->ev, "crun.init_diagnosis",
-	    json_pack("{s:s, s:s?, s:i, s:s, s:i, s:s, s:i, s:f, s:b, s:s, "
-		      "s:o?}",
-		      "state", "missing", "node", *rd->host ? rd->host : NULL,
-		      "group_rank", rd->group_rank, "ranks", ranks, "missing",
-		      n, "store_addr", d->addr, "store_port", d->port, "after",
-		      secs, "trying", trying, "source",
-		      *rd->host ? "the node's agent (its workers' sockets)"
-				: "no record from the node's agent",
-		      "barrier_arrived",
-		      barrier >= 0 ? json_integer(barrier) : NULL));
+	    json_pack(
+		"{s:s, s:s?, s:i, s:s, s:i, s:s, s:i, s:f, s:b, s:s, "
+		"s:o?, s:f}",
+		"state", "missing", "node", *rd->host ? rd->host : NULL,
+		"group_rank", rd->group_rank, "ranks", ranks, "missing", n,
+		"store_addr", d->addr, "store_port", d->port, "after", secs,
+		"trying", trying, "source",
+		*rd->host ? "the node's agent (its workers' sockets)"
+			  : "no record from the node's agent",
+		"barrier_arrived", barrier >= 0 ? json_integer(barrier) : NULL,
+		"since_first_connection",
+		(double)(uv_now(d->loop) - d->start_ms - d->act_ms) / 1000.0));
+}
+
+/*
+ * The group starts initialising: the checks count from now, so the time
+ * torch takes to import never reads as a missing rank.
+ */
+static void mark_active(struct initdiag *d, uint64_t now)
+{
+	if (d->has_act)
+		return;
+	d->has_act = 1;
+	d->act_ms = now;
+	d->mult = 1;
+	d->next_check_ms = now + d->warn_ms;
 }
 
 /*
@@ -553,18 +573,30 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 	}
 	for (int k = 0; k < d->world; k++)
 		all &= covered[k];
+	/*
+	 * PyTorch's store-based barrier at the end of init_process_group
+	 * counts every rank that got through: all of them connected, even one
+	 * that came and went between two scans.
+	 */
+	barrier = barrier_count(d);
+	if (barrier >= d->world)
+		all = active = 1;
+	if (active)
+		mark_active(d, now);
 	if (all) {
 		if (d->warned) {
 			agent_say(d->a,
 				  "all %d ranks connected to the workers' "
 				  "store after %.0f s",
 				  d->world, secs);
-			events_emit(d->ev, "crun.init_diagnosis",
-				    json_pack("{s:s, s:i, s:f, s:s, s:i}",
-					      "state", "connected",
-					      "world_size", d->world, "after",
-					      secs, "store_addr", d->addr,
-					      "store_port", d->port));
+			events_emit(
+			    d->ev, "crun.init_diagnosis",
+			    json_pack(
+				"{s:s, s:i, s:f, s:s, s:i, s:o?}", "state",
+				"connected", "world_size", d->world, "after",
+				secs, "store_addr", d->addr, "store_port",
+				d->port, "barrier_arrived",
+				barrier >= 0 ? json_integer(barrier) : NULL));
 		}
 		d->active = 0;
 		stop_timer(d);
@@ -575,12 +607,12 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 		free(covered);
 		return;
 	}
-	while (d->next_check_ms <= now)
-		d->next_check_ms *= 2;
-	if (active) {
+	if (!d->has_act) {
+		/* Nobody has touched the store: look again one period on. */
+		d->next_check_ms = now + d->warn_ms;
+	} else {
 		struct rdzv_diag *nr = calloc(1, sizeof(*nr));
 
-		barrier = barrier_count(d);
 		for (int g = 0; g < d->gws; g++)
 			if (valid[g])
 				warn_node(d, &recs[g], secs, barrier);
@@ -602,6 +634,8 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 		}
 		free(nr);
 		d->warned = 1;
+		d->mult *= 2;
+		d->next_check_ms = d->act_ms + d->warn_ms * d->mult;
 	}
 	free(covered);
 }
@@ -707,6 +741,9 @@ static void on_tick(uv_timer_t *t)
 	if (!d->own_done) {
 		scan_own(d);
 		publish(d);
+		for (int r = 0; r < d->nproc; r++)
+			if (d->conn[r] || d->trying[r])
+				mark_active(d, now);
 	}
 	if (d->g != 0) {
 		if (d->own_done)
@@ -819,9 +856,11 @@ void initdiag_start(struct initdiag *d, const struct initdiag_round *r)
 	d->own_done = 0;
 	d->published[0] = '\0';
 	d->warned = 0;
+	d->has_act = 0;
 	d->start_ms = uv_now(d->loop);
 	warn_ms = (uint64_t)(d->warn_after * 1000);
-	d->next_check_ms = warn_ms > 0 ? warn_ms : 1;
+	d->warn_ms = warn_ms > 0 ? warn_ms : 1;
+	d->next_check_ms = d->warn_ms;
 	d->active = 1;
 	resolve(d);
 	publish(d); /* every key exists before group rank 0 reads it */
@@ -834,6 +873,12 @@ void initdiag_stop(struct initdiag *d)
 {
 	if (d == NULL || !d->active)
 		return;
+	/* After a warning, the group may have got through between ticks. */
+	if (d->warned && barrier_count(d) >= d->world)
+		agent_say(d->a,
+			  "all %d ranks connected to the workers' store after "
+			  "%.0f s",
+			  d->world, elapsed(d));
 	d->active = 0;
 	d->gen++;
 	d->workers = NULL;
