@@ -234,14 +234,15 @@ int initdiag_ranges(const unsigned char *flags, int n, int base, int want,
 		else
 			w = snprintf(part, sizeof(part), "%s%d-%d",
 				     o ? "," : "", base + i, base + j);
-		if (!cut && o + (size_t)w + 4 < len) {
+		/* Each part leaves room for a final ",..." and the NUL. */
+		if (!cut && o + (size_t)w + 5 <= len) {
 			memcpy(buf + o, part, (size_t)w + 1);
 			o += (size_t)w;
-		} else if (!cut && o + 4 <= len - 1) {
-			memcpy(buf + o, ",...", 5);
-			o += 4;
-			cut = 1;
-		} else {
+		} else if (!cut) {
+			const char *more = o ? ",..." : "...";
+
+			if (o + strlen(more) < len)
+				memcpy(buf + o, more, strlen(more) + 1);
 			cut = 1;
 		}
 		i = j;
