@@ -917,26 +917,27 @@ static void agent_start_failed(struct agent *a, int i)
 static void agent_diag_start(struct agent *a)
 {
 	const struct rdzv_result *res = &a->res;
+	struct initdiag_round r;
 	char prefix[300];
-	struct initdiag_round r = {a->host,
-				   a->round.master_addr,
-				   a->round.master_port,
-				   res->ranks.group_rank,
-				   res->ranks.group_world_size,
-				   res->ranks.base_rank,
-				   a->nworkers,
-				   res->ranks.world_size,
-				   a->round.restart_count,
-				   a->workers,
-				   a->rs   ? &rdzv_store_ops
-				   : a->re ? &rdzv_etcd_ops
-					   : NULL,
-				   a->rs ? (void *)a->rs : (void *)a->re,
-				   prefix,
-				   a->wstore};
 
+	memset(&r, 0, sizeof(r));
+	r.host = a->host;
+	r.store_addr = a->round.master_addr;
+	r.store_port = a->round.master_port;
+	r.group_rank = res->ranks.group_rank;
+	r.group_world_size = res->ranks.group_world_size;
+	r.base_rank = res->ranks.base_rank;
+	r.nproc = a->nworkers;
+	r.world_size = res->ranks.world_size;
+	r.restart_count = a->round.restart_count;
+	r.workers = a->workers;
+	r.ops = a->rs ? &rdzv_store_ops : a->re ? &rdzv_etcd_ops : NULL;
+	r.kv = a->rs ? (void *)a->rs : (void *)a->re;
 	snprintf(prefix, sizeof(prefix), "crun/%s/r%d/", res->run_id,
 		 a->rdzv ? rdzv_round(a->rdzv) : 0);
+	r.prefix = prefix;
+	r.wstore = a->wstore;
+	r.peers = a->rdzv ? rdzv_peers(a->rdzv) : NULL;
 	initdiag_start(a->diag, &r);
 }
 

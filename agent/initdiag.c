@@ -45,6 +45,7 @@
 #define SCAN_MAX_INODES 4096 /* sockets remembered per scan */
 #define MAX_ADDRS 8	     /* addresses MASTER_ADDR resolves to */
 #define READ_TIMEOUT_MS 500  /* wait for the other nodes' records */
+#define STORE_VIEW_MAX 65536 /* store connections looked at per warning */
 
 struct initdiag {
 	struct agent *a;
@@ -64,6 +65,7 @@ struct initdiag {
 	const struct rdzv_kv_ops *ops;
 	void *kv;
 	struct crun_store_server *wstore;
+	char *peers; /* the nodes' addresses by group rank, or NULL */
 	uint64_t start_ms;
 
 	/* MASTER_ADDR resolved. */
@@ -492,12 +494,119 @@ static void stop_timer(struct initdiag *d)
 		uv_timer_stop(&d->timer);
 }
 
-/* Say one line for the ranks of one node (host NULL: no report). */
-static void warn_node(struct initdiag *d, const struct rdzv_diag *rd,
-		      double secs, int barrier)
+/* An IPv4 (as v4-mapped) or IPv6 address as 16 bytes; 0 if neither. */
+static int sockaddr16(const struct sockaddr *sa, unsigned char out[16])
 {
-	char ranks[512], line[1200];
-	int trying = 0, n;
+	memset(out, 0, 16);
+	if (sa->sa_family == AF_INET) {
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr,
+		       4);
+		return 1;
+	}
+	if (sa->sa_family == AF_INET6) {
+		memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+		return 1;
+	}
+	return 0;
+}
+
+/* What the store host sees itself, for one round of warnings. */
+struct store_view {
+	int barrier;		   /* PyTorch's barrier count, or -1 */
+	unsigned char (*peer)[16]; /* its connections' peer addresses */
+	int npeer;		   /* -1: this agent does not host the store */
+};
+
+/* The store's connections, when this agent hosts the workers' store. */
+static void store_view_fill(const struct initdiag *d, struct store_view *v)
+{
+	struct sockaddr_storage *ss;
+	size_t n;
+
+	if (d->wstore == NULL)
+		return;
+	ss = calloc(STORE_VIEW_MAX, sizeof(*ss));
+	v->peer = calloc(STORE_VIEW_MAX, sizeof(*v->peer));
+	if (ss == NULL || v->peer == NULL) {
+		free(ss);
+		return;
+	}
+	n = store_server_peers(d->wstore, ss, STORE_VIEW_MAX);
+	v->npeer = 0;
+	for (size_t i = 0; i < n; i++)
+		v->npeer +=
+		    sockaddr16((struct sockaddr *)&ss[i], v->peer[v->npeer]);
+	free(ss);
+}
+
+/* The field'th blank-separated word of list into out; 0 or -1. */
+static int list_field(const char *list, int field, char *out, size_t len)
+{
+	const char *p = list;
+
+	for (int i = 0; p && *p; i++) {
+		size_t n;
+
+		while (*p == ' ')
+			p++;
+		n = strcspn(p, " ");
+		if (i == field && n > 0 && n < len) {
+			memcpy(out, p, n);
+			out[n] = '\0';
+			return 0;
+		}
+		p += n;
+	}
+	return -1;
+}
+
+/*
+ * How many of the store's connections come from group rank g's address (as
+ * its descriptor gave it), or -1 when unknown. The name resolves through
+ * the system's resolver, as peers_new did when the round formed: only ever
+ * on a warning, never per tick.
+ */
+static int store_conns_from(const struct initdiag *d,
+			    const struct store_view *v, int g)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	char name[256];
+	int n = 0;
+
+	if (v->npeer < 0 || g < 0 || d->peers == NULL ||
+	    list_field(d->peers, g, name, sizeof(name)))
+		return -1;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(name, NULL, &hints, &res) != 0)
+		return -1;
+	for (int i = 0; i < v->npeer; i++) {
+		for (ai = res; ai; ai = ai->ai_next) {
+			unsigned char a[16];
+
+			if (!sockaddr16(ai->ai_addr, a) ||
+			    memcmp(a, v->peer[i], 16))
+				continue;
+			n++;
+			break;
+		}
+	}
+	freeaddrinfo(res);
+	return n;
+}
+
+/*
+ * Say one line for the ranks of one node. A node without a record (no
+ * host in rd) is named by its address when it is the only one (noreport
+ * >= 0: its group rank), else only by its ranks.
+ */
+static void warn_node(struct initdiag *d, const struct rdzv_diag *rd,
+		      const struct store_view *v, int noreport, double secs)
+{
+	char ranks[512], line[1200], who[256] = "";
+	int trying = 0, n, conns;
+	int g = *rd->host ? rd->group_rank : noreport;
 
 	n = initdiag_ranges(rd->connected, rd->nproc, rd->base_rank, 0, ranks,
 			    sizeof(ranks));
@@ -505,32 +614,47 @@ static void warn_node(struct initdiag *d, const struct rdzv_diag *rd,
 		return;
 	for (int i = 0; i < rd->nproc; i++)
 		trying |= !rd->connected[i] && rd->trying[i];
-	if (*rd->host)
+	conns = store_conns_from(d, v, g);
+	if (*rd->host) {
 		initdiag_format_missing(line, sizeof(line), ranks, n, rd->host,
 					d->addr, d->port, secs, trying);
-	else
-		n = snprintf(
-		    line, sizeof(line),
-		    "rank%s %s %s not connected to the workers' store at "
-		    "%s:%d after %.0f s, and their node's agent sent no "
-		    "report",
-		    n == 1 ? "" : "s", ranks, n == 1 ? "has" : "have", d->addr,
-		    d->port, secs);
+	} else {
+		if (noreport >= 0 && d->peers)
+			list_field(d->peers, noreport, who, sizeof(who));
+		if (snprintf(line, sizeof(line),
+			     "rank%s %s%s%s %s not connected to the workers' "
+			     "store at %s:%d after %.0f s, and %s's agent sent "
+			     "no report",
+			     n == 1 ? "" : "s", ranks, *who ? " on " : "", who,
+			     n == 1 ? "has" : "have", d->addr, d->port, secs,
+			     *who ? who : "their node") < 0)
+			line[0] = '\0';
+		if (conns >= 0 && strlen(line) + 64 < sizeof(line))
+			snprintf(line + strlen(line), 64,
+				 " (the store has %d connection%s from it)",
+				 conns, conns == 1 ? "" : "s");
+	}
 	agent_say(d->a, "%s", line);
 	events_emit(
 	    d->ev, "crun.init_diagnosis",
-	    json_pack(
-		"{s:s, s:s?, s:i, s:s, s:i, s:s, s:i, s:f, s:b, s:s, "
-		"s:o?, s:f}",
-		"state", "missing", "node", *rd->host ? rd->host : NULL,
-		"group_rank", rd->group_rank, "ranks", ranks, "missing", n,
-		"store_addr", d->addr, "store_port", d->port, "after", secs,
-		"trying", trying, "source",
-		*rd->host ? "the node's agent (its workers' sockets)"
-			  : "no record from the node's agent",
-		"barrier_arrived", barrier >= 0 ? json_integer(barrier) : NULL,
-		"since_first_connection",
-		(double)(uv_now(d->loop) - d->start_ms - d->act_ms) / 1000.0));
+	    json_pack("{s:s, s:s?, s:i, s:s, s:i, s:s, s:i, s:f, s:b, s:s, "
+		      "s:o?, s:o?, s:f}",
+		      "state", "missing", "node",
+		      *rd->host ? rd->host
+		      : *who	? who
+				: NULL,
+		      "group_rank", g, "ranks", ranks, "missing", n,
+		      "store_addr", d->addr, "store_port", d->port, "after",
+		      secs, "trying", trying, "source",
+		      *rd->host ? "the node's agent (its workers' sockets)"
+				: "no record from the node's agent",
+		      "barrier_arrived",
+		      v->barrier >= 0 ? json_integer(v->barrier) : NULL,
+		      "store_conns_from_node",
+		      conns >= 0 ? json_integer(conns) : NULL,
+		      "since_first_connection",
+		      (double)(uv_now(d->loop) - d->start_ms - d->act_ms) /
+			  1000.0));
 }
 
 /*
@@ -613,10 +737,18 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 		d->next_check_ms = now + d->warn_ms;
 	} else {
 		struct rdzv_diag *nr = calloc(1, sizeof(*nr));
+		struct store_view v = {barrier, NULL, -1};
+		int noreport = -1, nnoreport = 0;
 
-		for (int g = 0; g < d->gws; g++)
+		store_view_fill(d, &v);
+		for (int g = 0; g < d->gws; g++) {
 			if (valid[g])
-				warn_node(d, &recs[g], secs, barrier);
+				warn_node(d, &recs[g], &v, -1, secs);
+			else if (nnoreport++ == 0)
+				noreport = g;
+		}
+		if (nnoreport != 1)
+			noreport = -1;
 		/* Ranks no record names, in runs of at most nproc. */
 		for (int k = 0; k < d->world && nr; k++) {
 			int j = k;
@@ -630,10 +762,11 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 			nr->group_rank = -1;
 			nr->base_rank = k;
 			nr->nproc = j - k + 1;
-			warn_node(d, nr, secs, barrier);
+			warn_node(d, nr, &v, noreport, secs);
 			k = j;
 		}
 		free(nr);
+		free(v.peer);
 		d->warned = 1;
 		d->mult *= 2;
 		d->next_check_ms = d->act_ms + d->warn_ms * d->mult;
@@ -764,24 +897,8 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 	if (status == 0 && !d->closing && d->active && d->gai_gen == d->gen) {
 		d->naddrs = 0;
 		for (ai = res; ai && d->naddrs < MAX_ADDRS; ai = ai->ai_next) {
-			unsigned char *o = d->addrs[d->naddrs];
-
-			memset(o, 0, 16);
-			if (ai->ai_family == AF_INET) {
-				o[10] = o[11] = 0xff;
-				memcpy(o + 12,
-				       &((struct sockaddr_in *)ai->ai_addr)
-					    ->sin_addr,
-				       4);
-			} else if (ai->ai_family == AF_INET6) {
-				memcpy(o,
-				       &((struct sockaddr_in6 *)ai->ai_addr)
-					    ->sin6_addr,
-				       16);
-			} else {
-				continue;
-			}
-			d->naddrs++;
+			d->naddrs +=
+			    sockaddr16(ai->ai_addr, d->addrs[d->naddrs]);
 		}
 	}
 	uv_freeaddrinfo(res);
@@ -851,6 +968,8 @@ void initdiag_start(struct initdiag *d, const struct initdiag_round *r)
 	d->ops = r->ops;
 	d->kv = r->kv;
 	d->wstore = r->wstore;
+	free(d->peers);
+	d->peers = r->peers ? strdup(r->peers) : NULL;
 	d->naddrs = 0;
 	memset(d->conn, 0, sizeof(d->conn));
 	memset(d->trying, 0, sizeof(d->trying));
@@ -900,5 +1019,7 @@ void initdiag_close(struct initdiag *d)
 
 void initdiag_free(struct initdiag *d)
 {
+	if (d)
+		free(d->peers);
 	free(d);
 }

@@ -36,6 +36,9 @@ struct initdiag_round {
 	/* The workers' store when this agent hosts it (for the barrier
 	 * count), or NULL. */
 	struct crun_store_server *wstore;
+	/* The nodes' addresses by group rank, blank-separated (rdzv_peers),
+	 * or NULL: with wstore, the store's own view of who connected. */
+	const char *peers;
 };
 
 /**

@@ -95,6 +95,8 @@ for e in miss:
     assert (e["node"], e["ranks"], e["missing"], e["store_addr"], e["store_port"]) == \
         ("h2", "1-2", 2, "h1", int(sys.argv[2])), e
     assert e["trying"] is True and e["host"] == "h1", e
+    # The store host's own view agrees: no connection from h2's address.
+    assert e["store_conns_from_node"] == 0, e
 # Checks 2 s, then 4 s, after the first rank reached the store (one tick of
 # jitter, 0.5 s at --init_warn_after=2, plus load).
 s = [e["since_first_connection"] for e in miss]

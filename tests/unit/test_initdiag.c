@@ -378,6 +378,58 @@ Test(initdiag, judge_no_record, .timeout = 10)
 	free(d);
 }
 
+Test(initdiag, judge_no_record_named_by_the_store, .timeout = 20)
+{
+	struct rdzv_diag recs[3];
+	int valid[3];
+	struct initdiag *d = group(recs, valid);
+	struct crun_store_server *srv;
+	struct sockaddr_in sin;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	/* The store host's own view: one connection from 127.0.0.1. */
+	cr_assert_eq(store_server_new(d->loop, "127.0.0.1", 0, NULL, &srv), 0);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons((uint16_t)store_server_port(srv));
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	for (int i = 0; i < 200 && store_server_nconns(srv) == 0; i++)
+		uv_run(d->loop, UV_RUN_NOWAIT);
+	cr_assert_eq(store_server_nconns(srv), 1);
+	{
+		struct sockaddr_storage ss[4];
+
+		cr_assert_eq(store_server_peers(srv, ss, 4), 1);
+		cr_assert_eq(ss[0].ss_family, AF_INET);
+		cr_assert_eq(store_server_peers(srv, ss, 0), 0);
+	}
+
+	d->wstore = srv;
+	d->peers = strdup("10.0.0.1 10.0.0.2 127.0.0.1");
+	valid[2] = 0;
+	evaluate(d, recs, valid);
+	cr_assert_eq(nsaid, 1);
+	cr_assert_str_eq(said[0], "ranks 6-7 on 127.0.0.1 have not connected "
+				  "to the workers' store at 10.0.0.1:41911 "
+				  "after 0 s, and 127.0.0.1's agent sent no "
+				  "report (the store has 1 connection from "
+				  "it)");
+	/* Two nodes without a record: their ranks, no guess at a node. */
+	d->next_check_ms = 0;
+	valid[1] = 0;
+	evaluate(d, recs, valid);
+	cr_assert_eq(nsaid, 2);
+	cr_assert_str_eq(said[1], "ranks 4-7 have not connected to the "
+				  "workers' store at 10.0.0.1:41911 after 0 "
+				  "s, and their node's agent sent no report");
+	close(fd);
+	store_server_close(srv, NULL, NULL);
+	uv_run(d->loop, UV_RUN_DEFAULT);
+	free(d->peers);
+	free(d);
+}
+
 Test(initdiag, judge_quiet, .timeout = 10)
 {
 	struct rdzv_diag recs[3];
