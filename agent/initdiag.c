@@ -522,17 +522,19 @@ struct store_view {
 static void store_view_fill(const struct initdiag *d, struct store_view *v)
 {
 	struct sockaddr_storage *ss;
-	size_t n;
+	size_t n, max;
 
 	if (d->wstore == NULL)
 		return;
-	ss = calloc(STORE_VIEW_MAX, sizeof(*ss));
-	v->peer = calloc(STORE_VIEW_MAX, sizeof(*v->peer));
+	max = store_server_nconns(d->wstore);
+	max = max > STORE_VIEW_MAX ? STORE_VIEW_MAX : max + 1;
+	ss = calloc(max, sizeof(*ss));
+	v->peer = calloc(max, sizeof(*v->peer));
 	if (ss == NULL || v->peer == NULL) {
 		free(ss);
 		return;
 	}
-	n = store_server_peers(d->wstore, ss, STORE_VIEW_MAX);
+	n = store_server_peers(d->wstore, ss, max);
 	v->npeer = 0;
 	for (size_t i = 0; i < n; i++)
 		v->npeer +=
