@@ -453,6 +453,37 @@ Test(initdiag, judge_quiet, .timeout = 10)
 	free(d);
 }
 
+Test(initdiag, off_does_nothing, .timeout = 10)
+{
+	struct initdiag *d;
+	struct initdiag_round r;
+	struct worker w;
+
+	memset(&r, 0, sizeof(r));
+	memset(&w, 0, sizeof(w));
+	r.host = "n0";
+	r.store_addr = "127.0.0.1";
+	r.store_port = 1;
+	r.group_world_size = r.nproc = r.world_size = 1;
+	r.workers = &w;
+	cr_assert_eq(initdiag_new(NULL, uv_default_loop(), 0, NULL, &d), 0);
+	initdiag_start(d, &r);
+	cr_assert_eq(d->active, 0, "--init_warn_after=0: off");
+	initdiag_stop(d);
+	initdiag_close(d);
+	initdiag_free(d);
+	cr_assert_eq(uv_run(uv_default_loop(), UV_RUN_NOWAIT), 0);
+
+	/* On, then closed: the loop drains. */
+	cr_assert_eq(initdiag_new(NULL, uv_default_loop(), 5, NULL, &d), 0);
+	initdiag_start(d, &r);
+	cr_assert_eq(d->active, 1);
+	initdiag_close(d);
+	uv_run(uv_default_loop(), UV_RUN_DEFAULT);
+	cr_assert_eq(uv_loop_alive(uv_default_loop()), 0);
+	initdiag_free(d);
+}
+
 /* ---- a real scan ------------------------------------------------------------
  */
 
