@@ -936,6 +936,8 @@ static void agent_diag_start(struct agent *a)
 	snprintf(prefix, sizeof(prefix), "crun/%s/r%d/", res->run_id,
 		 a->rdzv ? rdzv_round(a->rdzv) : 0);
 	r.prefix = prefix;
+	/* A record not there yet blocks the rendezvous channel this long. */
+	r.read_ms = a->re ? 1000 : 500;
 	r.wstore = a->wstore;
 	r.peers = a->rdzv ? rdzv_peers(a->rdzv) : NULL;
 	initdiag_start(a->diag, &r);

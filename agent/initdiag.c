@@ -44,7 +44,6 @@
 #define SCAN_MAX_PIDS 64     /* processes walked per worker */
 #define SCAN_MAX_INODES 4096 /* sockets remembered per scan */
 #define MAX_ADDRS 8	     /* addresses MASTER_ADDR resolves to */
-#define READ_TIMEOUT_MS 500  /* wait for the other nodes' records */
 #define STORE_VIEW_MAX 65536 /* store connections looked at per warning */
 
 struct initdiag {
@@ -89,7 +88,7 @@ struct initdiag {
 	uint64_t mult;		/* checks at act_ms + warn_ms * 1, 2, 4 ... */
 	int warned;
 	int reading;
-	unsigned read_gen;
+	int read_ms; /* how long a read waits for a record */
 };
 
 /* ---- pure parts --------------------------------------------------------- */
@@ -787,50 +786,68 @@ static void own_record(const struct initdiag *d, struct rdzv_diag *rd)
 	snprintf(rd->host, sizeof(rd->host), "%s", d->host);
 }
 
-static void on_records(int status, const struct crun_store_reply *r, void *arg)
-{
-	struct initdiag *d = arg;
+/* One read of every other node's record, answered key by key. */
+struct rbatch {
+	struct initdiag *d;
+	unsigned gen;
+	int left; /* replies still to come */
 	struct rdzv_diag *recs;
 	int *valid;
-	size_t k = 0;
+};
+
+/* One key of a batch. */
+struct rreq {
+	struct rbatch *b;
+	int g;
+};
+
+/* Every reply is in: judge (unless the round moved on), then free. */
+static void batch_done(struct rbatch *b)
+{
+	struct initdiag *d = b->d;
 
 	d->reading = 0;
-	if (d->closing || !d->active || d->read_gen != d->gen)
-		return;
-	if (status || r == NULL || r->nvalues != (size_t)d->gws - 1) {
-		/* Retry at the next check, not every tick. */
-		return;
-	}
-	recs = calloc((size_t)d->gws, sizeof(*recs));
-	valid = calloc((size_t)d->gws, sizeof(*valid));
-	if (recs && valid) {
-		for (int g = 0; g < d->gws; g++) {
-			char why[128];
-
-			if (g == d->g) {
-				own_record(d, &recs[g]);
-				valid[g] = 1;
-				continue;
-			}
-			valid[g] =
-			    rdzv_parse_diag(r->values[k].base, r->values[k].len,
-					    d->gws, d->world, &recs[g], why,
-					    sizeof(why)) == 0 &&
-			    recs[g].group_rank == g;
-			k++;
-		}
-		evaluate(d, recs, valid);
-	}
-	free(recs);
-	free(valid);
+	if (!d->closing && d->active && b->gen == d->gen)
+		evaluate(d, b->recs, b->valid);
+	free(b->recs);
+	free(b->valid);
+	free(b);
 }
 
-/* Group rank 0: read the other nodes' records (or judge alone). */
+/*
+ * Node g's record: parsed and range-checked, else that node sent no report
+ * (a missing key, an error, or a record that does not parse).
+ */
+static void on_record(int status, const struct crun_store_reply *r, void *arg)
+{
+	struct rreq *q = arg;
+	struct rbatch *b = q->b;
+	char why[128];
+
+	if (status == 0 && r != NULL && r->nvalues == 1 &&
+	    rdzv_parse_diag(r->values[0].base, r->values[0].len, b->d->gws,
+			    b->d->world, &b->recs[q->g], why,
+			    sizeof(why)) == 0 &&
+	    b->recs[q->g].group_rank == q->g)
+		b->valid[q->g] = 1;
+	else
+		memset(&b->recs[q->g], 0, sizeof(b->recs[q->g]));
+	free(q);
+	if (--b->left == 0)
+		batch_done(b);
+}
+
+/*
+ * Group rank 0: read the other nodes' records (or judge alone). One read
+ * per key, each waiting at most read_ms for its key, so a node that never
+ * published costs that wait and its own line, never the other nodes'
+ * reports. (Every node publishes when its workers start, long before the
+ * first check.)
+ */
 static void check(struct initdiag *d)
 {
-	const char **keys;
-	char *buf;
-	int n = 0, rc;
+	struct rbatch *b;
+	char key[600];
 
 	if (d->ops == NULL || d->gws == 1) {
 		struct rdzv_diag *rd = calloc(1, sizeof(*rd));
@@ -845,25 +862,41 @@ static void check(struct initdiag *d)
 	}
 	if (d->reading)
 		return;
-	keys = calloc((size_t)d->gws, sizeof(*keys));
-	buf = calloc((size_t)d->gws, 600);
-	if (keys == NULL || buf == NULL)
-		goto done;
-	for (int g = 0; g < d->gws; g++) {
-		if (g == d->g)
-			continue;
-		snprintf(buf + 600 * (size_t)n, 600, "%sdiag/%d", d->prefix, g);
-		keys[n] = buf + 600 * (size_t)n;
-		n++;
+	b = calloc(1, sizeof(*b));
+	if (b == NULL)
+		return;
+	b->d = d;
+	b->gen = d->gen;
+	b->recs = calloc((size_t)d->gws, sizeof(*b->recs));
+	b->valid = calloc((size_t)d->gws, sizeof(*b->valid));
+	if (b->recs == NULL || b->valid == NULL) {
+		free(b->recs);
+		free(b->valid);
+		free(b);
+		return;
 	}
-	d->read_gen = d->gen;
-	rc = d->ops->multi_get(d->kv, keys, (size_t)n, READ_TIMEOUT_MS,
-			       on_records, d);
-	if (rc == 0)
-		d->reading = 1;
-done:
-	free(keys);
-	free(buf);
+	own_record(d, &b->recs[d->g]);
+	b->valid[d->g] = 1;
+	d->reading = 1;
+	b->left = 1; /* held until every read is sent */
+	for (int g = 0; g < d->gws; g++) {
+		struct rreq *q;
+		const char *k = key;
+
+		if (g == d->g || (q = malloc(sizeof(*q))) == NULL)
+			continue;
+		q->b = b;
+		q->g = g;
+		snprintf(key, sizeof(key), "%sdiag/%d", d->prefix, g);
+		b->left++;
+		if (d->ops->multi_get(d->kv, &k, 1, d->read_ms, on_record, q) !=
+		    0) {
+			b->left--;
+			free(q);
+		}
+	}
+	if (--b->left == 0)
+		batch_done(b);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -969,6 +1002,7 @@ void initdiag_start(struct initdiag *d, const struct initdiag_round *r)
 	d->workers = r->workers;
 	d->ops = r->ops;
 	d->kv = r->kv;
+	d->read_ms = r->read_ms;
 	d->wstore = r->wstore;
 	free(d->peers);
 	d->peers = r->peers ? strdup(r->peers) : NULL;

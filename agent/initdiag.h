@@ -33,6 +33,7 @@ struct initdiag_round {
 	const struct rdzv_kv_ops *ops;
 	void *kv;
 	const char *prefix;
+	int read_ms; /* how long a read of a record may wait for it */
 	/* The workers' store when this agent hosts it (for the barrier
 	 * count), or NULL. */
 	struct crun_store_server *wstore;
