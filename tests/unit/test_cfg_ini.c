@@ -151,6 +151,7 @@ static const char *sample(int id)
 	case CFG_logs_specs: return "custom";
 	case CFG_event_log_handler: return "console";
 	case CFG_console_buffer: return "1M";
+	case CFG_init_warn_after: return "7";
 	}
 	return "true"; /* booleans */
 }
