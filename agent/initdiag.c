@@ -2,23 +2,28 @@
  * A stuck process-group init, named (see initdiag.h).
  *
  * Happy path: the round's workers start; every agent, on one timer (a
- * quarter of --init_warn_after, at most 1 s), walks /proc/<pid>/fd of each
- * worker and its descendants for socket inodes and looks them up in
+ * quarter of --init_warn_after, between 0.1 and 1 s), walks /proc/<pid>/fd
+ * of each worker and its descendants for socket inodes and looks them up in
  * /proc/net/tcp and tcp6: a worker holding an ESTABLISHED connection to
  * MASTER_ADDR:MASTER_PORT has connected (for good: the bit stays), one with
  * a SYN_SENT socket there is trying. Each agent of a multi-node round
  * publishes the result as a small record under "<round>/diag/<group rank>"
- * in the rendezvous store whenever it changes; an agent whose ranks have
- * all connected stops scanning. Group rank 0 (the node hosting the workers'
- * store) reads the records at --init_warn_after, 2x, 4x ... and prints one
- * line per node with ranks missing; after the first warning it reads every
- * tick until every rank has connected, says so once, and stops.
+ * in the rendezvous store when its workers start and whenever it changes;
+ * an agent whose ranks have all connected stops scanning. Group rank 0 (the
+ * node hosting the workers' store) counts from the first rank it sees reach
+ * the store (so a slow `import torch` never reads as a missing rank): after
+ * --init_warn_after, 2x, 4x ... it reads every node's record and prints one
+ * line per node with ranks missing, adding what the store itself sees (its
+ * connections by peer address, PyTorch's store-based barrier count); after
+ * the first warning it reads every tick until every rank has connected
+ * (or the barrier counts the whole world), says so once, and stops.
  *
- * Failure modes: a record that does not parse (or is missing) leaves its
- * ranks "with no report" (named by number, not by node); a read that fails
- * or times out is retried at the next check; a store address that does not
- * resolve is matched by port alone. Nothing is said while no rank anywhere
- * has touched the store (a script that never calls init_process_group), and
+ * Failure modes: a record that is missing or does not parse leaves its
+ * node's ranks "with no report" (the node named by its address when it is
+ * the only one, with the store's count of connections from it); a read
+ * waits at most read_ms for its key; a store address that does not resolve
+ * is matched by port alone. Nothing is said while no rank anywhere has
+ * touched the store (a script that never calls init_process_group), and
  * nothing at all on a healthy run. Work per tick is bounded: at most
  * SCAN_MAX_PIDS processes per worker and SCAN_MAX_INODES sockets.
  */
