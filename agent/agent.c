@@ -47,6 +47,7 @@
 #include "events.h"
 #include "filetimer.h"
 #include "metrics.h"
+#include "initdiag.h"
 
 extern char **environ;
 
@@ -103,6 +104,7 @@ struct agent {
 	struct filetimer *ft;	 /* TORCHELASTIC_ENABLE_FILE_TIMER's watchdog */
 	struct events *ev;	 /* --event_log, or NULL */
 	struct metrics *metrics; /* --metrics_port, or NULL */
+	struct initdiag *diag;	 /* --init_warn_after */
 	struct console *console; /* our stdout and stderr, never blocking */
 
 	/* The workers' store of the current round (agent store mode). */
@@ -301,6 +303,7 @@ static void agent_stop_group(struct agent *a, enum stop_reason why, int sig)
 {
 	if (a->state != A_RUNNING)
 		return;
+	initdiag_stop(a->diag);
 	a->state = A_STOPPING;
 	a->reason = why;
 	events_emit(a->ev, "crun.group.stopping",
@@ -706,6 +709,7 @@ static void agent_round_end(struct agent *a)
 	int nf, root = 0, status = 0, restart;
 
 	uv_timer_stop(&a->kill_timer);
+	initdiag_stop(a->diag);
 	if (a->port_fd >= 0) {
 		close(a->port_fd);
 		a->port_fd = -1;
@@ -958,6 +962,36 @@ static void agent_start_failed(struct agent *a, int i)
 		agent_round_end(a);
 }
 
+/* Name the ranks that do not reach the workers' store (initdiag.h). */
+static void agent_diag_start(struct agent *a)
+{
+	const struct rdzv_result *res = &a->res;
+	struct initdiag_round r;
+	char prefix[300];
+
+	memset(&r, 0, sizeof(r));
+	r.host = a->host;
+	r.store_addr = a->round.master_addr;
+	r.store_port = a->round.master_port;
+	r.group_rank = res->ranks.group_rank;
+	r.group_world_size = res->ranks.group_world_size;
+	r.base_rank = res->ranks.base_rank;
+	r.nproc = a->nworkers;
+	r.world_size = res->ranks.world_size;
+	r.restart_count = a->round.restart_count;
+	r.workers = a->workers;
+	r.ops = a->rs ? &rdzv_store_ops : a->re ? &rdzv_etcd_ops : NULL;
+	r.kv = a->rs ? (void *)a->rs : (void *)a->re;
+	snprintf(prefix, sizeof(prefix), "crun/%s/r%d/", res->run_id,
+		 a->rdzv ? rdzv_round(a->rdzv) : 0);
+	r.prefix = prefix;
+	/* A record not there yet blocks the rendezvous channel this long. */
+	r.read_ms = a->re ? 1000 : 500;
+	r.wstore = a->wstore;
+	r.peers = a->rdzv ? rdzv_peers(a->rdzv) : NULL;
+	initdiag_start(a->diag, &r);
+}
+
 /* A round is formed: start this node's workers with its result. */
 static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 {
@@ -1011,6 +1045,7 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 		agent_start_failed(a, i);
 		return;
 	}
+	agent_diag_start(a);
 }
 
 static void agent_on_round(struct crun_rdzv *r, int status,
@@ -1136,6 +1171,7 @@ static void agent_finish(struct agent *a, int status)
 	a->procs = NULL;
 	filetimer_close(a->ft);
 	a->ft = NULL;
+	initdiag_close(a->diag);
 	if (a->port_fd >= 0) {
 		close(a->port_fd);
 		a->port_fd = -1;
@@ -1553,6 +1589,8 @@ int agent_run(struct crun_cfg *cfg)
 				      cfg->nproc_per_node, "backend",
 				      cfg->rdzv_backend, "pid", (int)getpid()));
 	}
+	if (initdiag_new(&a, &a.loop, cfg->init_warn_after, a.ev, &a.diag))
+		agent_finish(&a, 1);
 	if (a.multi && a.state != A_DONE)
 		agent_check_ifname(&a, a.host);
 	if (a.state == A_DONE) {
@@ -1594,6 +1632,7 @@ int agent_run(struct crun_cfg *cfg)
 		}
 		free(parent);
 	}
+	initdiag_free(a.diag);
 	events_close(a.ev);
 	binding_plan_free(a.binding);
 	free(a.log_root);

@@ -1199,7 +1199,9 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	    (rc = get_int(cfg, CFG_master_port, 0, 65535, &cfg->master_port, e,
 			  l)) ||
 	    (rc = get_double(cfg, CFG_shutdown_timeout, 0, 0,
-			     &cfg->shutdown_timeout, e, l)))
+			     &cfg->shutdown_timeout, e, l)) ||
+	    (rc = get_double(cfg, CFG_init_warn_after, 0, 0,
+			     &cfg->init_warn_after, e, l)))
 		return rc;
 
 	if (strcmp(RAW(start_method), "spawn") &&

@@ -117,6 +117,9 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  "seconds (0-5) the descriptor waits for this node's fingerprint")   \
 	X(shutdown_timeout, "shutdown_timeout", 0, STR, "job", "30",          \
 	  CFG_ENV_PET, G_LIFE, "seconds between the stop signal and SIGKILL")  \
+	X(init_warn_after, "init_warn_after", 0, STR, "job", "30",            \
+	  CFG_ENV_CRUN, G_LIFE,                                                \
+	  "seconds before naming ranks not yet at the workers' store (0: off)") \
 	X(signals_to_handle, "signals_to_handle", 0, STR, "job",              \
 	  "SIGTERM,SIGINT,SIGHUP,SIGQUIT", CFG_ENV_PET, G_LIFE,                \
 	  "signals forwarded to the workers")                                  \

@@ -503,3 +503,75 @@ int rdzv_parse_envcheck(const void *p, size_t len, char *text, size_t tlen,
 	text[len] = '\0';
 	return 0;
 }
+
+/* A hex mask of exactly ceil(nproc / 4) digits into one flag per rank. */
+static int next_mask(struct cur *c, const char *what, int nproc,
+		     unsigned char *flags, char *why, size_t wlen)
+{
+	const char *f;
+	size_t n = cur_field(c, &f), want = ((size_t)nproc + 3) / 4;
+
+	if (n == 0)
+		return reason(why, wlen, "%s mask missing", what);
+	if (n != want)
+		return reason(why, wlen,
+			      "%s mask of %zu digits for %d ranks (want %zu)",
+			      what, n, nproc, want);
+	for (size_t i = 0; i < n; i++) {
+		int v;
+
+		if (f[i] >= '0' && f[i] <= '9')
+			v = f[i] - '0';
+		else if (f[i] >= 'a' && f[i] <= 'f')
+			v = f[i] - 'a' + 10;
+		else
+			return reason(why, wlen, "%s mask has '%c'", what,
+				      f[i] > 0x20 && f[i] < 0x7f ? f[i] : '?');
+		for (int b = 0; b < 4; b++) {
+			size_t r = i * 4 + (size_t)b;
+
+			if (r >= (size_t)nproc && (v >> b & 1))
+				return reason(why, wlen,
+					      "%s mask names local rank %zu "
+					      "of %d",
+					      what, r, nproc);
+			if (r < (size_t)nproc)
+				flags[r] = (unsigned char)(v >> b & 1);
+		}
+	}
+	return 0;
+}
+
+int rdzv_parse_diag(const void *p, size_t len, int nodes, int world,
+		    struct rdzv_diag *d, char *why, size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	if (check_len(len, why, wlen))
+		return CRUN_EPROTO;
+	if (nodes < 1 || world < 1)
+		return reason(why, wlen, "round of %d nodes and %d ranks",
+			      nodes, world);
+	if ((rc = next_int(&c, "group rank", 0, nodes - 1, &d->group_rank, why,
+			   wlen)) ||
+	    (rc = next_int(&c, "base rank", 0, world - 1, &d->base_rank, why,
+			   wlen)) ||
+	    (rc = next_int(&c, "nproc", 1,
+			   world < RDZV_DIAG_MAX_NPROC ? world
+						       : RDZV_DIAG_MAX_NPROC,
+			   &d->nproc, why, wlen)))
+		return rc;
+	if ((int64_t)d->base_rank + d->nproc > world)
+		return reason(why, wlen, "ranks %d..%d outside a world of %d",
+			      d->base_rank, d->base_rank + d->nproc - 1, world);
+	if ((rc = next_mask(&c, "connected", d->nproc, d->connected, why,
+			    wlen)) ||
+	    (rc = next_mask(&c, "trying", d->nproc, d->trying, why, wlen)) ||
+	    (rc = next_str(&c, "host", d->host, sizeof(d->host), why, wlen)))
+		return rc;
+	if (!cur_done(&c))
+		return reason(why, wlen, "trailing fields after the host");
+	return 0;
+}

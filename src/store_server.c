@@ -1924,6 +1924,22 @@ size_t store_server_nconns(const struct crun_store_server *srv)
 	return srv->nconns;
 }
 
+size_t store_server_peers(const struct crun_store_server *srv,
+			  struct sockaddr_storage *out, size_t max)
+{
+	const struct store_conn *c;
+	size_t n = 0;
+
+	for (c = srv->conns; c != NULL && n < max; c = c->next) {
+		int len = (int)sizeof(*out);
+
+		if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&out[n],
+				       &len) == 0)
+			n++;
+	}
+	return n;
+}
+
 void store_server_stats(const struct crun_store_server *srv,
 			struct crun_store_stats *st)
 {

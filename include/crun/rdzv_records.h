@@ -133,4 +133,30 @@ int rdzv_parse_failure(const void *p, size_t len, struct rdzv_failure *f,
 int rdzv_parse_envcheck(const void *p, size_t len, char *text, size_t tlen,
 			char *why, size_t wlen);
 
+/* Most workers an init-diagnosis record describes (two hex bit masks). */
+#define RDZV_DIAG_MAX_NPROC 1024
+
+/*
+ * A node's init-diagnosis record (agent/initdiag.c), "group_rank base_rank
+ * nproc connected trying host": which of its local ranks hold a connection
+ * to the workers' store, and which are still trying (SYN sent). Each mask
+ * is ceil(nproc / 4) hex digits, digit i holding local ranks 4i..4i+3 (bit
+ * 1 << (r % 4)); no bit past nproc may be set.
+ */
+struct rdzv_diag {
+	int group_rank;
+	int base_rank;
+	int nproc;
+	unsigned char connected[RDZV_DIAG_MAX_NPROC];
+	unsigned char trying[RDZV_DIAG_MAX_NPROC];
+	char host[RDZV_MAX_FIELD + 1];
+};
+
+/**
+ * An init-diagnosis record of a round of nodes nodes and world ranks: the
+ * group rank below nodes, the node's ranks inside the world.
+ */
+int rdzv_parse_diag(const void *p, size_t len, int nodes, int world,
+		    struct rdzv_diag *d, char *why, size_t wlen);
+
 #endif

@@ -100,6 +100,13 @@ void store_server_on_vanish(struct crun_store_server *srv, store_vanish_cb cb,
 /** Connections open right now. */
 size_t store_server_nconns(const struct crun_store_server *srv);
 
+/**
+ * The peer addresses of at most max open connections into out, for
+ * diagnostics (who has connected; O(connections)). Returns how many.
+ */
+size_t store_server_peers(const struct crun_store_server *srv,
+			  struct sockaddr_storage *out, size_t max);
+
 /* A snapshot of a server's state, for tests and diagnostics. */
 struct crun_store_stats {
 	size_t conns;	/* open connections */

@@ -84,6 +84,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				if ((*c < 0x20 && *c != '\n') || *c == 0x7f)
 					abort();
 		break;
+	case 6: { /* an init-diagnosis record (agent/initdiag.c) */
+		static struct rdzv_diag g;
+
+		if (rdzv_parse_diag(data, size, nodes, 4 * nodes, &g, why,
+				    sizeof(why)) == 0 &&
+		    (g.group_rank < 0 || g.group_rank >= nodes ||
+		     g.nproc < 1 || g.base_rank < 0 ||
+		     g.base_rank + g.nproc > 4 * nodes || !*g.host))
+			abort();
+		break;
+	}
 	default:
 		if (rdzv_parse_addrs(data, size, nodes, &peers, why,
 				     sizeof(why)) == 0) {

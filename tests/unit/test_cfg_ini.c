@@ -158,6 +158,7 @@ static const char *sample(int id)
 	case CFG_metrics_addr: return "127.0.0.1";
 	case CFG_metrics_max_conns: return "8";
 	case CFG_metrics_idle_timeout: return "5";
+	case CFG_init_warn_after: return "7";
 	}
 	return "true"; /* booleans */
 }
