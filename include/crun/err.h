@@ -21,7 +21,8 @@
 	X(ENOTFOUND, -5012, "not found")                                       \
 	X(EADDRINUSE_OTHER, -5013, "address in use by another program")        \
 	X(EETCD, -5040, "etcd request failed")                                 \
-	X(EAUTH, -5091, "authentication failed")
+	X(EAUTH, -5091, "authentication failed")                               \
+	X(ERDZV_LEFT_OUT, -5095, "the job finished without this node")
 
 enum crun_errno {
 #define X(name, val, msg) CRUN_##name = (val),
