@@ -1683,9 +1683,13 @@ static void rdzv_on_vanish(void *arg, const char *k, size_t klen)
 
 /* --- leaving out a failing node (exclude_after > 0; see rdzv.h) ------- */
 
-static int64_t wall_now(void)
+/* Wall-clock time in milliseconds: "until" is in epoch seconds. */
+static int64_t wall_ms(void)
 {
-	return (int64_t)time(NULL);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int excl_is_self(const struct crun_rdzv *r, const char *host,
@@ -1847,8 +1851,8 @@ static void on_over_seen(int status, const struct crun_store_reply *rep,
 static void excl_sit_out(struct crun_rdzv *r, const struct rdzv_exclusion *x)
 {
 	char why[400], at[32], k[KEYMAX];
-	int64_t left = x->until - wall_now();
-	int ms = left * 1000 > INT32_MAX ? INT32_MAX : (int)(left * 1000);
+	int64_t left = x->until * 1000 - wall_ms();
+	int ms = left > INT32_MAX ? INT32_MAX : (int)left;
 
 	r->state = R_WAITING;
 	uv_timer_stop(&r->deadline);
@@ -1858,7 +1862,7 @@ static void excl_sit_out(struct crun_rdzv *r, const struct rdzv_exclusion *x)
 		 "failure-ended rounds (to round %d) failed first on it; it "
 		 "waits as a spare",
 		 r->o.host, excl_clock(x->until, at, sizeof(at)),
-		 (long long)left, x->fails, x->round);
+		 (long long)(left + 999) / 1000, x->fails, x->round);
 	if (!r->sitting_out) /* said once, not at every re-check */
 		excl_notify(r, x, 0, why);
 	r->sitting_out = 1;
@@ -1884,7 +1888,7 @@ static void on_excl_check(int status, const struct crun_store_reply *rep,
 	for (int i = 0; i < n; i++) {
 		if (!excl_is_self(r, x[i].host, x[i].addr))
 			continue;
-		if (x[i].until > wall_now())
+		if (x[i].until * 1000 > wall_ms())
 			return excl_sit_out(r, &x[i]);
 		/* Listed, but its time is up (a restarted agent). */
 		r->sitting_out = 1;
@@ -2172,7 +2176,9 @@ static void on_decide_excl_read(int status, const struct crun_store_reply *rep,
 	}
 	snprintf(x[m].host, sizeof(x[m].host), "%s", r->o.host);
 	snprintf(x[m].addr, sizeof(x[m].addr), "%s", r->o.addr);
-	x[m].until = wall_now() + (int64_t)(r->o.exclude_for + 0.999);
+	/* Rounded up: the cooldown is never shorter than exclude_for. */
+	x[m].until =
+	    (wall_ms() + (int64_t)(r->o.exclude_for * 1000) + 999) / 1000;
 	x[m].round = d->round;
 	x[m].fails = r->o.exclude_after;
 	excl_format(x, m + 1, buf, sizeof(buf));
