@@ -806,6 +806,8 @@ static void usage(FILE *fp)
 	    "\nExit status: 0 on success, 2 for usage errors, else the failed\n"
 	    "worker's exit code (128+N when it died of signal N), 1 "
 	    "otherwise.\n"
+	    "A node left out by rdzv_conf exclude_after=K,exclude_for=S "
+	    "exits 0 when\nthe job succeeded without it, 1 when it failed.\n"
 	    "See crun(1) for the full reference.\n");
 }
 
