@@ -1122,11 +1122,12 @@ static void agent_on_exclusion(void *data, const struct rdzv_exclusion *x,
 		    readmitted ? "is back in the rounds"
 			       : "is left out of the next rounds",
 		    why);
-	events_emit(
-	    a->ev, readmitted ? "crun.node.readmitted" : "crun.node.excluded",
-	    json_pack("{s:s, s:s, s:s, s:I, s:i, s:b}", "host", x->host, "addr",
-		      x->addr, "reason", why, "until", (json_int_t)x->until,
-		      "since_round", x->round, "self", self));
+	events_emit(a->ev,
+		    readmitted ? "crun.node.readmitted" : "crun.node.excluded",
+		    json_pack("{s:s, s:s, s:s, s:I, s:i, s:b}", "node_host",
+			      x->host, "node_addr", x->addr, "reason", why,
+			      "until", (json_int_t)x->until, "since_round",
+			      x->round, "self", self));
 }
 
 /* The backend is open: start the rendezvous over it. */

@@ -79,7 +79,7 @@ for n in "abc":
     x = [e for e in evs(n) if e["name"] == "crun.node.excluded"]
     assert len(x) == 1, f"{n}: {len(x)} crun.node.excluded events"
     x = x[0]
-    assert x["addr"] == "127.0.0.3" and x["since_round"] == 1, x
+    assert x["node_addr"] == "127.0.0.3" and x["since_round"] == 1, x
     assert x["self"] == (n == "c"), x
     assert x["until"] >= int(x["timestamp"]) + 290, x  # exclude_for=300 default
     assert "failed first on it" in x["reason"], x
@@ -109,7 +109,8 @@ expect_grep "back: c says it is back" "its cooldown ended: it joins the next rou
 expect_grep "back: the round of 2 re-forms to admit c" "round 2 runs with 2 of at most 3 nodes: asking it to re-form" "$T/back.c.out"
 expect_grep "back: c ran in a round of 3" "round 3: group rank . of 3" "$T/back.c.out"
 expect_grep "back: a saw c come back" "(127.0.0.3) is back in the rounds" "$T/back.a.out"
-expect_grep "back: c's event" '"name":"crun.node.readmitted"' "$T/back.c.ev"
+expect_grep "back: c's event" '"node_addr":"127.0.0.3".*"name":"crun.node.readmitted"' "$T/back.c.ev"
+expect_grep "back: a's event" '"node_addr":"127.0.0.3".*"name":"crun.node.readmitted"' "$T/back.a.ev"
 expect_eq "back: c's worker ran 3 times (2 failures, 1 success)" "$(count '^c ' "$T/runs")" 3
 note "3. exclude_for=2: c came back after the cooldown, all three finished in round 3"
 
@@ -122,5 +123,9 @@ expect_grep "exclude_after=99 named" "'99' for 'exclude_after' is not a count in
 	--rdzv_conf=exclude_after=2,exclude_for=-1 true >"$T/bad.out" 2>&1
 expect_eq "exclude_for=-1: usage error" "$?" 2
 expect_grep "exclude_for=-1 named" "'-1' for 'exclude_for'" "$T/bad.out"
-note "4. bad values: exit 2 naming the key"
+# The job file's [rendezvous] takes them as keys too.
+printf '[job]\nentrypoint = /bin/true\nnnodes = 2:3\n[rendezvous]\nbackend = c10d\nendpoint = 127.0.0.1:1\nexclude_after = 2\nexclude_for = 30\n' >"$T/job.ini"
+"$CRUN" --print-config "$T/job.ini" >"$T/pc.out" 2>&1 || { cat "$T/pc.out" >&2; fail "print-config of the job file failed"; }
+expect_grep "job file keys" "rdzv_conf *= exclude_after=2,exclude_for=30" "$T/pc.out"
+note "4. bad values: exit 2 naming the key; [rendezvous] exclude_after/exclude_for read"
 exit 0
