@@ -1862,7 +1862,7 @@ static void excl_sit_out(struct crun_rdzv *r, const struct rdzv_exclusion *x)
 		 "failure-ended rounds (to round %d) failed first on it; it "
 		 "waits as a spare",
 		 r->o.host, excl_clock(x->until, at, sizeof(at)),
-		 (long long)(left + 999) / 1000, x->fails, x->round);
+		 (long long)(left + 500) / 1000, x->fails, x->round);
 	if (!r->sitting_out) /* said once, not at every re-check */
 		excl_notify(r, x, 0, why);
 	r->sitting_out = 1;

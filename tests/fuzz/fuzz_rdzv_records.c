@@ -3,7 +3,8 @@
  * every value an agent reads from the store. The first byte picks the
  * parser and the round size; the rest is the record. Whatever a parser
  * accepts must hold the invariants rdzv.c relies on (no world of 0, ranks
- * inside their worlds, ports in range, one address per node).
+ * inside their worlds, ports in range, one address per node, the failure
+ * history in round order, exclusions in range).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -67,6 +68,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		     strlen(text) >= sizeof(text)))
 			abort();
 		break;
+	case 5: {
+		struct rdzv_fail f[RDZV_MAX_FAILS];
+		int n;
+
+		if (rdzv_parse_fails(data, size, f, RDZV_MAX_FAILS, &n, why,
+				     sizeof(why)) == 0) {
+			if (n < 0 || n > RDZV_MAX_FAILS)
+				abort();
+			for (int i = 0; i < n; i++)
+				if (f[i].round < 0 || !*f[i].host ||
+				    !*f[i].addr ||
+				    (i > 0 && f[i].round <= f[i - 1].round))
+					abort();
+		}
+		break;
+	}
+	case 6: {
+		struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
+		int n;
+
+		if (rdzv_parse_excluded(data, size, x, RDZV_MAX_EXCLUDED, &n,
+					why, sizeof(why)) == 0) {
+			if (n < 0 || n > RDZV_MAX_EXCLUDED)
+				abort();
+			for (int i = 0; i < n; i++)
+				if (x[i].until < 0 || x[i].round < 0 ||
+				    x[i].fails < 1 ||
+				    x[i].fails > RDZV_MAX_FAILS || !*x[i].host)
+					abort();
+		}
+		break;
+	}
 	default:
 		if (rdzv_parse_addrs(data, size, nodes, &peers, why,
 				     sizeof(why)) == 0) {

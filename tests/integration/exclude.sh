@@ -14,7 +14,10 @@
 #   3. exclude_for=2 and a worker that fails only twice: c sits out, comes
 #      back after the cooldown (a running round of 2 re-forms to admit it)
 #      and all three finish in a round of 3.
-#   4. a bad value of the option is a usage error naming it.
+#   4. a bad value of the option is a usage error naming it; the job file's
+#      [rendezvous] takes exclude_after and exclude_for.
+#   5. the failing node is the store host: it sits out serving the
+#      rendezvous, the others finish, it exits 0.
 . tests/integration/lib.sh
 
 FAST="last_call_timeout=1,join_timeout=30"
@@ -128,4 +131,20 @@ printf '[job]\nentrypoint = /bin/true\nnnodes = 2:3\n[rendezvous]\nbackend = c10
 "$CRUN" --print-config "$T/job.ini" >"$T/pc.out" 2>&1 || { cat "$T/pc.out" >&2; fail "print-config of the job file failed"; }
 expect_grep "job file keys" "rdzv_conf *= exclude_after=2,exclude_for=30" "$T/pc.out"
 note "4. bad values: exit 2 naming the key; [rendezvous] exclude_after/exclude_for read"
+
+# 5. The failing node is the store host: it sits out yet serves the
+#    rendezvous; b becomes group rank 0 and hosts the workers' store.
+PORT=$(free_port) JOB=host
+GOOD="$FAKE_WORKER append $T/runs ok sleep 2500 exit 0"
+: >"$T/runs"
+agent a 127.0.0.1 2:3 "$FAST,exclude_after=2" $BAD
+wait_for 10 listening "$PORT" || { cat "$T/host.a.out" >&2; fail "host: no store host"; }
+agent b 127.0.0.2 2:3 "$FAST,exclude_after=2" $GOOD
+agent c 127.0.0.3 2:3 "$FAST,exclude_after=2" $GOOD
+for n in b c a; do status $n 0; done
+expect_eq "host: rounds that a failed" "$(count '^bad' "$T/runs")" 2
+expect_grep "host: a says why" "is left out until .*waits as a spare" "$T/host.a.out"
+expect_grep "host: a's exit line" "the job finished without .*exiting with status 0" "$T/host.a.out"
+expect_grep "host: b is group rank 0 of 2" "round 2: group rank 0 of 2, .*store 127.0.0.2:" "$T/host.b.out"
+note "5. the store host left out: it served the rendezvous, b and c finished, a exited 0"
 exit 0

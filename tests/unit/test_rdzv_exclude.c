@@ -1155,9 +1155,11 @@ Test(rdzv_exclude, setting_mismatch, .timeout = 10)
 /* Forged records: named, read as empty; nobody is kept out by garbage. */
 Test(rdzv_exclude, forged_records_are_ignored, .timeout = 10)
 {
+	const char *ex = "1 n3 10.0.0.3 99999999999999999999 1 2", *fa = "5 junk";
+
 	excl_world(3, 2, 3, 2, 60, 5);
-	fkv_put(&W.kv, "crun/job1/excluded", "1 n3 10.0.0.3 99999999999999999999 1 2", 40);
-	fkv_put(&W.kv, "crun/job1/fails", "5 junk", 6);
+	fkv_put(&W.kv, "crun/job1/excluded", ex, strlen(ex));
+	fkv_put(&W.kv, "crun/job1/fails", fa, strlen(fa));
 	start_all();
 	cr_assert(run_until(all_rounds, 2000), "a forged record kept a node out");
 	for (int i = 0; i < 3; i++)
