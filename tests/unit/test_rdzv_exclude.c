@@ -1243,3 +1243,29 @@ Test(rdzv_exclude_records, excluded)
 		     CRUN_EPROTO);
 	cr_assert(strstr(why, "bytes (at most"), "%s", why);
 }
+
+/* ---- the options ----------------------------------------------------------- */
+
+#include "crun/cfg.h"
+
+Test(rdzv_exclude_cfg, rdzv_conf_keys)
+{
+	struct crun_rdzv_conf c;
+	char err[400];
+
+	memset(&c, 0, sizeof(c));
+	cr_assert_eq(cfg_parse_rdzv_conf("exclude_after=3,exclude_for=2.5", &c, err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c.exclude_after, 3);
+	cr_assert_float_eq(c.exclude_for, 2.5, 1e-9);
+	cr_assert_eq(cfg_parse_rdzv_conf("exclude_after=0", &c, err, sizeof(err)), 0);
+	cr_assert_eq(c.exclude_after, 0);
+	cr_assert_neq(cfg_parse_rdzv_conf("exclude_after=33", &c, err, sizeof(err)), 0);
+	cr_assert(strstr(err, "'33' for 'exclude_after' is not a count in 0..32"), "%s", err);
+	cr_assert_neq(cfg_parse_rdzv_conf("exclude_after=two", &c, err, sizeof(err)), 0);
+	cr_assert_neq(cfg_parse_rdzv_conf("exclude_for=0", &c, err, sizeof(err)), 0);
+	cr_assert(strstr(err, "exclude_for"), "%s", err);
+	cr_assert_neq(cfg_parse_rdzv_conf("exclude_for=400000000", &c, err, sizeof(err)), 0);
+	cr_assert(strstr(err, "out of range"), "%s", err);
+	cfg_rdzv_conf_release(&c);
+}
