@@ -21,7 +21,7 @@
 . tests/integration/lib.sh
 
 FAST="last_call_timeout=1,join_timeout=30"
-GOOD="$FAKE_WORKER append $T/runs ok sleep 2500 exit 0"
+GOOD="$FAKE_WORKER append $T/runs ok sleep 4000 exit 0"
 BAD="$FAKE_WORKER append $T/runs bad sleep 200 exit 3"
 
 # agent NAME LOCAL_ADDR NNODES CONF WORKER...: start one agent.
@@ -135,7 +135,7 @@ note "4. bad values: exit 2 naming the key; [rendezvous] exclude_after/exclude_f
 # 5. The failing node is the store host: it sits out yet serves the
 #    rendezvous; b becomes group rank 0 and hosts the workers' store.
 PORT=$(free_port) JOB=host
-GOOD="$FAKE_WORKER append $T/runs ok sleep 2500 exit 0"
+GOOD="$FAKE_WORKER append $T/runs ok sleep 4000 exit 0"
 : >"$T/runs"
 agent a 127.0.0.1 2:3 "$FAST,exclude_after=2" $BAD
 wait_for 10 listening "$PORT" || { cat "$T/host.a.out" >&2; fail "host: no store host"; }

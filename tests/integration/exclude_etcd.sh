@@ -12,7 +12,7 @@ need_etcd
 etcd_cluster 1
 EP=$ETCD_EP JOB=excl$$
 CONF="last_call_timeout=1,join_timeout=30,lease_ttl=3,read_timeout=10,exclude_after=2"
-GOOD="$FAKE_WORKER append $T/runs ok sleep 2500 exit 0"
+GOOD="$FAKE_WORKER append $T/runs ok sleep 4000 exit 0"
 agent a 1 2:3 --max_restarts=3 --local_addr=127.0.0.1 --rdzv_conf=$CONF $GOOD
 agent b 1 2:3 --max_restarts=3 --local_addr=127.0.0.2 --rdzv_conf=$CONF $GOOD
 agent c 1 2:3 --max_restarts=3 --local_addr=127.0.0.3 --rdzv_conf=$CONF \

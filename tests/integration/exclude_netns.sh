@@ -14,7 +14,7 @@ cat >"$T/worker.sh" <<'EOF'
 # A bad GPU on h3: its worker always fails; elsewhere it trains a while.
 echo "$(hostname) $TORCHELASTIC_RESTART_COUNT" >>"$1/runs"
 if [ "$(hostname)" = h3 ]; then sleep 0.2; exit 3; fi
-sleep 2.5
+sleep 4
 EOF
 PORT=29414
 agent() { # HOST
