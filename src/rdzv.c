@@ -85,6 +85,7 @@ struct crun_rdzv {
 	int excl_known;	 /* excl holds a reading of "excluded" */
 	int sitting_out; /* this node is left out and waits */
 	int excl_tries;	 /* compare-and-set retries of "excluded" */
+	int excl_round;	 /* the round that left us out (names our keys) */
 	int over_kind;	 /* how the job ended while we sat out */
 	char over_why[512];
 };
@@ -1671,6 +1672,14 @@ static void rdzv_on_vanish(void *arg, const char *k, size_t klen)
 		return;
 	memcpy(buf, k + plen, klen - plen);
 	buf[klen - plen] = '\0';
+	if (strncmp(buf, "over/", 5) == 0 && r->o.exclude_after > 0) {
+		/* A node left out went away: do not wait for it at the end. */
+		char ack[KEYMAX];
+
+		key(r, ack, "over_seen/%s", buf + 5);
+		r->ops->set(r->kv, ack, "gone", 4, NULL, NULL);
+		return;
+	}
 	if (sscanf(buf, "r%d/end/%d%15s", &round, &g, tail) != 2)
 		return;
 	if (round != r->round || g == r->grank || g < 0 || g >= r->gworld ||
@@ -1820,7 +1829,7 @@ static void on_sitout_over(int status, const struct crun_store_reply *rep,
 	/* Tell the store host we read it (it waits for that), then go. */
 	r->over_kind = kind;
 	snprintf(r->over_why, sizeof(r->over_why), "%s", text);
-	key(r, k, "over_seen/%s/%s", r->o.host, r->o.addr);
+	key(r, k, "over_seen/%s/%s/%d", r->o.host, r->o.addr, r->excl_round);
 	if (r->ops->set(r->kv, k, "1", 1, on_over_seen, op_new(r, 0)))
 		on_over_seen(0, NULL, op_new(r, 0));
 }
@@ -1866,7 +1875,9 @@ static void excl_sit_out(struct crun_rdzv *r, const struct rdzv_exclusion *x)
 	if (!r->sitting_out) /* said once, not at every re-check */
 		excl_notify(r, x, 0, why);
 	r->sitting_out = 1;
-	key(r, k, "over");
+	r->excl_round = x->round;
+	/* Our own copy of "over": the store host can tell if we vanish. */
+	key(r, k, "over/%s/%s/%d", r->o.host, r->o.addr, x->round);
 	if (r->ops->watch(r->kv, k, ms > 0 ? ms : 1, on_sitout_over,
 			  op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
@@ -2028,7 +2039,8 @@ static void on_host_excluded(int status, const struct crun_store_reply *rep,
 		return finish_done(r);
 	n = excl_parse(r, rep, x);
 	for (int i = 0; i < n; i++) {
-		key(r, keys[i], "over_seen/%s/%s", x[i].host, x[i].addr);
+		key(r, keys[i], "over_seen/%s/%s/%d", x[i].host, x[i].addr,
+		    x[i].round);
 		kp[i] = keys[i];
 	}
 	/* Bounded by close_timeout (the deadline timer runs meanwhile). */
@@ -2067,6 +2079,14 @@ static void excl_over(struct crun_rdzv *r, int kind, const char *why)
 	key(r, k, "over");
 	snprintf(val, sizeof(val), "%c %s", kind, why);
 	r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL, NULL);
+	/* A copy for each node left out (as of our last join): what it waits
+	 * on. */
+	for (int i = 0; i < r->nexcl; i++) {
+		key(r, k, "over/%s/%s/%d", r->excl[i].host, r->excl[i].addr,
+		    r->excl[i].round);
+		r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL,
+				    NULL);
+	}
 }
 
 /*

@@ -18,6 +18,8 @@
 #      [rendezvous] takes exclude_after and exclude_for.
 #   5. the failing node is the store host: it sits out serving the
 #      rendezvous, the others finish, it exits 0.
+#   6. the node left out is killed while it sits out: the store host does
+#      not wait close_timeout for it at the end.
 . tests/integration/lib.sh
 
 FAST="last_call_timeout=1,join_timeout=30"
@@ -147,4 +149,22 @@ expect_grep "host: a says why" "is left out until .*waits as a spare" "$T/host.a
 expect_grep "host: a's exit line" "the job finished without .*exiting with status 0" "$T/host.a.out"
 expect_grep "host: b is group rank 0 of 2" "round 2: group rank 0 of 2, .*store 127.0.0.2:" "$T/host.b.out"
 note "5. the store host left out: it served the rendezvous, b and c finished, a exited 0"
+
+# 6. The node left out is killed while it sits out: the store host notices
+#    its watch vanish and does not wait close_timeout (30 s) for it to read
+#    how the job ended.
+PORT=$(free_port) JOB=gone
+: >"$T/runs"
+agent a 127.0.0.1 2:3 "$FAST,close_timeout=30,exclude_after=2" $GOOD
+wait_for 10 listening "$PORT" || { cat "$T/gone.a.out" >&2; fail "gone: no store host"; }
+agent b 127.0.0.2 2:3 "$FAST,close_timeout=30,exclude_after=2" $GOOD
+agent c 127.0.0.3 2:3 "$FAST,close_timeout=30,exclude_after=2" $BAD
+wait_for 30 grep -q "waits as a spare" "$T/gone.c.out" || { cat "$T"/gone.?.out >&2; fail "gone: c never sat out"; }
+kill -KILL $pid_c
+status b 0
+t_b=$(now_ms)
+status a 0
+ms=$(( $(now_ms) - t_b ))
+[ "$ms" -le 10000 ] || fail "gone: the store host left $ms ms after b, waiting for the killed node (want <= 10000)"
+note "6. a node left out killed meanwhile: the store host left $ms ms after the others"
 exit 0

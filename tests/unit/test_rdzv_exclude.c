@@ -984,7 +984,8 @@ Test(rdzv_exclude, left_out_node_ends_with_the_job, .timeout = 10)
 		      strstr(bad->errmsg, "all nodes finished"),
 		  "%s", bad->errmsg);
 	cr_assert_str_eq(kv("crun/job1/over"), "S all nodes finished");
-	cr_assert_str_eq(kv("crun/job1/over_seen/n3/10.0.0.3"), "1");
+	cr_assert_str_eq(kv("crun/job1/over/n3/10.0.0.3/1"), "S all nodes finished");
+	cr_assert_str_eq(kv("crun/job1/over_seen/n3/10.0.0.3/1"), "1");
 	world_close();
 }
 
