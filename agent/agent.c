@@ -1055,6 +1055,12 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 
 	if (a->state == A_DONE)
 		return;
+	if (status == CRUN_ERDZV_LEFT_OUT) {
+		/* Left out for failing, and the job succeeded without us. */
+		say("%s; exiting with status 0", rdzv_errmsg(r));
+		agent_finish(a, 0);
+		return;
+	}
 	if (status) {
 		envcheck_report(a->ev, r, NULL, a->cfg->env_check);
 		say("%s", rdzv_errmsg(r));
@@ -1195,6 +1201,27 @@ static void agent_finish(struct agent *a, int status)
 		rdzv_etcd_close(a->re, agent_on_re_closed, a);
 }
 
+/* A node was left out of the rounds, or came back: one line, one event. */
+static void agent_on_exclusion(void *data, const struct rdzv_exclusion *x,
+			       int readmitted, int self, const char *why)
+{
+	struct agent *a = data;
+
+	if (self)
+		say("%s", why);
+	else
+		say("%s (%s) %s: %s", x->host, x->addr,
+		    readmitted ? "is back in the rounds"
+			       : "is left out of the next rounds",
+		    why);
+	events_emit(a->ev,
+		    readmitted ? "crun.node.readmitted" : "crun.node.excluded",
+		    json_pack("{s:s, s:s, s:s, s:I, s:i, s:b}", "node_host",
+			      x->host, "node_addr", x->addr, "reason", why,
+			      "until", (json_int_t)x->until, "since_round",
+			      x->round, "self", self));
+}
+
 /* The backend is open: start the rendezvous over it. */
 static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 			     void *kv, int is_host)
@@ -1246,6 +1273,9 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 	o.data = a;
 	o.env_check = cfg->env_check;
 	o.fingerprint_wait = envcheck_wait(&a->ec, cfg);
+	o.exclude_after = cfg->rdzv.exclude_after;
+	o.exclude_for = cfg->rdzv.exclude_for;
+	o.on_exclusion = agent_on_exclusion;
 	if (a->re) {
 		/*
 		 * Node loss shows as lease expiry; missed heartbeat replies

@@ -25,6 +25,7 @@
 #include "crun/etcd.h"
 #include "crun/fingerprint.h"
 #include "crun/gpu.h"
+#include "crun/rdzv_records.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
 
@@ -450,8 +451,19 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 		DUR("keep_alive_interval", keep_alive_interval, 3600)
 		DUR("timeout", timeout, CFG_MAX_SECONDS)
 		DUR("lease_ttl", lease_ttl, CFG_MAX_SECONDS)
+		DUR("exclude_for", exclude_for, CFG_MAX_SECONDS)
 #undef DUR
-		if (strcmp(k, "keep_alive_max_attempt") == 0) {
+		if (strcmp(k, "exclude_after") == 0) {
+			if (parse_long(v, 0, RDZV_MAX_FAILS, &l)) {
+				rc = cfg__err(errmsg, errlen,
+					      "rdzv_conf: '%s' for "
+					      "'exclude_after' is not a count "
+					      "in 0..%d (0: off)",
+					      v, RDZV_MAX_FAILS);
+				goto out;
+			}
+			conf->exclude_after = (int)l;
+		} else if (strcmp(k, "keep_alive_max_attempt") == 0) {
 			if (parse_long(v, 1, 1000000, &l))
 				goto bad;
 			conf->keep_alive_max_attempt = (int)l;
@@ -515,7 +527,8 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			    "heartbeat_timeout, keep_alive_interval, "
 			    "keep_alive_max_attempt, is_host, store_type, "
 			    "local_addr, timeout, secret_file, store_allow, "
-			    "store_port, set_socket_ifname; "
+			    "store_port, set_socket_ifname, exclude_after, "
+			    "exclude_for; "
 			    "etcd: etcd_prefix, protocol, cacert, cert, key, "
 			    "user, password_file, lease_ttl)",
 			    k);
@@ -799,6 +812,8 @@ static void usage(FILE *fp)
 	    "\nExit status: 0 on success, 2 for usage errors, else the failed\n"
 	    "worker's exit code (128+N when it died of signal N), 1 "
 	    "otherwise.\n"
+	    "A node left out by rdzv_conf exclude_after=K,exclude_for=S "
+	    "exits 0 when\nthe job succeeded without it, 1 when it failed.\n"
 	    "See crun(1) for the full reference.\n");
 }
 
@@ -1321,6 +1336,7 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	cfg->rdzv.timeout = 0; /* static backend: 0 means join_timeout */
 	cfg->rdzv.is_host = -1;
 	cfg->rdzv.lease_ttl = 10;
+	cfg->rdzv.exclude_for = 300; /* exclude_after=0: off */
 	set_str(&cfg->rdzv.etcd_prefix, "/crun");
 	set_str(&cfg->rdzv_conf_str, RAW(rdzv_conf));
 	if (*RAW(rdzv_conf)) {

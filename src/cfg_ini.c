@@ -72,6 +72,8 @@ static const char *const conf_keys[] = {
     "store_allow",
     "store_port",
     "set_socket_ifname",
+    "exclude_after",
+    "exclude_for",
     /* the etcd backend's */
     "etcd_prefix",
     "protocol",

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crun/err.h"
@@ -87,6 +88,15 @@ struct crun_rdzv {
 	void *finish_data;
 	struct rdzv_result res;
 	char *peers; /* the round's node addresses ("r<R>/addrs"), or NULL */
+	/* Leaving out a failing node (exclude_after > 0). */
+	struct rdzv_exclusion excl[RDZV_MAX_EXCLUDED]; /* as last read */
+	int nexcl;
+	int excl_known;	 /* excl holds a reading of "excluded" */
+	int sitting_out; /* this node is left out and waits */
+	int excl_tries;	 /* compare-and-set retries of "excluded" */
+	int excl_round;	 /* the round that left us out (names our keys) */
+	int over_kind;	 /* how the job ended while we sat out */
+	char over_why[512];
 };
 
 /* One request in flight: the round it belongs to, and a step-specific int. */
@@ -259,6 +269,7 @@ static int record_int(struct crun_rdzv *r, const struct crun_store_reply *rep,
 /* The running round ended (for any reason): tell the agent once. */
 static void host_wait_left(struct crun_rdzv *r);
 static void finish_done(struct crun_rdzv *r);
+static void excl_host_wait(struct crun_rdzv *r);
 
 static void round_ended(struct crun_rdzv *r, int kind, const char *why)
 {
@@ -267,7 +278,10 @@ static void round_ended(struct crun_rdzv *r, int kind, const char *why)
 		/* The store host, done itself, waits for the others to leave.
 		 */
 		uv_timer_stop(&r->hb);
-		if (kind == RDZV_END_SUCCESS || kind == RDZV_END_LOST)
+		if (kind == RDZV_END_SUCCESS && r->o.exclude_after > 0 &&
+		    r->o.is_store_host)
+			excl_host_wait(r); /* the nodes left out read "over" */
+		else if (kind == RDZV_END_SUCCESS || kind == RDZV_END_LOST)
 			finish_done(r);
 		else
 			host_wait_left(r);
@@ -1123,8 +1137,10 @@ static void on_round_number(int status, const struct crun_store_reply *rep,
 		store_error(r, CRUN_ECLOSED);
 }
 
+static void excl_check(struct crun_rdzv *r);
+
 /* Read the current round (creating round 0) and join it. */
-static void join_round(struct crun_rdzv *r)
+static void join_round_now(struct crun_rdzv *r)
 {
 	char k[KEYMAX];
 
@@ -1151,6 +1167,16 @@ static void write_params(struct crun_rdzv *r)
 				 ? r->o.keep_alive_interval * 1000
 				 : 1));
 	r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
+}
+
+/* Join the next round, unless this node is left out of it (exclude.c). */
+static void join_round(struct crun_rdzv *r)
+{
+	r->state = R_JOINING;
+	uv_timer_stop(&r->last_call);
+	if (r->o.exclude_after > 0)
+		return excl_check(r);
+	join_round_now(r);
 }
 
 static void on_config(int status, const struct crun_store_reply *rep, void *arg)
@@ -1420,6 +1446,8 @@ static void start_running(struct crun_rdzv *r)
 
 /* --- ending ------------------------------------------------------------- */
 
+static void excl_decide(struct crun_rdzv *r, int round, int64_t restarts);
+
 /* The job-wide restart count after round R, for everyone deciding on R+1. */
 static void on_restart_total(int status, const struct crun_store_reply *rep,
 			     void *arg)
@@ -1429,6 +1457,11 @@ static void on_restart_total(int status, const struct crun_store_reply *rep,
 	char k[KEYMAX], v[24];
 
 	if (status == 0 && r->state != R_DONE) {
+		if (o->arg == RDZV_END_FAILURE && r->o.exclude_after > 0) {
+			excl_decide(r, o->round, reply_int(rep));
+			free(o);
+			return;
+		}
 		snprintf(v, sizeof(v), "%" PRId64, reply_int(rep));
 		key(r, k, "r%d/restarts", o->round + 1);
 		r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
@@ -1449,7 +1482,7 @@ static void on_end_recorded(int status, const struct crun_store_reply *rep,
 	char k[KEYMAX];
 
 	if (status == 0 && reply_is(rep, o->data) && r->state != R_DONE) {
-		struct op *t = op_new(r, 0);
+		struct op *t = op_new(r, o->arg);
 
 		t->round = o->round;
 		key(r, k, "restarts");
@@ -1568,6 +1601,8 @@ static void abort_round(struct crun_rdzv *r, int kind, const char *why)
 	r->ops->set(r->kv, k, val, strlen(val), NULL, NULL);
 }
 
+static void excl_over(struct crun_rdzv *r, int kind, const char *why);
+
 struct may {
 	struct crun_rdzv *r;
 	int kind;
@@ -1597,6 +1632,8 @@ static void on_may_finished(int status, const struct crun_store_reply *rep,
 		if (m->kind == RDZV_END_SUCCESS || m->kind == RDZV_END_FATAL ||
 		    m->kind == RDZV_END_LOST)
 			ok = 0;
+		if (!ok)
+			excl_over(m->r, m->kind, m->r->errmsg);
 	}
 	if (m->r->state != R_DONE)
 		m->cb(m->r, ok, m->data);
@@ -1648,6 +1685,8 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 		 * Without the store there is nothing to ask; a fatal end
 		 * (maybe a forged record nobody counted) never restarts.
 		 */
+		if (kind == RDZV_END_FATAL)
+			excl_over(r, kind, r->errmsg);
 		free(m);
 		cb(r, 0, data);
 		return 0;
@@ -1682,9 +1721,15 @@ static void finish_done(struct crun_rdzv *r)
 static void on_all_left(int status, const struct crun_store_reply *rep,
 			void *arg)
 {
+	struct crun_rdzv *r = arg;
+
 	(void)rep;
-	if (status != CRUN_ECANCELED)
-		finish_done(arg);
+	if (status == CRUN_ECANCELED)
+		return;
+	/* The store host also waits (bounded) for the nodes left out. */
+	if (status == 0 && r->o.exclude_after > 0 && r->o.is_store_host)
+		return excl_host_wait(r);
+	finish_done(r);
 }
 
 static void on_finish_timeout(uv_timer_t *t)
@@ -1716,6 +1761,7 @@ static void on_finished_count(int status, const struct crun_store_reply *rep,
 		return finish_done(r);
 	if (reply_int(rep) >= r->gworld) {
 		/* The last one out: release the store host. */
+		excl_over(r, RDZV_END_SUCCESS, "all nodes finished");
 		key(r, k, "r%d/all_left", r->round);
 		r->ops->set(r->kv, k, "1", 1, NULL, NULL);
 		key(r, k, "r%d/end", r->round);
@@ -1858,6 +1904,14 @@ static void rdzv_on_vanish(void *arg, const char *k, size_t klen)
 		return;
 	memcpy(buf, k + plen, klen - plen);
 	buf[klen - plen] = '\0';
+	if (strncmp(buf, "over/", 5) == 0 && r->o.exclude_after > 0) {
+		/* A node left out went away: do not wait for it at the end. */
+		char ack[KEYMAX];
+
+		key(r, ack, "over_seen/%s", buf + 5);
+		r->ops->set(r->kv, ack, "gone", 4, NULL, NULL);
+		return;
+	}
 	if (sscanf(buf, "r%d/end/%d%15s", &round, &g, tail) != 2)
 		return;
 	if (round != r->round || g == r->grank || g < 0 || g >= r->gworld ||
@@ -1866,6 +1920,611 @@ static void rdzv_on_vanish(void *arg, const char *k, size_t klen)
 	key(r, buf, "r%d/end", r->round);
 	r->ops->compare_set(r->kv, buf, PEEK, strlen(PEEK), "", 0,
 			    on_vanished_end, op_new(r, g));
+}
+
+/* --- leaving out a failing node (exclude_after > 0; see rdzv.h) ------- */
+
+/* Wall-clock time in milliseconds: "until" is in epoch seconds. */
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int excl_is_self(const struct crun_rdzv *r, const char *host,
+			const char *addr)
+{
+	return strcmp(host, r->o.host) == 0 && strcmp(addr, r->o.addr) == 0;
+}
+
+/* "HH:MM:SS UTC" of an epoch second, for messages. */
+static const char *excl_clock(int64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (gmtime_r(&tt, &tm) == NULL ||
+	    strftime(buf, len, "%H:%M:%S UTC", &tm) == 0)
+		snprintf(buf, len, "%lld", (long long)t);
+	return buf;
+}
+
+/* Format the exclusions as the "excluded" record. */
+static size_t excl_format(const struct rdzv_exclusion *x, int n, char *buf,
+			  size_t len)
+{
+	size_t o = (size_t)snprintf(buf, len, "%d", n);
+
+	for (int i = 0; i < n && o < len; i++)
+		o += (size_t)snprintf(
+		    buf + o, len - o, " %s %s %lld %d %d", x[i].host, x[i].addr,
+		    (long long)x[i].until, x[i].round, x[i].fails);
+	return o < len ? o : len - 1;
+}
+
+/*
+ * Parse a read of "excluded" (PEEK: none). Untrusted: a malformed record
+ * is named in one line and read as empty, so a forged value can neither
+ * crash a node nor keep one out.
+ */
+static int excl_parse(struct crun_rdzv *r, const struct crun_store_reply *rep,
+		      struct rdzv_exclusion *x)
+{
+	char why[200], k[KEYMAX];
+	int n = 0;
+
+	if (rep->value == NULL || reply_is(rep, PEEK))
+		return 0;
+	if (rdzv_parse_excluded(rep->value, rep->len, x, RDZV_MAX_EXCLUDED, &n,
+				why, sizeof(why))) {
+		key(r, k, "excluded");
+		fprintf(stderr,
+			"crun: malformed rendezvous record '%s': %s: read as "
+			"no node left out\n",
+			k, why);
+		return 0;
+	}
+	return n;
+}
+
+static void excl_notify(struct crun_rdzv *r, const struct rdzv_exclusion *x,
+			int readmitted, const char *why)
+{
+	if (r->o.on_exclusion)
+		r->o.on_exclusion(r->o.data, x, readmitted,
+				  excl_is_self(r, x->host, x->addr), why);
+}
+
+/* A new reading of "excluded": tell about the changes, keep it. */
+static void excl_update(struct crun_rdzv *r, const struct rdzv_exclusion *x,
+			int n)
+{
+	char why[300];
+
+	for (int i = 0; r->excl_known && i < n; i++) {
+		int seen = 0;
+
+		for (int j = 0; j < r->nexcl && !seen; j++)
+			seen = strcmp(x[i].host, r->excl[j].host) == 0 &&
+			       strcmp(x[i].addr, r->excl[j].addr) == 0;
+		if (seen || excl_is_self(r, x[i].host, x[i].addr))
+			continue;
+		snprintf(why, sizeof(why),
+			 "the last %d failure-ended rounds failed first on it",
+			 x[i].fails);
+		excl_notify(r, &x[i], 0, why);
+	}
+	for (int j = 0; r->excl_known && j < r->nexcl; j++) {
+		int kept = 0;
+
+		for (int i = 0; i < n && !kept; i++)
+			kept = strcmp(x[i].host, r->excl[j].host) == 0 &&
+			       strcmp(x[i].addr, r->excl[j].addr) == 0;
+		if (!kept && !excl_is_self(r, r->excl[j].host, r->excl[j].addr))
+			excl_notify(r, &r->excl[j], 1, "its cooldown ended");
+	}
+	memcpy(r->excl, x, (size_t)n * sizeof(*x));
+	r->nexcl = n;
+	r->excl_known = 1;
+}
+
+static void excl_readmit(struct crun_rdzv *r);
+static void excl_rejoin(struct crun_rdzv *r);
+static void on_over_seen(int status, const struct crun_store_reply *rep,
+			 void *arg);
+
+/* The job ended, or the cooldown did, while this node sat out. */
+static void on_sitout_over(int status, const struct crun_store_reply *rep,
+			   void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char text[512], why[200], k[KEYMAX];
+	int kind;
+
+	if (r == NULL || !r->sitting_out || status == CRUN_ECANCELED)
+		return;
+	if (status == CRUN_ETIMEDOUT) {
+		/* Read "excluded" again: readmitted once its time is up. */
+		r->state = R_JOINING;
+		return excl_check(r);
+	}
+	if (status)
+		return store_error(r, status);
+	key(r, k, "over");
+	if (rdzv_parse_end(rep->value, rep->len, &kind, text, sizeof(text), why,
+			   sizeof(why))) {
+		r->sitting_out = 0;
+		return bad_record(r, k, NULL, why);
+	}
+	/* Tell the store host we read it (it waits for that), then go. */
+	r->over_kind = kind;
+	snprintf(r->over_why, sizeof(r->over_why), "%s", text);
+	key(r, k, "over_seen/%s/%s/%d", r->o.host, r->o.addr, r->excl_round);
+	if (r->ops->set(r->kv, k, "1", 1, on_over_seen, op_new(r, 0)))
+		on_over_seen(0, NULL, op_new(r, 0));
+}
+
+/* The store host has our acknowledgement of "over": report the end. */
+static void on_over_seen(int status, const struct crun_store_reply *rep,
+			 void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+
+	(void)rep;
+	(void)status; /* the end is known either way */
+	if (r == NULL || !r->sitting_out)
+		return;
+	r->sitting_out = 0;
+	if (r->over_kind == RDZV_END_SUCCESS)
+		return round_fail(r, CRUN_ERDZV_LEFT_OUT,
+				  "the job finished without %s, which was left "
+				  "out after repeated failures: %s",
+				  r->o.host, r->over_why);
+	round_fail(r, CRUN_ERDZV_CLOSED,
+		   "the job stopped while %s was left out after repeated "
+		   "failures: %s",
+		   r->o.host, r->over_why);
+}
+
+/* This node is left out until x->until: wait as a spare, say why. */
+static void excl_sit_out(struct crun_rdzv *r, const struct rdzv_exclusion *x)
+{
+	char why[400], at[32], k[KEYMAX];
+	int64_t left = x->until * 1000 - wall_ms();
+	int ms = left > INT32_MAX ? INT32_MAX : (int)left;
+
+	r->state = R_WAITING;
+	uv_timer_stop(&r->deadline);
+	uv_timer_stop(&r->last_call);
+	snprintf(why, sizeof(why),
+		 "%s is left out until %s (%lld s more): the last %d "
+		 "failure-ended rounds (to round %d) failed first on it; it "
+		 "waits as a spare",
+		 r->o.host, excl_clock(x->until, at, sizeof(at)),
+		 (long long)(left + 500) / 1000, x->fails, x->round);
+	if (!r->sitting_out) /* said once, not at every re-check */
+		excl_notify(r, x, 0, why);
+	r->sitting_out = 1;
+	r->excl_round = x->round;
+	/* Our own copy of "over": the store host can tell if we vanish. */
+	key(r, k, "over/%s/%s/%d", r->o.host, r->o.addr, x->round);
+	if (r->ops->watch(r->kv, k, ms > 0 ? ms : 1, on_sitout_over,
+			  op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+static void on_excl_check(int status, const struct crun_store_reply *rep,
+			  void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
+	int n;
+
+	if (r == NULL || r->state != R_JOINING)
+		return;
+	if (status)
+		return store_error(r, status);
+	n = excl_parse(r, rep, x);
+	excl_update(r, x, n);
+	for (int i = 0; i < n; i++) {
+		if (!excl_is_self(r, x[i].host, x[i].addr))
+			continue;
+		if (x[i].until * 1000 > wall_ms())
+			return excl_sit_out(r, &x[i]);
+		/* Listed, but its time is up (a restarted agent). */
+		r->sitting_out = 1;
+		return excl_readmit(r);
+	}
+	if (r->sitting_out) /* taken off the list meanwhile */
+		return excl_rejoin(r);
+	join_round_now(r);
+}
+
+/* Before joining: is this node left out? */
+static void excl_check(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+
+	key(r, k, "excluded");
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_excl_check, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+/* Readmitted: back to joining, with the whole join_timeout again. */
+static void excl_rejoin(struct crun_rdzv *r)
+{
+	r->sitting_out = 0;
+	r->state = R_JOINING;
+	r->deadline_phase = 0;
+	uv_timer_start(&r->deadline, on_deadline,
+		       (uint64_t)(r->o.join_timeout * 1000), 0);
+	join_round_now(r);
+}
+
+static void on_readmit_cas(int status, const struct crun_store_reply *rep,
+			   void *arg)
+{
+	char *want = ((struct op *)arg)->data; /* op_take frees the op */
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	struct rdzv_exclusion self;
+
+	if (r == NULL || !r->sitting_out) {
+		free(want);
+		return;
+	}
+	if (status) {
+		free(want);
+		return store_error(r, status);
+	}
+	if (!reply_is(rep, want) && r->excl_tries++ < 20) {
+		/* Someone changed it meanwhile: read it again. */
+		free(want);
+		return excl_readmit(r);
+	}
+	free(want);
+	for (int i = 0; i < r->nexcl; i++) {
+		if (!excl_is_self(r, r->excl[i].host, r->excl[i].addr))
+			continue;
+		self = r->excl[i];
+		r->excl[i] = r->excl[--r->nexcl];
+		excl_notify(r, &self, 1,
+			    "its cooldown ended: it joins the next round");
+		break;
+	}
+	excl_rejoin(r);
+}
+
+static void on_readmit_read(int status, const struct crun_store_reply *rep,
+			    void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
+	char cur[RDZV_MAX_LIST_RECORD + 1], next[RDZV_MAX_LIST_RECORD + 1];
+	char k[KEYMAX];
+	struct op *o;
+	size_t clen;
+	int n, m = 0;
+
+	if (r == NULL || !r->sitting_out)
+		return;
+	if (status)
+		return store_error(r, status);
+	if (rep->value == NULL || reply_is(rep, PEEK) ||
+	    rep->len > RDZV_MAX_LIST_RECORD)
+		return excl_rejoin(r); /* nothing to take ourselves off */
+	clen = rep->len;
+	memcpy(cur, rep->value, clen);
+	n = excl_parse(r, rep, x);
+	/* The cache keeps our own entry until the write is in. */
+	memcpy(r->excl, x, (size_t)n * sizeof(*x));
+	r->nexcl = n;
+	r->excl_known = 1;
+	for (int i = 0; i < n; i++)
+		if (!excl_is_self(r, x[i].host, x[i].addr))
+			x[m++] = x[i];
+	excl_format(x, m, next, sizeof(next));
+	o = op_new(r, 0);
+	o->data = strdup(next);
+	if (o->data == NULL)
+		abort();
+	key(r, k, "excluded");
+	if (r->ops->compare_set(r->kv, k, cur, clen, next, strlen(next),
+				on_readmit_cas, o)) {
+		free(o->data);
+		free(o);
+		store_error(r, CRUN_ECLOSED);
+	}
+}
+
+/* The cooldown is over: take this node off "excluded", then join. */
+static void excl_readmit(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+
+	key(r, k, "excluded");
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_readmit_read, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+static void on_over_acks(int status, const struct crun_store_reply *rep,
+			 void *arg)
+{
+	(void)rep;
+	if (status != CRUN_ECANCELED)
+		finish_done(arg);
+}
+
+static void on_host_excluded(int status, const struct crun_store_reply *rep,
+			     void *arg)
+{
+	struct crun_rdzv *r = arg;
+	struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
+	char keys[RDZV_MAX_EXCLUDED][KEYMAX];
+	const char *kp[RDZV_MAX_EXCLUDED];
+	int n;
+
+	if (status || r->state != R_FINISHING)
+		return finish_done(r);
+	n = excl_parse(r, rep, x);
+	for (int i = 0; i < n; i++) {
+		key(r, keys[i], "over_seen/%s/%s/%d", x[i].host, x[i].addr,
+		    x[i].round);
+		kp[i] = keys[i];
+	}
+	/* Bounded by close_timeout (the deadline timer runs meanwhile). */
+	if (n == 0 || r->ops->multi_get(r->kv, kp, (size_t)n,
+					(int)(r->o.close_timeout * 1000),
+					on_over_acks, r))
+		finish_done(r);
+}
+
+/*
+ * Everyone left: the store host serves on until each node left out has
+ * read "over" (else it would learn only that the store went away).
+ */
+static void on_finish_timeout(uv_timer_t *t);
+
+static void excl_host_wait(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+
+	if (!uv_is_active((uv_handle_t *)&r->deadline))
+		uv_timer_start(&r->deadline, on_finish_timeout,
+			       (uint64_t)(r->o.close_timeout * 1000), 0);
+	key(r, k, "excluded");
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_host_excluded, r))
+		finish_done(r);
+}
+
+/* The job is over: say so once in "over", for the nodes left out. */
+static void excl_over(struct crun_rdzv *r, int kind, const char *why)
+{
+	char k[KEYMAX], val[600];
+
+	if (r->o.exclude_after <= 0 || r->state == R_DONE)
+		return;
+	key(r, k, "over");
+	snprintf(val, sizeof(val), "%c %s", kind, why);
+	r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL, NULL);
+	/* A copy for each node left out (as of our last join): what it waits
+	 * on. */
+	for (int i = 0; i < r->nexcl; i++) {
+		key(r, k, "over/%s/%s/%d", r->excl[i].host, r->excl[i].addr,
+		    r->excl[i].round);
+		r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL,
+				    NULL);
+	}
+}
+
+/*
+ * The decision, taken by the node whose failure ended round R (its "F" end
+ * was recorded first), before it writes "r<R+1>/restarts": everyone else
+ * waits for that record before joining R+1, so they all see its outcome.
+ */
+struct decide {
+	struct crun_rdzv *r;
+	int round;
+	int64_t restarts;
+	int gworld;
+	int tries;
+	char *want; /* the "excluded" value being written */
+	struct rdzv_fail f[RDZV_MAX_FAILS + 1];
+	int nf;
+};
+
+/* Last step: the restart count of R+1, which lets everyone go on. */
+static void decide_done(struct decide *d)
+{
+	struct crun_rdzv *r = d->r;
+	char k[KEYMAX], v[24];
+
+	if (r->state != R_DONE) {
+		snprintf(v, sizeof(v), "%" PRId64, d->restarts);
+		key(r, k, "r%d/restarts", d->round + 1);
+		r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
+	}
+	free(d->want);
+	free(d);
+}
+
+/* Write the history "fails" (the n entries from first). */
+static void decide_put_fails(struct decide *d, int first, int n)
+{
+	struct crun_rdzv *r = d->r;
+	char buf[RDZV_MAX_LIST_RECORD + 1], k[KEYMAX];
+	size_t o = (size_t)snprintf(buf, sizeof(buf), "%d", n);
+
+	for (int i = first; i < first + n && o < sizeof(buf); i++)
+		o +=
+		    (size_t)snprintf(buf + o, sizeof(buf) - o, " %d %s %s",
+				     d->f[i].round, d->f[i].host, d->f[i].addr);
+	key(r, k, "fails");
+	r->ops->set(r->kv, k, buf, strlen(buf), NULL, NULL);
+}
+
+static void decide_read_excluded(struct decide *d);
+
+static void on_decide_excl_cas(int status, const struct crun_store_reply *rep,
+			       void *arg)
+{
+	struct decide *d = arg;
+	struct crun_rdzv *r = d->r;
+	struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
+	char k[KEYMAX], e[16];
+	int n;
+
+	if (status || r->state == R_DONE)
+		return decide_done(d);
+	if (!reply_is(rep, d->want) && d->tries++ < 20)
+		return decide_read_excluded(d); /* changed meanwhile */
+	/* Left out: the history starts afresh, the next round expects one
+	 * node fewer. */
+	decide_put_fails(d, 0, 0);
+	snprintf(e, sizeof(e), "%d", d->gworld - 1);
+	key(r, k, "r%d/expect", d->round + 1);
+	r->ops->set(r->kv, k, e, strlen(e), NULL, NULL);
+	if (rdzv_parse_excluded(d->want, strlen(d->want), x, RDZV_MAX_EXCLUDED,
+				&n, NULL, 0))
+		n = 0;
+	memcpy(r->excl, x, (size_t)n * sizeof(*x));
+	r->nexcl = n;
+	r->excl_known = 1;
+	decide_done(d);
+}
+
+static void on_decide_excl_read(int status, const struct crun_store_reply *rep,
+				void *arg)
+{
+	struct decide *d = arg;
+	struct crun_rdzv *r = d->r;
+	struct rdzv_exclusion x[RDZV_MAX_EXCLUDED + 1];
+	char buf[RDZV_MAX_LIST_RECORD + 1], k[KEYMAX];
+	const char *cur = "";
+	size_t clen = 0;
+	int n, m = 0;
+
+	if (status || r->state == R_DONE)
+		return decide_done(d);
+	n = excl_parse(r, rep, x);
+	if (rep->value && !reply_is(rep, PEEK)) {
+		cur = rep->value;
+		clen = rep->len;
+	}
+	for (int i = 0; i < n; i++)
+		if (!excl_is_self(r, x[i].host, x[i].addr))
+			x[m++] = x[i];
+	if (m >= RDZV_MAX_EXCLUDED) {
+		fprintf(stderr,
+			"crun: %s is not left out: %d nodes are left out "
+			"already (at most %d)\n",
+			r->o.host, m, RDZV_MAX_EXCLUDED);
+		decide_put_fails(d, 0, d->nf);
+		return decide_done(d);
+	}
+	snprintf(x[m].host, sizeof(x[m].host), "%s", r->o.host);
+	snprintf(x[m].addr, sizeof(x[m].addr), "%s", r->o.addr);
+	/* Rounded up: the cooldown is never shorter than exclude_for. */
+	x[m].until =
+	    (wall_ms() + (int64_t)(r->o.exclude_for * 1000) + 999) / 1000;
+	x[m].round = d->round;
+	x[m].fails = r->o.exclude_after;
+	excl_format(x, m + 1, buf, sizeof(buf));
+	free(d->want);
+	d->want = strdup(buf);
+	if (d->want == NULL)
+		abort();
+	key(r, k, "excluded");
+	/* From what we read (a missing key: from nothing). */
+	if (r->ops->compare_set(r->kv, k, cur, clen, buf, strlen(buf),
+				on_decide_excl_cas, d))
+		decide_done(d);
+}
+
+static void decide_read_excluded(struct decide *d)
+{
+	struct crun_rdzv *r = d->r;
+	char k[KEYMAX];
+
+	key(r, k, "excluded");
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_decide_excl_read, d))
+		decide_done(d);
+}
+
+static void on_decide_fails(int status, const struct crun_store_reply *rep,
+			    void *arg)
+{
+	struct decide *d = arg;
+	struct crun_rdzv *r = d->r;
+	int k = r->o.exclude_after, first, same = 0;
+	char why[200], key_[KEYMAX];
+
+	if (status || r->state == R_DONE)
+		return decide_done(d);
+	d->nf = 0;
+	if (rep->value && !reply_is(rep, PEEK) &&
+	    rdzv_parse_fails(rep->value, rep->len, d->f, RDZV_MAX_FAILS, &d->nf,
+			     why, sizeof(why))) {
+		key(r, key_, "fails");
+		fprintf(stderr,
+			"crun: malformed rendezvous record '%s': %s: the "
+			"failure history starts afresh\n",
+			key_, why);
+		d->nf = 0;
+	}
+	/* A history from a later round (forged or stale) is dropped. */
+	if (d->nf > 0 && d->f[d->nf - 1].round >= d->round)
+		d->nf = 0;
+	d->f[d->nf].round = d->round;
+	snprintf(d->f[d->nf].host, sizeof(d->f[0].host), "%s", r->o.host);
+	snprintf(d->f[d->nf].addr, sizeof(d->f[0].addr), "%s", r->o.addr);
+	d->nf++;
+	first = d->nf > k ? d->nf - k : 0;
+	memmove(d->f, d->f + first, (size_t)(d->nf - first) * sizeof(d->f[0]));
+	d->nf -= first;
+	for (int i = 0; i < d->nf; i++)
+		same += excl_is_self(r, d->f[i].host, d->f[i].addr);
+	if (same < k) {
+		decide_put_fails(d, 0, d->nf);
+		return decide_done(d);
+	}
+	if (d->gworld - 1 < r->o.min_nodes) {
+		fprintf(stderr,
+			"crun: %s is not left out although the last %d "
+			"failure-ended rounds failed first on it: %d node%s "
+			"would remain, below the minimum of %d\n",
+			r->o.host, k, d->gworld - 1,
+			d->gworld - 1 == 1 ? "" : "s", r->o.min_nodes);
+		decide_put_fails(d, 0, d->nf);
+		return decide_done(d);
+	}
+	decide_read_excluded(d);
+}
+
+static void excl_decide(struct crun_rdzv *r, int round, int64_t restarts)
+{
+	struct decide *d = calloc(1, sizeof(*d));
+	char k[KEYMAX], v[600];
+
+	if (d == NULL)
+		abort();
+	d->r = r;
+	d->round = round;
+	d->restarts = restarts;
+	d->gworld = r->gworld;
+	/* Who ended round R: attribution for status and metrics. */
+	key(r, k, "r%d/failed", round);
+	snprintf(v, sizeof(v), "%d %s %s", r->grank, r->o.host, r->o.addr);
+	r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
+	key(r, k, "fails");
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_decide_fails, d))
+		decide_done(d);
 }
 
 /* --- life cycle --------------------------------------------------------- */
@@ -1892,6 +2551,10 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	snprintf(r->config, sizeof(r->config), "nnodes=%d:%d backend=%s",
 		 o->min_nodes, o->max_nodes,
 		 o->static_rank >= 0 ? "static" : "c10d");
+	if (o->exclude_after > 0) /* every node must agree on it too */
+		snprintf(r->config + strlen(r->config),
+			 sizeof(r->config) - strlen(r->config),
+			 " exclude=%d:%g", o->exclude_after, o->exclude_for);
 	uv_timer_init(loop, &r->last_call);
 	uv_timer_init(loop, &r->hb);
 	uv_timer_init(loop, &r->deadline);
@@ -1939,6 +2602,13 @@ void rdzv_free(struct crun_rdzv *r)
 	uv_close((uv_handle_t *)&r->last_call, rdzv_on_timer_closed);
 	uv_close((uv_handle_t *)&r->hb, rdzv_on_timer_closed);
 	uv_close((uv_handle_t *)&r->deadline, rdzv_on_timer_closed);
+}
+
+int rdzv_excluded(const struct crun_rdzv *r, struct rdzv_exclusion *x, int max)
+{
+	for (int i = 0; i < r->nexcl && i < max; i++)
+		x[i] = r->excl[i];
+	return r->nexcl;
 }
 
 int rdzv_round(const struct crun_rdzv *r)

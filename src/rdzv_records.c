@@ -575,3 +575,88 @@ int rdzv_parse_diag(const void *p, size_t len, int nodes, int world,
 		return reason(why, wlen, "trailing fields after the host");
 	return 0;
 }
+
+/* The count that opens a list record, with the record's length checked. */
+static int list_count(struct cur *c, size_t len, int max, int *n, char *why,
+		      size_t wlen)
+{
+	if (len == 0)
+		return reason(why, wlen, "empty record");
+	if (len > RDZV_MAX_LIST_RECORD)
+		return reason(why, wlen, "record of %zu bytes (at most %d)",
+			      len, RDZV_MAX_LIST_RECORD);
+	return next_int(c, "count", 0, max, n, why, wlen);
+}
+
+int rdzv_parse_fails(const void *p, size_t len, struct rdzv_fail *f, int max,
+		     int *n, char *why, size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	int rc, count;
+
+	*n = 0;
+	if (max > RDZV_MAX_FAILS)
+		max = RDZV_MAX_FAILS;
+	if ((rc = list_count(&c, len, max, &count, why, wlen)) != 0)
+		return rc;
+	for (int i = 0; i < count; i++) {
+		if ((rc = next_int(&c, "round", 0, INT32_MAX, &f[i].round, why,
+				   wlen)) ||
+		    (rc = next_str(&c, "host", f[i].host, sizeof(f[i].host),
+				   why, wlen)) ||
+		    (rc = next_str(&c, "address", f[i].addr, sizeof(f[i].addr),
+				   why, wlen)))
+			return rc;
+		if (i > 0 && f[i].round <= f[i - 1].round)
+			return reason(why, wlen,
+				      "round %d after round %d: not in order",
+				      f[i].round, f[i - 1].round);
+	}
+	if (!cur_done(&c))
+		return reason(why, wlen, "more than %d entries", count);
+	*n = count;
+	return 0;
+}
+
+int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
+			int max, int *n, char *why, size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	int rc, count;
+
+	*n = 0;
+	if (max > RDZV_MAX_EXCLUDED)
+		max = RDZV_MAX_EXCLUDED;
+	if ((rc = list_count(&c, len, max, &count, why, wlen)) != 0)
+		return rc;
+	for (int i = 0; i < count; i++) {
+		const char *fp;
+		size_t fn;
+
+		if ((rc = next_str(&c, "host", x[i].host, sizeof(x[i].host),
+				   why, wlen)) ||
+		    (rc = next_str(&c, "address", x[i].addr, sizeof(x[i].addr),
+				   why, wlen)))
+			return rc;
+		fn = cur_field(&c, &fp);
+		if (fn == 0 ||
+		    field_int(fp, fn, 0, (int64_t)1 << 40, &x[i].until) != 0)
+			return reason(why, wlen,
+				      "until '%.*s' is not a time in 0..2^40",
+				      (int)(fn > 32 ? 32 : fn), fp);
+		if ((rc = next_int(&c, "round", 0, INT32_MAX, &x[i].round, why,
+				   wlen)) ||
+		    (rc = next_int(&c, "failures", 1, RDZV_MAX_FAILS,
+				   &x[i].fails, why, wlen)))
+			return rc;
+		for (int j = 0; j < i; j++)
+			if (strcmp(x[j].host, x[i].host) == 0 &&
+			    strcmp(x[j].addr, x[i].addr) == 0)
+				return reason(why, wlen, "%s %s listed twice",
+					      x[i].host, x[i].addr);
+	}
+	if (!cur_done(&c))
+		return reason(why, wlen, "more than %d entries", count);
+	*n = count;
+	return 0;
+}

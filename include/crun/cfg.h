@@ -61,6 +61,8 @@ struct crun_rdzv_conf {
 	int store_allow_any; /* workers' store: 1 any peer, 0 the round's */
 	int store_port;	     /* workers' store of a multi-node job, 0: free */
 	int set_ifname;	     /* export *_SOCKET_IFNAME: 0 no, 1 gloo, 2 +nccl */
+	int exclude_after;   /* leave out a node after K failures (0: off) */
+	double exclude_for;  /* ... for this many seconds */
 };
 
 /* Limits of the agent's store (issue: the crun store). */

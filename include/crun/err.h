@@ -23,7 +23,8 @@
 	X(EETCD, -5040, "etcd request failed")                                 \
 	X(ECPUBIND, -5140, "the kernel refused the cpu binding")               \
 	X(EMEMBIND, -5141, "the kernel refused the memory policy")             \
-	X(EAUTH, -5091, "authentication failed")
+	X(EAUTH, -5091, "authentication failed")                               \
+	X(ERDZV_LEFT_OUT, -5095, "the job finished without this node")
 
 enum crun_errno {
 #define X(name, val, msg) CRUN_##name = (val),

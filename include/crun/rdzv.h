@@ -31,6 +31,27 @@
  * failure: "<round> <unix_ms> <why of its F end>") and "crun/job" (the run
  * id of the endpoint's job). `crun status` reads them (rdzv_status.h).
  *
+ * Leaving out a failing node (exclude_after K > 0; rdzv_records.h parses):
+ *   r<R>/failed  "<group rank> <host> <addr>" of the node whose failure
+ *                ended round R: the node whose "F" end was recorded first
+ *                writes it (the end record's text names the host as well)
+ *   fails        the history: "<n>" then n times "<round> <host> <addr>",
+ *                the failure-ended rounds since the last exclusion, the
+ *                latest K kept; updated by the node that ended each one
+ *   excluded     "<n>" then n times "<host> <addr> <until> <round> <K>":
+ *                nodes left out of the rounds until the epoch second until
+ *                (the excluded node's clock), since round R
+ *   over         "<kind> <why>" once the job ended ("S" all nodes finished,
+ *                else why it stopped): what a left-out node waits for
+ * When the last K failure-ended rounds (other ends neither count nor break
+ * the run) all failed first on one node, and the round's other nodes still
+ * meet MIN, that node is left out: the next round expects one node fewer,
+ * the history starts afresh, and the node sits out as a spare for
+ * exclude_for seconds, then takes itself off "excluded" and joins again
+ * (a running round with room re-forms to admit it, as for a late node).
+ * Below MIN it is not left out (one line says so). The config record gets
+ * " exclude=K:S" so that every node agrees on the setting.
+ *
  * Joining: ADD join, SET node/i. Participant i >= MIN arms the last-call
  * timer (at once when i reaches MAX or the count the round expects); when
  * it fires it tries to close: compare-and-set closed 0 -> N. The winner
@@ -55,6 +76,7 @@
 #include <uv.h>
 
 #include "crun/env.h"
+#include "crun/rdzv_records.h"
 #include "crun/store.h"
 
 struct crun_rdzv;
@@ -128,6 +150,15 @@ struct rdzv_opts {
 	 */
 	int env_check;
 	double fingerprint_wait;
+	/* Leaving out a failing node: 0 (off) or K, and the cooldown. */
+	int exclude_after;
+	double exclude_for;
+	/*
+	 * Optional: told when a node is left out (readmitted 0) or comes
+	 * back (1); self when it is this node. why is one lower-case line.
+	 */
+	void (*on_exclusion)(void *data, const struct rdzv_exclusion *x,
+			     int readmitted, int self, const char *why);
 };
 
 /* What a round gives this node. */
@@ -172,6 +203,8 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
  * Join the next round. cb runs exactly once: status 0 with the result, or
  * CRUN_ERDZV_TIMEOUT (join_timeout passed; errmsg says who was missing),
  * CRUN_ERDZV_CLOSED (the job ended, e.g. restarts exhausted elsewhere),
+ * CRUN_ERDZV_LEFT_OUT (this node was left out and the job succeeded
+ * without it),
  * CRUN_ERDZV_MISMATCH (another job on this endpoint), or a store error.
  */
 int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data);
@@ -224,6 +257,13 @@ const char *rdzv_peers(const struct crun_rdzv *r);
 
 /** The last error message (for the agent's one-line report). */
 const char *rdzv_errmsg(const struct crun_rdzv *r);
+
+/**
+ * The nodes left out of the rounds, as this node last read or wrote
+ * "excluded" (at every join, and when it leaves one out): copies up to max
+ * entries into x and returns how many there are (0 when the option is off).
+ */
+int rdzv_excluded(const struct crun_rdzv *r, struct rdzv_exclusion *x, int max);
 
 /** Stop timers and free r (pending callbacks are dropped). */
 void rdzv_free(struct crun_rdzv *r);

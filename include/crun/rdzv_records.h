@@ -159,4 +159,49 @@ struct rdzv_diag {
 int rdzv_parse_diag(const void *p, size_t len, int nodes, int world,
 		    struct rdzv_diag *d, char *why, size_t wlen);
 
+/*
+ * Leaving out a failing node (--rdzv_conf=exclude_after=K,exclude_for=S).
+ * A node is known by its host name and address (the descriptor's fields),
+ * so two agents on one machine are told apart by --local_addr.
+ */
+/* Largest exclude_after, and most entries of the failure history. */
+#define RDZV_MAX_FAILS 32
+/* Most nodes left out at once. */
+#define RDZV_MAX_EXCLUDED 32
+/* Largest "fails" or "excluded" record. */
+#define RDZV_MAX_LIST_RECORD 20000
+
+/* One failure-ended round of the history: who failed first. */
+struct rdzv_fail {
+	int round;
+	char host[RDZV_MAX_FIELD + 1];
+	char addr[RDZV_MAX_FIELD + 1];
+};
+
+/* One node left out of the rounds (see rdzv.h, "excluded"). */
+struct rdzv_exclusion {
+	char host[RDZV_MAX_FIELD + 1];
+	char addr[RDZV_MAX_FIELD + 1];
+	int64_t until; /* epoch seconds (the excluded node's own clock) */
+	int round;     /* the round whose failure left it out */
+	int fails;     /* how many failure-ended rounds in a row were its */
+};
+
+/**
+ * The failure history "<n> <round> <host> <addr> ..." (n entries, n in
+ * 0..max, max <= RDZV_MAX_FAILS): rounds in 0..INT32_MAX, increasing.
+ * *n gets the count. 0 or CRUN_EPROTO with why filled.
+ */
+int rdzv_parse_fails(const void *p, size_t len, struct rdzv_fail *f, int max,
+		     int *n, char *why, size_t wlen);
+
+/**
+ * The exclusions "<n> <host> <addr> <until> <round> <fails> ..." (n in
+ * 0..max, max <= RDZV_MAX_EXCLUDED): until in 0..2^40, round in
+ * 0..INT32_MAX, fails in 1..RDZV_MAX_FAILS, no node twice.
+ */
+int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
+			int max, int *n, char *why, size_t wlen);
+
+
 #endif

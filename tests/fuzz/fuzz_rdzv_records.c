@@ -4,7 +4,8 @@
  * parser and the round size; the rest is the record. Whatever a parser
  * accepts must hold the invariants rdzv.c relies on (no world of 0, ranks
  * inside their worlds, ports in range, one address per node, fingerprint
- * values of the wire's character set, env-check lines of printable ASCII).
+ * values of the wire's character set, env-check lines of printable ASCII,
+ * the failure history in round order, exclusions in range).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -93,6 +94,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		     g.nproc < 1 || g.base_rank < 0 ||
 		     g.base_rank + g.nproc > 4 * nodes || !*g.host))
 			abort();
+		break;
+	}
+	case 7: { /* exclude_after's failure history and exclusions */
+		struct rdzv_fail f[RDZV_MAX_FAILS];
+		struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
+		int n;
+
+		if (rdzv_parse_fails(data, size, f, RDZV_MAX_FAILS, &n, why,
+				     sizeof(why)) == 0) {
+			if (n < 0 || n > RDZV_MAX_FAILS)
+				abort();
+			for (int i = 0; i < n; i++)
+				if (f[i].round < 0 || !*f[i].host ||
+				    !*f[i].addr ||
+				    (i > 0 && f[i].round <= f[i - 1].round))
+					abort();
+		}
+		if (rdzv_parse_excluded(data, size, x, RDZV_MAX_EXCLUDED, &n,
+					why, sizeof(why)) == 0) {
+			if (n < 0 || n > RDZV_MAX_EXCLUDED)
+				abort();
+			for (int i = 0; i < n; i++)
+				if (x[i].until < 0 || x[i].round < 0 ||
+				    x[i].fails < 1 ||
+				    x[i].fails > RDZV_MAX_FAILS || !*x[i].host)
+					abort();
+		}
 		break;
 	}
 	default:
