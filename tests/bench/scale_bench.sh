@@ -55,8 +55,11 @@ cp "$tmp/csv" "$csv"
 cat "$csv"
 
 # The plot: seconds against N, log-log, one line per curve.
+# Columns 2-4: N, seconds, floor seconds; 5: the store host's CPU seconds
+# (what the round costs the host, apart from the simulated nodes' own CPU,
+# which on a real cluster is spread over N machines).
 for c in workers rdzv-form rdzv-reform; do
-	awk -F, -v c="$c" '$1 == c { print $2, $3, $4 }' "$csv" >"$tmp/$c.dat"
+	awk -F, -v c="$c" '$1 == c { print $2, $3, $4, $3 * $7 / 100 }' "$csv" >"$tmp/$c.dat"
 done
 if command -v gnuplot >/dev/null 2>&1; then
 	gnuplot <<GP || broken=1
@@ -65,14 +68,15 @@ set output "$OUT/scale.svg"
 set title "crun at scale, simulated on one $(nproc)-core machine"
 set logscale xy 2
 set xlabel "N (ranks for the workers' store, nodes for the rendezvous)"
-set ylabel "seconds"
+set ylabel "seconds (load average in docs/scale.csv)"
 set format y "%g"
 set key top left
 set grid
 plot "$tmp/workers.dat" using 1:2 with linespoints title "workers' store init, crun store", \
      "$tmp/workers.dat" using 1:3 with linespoints dashtype 2 title "workers' store init, do-nothing floor", \
      "$tmp/rdzv-form.dat" using 1:2 with linespoints title "rendezvous: round formed", \
-     "$tmp/rdzv-reform.dat" using 1:2 with linespoints title "node lost: detected and re-formed"
+     "$tmp/rdzv-reform.dat" using 1:2 with linespoints title "node lost: detected and re-formed", \
+     "$tmp/rdzv-form.dat" using 1:4 with linespoints dashtype 3 title "rendezvous: store host CPU seconds"
 GP
 	echo "plot: $OUT/scale.svg"
 else
