@@ -59,7 +59,8 @@ cat "$csv"
 # (what the round costs the host, apart from the simulated nodes' own CPU,
 # which on a real cluster is spread over N machines).
 for c in workers rdzv-form rdzv-reform; do
-	awk -F, -v c="$c" '$1 == c { print $2, $3, $4, $3 * $7 / 100 }' "$csv" >"$tmp/$c.dat"
+	awk -F, -v c="$c" '$1 == c { print $2, $3, ($4 == "" ? "NaN" : $4), $3 * $7 / 100 }' \
+		"$csv" >"$tmp/$c.dat"
 done
 if command -v gnuplot >/dev/null 2>&1; then
 	gnuplot <<GP || broken=1
@@ -70,7 +71,7 @@ set logscale xy 2
 set xlabel "N (ranks for the workers' store, nodes for the rendezvous)"
 set ylabel "seconds (load average in docs/scale.csv)"
 set format y "%g"
-set key top left
+set key bottom right font ",9"
 set grid
 plot "$tmp/workers.dat" using 1:2 with linespoints title "workers' store init, crun store", \
      "$tmp/workers.dat" using 1:3 with linespoints dashtype 2 title "workers' store init, do-nothing floor", \
