@@ -10,6 +10,7 @@
 #  - a round stays O(N): store operations grow at most linearly with N and
 #    the bytes each node moves do not grow with N (they did when every node
 #    read the round's address list: O(N^2) bytes per round).
+#  - heartbeat_rate bounds the store host's heartbeat load.
 #  - 256 simulated ranks initialise through `crun store` and through the
 #    do-nothing floor server.
 . "$(dirname "$0")/lib.sh"
@@ -40,6 +41,17 @@ awk -v a="$o64" -v b="$o256" 'BEGIN { exit !(b <= 4.5 * a) }' ||
 	fail "store operations per round grew faster than N: $o64 at 64 nodes, $o256 at 256"
 awk -v a="$b64" -v b="$b256" 'BEGIN { exit !(b <= 1.5 * a) }' ||
 	fail "bytes per node grew with N: $b64 at 64 nodes, $b256 at 256 (O(N^2) per round)"
+
+# heartbeat_rate bounds the heartbeats the host takes, whatever N: 256 nodes
+# at 0.5 s would send 1024 ops/s (an ADD of their own, a read of their
+# successor's); at a rate of 100 heartbeats/s the interval grows to 2.56 s.
+timeout 120 "$SIM" rdzv --sizes 256 --steady 3 --keep-alive 0.5 \
+	--heartbeat-rate 100 --timeout 30 >"$T/hb.csv" 2>"$T/hb.err" ||
+	fail "rdzv_sim with --heartbeat-rate 100: $(grep -v unauthenticated "$T/hb.err" | tail -n 3)"
+hb=$(awk -F, '$1 == "rdzv-steady" { print $5 }' "$T/hb.csv")
+note "heartbeat ops/s at 256 nodes, heartbeat_rate=100: $hb (unbounded: 1024)"
+awk -v h="$hb" 'BEGIN { exit !(h != "" && h <= 300) }' ||
+	fail "heartbeat_rate=100 did not bound the heartbeats: $hb ops/s (want <= 300)"
 
 timeout 120 "$SIM" workers --crun "$CRUN" --floor "$LOAD" --sizes 256 \
 	--timeout 30 >"$T/w.csv" 2>"$T/w.err"
