@@ -5,6 +5,7 @@
 #   make demo       install what is missing, build, run a real multi-worker job
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make bench      benchmarks against the torchrun anchor (tests/bench/); fails on a missed target
+#   make bench-scale  the scale curves (minutes): docs/scale.csv and docs/scale.svg
 #   make coverage   make test on a --coverage build (build-cov/): line and branch
 #                   coverage of src/ agent/ launcher/, failing below the floor
 #   make mutate     single-line mutations (tests/mutate/), each must fail its tests
@@ -103,6 +104,9 @@ demo: deps all
 bench: deps check-build
 	@BUILD=$(BUILD) sh tests/bench/run.sh
 
+bench-scale: deps check-build
+	@BUILD=$(BUILD) BENCH_SCALE=1 BENCH=scale sh tests/bench/run.sh
+
 coverage: deps
 	$(MAKE) BUILD=build-cov OPT='-O0 -g --coverage' LDFLAGS=--coverage check-build
 	@BUILD=build-cov sh tests/coverage.sh
@@ -138,7 +142,7 @@ format-check:
 clean:
 	rm -rf build build-asan build-ubsan build-fuzz build-cov
 
-.PHONY: all deps check-build test check asan ubsan demo bench fuzz install format format-check clean coverage mutate
+.PHONY: all deps check-build test check asan ubsan demo bench bench-scale fuzz install format format-check clean coverage mutate
 .SECONDARY:
 
 -include $(LIB_OBJ:.o=.d) $(BIN_OBJ:.o=.d) $(UNIT_BIN:=.d) $(HELPER_BIN:=.d) $(BENCH_BIN:=.d)

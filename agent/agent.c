@@ -1261,6 +1261,7 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 	o.keep_alive_interval = cfg->rdzv.keep_alive_interval;
 	o.keep_alive_max_attempt = cfg->rdzv.keep_alive_max_attempt;
 	o.heartbeat_timeout = cfg->rdzv.heartbeat_timeout;
+	o.heartbeat_rate = (double)cfg->rdzv.heartbeat_rate;
 	/* torchrun's static and etcd backends wait `timeout` for everyone. */
 	if ((o.static_rank >= 0 || a->re) && cfg->rdzv.timeout > 0)
 		o.join_timeout = cfg->rdzv.timeout;

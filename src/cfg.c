@@ -467,6 +467,10 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			if (parse_long(v, 1, 1000000, &l))
 				goto bad;
 			conf->keep_alive_max_attempt = (int)l;
+		} else if (strcmp(k, "heartbeat_rate") == 0) {
+			if (parse_long(v, 0, 100000000, &l))
+				goto bad;
+			conf->heartbeat_rate = l;
 		} else if (strcmp(k, "is_host") == 0) {
 			if (cfg_parse_bool(v, &b))
 				goto bad;
@@ -525,7 +529,8 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			    "rdzv_conf: unknown key '%s' (known: join_timeout, "
 			    "last_call_timeout, close_timeout, read_timeout, "
 			    "heartbeat_timeout, keep_alive_interval, "
-			    "keep_alive_max_attempt, is_host, store_type, "
+			    "keep_alive_max_attempt, heartbeat_rate, is_host, "
+			    "store_type, "
 			    "local_addr, timeout, secret_file, store_allow, "
 			    "store_port, set_socket_ifname, exclude_after, "
 			    "exclude_for; "
@@ -1333,6 +1338,9 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	cfg->rdzv.heartbeat_timeout = 0;
 	cfg->rdzv.keep_alive_interval = 0.5;
 	cfg->rdzv.keep_alive_max_attempt = 3;
+	/* Past 1000 nodes the interval grows (a dead node is still seen at
+	 * once: its connections close). */
+	cfg->rdzv.heartbeat_rate = 2000;
 	cfg->rdzv.timeout = 0; /* static backend: 0 means join_timeout */
 	cfg->rdzv.is_host = -1;
 	cfg->rdzv.lease_ttl = 10;

@@ -66,6 +66,7 @@ static const char *const conf_keys[] = {
     "heartbeat_timeout",
     "keep_alive_interval",
     "keep_alive_max_attempt",
+    "heartbeat_rate",
     "is_host",
     "store_type",
     "timeout",

@@ -71,6 +71,7 @@ struct crun_rdzv {
 	int succ_stall;
 	uint64_t last_reply; /* loop time of the last heartbeat reply */
 	int hb_pending;
+	uint64_t hb_ms; /* the heartbeat interval of this round */
 	uv_timer_t last_call;
 	uv_timer_t hb;
 	uv_timer_t deadline;
@@ -428,44 +429,12 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 	cb(r, 0, &r->res, r->cb_data);
 }
 
-static void on_assignment(int status, const struct crun_store_reply *rep,
-			  void *arg)
+/* Group rank 0 starts the workers' store; everyone reads where it is. */
+static void publish_master(struct crun_rdzv *r)
 {
-	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	struct crun_ranks *k;
-	char mk[KEYMAX], why[200], by[64];
+	char mk[KEYMAX];
 	const char *kp[1] = {mk};
 
-	if (r == NULL)
-		return;
-	if (status)
-		return store_error(r, status);
-	k = &r->res.ranks;
-	key(r, mk, "r%d/assign/%d", r->round, r->index);
-	snprintf(by, sizeof(by), "the node that closed round %d", r->round);
-	if (rep->nvalues != 3)
-		return bad_record(r, mk, by, "no value");
-	if (rdzv_parse_assign(rep->values[0].base, rep->values[0].len,
-			      r->closed, r->o.nproc, k, why, sizeof(why)))
-		return bad_record(r, mk, by, why);
-	free(r->peers);
-	r->peers = NULL;
-	if (rdzv_parse_addrs(rep->values[1].base, rep->values[1].len, r->closed,
-			     &r->peers, why, sizeof(why))) {
-		key(r, mk, "r%d/addrs", r->round);
-		return bad_record(r, mk, by, why);
-	}
-	if (rdzv_parse_envcheck(rep->values[2].base, rep->values[2].len,
-				r->env_diff, sizeof(r->env_diff), why,
-				sizeof(why))) {
-		key(r, mk, "r%d/envcheck", r->round);
-		return bad_record(r, mk, by, why);
-	}
-	r->res.env_diff = r->env_diff;
-	r->grank = k->group_rank;
-	r->gworld = k->group_world_size;
-	r->res.round = r->round;
-	snprintf(r->res.run_id, sizeof(r->res.run_id), "%s", r->run_id);
 	key(r, mk, "r%d/master", r->round);
 	if (r->grank == 0) {
 		char val[300];
@@ -483,14 +452,79 @@ static void on_assignment(int status, const struct crun_store_reply *rep,
 		store_error(r, CRUN_ECLOSED);
 }
 
+/* Group rank 0's copy of the round's addresses (its store's allow list). */
+static void on_addrs(int status, const struct crun_store_reply *rep, void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char mk[KEYMAX], why[200], by[64];
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	key(r, mk, "r%d/addrs", r->round);
+	snprintf(by, sizeof(by), "the node that closed round %d", r->round);
+	if (rep->nvalues != 1)
+		return bad_record(r, mk, by, "no value");
+	if (rdzv_parse_addrs(rep->values[0].base, rep->values[0].len, r->closed,
+			     &r->peers, why, sizeof(why)))
+		return bad_record(r, mk, by, why);
+	publish_master(r);
+}
+
+static void on_assignment(int status, const struct crun_store_reply *rep,
+			  void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	struct crun_ranks *k;
+	char mk[KEYMAX], why[200], by[64];
+	const char *kp[1] = {mk};
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	k = &r->res.ranks;
+	key(r, mk, "r%d/assign/%d", r->round, r->index);
+	snprintf(by, sizeof(by), "the node that closed round %d", r->round);
+	if (rep->nvalues != 2)
+		return bad_record(r, mk, by, "no value");
+	if (rdzv_parse_assign(rep->values[0].base, rep->values[0].len,
+			      r->closed, r->o.nproc, k, why, sizeof(why)))
+		return bad_record(r, mk, by, why);
+	if (rdzv_parse_envcheck(rep->values[1].base, rep->values[1].len,
+				r->env_diff, sizeof(r->env_diff), why,
+				sizeof(why))) {
+		key(r, mk, "r%d/envcheck", r->round);
+		return bad_record(r, mk, by, why);
+	}
+	r->res.env_diff = r->env_diff;
+	free(r->peers);
+	r->peers = NULL;
+	r->grank = k->group_rank;
+	r->gworld = k->group_world_size;
+	r->res.round = r->round;
+	snprintf(r->res.run_id, sizeof(r->res.run_id), "%s", r->run_id);
+	if (r->grank != 0)
+		return publish_master(r);
+	/*
+	 * Only group rank 0 needs every node's address (the allow list of
+	 * the workers' store it starts): N bytes for one node, not for all
+	 * N, keeps a round's traffic O(N).
+	 */
+	key(r, mk, "r%d/addrs", r->round);
+	if (r->ops->multi_get(r->kv, kp, 1, 10000, on_addrs, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
 static void late_or_spare(struct crun_rdzv *r, int closed);
 
 static void on_assigned_closed(int status, const struct crun_store_reply *rep,
 			       void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char ak[KEYMAX], dk[KEYMAX], ek[KEYMAX];
-	const char *kp[3] = {ak, dk, ek};
+	char ak[KEYMAX], ek[KEYMAX];
+	const char *kp[2] = {ak, ek};
 	int64_t closed;
 
 	if (r == NULL)
@@ -504,9 +538,8 @@ static void on_assigned_closed(int status, const struct crun_store_reply *rep,
 	if (r->index > r->closed)
 		return late_or_spare(r, r->closed);
 	key(r, ak, "r%d/assign/%d", r->round, r->index);
-	key(r, dk, "r%d/addrs", r->round);
 	key(r, ek, "r%d/envcheck", r->round);
-	if (r->ops->multi_get(r->kv, kp, 3, 10000, on_assignment, op_new(r, 0)))
+	if (r->ops->multi_get(r->kv, kp, 2, 10000, on_assignment, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -1404,10 +1437,9 @@ static void on_hb_succ(int status, const struct crun_store_reply *rep,
 static void on_hb_tick(uv_timer_t *t)
 {
 	struct crun_rdzv *r = t->data;
-	uint64_t limit = (uint64_t)(r->o.heartbeat_timeout > 0
-					? r->o.heartbeat_timeout * 1000
-					: r->o.keep_alive_interval * 1000 *
-					      r->o.keep_alive_max_attempt);
+	uint64_t limit = r->o.heartbeat_timeout > 0
+			     ? (uint64_t)(r->o.heartbeat_timeout * 1000)
+			     : r->hb_ms * (uint64_t)r->o.keep_alive_max_attempt;
 	char k1[KEYMAX], k2[KEYMAX];
 
 	if (r->state != R_RUNNING && r->state != R_FINISHING)
@@ -1435,8 +1467,14 @@ static void on_hb_tick(uv_timer_t *t)
 static void start_running(struct crun_rdzv *r)
 {
 	char k[KEYMAX];
-	uint64_t ms = (uint64_t)(r->o.keep_alive_interval * 1000);
+	double s = r->o.keep_alive_interval;
+	uint64_t ms;
 
+	/* Keep the host's heartbeat load to heartbeat_rate at any size. */
+	if (r->o.heartbeat_rate > 0 && r->gworld / r->o.heartbeat_rate > s)
+		s = r->gworld / r->o.heartbeat_rate;
+	ms = (uint64_t)(s * 1000);
+	r->hb_ms = ms ? ms : 1;
 	/* A key of our own, so the store host can tell when we vanish. */
 	key(r, k, "r%d/end/%d", r->round, r->grank);
 	if (r->ops->watch(r->kv, k, -1, on_node_end, op_new(r, 0)))

@@ -39,6 +39,7 @@ struct crun_rdzv_store {
 	struct crun_store_server *server; /* when this agent hosts */
 	struct crun_store_aclient *main;
 	struct crun_store_aclient *watch;
+	int watch_idle; /* watch is connected or connecting, with no request */
 	uv_timer_t progress;
 	uint64_t started;
 	int connected;
@@ -101,6 +102,8 @@ static int new_client(struct crun_rdzv_store *s, store_aclient_connect_cb cb,
 struct kvreq {
 	rdzv_kv_cb cb;
 	void *arg;
+	struct crun_rdzv_store *s; /* a watch's store, else NULL */
+	struct crun_store_aclient *c;
 };
 
 static void kv_on_reply(struct crun_store_aclient *c, int status,
@@ -108,7 +111,9 @@ static void kv_on_reply(struct crun_store_aclient *c, int status,
 {
 	struct kvreq *q = data;
 
-	(void)c;
+	/* A watch answered on a healthy connection: the next one reuses it. */
+	if (q->s != NULL && q->s->watch == c && q->c == c && status == 0)
+		q->s->watch_idle = 1;
 	if (q->cb)
 		q->cb(status, r, q->arg);
 	free(q);
@@ -122,6 +127,8 @@ static struct kvreq *kvreq(rdzv_kv_cb cb, void *arg)
 		abort();
 	q->cb = cb;
 	q->arg = arg;
+	q->s = NULL;
+	q->c = NULL;
 	return q;
 }
 
@@ -185,12 +192,19 @@ static int kv_multi_set(void *kv, const char *const *keys,
 				       kv_on_reply, q));
 }
 
+static void close_client(struct crun_rdzv_store *s,
+			 struct crun_store_aclient **slot);
+
 static void watch_on_connect(struct crun_store_aclient *c, int status,
 			     void *data)
 {
-	(void)c;
-	(void)status;
-	(void)data; /* failures surface through the queued watch */
+	struct crun_rdzv_store *s = data;
+
+	/* Failures surface through a queued watch; a spare that failed is
+	 * dropped, so the next watch opens a fresh connection. */
+	if (status != 0 && status != CRUN_ECANCELED && s->watch == c &&
+	    s->watch_idle)
+		close_client(s, &s->watch);
 }
 
 /* One of the clients, the server or the timer is closed. */
@@ -227,13 +241,29 @@ static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
 		    void *arg)
 {
 	struct crun_rdzv_store *s = kv;
+	struct kvreq *q;
 	int rc;
 
-	close_client(s, &s->watch);
-	rc = new_client(s, watch_on_connect, &s->watch);
+	/*
+	 * A connection with no watch outstanding (opened with the store, or
+	 * whose last watch was answered) is reused: at scale N nodes opening
+	 * N connections at once, as a round starts, overflow the host's
+	 * accept backlog and cost SYN retransmits of a second or more.
+	 */
+	if (s->watch == NULL || !s->watch_idle) {
+		close_client(s, &s->watch);
+		rc = new_client(s, watch_on_connect, &s->watch);
+		if (rc)
+			return rc;
+	}
+	s->watch_idle = 0;
+	q = kvreq(cb, arg);
+	q->s = s;
+	q->c = s->watch;
+	rc = store_aclient_get(s->watch, key, timeout_ms, kv_on_reply, q);
 	if (rc)
-		return rc;
-	SUBMIT(store_aclient_get(s->watch, key, timeout_ms, kv_on_reply, q));
+		free(q);
+	return rc;
 }
 
 /* The store host learns at once which node's watch connection broke. */
@@ -533,6 +563,10 @@ static void main_on_connect(struct crun_store_aclient *c, int status,
 		return;
 	if (status == 0) {
 		s->connected = 1;
+		/* The watch connection too, before any round needs it. */
+		if (s->watch == NULL &&
+		    new_client(s, watch_on_connect, &s->watch) == 0)
+			s->watch_idle = 1;
 		return finish_open(s, 0);
 	}
 	if (status == CRUN_ETIMEDOUT) {

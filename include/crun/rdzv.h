@@ -62,12 +62,13 @@
  * per round in total, no whole-state compare-and-set loop.
  *
  * Running: every node bumps its heartbeat counter each keep_alive_interval
- * and reads its successor's; a counter that stops for keep_alive_max_attempt
- * intervals ends the round ("D"). A heartbeat whose reply does not come in
- * that time means this node lost the store host. Every node waits on its
- * end/<g> on a second channel, so a failure anywhere stops every node at
- * once, and a node whose agent dies is noticed by the store host as soon as
- * that wait's connection closes (rdzv_kv_ops.on_vanish).
+ * (longer past heartbeat_rate: see rdzv_opts) and reads its successor's; a
+ * counter that stops for keep_alive_max_attempt intervals ends the round ("D").
+ * A heartbeat whose reply does not come in that time means this node lost the
+ * store host. Every node waits on its end/<g> on a second channel, so a failure
+ * anywhere stops every node at once, and a node whose agent dies is noticed by
+ * the store host as soon as that wait's connection closes
+ * (rdzv_kv_ops.on_vanish).
  */
 #ifndef CRUN_RDZV_H
 #define CRUN_RDZV_H
@@ -135,6 +136,14 @@ struct rdzv_opts {
 	/* A heartbeat unanswered this long: the store is lost (0: interval
 	 * x max_attempt). */
 	double heartbeat_timeout;
+	/*
+	 * Heartbeats per second the store host takes from all nodes together
+	 * (0: no bound): past keep_alive_interval x rate nodes the interval
+	 * grows to nodes / rate. A node that dies still shows at once (its
+	 * watch connection closes: on_vanish); only a hung one takes
+	 * keep_alive_max_attempt of the longer intervals.
+	 */
+	double heartbeat_rate;
 	/*
 	 * Called on the node that becomes group rank 0 of a round, to start
 	 * the workers' store for that round; returns 0 and its port.
@@ -251,7 +260,8 @@ int rdzv_round(const struct crun_rdzv *r);
 /**
  * The addresses of the current round's nodes as their descriptors give
  * them, blank-separated, by group rank (for the workers' store's allow
- * list); NULL before the first round. Valid until the next round.
+ * list); read by group rank 0 only (the node that starts that store), NULL
+ * on the others and before the first round. Valid until the next round.
  */
 const char *rdzv_peers(const struct crun_rdzv *r);
 

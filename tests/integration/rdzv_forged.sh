@@ -56,9 +56,10 @@ forged assigned "malformed rendezvous record 'crun/assigned/r0/assigned'" \
 # reads the master record rather than writing its own).
 forged master "malformed rendezvous record 'crun/master/r0/master'.*port" \
 	r0/assigned=ok r0/closed=2 "r0/addrs=127.0.0.1 127.0.0.1" r0/envcheck=- "r0/assign/1=1 2 1 2 1 2 1" "r0/master=10.0.0.1 0"
-# 9. An addresses record with fewer addresses than nodes.
+# 9. An addresses record with fewer addresses than nodes (read by group
+# rank 0 alone, for its workers' store's allow list: the agent is made it).
 forged addrs "malformed rendezvous record 'crun/addrs/r0/addrs'" \
-	r0/assigned=ok r0/closed=2 r0/addrs=127.0.0.1 r0/envcheck=- "r0/assign/1=1 2 1 2 1 2 1"
+	r0/assigned=ok r0/closed=2 r0/addrs=127.0.0.1 r0/envcheck=- "r0/assign/1=0 2 0 2 0 2 1"
 # 10. A descriptor with nproc 0, read by the agent that closes the round.
 # "evil" took arrival index 1; the agent arrives second and closes.
 forged descr "malformed rendezvous record 'crun/descr/r0/node/1' written by evil.*nproc" \
