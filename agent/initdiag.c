@@ -93,7 +93,8 @@ struct initdiag {
 	uint64_t mult;		/* checks at act_ms + warn_ms * 1, 2, 4 ... */
 	int warned;
 	int reading;
-	int read_ms; /* how long a read waits for a record */
+	int read_ms;   /* how long a read waits for a record */
+	int read_gaps; /* the last read missed a record: read only at checks */
 };
 
 /* ---- pure parts --------------------------------------------------------- */
@@ -812,6 +813,9 @@ static void batch_done(struct rbatch *b)
 	struct initdiag *d = b->d;
 
 	d->reading = 0;
+	d->read_gaps = 0;
+	for (int g = 0; g < d->gws; g++)
+		d->read_gaps |= !b->valid[g];
 	if (!d->closing && d->active && b->gen == d->gen)
 		evaluate(d, b->recs, b->valid);
 	free(b->recs);
@@ -924,7 +928,12 @@ static void on_tick(uv_timer_t *t)
 			stop_timer(d);
 		return;
 	}
-	if (d->warned || now >= d->next_check_ms)
+	/*
+	 * After a warning, every tick, to say soon when all are in; but a
+	 * record that was missing costs a wait per read, so then only at the
+	 * checks.
+	 */
+	if ((d->warned && !d->read_gaps) || now >= d->next_check_ms)
 		check(d);
 }
 
@@ -1018,6 +1027,7 @@ void initdiag_start(struct initdiag *d, const struct initdiag_round *r)
 	d->published[0] = '\0';
 	d->warned = 0;
 	d->has_act = 0;
+	d->read_gaps = 0;
 	d->start_ms = uv_now(d->loop);
 	warn_ms = (uint64_t)(d->warn_after * 1000);
 	d->warn_ms = warn_ms > 0 ? warn_ms : 1;
