@@ -952,7 +952,7 @@ static void join_round_now(struct crun_rdzv *r)
 		store_error(r, CRUN_ECLOSED);
 }
 
-/* Join the next round, unless this node is left out of it (exclude.c). */
+/* Join the next round, unless this node is left out of it (see below). */
 static void join_round(struct crun_rdzv *r)
 {
 	r->state = R_JOINING;
