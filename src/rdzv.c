@@ -1202,7 +1202,7 @@ static void write_params(struct crun_rdzv *r)
 	r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
 }
 
-/* Join the next round, unless this node is left out of it (exclude.c). */
+/* Join the next round, unless this node is left out of it (see below). */
 static void join_round(struct crun_rdzv *r)
 {
 	r->state = R_JOINING;

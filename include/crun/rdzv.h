@@ -42,7 +42,12 @@
  *                nodes left out of the rounds until the epoch second until
  *                (the excluded node's clock), since round R
  *   over         "<kind> <why>" once the job ended ("S" all nodes finished,
- *                else why it stopped): what a left-out node waits for
+ *                else why it stopped), with a copy in over/<host>/<addr>/<R>
+ *                for each node left out: what that node waits on, so the
+ *                store host sees it vanish (on_vanish) if it goes away
+ *   over_seen/<host>/<addr>/<R>  "1" once that node read how the job
+ *                ended ("gone": it vanished); the c10d store host waits
+ *                (up to close_timeout) for these before it stops serving
  * When the last K failure-ended rounds (other ends neither count nor break
  * the run) all failed first on one node, and the round's other nodes still
  * meet MIN, that node is left out: the next round expects one node fewer,
