@@ -203,9 +203,18 @@ Test(binding, gpus_exclusive)
 	cr_assert_eq(plan->w[3].nodes[0], 2UL);
 }
 
-/* exclusive splits among the node's GPUs even when fewer workers run. */
+/* exclusive splits among the node's visible GPUs even when fewer workers
+ * run (torchrun counts every visible GPU), in ordinal order. */
 Test(binding, gpus_exclusive_counts_gpus)
 {
+	cr_assert_eq(make(CRUN_BIND_EXCLUSIVE, 1, DATA "8gpu.xml", 0, 0, 0, 0),
+		     0, "%s", err);
+	cr_assert_str_eq(cpus(), "0-3"); /* GPU 1 is visible, idle */
+	cr_assert_eq(make(CRUN_BIND_EXCLUSIVE, 2, DATA "8gpu.xml", 0, 0, 0,
+			  "1,0"),
+		     0, "%s", err);
+	cr_assert_str_eq(cpus(), "0-3|4-7"); /* ordinal 0 is GPU 1 */
+	cr_assert_eq(plan->w[0].gpu, 1);
 	cr_assert_eq(make(CRUN_BIND_EXCLUSIVE, 1, DATA "8gpu.xml", 0, 0, 0,
 			  "1"),
 		     0, "%s", err);
