@@ -43,7 +43,8 @@ struct plan_ctx {
 	hwloc_bitmap_t mems; /* usable memory nodes */
 	struct gpu *gpus;
 	int ngpus;
-	int *vis; /* worker -> index into gpus, NULL: NUMA layout */
+	int *vis; /* visible ordinal -> index into gpus, NULL: NUMA layout */
+	int nvis; /* visible GPUs; worker r has ordinal r */
 	int nnodes;
 	struct crun_binding_plan *plan;
 };
@@ -211,11 +212,12 @@ static int map_gpus(struct plan_ctx *c, const char *visible, int n)
 		     n, nidx);
 		return 0;
 	}
-	c->vis = calloc((size_t)n, sizeof(*c->vis));
+	c->vis = calloc((size_t)nidx, sizeof(*c->vis));
 	if (c->vis == NULL)
 		return UV_ENOMEM;
-	for (int r = 0; r < n; r++)
+	for (int r = 0; r < nidx; r++)
 		c->vis[r] = idx[r];
+	c->nvis = nidx;
 	return 0;
 }
 
@@ -643,17 +645,14 @@ int binding_plan_new(enum crun_bind_mode mode, int n,
 			snprintf(b->gpu_busid, sizeof(b->gpu_busid), "%s",
 				 c.gpus[b->gpu].busid);
 		}
-		/* The group sharing the node: its GPUs (exclusive and
-		 * core-complex, as torchrun) or its workers. */
+		/* The group sharing the node: every visible GPU on it, by
+		 * ordinal (exclusive and core-complex, as torchrun), or the
+		 * workers on it (auto, the NUMA layout). */
 		if (c.vis && mode != CRUN_BIND_AUTO) {
-			for (int g = 0; g < c.ngpus; g++) {
-				int seen = 0;
-
-				for (int q = 0; q < n; q++)
-					seen |= c.vis[q] == g;
-				if (c.gpus[g].node != wnode[r] || !seen)
+			for (int q = 0; q < c.nvis; q++) {
+				if (c.gpus[c.vis[q]].node != wnode[r])
 					continue;
-				if (g < b->gpu)
+				if (q < r)
 					rel++;
 				k++;
 			}

@@ -9,7 +9,7 @@
  *
  *   node          the CPUs of the worker's NUMA node; memory preferred there
  *   socket        the CPUs of the node's socket; memory preferred on its nodes
- *   exclusive     the node's physical cores split among the GPUs on that node
+ *   exclusive     the node's physical cores split among its visible GPUs
  *                 (the lowest get one extra); memory preferred on the node
  *   core-complex  one last-level-cache complex of the node per GPU (largest
  *                 first, round robin); memory preferred on the node

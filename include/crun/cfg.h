@@ -96,9 +96,9 @@ struct crun_cfg {
 	int virtual_local_rank;
 	char *numa_binding; /* --numa_binding as given, or NULL */
 	int bind_mode;	    /* enum crun_bind_mode (binding.h) */
-	int verbose;
-	char *event_log; /* --event_log path, "-" or NULL */
-	char **argv;	 /* training script (or binary) and its args */
+	int verbose;	    /* --verbose: say each worker's binding */
+	char *event_log;    /* --event_log path, "-" or NULL */
+	char **argv;	    /* training script (or binary) and its args */
 	int argc;
 	char *python;	  /* interpreter of Python workers, NULL: direct exec */
 	char *python_why; /* where it came from (for --print-config) */

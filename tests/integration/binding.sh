@@ -110,16 +110,18 @@ else
 fi
 
 # --- a bind the kernel refuses: a clear failure, not an unbound worker --------
+# Local rank 0 gets this machine's cpu 0, rank 1 cpu 1000 (no machine here
+# has it).
 mkdir "$T/refused.d"
-DIR="$T/refused.d" CRUN_BINDING_MASK=0-31 HWLOC_XMLFILE=$D/8gpu.xml "$CRUN" \
-	--numa_binding=node --nproc_per_node=8 --no_python "$T/w.sh" \
+DIR="$T/refused.d" CRUN_BINDING_MASK=0,1000 HWLOC_SYNTHETIC="pack:2 [numa] core:1 pu:1(indexes=0,1000)" \
+	"$CRUN" --numa_binding=node --nproc_per_node=2 --no_python "$T/w.sh" \
 	>"$T/refused.out" 2>"$T/refused.err" &
 p=$!
 touch "$T/refused.d/go"
 wait_pid 30 $p "$T/refused.err"; rc=$?
 [ "$rc" -ne 0 ] || fail "refused bind: crun exited 0"
-expect_grep "refusal named" "crun: cannot bind local rank 2 to cpus 8-15: the kernel refused the cpu binding (sched_setaffinity)" "$T/refused.err"
-[ ! -e "$T/refused.d/pid.2" ] || fail "refused bind: local rank 2 ran anyway"
+expect_grep "refusal named" "crun: cannot bind local rank 1 to cpus 1000: the kernel refused the cpu binding (sched_setaffinity)" "$T/refused.err"
+[ ! -e "$T/refused.d/pid.1" ] || fail "refused bind: local rank 1 ran anyway"
 
 # --- the plan of the larger topologies, through --print-config ----------------
 # plan NAME XML NPROC ARGS...: the "binding:" lines of --print-config.

@@ -13,6 +13,7 @@
 
 #include "crun/binding.h"
 #include "crun/err.h"
+#include "crun/proc.h"
 
 #define DATA "tests/data/hwloc/"
 #define SYN_2S2N8C "pack:2 group:2 [numa] l3:2 core:4 pu:2"
@@ -203,9 +204,18 @@ Test(binding, gpus_exclusive)
 	cr_assert_eq(plan->w[3].nodes[0], 2UL);
 }
 
-/* exclusive splits among the node's GPUs even when fewer workers run. */
+/* exclusive splits among the node's visible GPUs even when fewer workers
+ * run (torchrun counts every visible GPU), in ordinal order. */
 Test(binding, gpus_exclusive_counts_gpus)
 {
+	cr_assert_eq(make(CRUN_BIND_EXCLUSIVE, 1, DATA "8gpu.xml", 0, 0, 0, 0),
+		     0, "%s", err);
+	cr_assert_str_eq(cpus(), "0-3"); /* GPU 1 is visible, idle */
+	cr_assert_eq(make(CRUN_BIND_EXCLUSIVE, 2, DATA "8gpu.xml", 0, 0, 0,
+			  "1,0"),
+		     0, "%s", err);
+	cr_assert_str_eq(cpus(), "0-3|4-7"); /* ordinal 0 is GPU 1 */
+	cr_assert_eq(plan->w[0].gpu, 1);
 	cr_assert_eq(make(CRUN_BIND_EXCLUSIVE, 1, DATA "8gpu.xml", 0, 0, 0,
 			  "1"),
 		     0, "%s", err);
@@ -421,4 +431,70 @@ Test(binding, system_env)
 	cr_assert_eq(plan->w[0].fallback, 1);
 	unsetenv("HWLOC_XMLFILE");
 	unsetenv("CRUN_BINDING_MASK");
+}
+
+static void on_bound_exit(struct crun_proc *p, int status, int sig)
+{
+	*(int *)proc_data(p) = status;
+}
+
+/* The child applies the binding before exec; a refusal fails the spawn with
+ * the binding's own code and no program runs. */
+static int spawn_bound(const cpu_set_t *set, int mpol,
+		       const unsigned long *nodes, int *status)
+{
+	char *argv[] = {(char *)"/bin/sh", (char *)"-c",
+			(char *)"exit $(grep -c '^Cpus_allowed_list:[[:space:]]*0$' "
+				"/proc/$$/status)",
+			NULL};
+	uv_loop_t loop;
+	struct crun_procs *r;
+	struct crun_proc *p;
+	struct proc_opts o;
+	int rc;
+
+	cr_assert_eq(uv_loop_init(&loop), 0);
+	cr_assert_eq(procs_new(&loop, &r), 0);
+	memset(&o, 0, sizeof(o));
+	o.argv = argv;
+	o.fd_in = o.fd_out = o.fd_err = -1;
+	o.exit_cb = on_bound_exit;
+	o.data = status;
+	o.cpus = set;
+	o.mpol = mpol;
+	o.mpol_nodes = nodes;
+	o.mpol_maxnode = CRUN_BIND_MAX_NODES;
+	o.mpol_first = 0;
+	*status = -1;
+	rc = proc_spawn(r, &o, &p);
+	while (rc == 0 && *status < 0)
+		uv_run(&loop, UV_RUN_ONCE);
+	procs_close(r, NULL, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_assert_eq(uv_loop_close(&loop), 0);
+	return rc;
+}
+
+Test(binding, applied_in_child)
+{
+	unsigned long nodes[CRUN_BIND_NODE_WORDS] = {1UL}; /* node 0 */
+	unsigned long far[CRUN_BIND_NODE_WORDS] = {0};
+	cpu_set_t set;
+	int status;
+
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	cr_assert_eq(spawn_bound(&set, MPOL_PREFERRED, nodes, &status), 0);
+	cr_assert_eq(status, 1, "the child runs on cpu 0 alone");
+	/* No such cpu: the kernel refuses, the spawn says so. */
+	CPU_ZERO(&set);
+	CPU_SET(CPU_SETSIZE - 1, &set);
+	cr_assert_eq(spawn_bound(&set, 0, NULL, &status), CRUN_ECPUBIND);
+	cr_assert_eq(status, -1, "nothing ran");
+	/* No such memory node. */
+	far[CRUN_BIND_NODE_WORDS - 1] = 1UL << 3;
+	cr_assert_eq(spawn_bound(NULL, MPOL_PREFERRED, far, &status),
+		     CRUN_EMEMBIND);
+	cr_assert_str_eq(crun_strerror(CRUN_ECPUBIND),
+			 "the kernel refused the cpu binding");
 }
