@@ -22,7 +22,6 @@
 
 command -v prometheus >/dev/null || skip "no prometheus (apt install prometheus)"
 command -v promtool >/dev/null || skip "no promtool (apt install prometheus)"
-command -v curl >/dev/null || skip "no curl"
 
 # --- the option's spellings, the job-file key and bad values -------------
 metrics_line() { grep -qs '^crun: metrics on http://127\.0\.0\.1:[0-9]*/metrics, health on http://127\.0\.0\.1:[0-9]*/healthz$' "$1"; }
@@ -72,7 +71,19 @@ agent() { # NAME
 at_exit 'kill -9 $pid_a $pid_b 2>/dev/null; [ -f $T/pids ] && kill -9 $(cat $T/pids) 2>/dev/null'
 # The one line each agent prints, with the port it chose.
 url_of() { sed -n 's|^crun: metrics on \(http://[^ ]*\)/metrics, .*|\1|p' "$T/$1.out" | head -n 1; }
-code() { curl -s -o "$T/body" -w '%{http_code}' --max-time 5 "$1" 2>/dev/null; }
+# code URL: the status of a GET (000: no answer), its body in $T/body.
+code() {
+	"$PYTHON" -c 'import sys, urllib.request, urllib.error
+try:
+    r = urllib.request.urlopen(sys.argv[1], timeout=5)
+    c, b = r.status, r.read()
+except urllib.error.HTTPError as e:
+    c, b = e.code, e.read()
+except Exception:
+    c, b = 0, b""
+open(sys.argv[2], "wb").write(b)
+print("%03d" % c)' "$1" "$T/body" 2>/dev/null
+}
 is_code() { [ "$(code "$1")" = "$2" ]; }
 
 agent a
@@ -99,7 +110,7 @@ done
 note "healthz 503 on both agents while the failed group stops"
 
 # --- generation 1: running again ------------------------------------------
-gen1() { curl -s --max-time 5 "$1/healthz" | grep -q '"status":"running","healthy":true.*"generation":1'; }
+gen1() { code "$1/healthz" >/dev/null; grep -q '"status":"running","healthy":true.*"generation":1' "$T/body"; }
 for u in "$UA" "$UB"; do
 	wait_for 40 gen1 "$u" || { cat "$T"/*.out; fail "$u never reported generation 1 running"; }
 	expect_eq "healthz code running" "$(code "$u/healthz")" 200
@@ -107,7 +118,8 @@ done
 
 # promtool lints the exposition of each agent.
 for u in "$UA" "$UB"; do
-	curl -s --max-time 5 "$u/metrics" >"$T/scrape" || fail "cannot scrape $u"
+	expect_eq "scrape of $u" "$(code "$u/metrics")" 200
+	cp "$T/body" "$T/scrape"
 	promtool check metrics <"$T/scrape" >"$T/lint" 2>&1 || { cat "$T/lint"; fail "promtool check metrics on $u"; }
 	grep -q '^crun_world_size 4$' "$T/scrape" || fail "$u: no crun_world_size 4"
 done
@@ -126,6 +138,7 @@ scrape_configs:
     static_configs: [{targets: ['${UB#http://}']}]
 EOF
 PP="" PROM=""
+prom_ready() { is_code "http://127.0.0.1:$1/-/ready" 200 || ! kill -0 $PROM 2>/dev/null; }
 for try in 1 2 3 4 5; do
 	p=$(( 20000 + $(od -An -N2 -tu2 /dev/urandom) % 12000 ))
 	listening "$p" && continue
@@ -133,7 +146,7 @@ for try in 1 2 3 4 5; do
 		--web.listen-address="127.0.0.1:$p" >"$T/prom.log" 2>&1 &
 	PROM=$!
 	at_exit "kill -9 $PROM 2>/dev/null"
-	if wait_for 30 sh -c "curl -sf --max-time 2 http://127.0.0.1:$p/-/ready >/dev/null || ! kill -0 $PROM"
+	if wait_for 30 prom_ready "$p"
 	then
 		kill -0 $PROM 2>/dev/null && { PP=$p; break; }
 	fi
@@ -145,10 +158,11 @@ note "prometheus on 127.0.0.1:$PP"
 
 # q QUERY: the instant vector as sorted "job=value" words.
 q() {
-	curl -sf --max-time 5 -G "http://127.0.0.1:$PP/api/v1/query" --data-urlencode "query=$1" |
-		"$PYTHON" -c 'import json, sys
-r = json.load(sys.stdin)["data"]["result"]
-print(" ".join(sorted(x["metric"].get("job", "") + "=" + x["value"][1] for x in r)))' 2>/dev/null
+	"$PYTHON" -c 'import json, sys, urllib.parse, urllib.request
+u = sys.argv[1] + "/api/v1/query?" + urllib.parse.urlencode({"query": sys.argv[2]})
+r = json.load(urllib.request.urlopen(u, timeout=5))["data"]["result"]
+print(" ".join(sorted(x["metric"].get("job", "") + "=" + x["value"][1] for x in r)))' \
+		"http://127.0.0.1:$PP" "$1" 2>/dev/null
 }
 # check WHAT QUERY PATTERN: Prometheus's answer matches the (case) PATTERN
 # within 20 s (scrapes land every second).
