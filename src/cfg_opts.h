@@ -111,7 +111,7 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  G_RDZV, "address naming this node; MASTER_ADDR when it is rank 0")  \
 	X(env_check, "env_check", 0, STR, "rendezvous", "warn", CFG_ENV_CRUN, \
 	  G_RDZV,                                                              \
-	  "nodes' driver/torch/CUDA/NCCL versions differ: warn, strict, off")  \
+	  "nodes whose driver/torch/CUDA/NCCL differ: warn, strict or off")  \
 	X(env_check_timeout, "env_check_timeout", 0, STR, "rendezvous", "2",  \
 	  CFG_ENV_CRUN, G_RDZV,                                                \
 	  "seconds (0-5) the descriptor waits for this node's fingerprint")   \

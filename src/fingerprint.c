@@ -2,16 +2,19 @@
  * A node's fingerprint (see include/crun/fingerprint.h).
  *
  * Happy path: the agent calls fingerprint_start as it starts; on libuv's
- * thread pool the driver's version file is read, the workers' interpreter
- * is run once with -S to print its path (about 20 ms), and along that path
+ * thread pool the driver's version file is read, the interpreter's path is
+ * derived from its real name ("python3.11") and PYTHONPATH as Python would
+ * build it (no process: well under a millisecond), and along that path
  * torch/version.py and the nvidia-nccl dist-info are read; the callback
  * hands the result to the rendezvous, which writes it into this node's
  * descriptor. The closer of a round compares the descriptors.
  *
- * Failure modes: a missing file is "-" (absent), an interpreter that does
- * not start or answer in time leaves the python items unknown (""), and
- * values outside the wire's character set are cut at the first bad byte.
- * Nothing here fails the job; the comparison just has less to compare.
+ * Failure modes: torch not found on the derived path (a pyenv shim, a
+ * wrapper script, a .pth) makes the interpreter print its path (-S, about
+ * 20 ms idle, killed after the timeout); a missing file is "-" (absent); an
+ * interpreter that does not answer leaves the python items unknown (""),
+ * and values outside the wire's character set are cut at the first bad
+ * byte. Nothing here fails the job; the comparison just has less to compare.
  */
 #include <dirent.h>
 #include <errno.h>

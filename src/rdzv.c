@@ -1283,6 +1283,7 @@ int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
 	stop_timers(r);
 	r->cb = cb;
 	r->cb_data = data;
+	r->env_refused = 0;
 	r->state = R_JOINING;
 	r->deadline_phase = 0;
 	uv_timer_start(&r->deadline, on_deadline,

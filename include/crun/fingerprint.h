@@ -8,8 +8,11 @@
  *           and CRUN_SYSFS move the roots, for tests, as in gpu.h)
  *   torch   torch/version.py's __version__ (else the dist-info METADATA or
  *           egg-info PKG-INFO "Version:") of the first torch package along
- *           the workers' interpreter's path: PYTHONPATH, its own
- *           directories, the user site and the site-packages
+ *           the workers' interpreter's path: PYTHONPATH, a venv's
+ *           site-packages, the user site, the prefix's site- and
+ *           dist-packages (derived from the interpreter's real name
+ *           "pythonX.Y"; only when torch is not there is the interpreter
+ *           run, with -S, to print its sys.path and site directories)
  *   cuda    torch/version.py's cuda (None: a CPU build, shown "-")
  *   nccl    the first nvidia-nccl-* dist-info METADATA "Version:" along the
  *           same path, else the "NCCL version X" string of a bundled

@@ -6,7 +6,8 @@
  *
  * A round R lives under "crun/<run_id>/r<R>/":
  *   join        counter: a node's ADD gives its arrival index i (1-based)
- *   node/<i>    that node's descriptor (host, address, nproc, role, pid...)
+ *   node/<i>    that node's descriptor (host, address, nproc, role, pid...
+ *               and its fingerprint, fingerprint.h, for --env_check)
  *   closed      counter: 0 while open, then the number of participants N
  *   assign/<i>  group rank and rank arithmetic of node i, written by the
  *               node that closed the round, in one MULTI_SET
@@ -22,6 +23,8 @@
  *   host/<g>    the host name of group rank g, for messages
  *   addrs       the nodes' addresses by group rank, blank-separated (the
  *               workers' store accepts only them and loopback)
+ *   envcheck    how the nodes' fingerprints differ, one line per item, or
+ *               "-": written with the assignments, printed by every node
  *   done/<g>    node g finished and left: its silence is not a death
  *   finished    counter of nodes whose workers all succeeded
  * plus "crun/<run_id>/round" (the current round), ".../config" (nnodes and

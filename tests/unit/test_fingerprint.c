@@ -288,7 +288,7 @@ static void put_file(const char *path, const char *text)
 }
 
 /* A fake driver tree and site-packages, read through a real interpreter. */
-Test(fingerprint, collect_fake_trees, .timeout = 30)
+Test(fingerprint, collect_fake_trees, .timeout = 10)
 {
 	const char *py = getenv("PYTHON") ? getenv("PYTHON") : "/usr/bin/python3";
 	char root[] = "/tmp/crun-fp-XXXXXX", p[512], e1[600], e2[600], e3[600];
