@@ -203,5 +203,4 @@ int rdzv_parse_fails(const void *p, size_t len, struct rdzv_fail *f, int max,
 int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
 			int max, int *n, char *why, size_t wlen);
 
-
 #endif
