@@ -47,10 +47,11 @@ struct crun_rdzv_conf {
 	double heartbeat_timeout;
 	double keep_alive_interval;
 	int keep_alive_max_attempt;
-	long heartbeat_rate; /* heartbeats/s the store host takes (0: any) */
-	double timeout;	     /* static backend: wait for all agents (0: join) */
-	int is_host;	     /* -1 auto, 0, 1 */
-	char *store_type;    /* "tcp" (only tcp is supported) */
+	/* heartbeats per second the store host takes (0: no bound) */
+	long heartbeat_rate;
+	double timeout;	  /* static backend: wait for all agents (0: join) */
+	int is_host;	  /* -1 auto, 0, 1 */
+	char *store_type; /* "tcp" (only tcp is supported) */
 	char *local_addr;
 	/* etcd backend */
 	char *etcd_prefix; /* key prefix, "/crun" */

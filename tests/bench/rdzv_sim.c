@@ -33,9 +33,9 @@
  * load1 (the machine's 1-minute load average when the row was taken).
  *
  * Failure modes: a client that fails, a round that does not form, or a
- * bound (--timeout) that passes makes the run exit 1 with a one-line reason;
- * --check additionally asserts the ranks of each round (0..N-1 once each,
- * the host's node 0, one world size). Descriptors: RLIMIT_NOFILE is raised
+ * bound (--timeout) that passes makes the run exit 1 with a one-line reason,
+ * and so do wrong ranks in a round (each of 0..N-1 once, the host's node 0,
+ * one world size: N, then N-1 after the loss). Descriptors: RLIMIT_NOFILE is raised
  * (as root the hard limit too, and fs.nr_open if it is too small: said on
  * stderr).
  */
@@ -82,7 +82,6 @@ struct opts {
 	double ka_interval;
 	int ka_attempts;
 	double hb_rate;
-	int check;
 	int header;
 };
 
