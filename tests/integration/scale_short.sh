@@ -11,7 +11,8 @@
 #    the bytes each node moves do not grow with N (they did when every node
 #    read the round's address list: O(N^2) bytes per round).
 #  - heartbeat_rate bounds the store host's heartbeat load.
-#  - crun does not load libcurl at exec (agent start-up at 1024 agents).
+#  - crun does not load libcurl or libmicrohttpd at exec (agent start-up
+#    at 1024 agents).
 #  - 256 simulated ranks initialise through `crun store` and through the
 #    do-nothing floor server.
 . "$(dirname "$0")/lib.sh"
@@ -63,10 +64,12 @@ grep -q '^workers,256,[0-9.]*,[0-9.]*,' "$T/w.csv" || fail "no workers row with 
 # 256 ranks: ADD, WAIT and 3 GETs each, plus the SET that opens the barrier.
 expect_eq "workers' store ops" "$(awk -F, '{ print $5 }' "$T/w.csv")" 1281
 # Agent start-up: libcurl (30 libraries with its own dependencies) is opened
-# only by the etcd backend, not loaded by every crun at exec.
+# only by the etcd backend, and libmicrohttpd (gnutls and 8 more) only by
+# --metrics_port, not loaded by every crun at exec.
 if command -v ldd >/dev/null 2>&1; then
 	ldd "$CRUN" >"$T/ldd" 2>&1
 	expect_nogrep "crun's libraries" libcurl "$T/ldd"
+	expect_nogrep "crun's libraries" libmicrohttpd "$T/ldd"
 	note "crun loads $(grep -c '=>' "$T/ldd") shared libraries at exec"
 fi
 echo "scale_short: ok"
