@@ -1727,6 +1727,11 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 	}
 	metrics_store_fill(&s->stores[0], "rendezvous", srv[0]);
 	metrics_store_fill(&s->stores[1], "workers", srv[1]);
+	if (a->multi && a->rdzv)
+		s->nexcluded =
+		    rdzv_excluded(a->rdzv, s->excluded, RDZV_MAX_EXCLUDED);
+	if (s->nexcluded > RDZV_MAX_EXCLUDED)
+		s->nexcluded = RDZV_MAX_EXCLUDED;
 }
 
 /* --metrics_port: serve /metrics and /healthz; say where (tests read it). */

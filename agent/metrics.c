@@ -189,6 +189,22 @@ char *metrics_render(const struct metrics_snap *s, double now, size_t *len)
 		single(fp, "crun_base_rank", "gauge",
 		       "RANK of this node's local rank 0.", s->base_rank);
 	}
+	single(fp, "crun_nodes_excluded", "gauge",
+	       "Nodes left out after repeated failures (exclude_after).",
+	       s->nexcluded);
+	if (s->nexcluded > 0) {
+		family(fp, "crun_node_excluded_until_seconds", "gauge",
+		       "When a left-out node may rejoin, in seconds since the "
+		       "epoch.");
+		for (int i = 0; i < s->nexcluded; i++) {
+			fputs("crun_node_excluded_until_seconds{host=\"", fp);
+			put_label(fp, s->excluded[i].host);
+			fputs("\",addr=\"", fp);
+			put_label(fp, s->excluded[i].addr);
+			fprintf(fp, "\"} %lld\n",
+				(long long)s->excluded[i].until);
+		}
+	}
 	single(fp, "crun_node_losses_total", "counter",
 	       "Rounds ended by the loss of another node.",
 	       (double)s->node_losses);

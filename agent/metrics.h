@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "crun/rdzv_records.h"
+
 #define METRICS_MAX_OPS 32
 
 /* One store this agent hosts, as /metrics shows it. */
@@ -43,6 +45,9 @@ struct metrics_snap {
 	double last_failure; /* epoch seconds, 0: none yet (any node) */
 	int last_exit_code;
 	struct metrics_store stores[2];
+	/* Nodes left out after repeated failures (exclude_after). */
+	int nexcluded;
+	struct rdzv_exclusion excluded[RDZV_MAX_EXCLUDED];
 };
 
 /** Whether state answers /healthz with 200 (rendezvous, running). */

@@ -209,7 +209,7 @@ static int failure_signal(const struct rdzv_failure *f)
 static json_t *status_json(const struct cmd_status *cs,
 			   const struct rdzv_status *st)
 {
-	json_t *o = json_object(), *nodes = json_array();
+	json_t *o = json_object(), *nodes = json_array(), *ex;
 
 	json_object_set_new(o, "run_id", json_string(st->run_id));
 	json_object_set_new(o, "endpoint", json_string(cs->endpoint));
@@ -297,6 +297,18 @@ static json_t *status_json(const struct cmd_status *cs,
 	} else {
 		json_object_set_new(o, "last_failure", json_null());
 	}
+	ex = json_array();
+	for (int i = 0; i < st->nexcluded; i++) {
+		const struct rdzv_exclusion *x = &st->excluded[i];
+
+		json_array_append_new(
+		    ex,
+		    json_pack("{s:s, s:s, s:I, s:i, s:i, s:f}", "host", x->host,
+			      "addr", x->addr, "until", (json_int_t)x->until,
+			      "since_round", x->round, "failures", x->fails,
+			      "left_s", (double)x->until - now_unix()));
+	}
+	json_object_set_new(o, "excluded", ex);
 	return o;
 }
 
@@ -367,6 +379,15 @@ static void status_text(const struct cmd_status *cs,
 		       f->round, when, now_unix() - (double)f->unix_ms / 1000);
 	} else {
 		printf("last failure: none\n");
+	}
+	for (int i = 0; i < st->nexcluded; i++) {
+		const struct rdzv_exclusion *x = &st->excluded[i];
+		double left = (double)x->until - now_unix();
+
+		printf("left out: %s (%s) after %d failed rounds in a row, "
+		       "since round %d, %.0f s to go\n",
+		       x->host, x->addr, x->fails, x->round,
+		       left > 0 ? left : 0);
 	}
 }
 

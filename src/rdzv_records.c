@@ -368,6 +368,17 @@ static int next_named_int(struct cur *c, const char *name, int64_t lo,
 	return 0;
 }
 
+/* Whether s[0..n) looks like a number of seconds as %g prints it. */
+static int seconds_text(const char *s, size_t n)
+{
+	if (n == 0 || n > 32)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (strchr("0123456789.e+-", s[i]) == NULL || s[i] == '\0')
+			return 0;
+	return 1;
+}
+
 int rdzv_parse_config(const void *p, size_t len, int max_nodes, int *min,
 		      int *max, char *backend, size_t blen, char *why,
 		      size_t wlen)
@@ -394,6 +405,20 @@ int rdzv_parse_config(const void *p, size_t len, int max_nodes, int *min,
 	    next_str(&(struct cur){f + 8, f + n}, "backend", backend, blen, why,
 		     wlen))
 		return reason(why, wlen, "expected backend=NAME");
+	/* With exclude_after on, rdzv.c adds "exclude=K:S" (K 1..32, S the
+	 * cooldown in seconds, as %g prints it). */
+	n = cur_field(&c, &f);
+	if (n > 0) {
+		int64_t k;
+
+		colon = n > 8 ? memchr(f, ':', n) : NULL;
+		if (n <= 8 || memcmp(f, "exclude=", 8) != 0 || colon == NULL ||
+		    field_int(f + 8, (size_t)(colon - f - 8), 1, 32, &k) ||
+		    !seconds_text(colon + 1, (size_t)(f + n - colon - 1)))
+			return reason(why, wlen,
+				      "expected exclude=K:SECONDS after the "
+				      "backend");
+	}
 	if (!cur_done(&c))
 		return reason(why, wlen, "trailing fields after the backend");
 	*min = (int)lo;

@@ -490,7 +490,15 @@ static void on_round(struct crun_rdzv_status *s)
 
 /* ---- the job ------------------------------------------------------------ */
 
-enum { J_CONFIG, J_ROUND, J_RESTARTS, J_PARAMS, J_FAILURE, J_NSLOTS };
+enum {
+	J_CONFIG,
+	J_ROUND,
+	J_RESTARTS,
+	J_PARAMS,
+	J_FAILURE,
+	J_EXCLUDED,
+	J_NSLOTS
+};
 
 static void on_job_keys(struct crun_rdzv_status *s)
 {
@@ -527,6 +535,11 @@ static void on_job_keys(struct crun_rdzv_status *s)
 			return bad(s, "failure", why);
 		st->have_failure = 1;
 	}
+	if (sl[J_EXCLUDED].present &&
+	    rdzv_parse_excluded(sl[J_EXCLUDED].v, sl[J_EXCLUDED].len,
+				st->excluded, RDZV_MAX_EXCLUDED, &st->nexcluded,
+				why, sizeof(why)))
+		return bad(s, "excluded", why);
 	batch_begin(s, R_NSLOTS, on_round);
 	peek(s, R_JOIN, "r%d/join", st->round);
 	peek(s, R_CLOSED, "r%d/closed", st->round);
@@ -569,6 +582,7 @@ static void on_job(struct crun_rdzv_status *s)
 	peek(s, J_RESTARTS, "restarts");
 	peek(s, J_PARAMS, "params");
 	peek(s, J_FAILURE, "failure");
+	peek(s, J_EXCLUDED, "excluded");
 	batch_end(s);
 }
 

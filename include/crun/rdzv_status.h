@@ -58,6 +58,9 @@ struct rdzv_status {
 	char end_why[512];
 	int have_failure;
 	struct rdzv_failure failure;
+	/* Nodes left out after repeated failures (exclude_after). */
+	int nexcluded;
+	struct rdzv_exclusion excluded[RDZV_MAX_EXCLUDED];
 	double hb_window; /* seconds the heartbeats were sampled */
 };
 

@@ -23,6 +23,7 @@
 . tests/integration/lib.sh
 
 FAST="last_call_timeout=1,join_timeout=30"
+EXTRA="" # more agent options
 GOOD="$FAKE_WORKER append $T/runs ok sleep 4000 exit 0"
 BAD="$FAKE_WORKER append $T/runs bad sleep 200 exit 3"
 
@@ -31,7 +32,7 @@ agent() {
 	_n=$1 _la=$2 _nn=$3 _conf=$4; shift 4
 	"$CRUN" --nnodes="$_nn" --nproc_per_node=1 --max_restarts=3 --rdzv_backend=c10d \
 		--rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id="$JOB" --local_addr="$_la" \
-		--rdzv_conf="$_conf" --event_log="$T/$JOB.$_n.ev" "$@" >"$T/$JOB.$_n.out" 2>&1 &
+		--rdzv_conf="$_conf" --event_log="$T/$JOB.$_n.ev" $EXTRA "$@" >"$T/$JOB.$_n.out" 2>&1 &
 	eval "pid_$_n=\$!"
 	at_exit "kill -KILL \$pid_$_n"
 }
@@ -62,7 +63,25 @@ expect_nogrep "base: nobody left out" "left out" "$T/base.c.out"
 note "0. without exclude_after: c failed all 4 rounds (3 restarts), job status 3"
 
 # 1. exclude_after=2: c sits out after two failed rounds; a and b finish.
+#    While they run round 2, `crun status` and a's /metrics show c left out.
+EXTRA="--metrics_port=0 --metrics_addr=127.0.0.1"
 three ex 2:3 "$FAST,exclude_after=2" $BAD
+EXTRA=""
+wait_for 30 grep -q "round 2: group rank" "$T/ex.a.out" || { cat "$T/ex.a.out" >&2; fail "ex: a never ran round 2"; }
+"$CRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=ex --json >"$T/ex.status.json" 2>"$T/ex.status.err" ||
+	fail "ex: crun status failed: $(cat "$T/ex.status.err")"
+"$PYTHON" -c '
+import json, sys
+x = json.load(open(sys.argv[1]))["excluded"]
+assert len(x) == 1 and x[0]["addr"] == "127.0.0.3" and x[0]["failures"] == 2, x
+' "$T/ex.status.json" || fail "ex: crun status --json does not show c left out: $(cat "$T/ex.status.json")"
+"$CRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=ex >"$T/ex.status.txt" 2>&1
+expect_grep "ex: crun status names c" "^left out: .* (127.0.0.3) after 2 failed rounds in a row" "$T/ex.status.txt"
+url=$(sed -n 's|.*metrics on \(http://[^ ,]*/metrics\).*|\1|p' "$T/ex.a.out" | head -n 1)
+[ -n "$url" ] || fail "ex: a printed no metrics URL"
+curl -sf "$url" >"$T/ex.metrics" || fail "ex: cannot scrape $url"
+expect_grep "ex: a's metrics count c" "^crun_nodes_excluded 1$" "$T/ex.metrics"
+expect_grep "ex: a's metrics name c" '^crun_node_excluded_until_seconds{host=".*",addr="127.0.0.3"} [0-9]' "$T/ex.metrics"
 for n in a b; do status $n 0; done
 status c 0
 expect_eq "ex: rounds that c failed" "$(count '^bad' "$T/runs")" 2

@@ -233,3 +233,31 @@ Test(rdzv_records, status_records, .timeout = 10)
 					&f, why, sizeof(why)),
 		     CRUN_EPROTO);
 }
+
+/* exclude_after's "exclude=K:S" after the backend (rdzv.c writes it). */
+Test(rdzv_records, config_exclude_field)
+{
+	const char *good[] = {"nnodes=2:3 backend=c10d exclude=2:300",
+			      "nnodes=1:1 backend=etcd exclude=32:0.5"};
+	const char *bad[] = {"nnodes=2:3 backend=c10d exclude=0:300",
+			     "nnodes=2:3 backend=c10d exclude=2:",
+			     "nnodes=2:3 backend=c10d exclude=2:abc",
+			     "nnodes=2:3 backend=c10d exclude=2",
+			     "nnodes=2:3 backend=c10d other=1",
+			     "nnodes=2:3 backend=c10d exclude=2:1 x"};
+	char backend[32], why[200];
+	int min, max;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++)
+		cr_assert_eq(rdzv_parse_config(good[i], strlen(good[i]), 100,
+					       &min, &max, backend,
+					       sizeof(backend), why,
+					       sizeof(why)),
+			     0, "%s: %s", good[i], why);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		cr_assert_neq(rdzv_parse_config(bad[i], strlen(bad[i]), 100,
+						&min, &max, backend,
+						sizeof(backend), why,
+						sizeof(why)),
+			      0, "%s accepted", bad[i]);
+}
