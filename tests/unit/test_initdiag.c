@@ -76,7 +76,7 @@ static void v4(unsigned char out[16], const char *s)
 	cr_assert_eq(inet_pton(AF_INET, s, out + 12), 1);
 }
 
-Test(initdiag, tcp_rows, .timeout = 10)
+Test(initdiag, tcp_rows, .timeout = 20)
 {
 	struct initdiag_tcp t;
 	unsigned char want[16];
@@ -105,7 +105,7 @@ Test(initdiag, tcp_rows, .timeout = 10)
 	cr_assert_eq(t.inode, 345678);
 }
 
-Test(initdiag, tcp6_rows, .timeout = 10)
+Test(initdiag, tcp6_rows, .timeout = 20)
 {
 	struct initdiag_tcp t, t4;
 	unsigned char want[16];
@@ -125,7 +125,7 @@ Test(initdiag, tcp6_rows, .timeout = 10)
 	cr_assert_eq(t.state, 0x0a);
 }
 
-Test(initdiag, tcp_rows_bad, .timeout = 10)
+Test(initdiag, tcp_rows_bad, .timeout = 20)
 {
 	static const char *bad[] = {
 	    "",
@@ -151,7 +151,7 @@ Test(initdiag, tcp_rows_bad, .timeout = 10)
 
 /* ---- ranges and lines ---------------------------------------------------- */
 
-Test(initdiag, ranges, .timeout = 10)
+Test(initdiag, ranges, .timeout = 20)
 {
 	unsigned char f[] = {1, 1, 0, 0, 0, 1, 0, 1, 1, 1};
 	char buf[64];
@@ -173,7 +173,7 @@ Test(initdiag, ranges, .timeout = 10)
 	cr_assert_str_eq(buf, "");
 }
 
-Test(initdiag, ranges_many, .timeout = 10)
+Test(initdiag, ranges_many, .timeout = 20)
 {
 	unsigned char f[RDZV_DIAG_MAX_NPROC];
 	char buf[512];
@@ -187,7 +187,7 @@ Test(initdiag, ranges_many, .timeout = 10)
 	cr_assert(strstr(buf, ",...") != NULL);
 }
 
-Test(initdiag, warning_line, .timeout = 10)
+Test(initdiag, warning_line, .timeout = 20)
 {
 	char line[512];
 	volatile size_t small = 10;
@@ -213,7 +213,7 @@ Test(initdiag, warning_line, .timeout = 10)
 /* ---- records --------------------------------------------------------------
  */
 
-Test(initdiag, record_roundtrip, .timeout = 10)
+Test(initdiag, record_roundtrip, .timeout = 20)
 {
 	unsigned char c[RDZV_DIAG_MAX_NPROC] = {0}, t[RDZV_DIAG_MAX_NPROC] = {0};
 	struct rdzv_diag d;
@@ -248,7 +248,7 @@ Test(initdiag, record_roundtrip, .timeout = 10)
 		     0);
 }
 
-Test(initdiag, record_bad, .timeout = 10)
+Test(initdiag, record_bad, .timeout = 20)
 {
 	static const struct {
 		const char *rec, *why;
@@ -324,7 +324,7 @@ static struct initdiag *group(struct rdzv_diag recs[3], int valid[3])
 	return d;
 }
 
-Test(initdiag, judge_names_the_missing_node, .timeout = 10)
+Test(initdiag, judge_names_the_missing_node, .timeout = 20)
 {
 	struct rdzv_diag recs[3];
 	int valid[3];
@@ -363,7 +363,7 @@ Test(initdiag, judge_names_the_missing_node, .timeout = 10)
 	free(d);
 }
 
-Test(initdiag, judge_no_record, .timeout = 10)
+Test(initdiag, judge_no_record, .timeout = 20)
 {
 	struct rdzv_diag recs[3];
 	int valid[3];
@@ -430,7 +430,7 @@ Test(initdiag, judge_no_record_named_by_the_store, .timeout = 20)
 	free(d);
 }
 
-Test(initdiag, judge_quiet, .timeout = 10)
+Test(initdiag, judge_quiet, .timeout = 20)
 {
 	struct rdzv_diag recs[3];
 	int valid[3];
@@ -453,7 +453,7 @@ Test(initdiag, judge_quiet, .timeout = 10)
 	free(d);
 }
 
-Test(initdiag, off_does_nothing, .timeout = 10)
+Test(initdiag, off_does_nothing, .timeout = 20)
 {
 	struct initdiag *d;
 	struct initdiag_round r;

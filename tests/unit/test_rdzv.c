@@ -1528,7 +1528,9 @@ static void on_sread(struct crun_rdzv_status *s, int status, const struct rdzv_s
 	if (st) {
 		SR.st = *st;
 		cr_assert_leq(st->nnodes, MAXNODES);
-		memcpy(SR.nodes, st->nodes, (size_t)st->nnodes * sizeof(*st->nodes));
+		if (st->nnodes > 0)
+			memcpy(SR.nodes, st->nodes,
+			       (size_t)st->nnodes * sizeof(*st->nodes));
 		SR.st.nodes = SR.nodes;
 	}
 }
