@@ -42,6 +42,9 @@ endif
 
 DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS))
 DEP_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS))
+# crun itself opens libcurl and libmicrohttpd on first use (src/curl_dl.c,
+# src/mhd_dl.c): never linked, whatever the linker's --as-needed default.
+BIN_LIBS := $(shell $(PKG_CONFIG) --libs $(filter-out libcurl libmicrohttpd,$(PKGS))) -ldl
 CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion)
 ALL_CFLAGS = $(STD) $(WARN) $(OPT) -Iinclude -DCRUN_VERSION='"$(VERSION)"' $(DEP_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(LDSAN) $(LDFLAGS)
@@ -68,7 +71,7 @@ $(BUILD)/libcrun.a: $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
 $(BUILD)/crun: $(BIN_OBJ) $(BUILD)/libcrun.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $(BIN_OBJ) $(BUILD)/libcrun.a $(DEP_LIBS) -lm
+	$(CC) $(ALL_LDFLAGS) -o $@ $(BIN_OBJ) $(BUILD)/libcrun.a $(BIN_LIBS) -lm
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libcrun.a
 	@mkdir -p $(@D)
