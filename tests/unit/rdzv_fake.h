@@ -783,4 +783,26 @@ static void assert_formed(struct node *n, int round, int grank, int gworld, int 
 	cr_assert_eq(n->res.ranks.local_world_size, n->o.nproc);
 }
 
+/* Every node whose round ended asks rdzv_may_restart; wait for the answers. */
+static void may_all(int kind)
+{
+	for (int i = 0; i < W.nn; i++) {
+		W.n[i].nmay = 0;
+		W.n[i].may_ok = -1;
+		/* Only nodes whose round ended ask (as the agent does). */
+		if (W.n[i].alive && W.n[i].nend)
+			cr_assert_eq(rdzv_may_restart(W.n[i].r, kind, on_may, &W.n[i]), 0);
+	}
+	cr_assert(run_until(all_mays, 2000), "rdzv_may_restart did not answer");
+}
+
+static void clear_ends(void)
+{
+	for (int i = 0; i < W.nn; i++) {
+		W.n[i].nend = 0;
+		W.n[i].end_kind = 0;
+		W.n[i].end_why[0] = '\0';
+	}
+}
+
 #endif
