@@ -127,6 +127,56 @@ void env_compute_ranks(const struct crun_node_info *nodes, int n,
 	}
 }
 
+/* A group rank and its role, to order the nodes by role. */
+struct role_ix {
+	const char *role;
+	int g;
+};
+
+static int role_ix_cmp(const void *x, const void *y)
+{
+	const struct role_ix *a = x, *b = y;
+	int c = strcmp(a->role, b->role);
+
+	return c != 0 ? c : (a->g > b->g) - (a->g < b->g);
+}
+
+int env_compute_all_ranks(const struct crun_node_info *nodes, int n,
+			  struct crun_ranks *out)
+{
+	struct role_ix *ix = calloc(n > 0 ? (size_t)n : 1, sizeof(*ix));
+	int base = 0, world = 0;
+
+	if (ix == NULL)
+		return -1;
+	for (int g = 0; g < n; g++)
+		world += nodes[g].local_world_size;
+	for (int g = 0; g < n; g++) {
+		memset(&out[g], 0, sizeof(out[g]));
+		out[g].group_rank = g;
+		out[g].group_world_size = n;
+		out[g].local_world_size = nodes[g].local_world_size;
+		out[g].world_size = world;
+		out[g].base_rank = base;
+		base += nodes[g].local_world_size;
+		ix[g].role = nodes[g].role;
+		ix[g].g = g;
+	}
+	qsort(ix, (size_t)n, sizeof(*ix), role_ix_cmp);
+	for (int i = 0, j; i < n; i = j) {
+		int sum = 0;
+
+		for (j = i; j < n && strcmp(ix[j].role, ix[i].role) == 0; j++) {
+			out[ix[j].g].base_role_rank = sum;
+			sum += nodes[ix[j].g].local_world_size;
+		}
+		for (int k = i; k < j; k++)
+			out[ix[k].g].role_world_size = sum;
+	}
+	free(ix);
+	return 0;
+}
+
 static int set_int(struct crun_env *e, const char *name, long v)
 {
 	char buf[24];

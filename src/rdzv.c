@@ -583,34 +583,10 @@ static void on_assigned(int status, const struct crun_store_reply *rep,
 		store_error(r, CRUN_ECLOSED);
 }
 
-/* Descriptor order: store host first, then node rank (static), host, addr, pid.
- */
-int rdzv_descr_cmp(const char *a, const char *b)
-{
-	int ha, ra, na, pa, hb, rb, nb, pb, c;
-	char hosta[256], hostb[256], addra[256], addrb[256];
-
-	if (sscanf(a, "%d %d %d %d %255s %255s", &ha, &ra, &na, &pa, hosta,
-		   addra) != 6 ||
-	    sscanf(b, "%d %d %d %d %255s %255s", &hb, &rb, &nb, &pb, hostb,
-		   addrb) != 6)
-		return strcmp(a, b);
-	/* Node ranks first (static backend; all 0 for c10d), then the host. */
-	if (ra != rb)
-		return ra < rb ? -1 : 1;
-	if (ha != hb)
-		return hb - ha;
-	if ((c = strcmp(hosta, hostb)) != 0)
-		return c;
-	if ((c = strcmp(addra, addrb)) != 0)
-		return c;
-	return pa < pb ? -1 : pa > pb;
-}
-
 struct nd {
-	const char *d;
-	char descr[RDZV_MAX_RECORD + 1];
 	int index;
+	int is_host;
+	int pid;
 	int nproc;
 	int node_rank;
 	char host[256];
@@ -619,11 +595,32 @@ struct nd {
 	struct crun_fingerprint fp;
 };
 
+/*
+ * Descriptor order: node rank (static; all 0 for c10d), the store host
+ * first, then host, address and pid.
+ */
 static int nd_cmp(const void *x, const void *y)
 {
 	const struct nd *a = x, *b = y;
+	int c;
 
-	return rdzv_descr_cmp(a->d, b->d);
+	if (a->node_rank != b->node_rank)
+		return a->node_rank < b->node_rank ? -1 : 1;
+	if (a->is_host != b->is_host)
+		return b->is_host - a->is_host;
+	if ((c = strcmp(a->host, b->host)) != 0)
+		return c;
+	if ((c = strcmp(a->addr, b->addr)) != 0)
+		return c;
+	return (a->pid > b->pid) - (a->pid < b->pid);
+}
+
+/* Order pointers to node descriptions by host name. */
+static int nd_host_cmp(const void *x, const void *y)
+{
+	const struct nd *const *a = x, *const *b = y;
+
+	return strcmp((*a)->host, (*b)->host);
 }
 
 /* End round R before it formed (a node vanished while joining). */
@@ -674,23 +671,29 @@ static int env_compare(struct crun_rdzv *r, const struct nd *v, int n,
 	char(*labels)[RDZV_MAX_FIELD * 2 + 4] =
 	    calloc((size_t)n, sizeof(*labels));
 	struct crun_fingerprint *fps = calloc((size_t)n, sizeof(*fps));
+	const struct nd **byhost = calloc((size_t)n, sizeof(*byhost));
+	char *dup = calloc((size_t)n, 1);
 	char *lines = malloc(RDZV_MAX_ENVCHECK + 1);
 	int k = 0;
 
-	if (!hosts || !labels || !fps || !lines)
+	if (!hosts || !labels || !fps || !byhost || !dup || !lines)
 		abort();
 	key(r, envk, "r%d/envcheck", r->round);
 	/* Nodes are named by host; by "host (address)" where hosts repeat. */
+	for (int i = 0; i < n; i++)
+		byhost[i] = &v[i];
+	qsort(byhost, (size_t)n, sizeof(*byhost), nd_host_cmp);
+	for (int i = 1; i < n; i++)
+		if (strcmp(byhost[i - 1]->host, byhost[i]->host) == 0)
+			dup[byhost[i - 1] - v] = dup[byhost[i] - v] = 1;
 	for (int i = 0; i < n; i++) {
-		int dup = 0;
-
-		for (int j = 0; j < n && !dup; j++)
-			dup = j != i && strcmp(v[i].host, v[j].host) == 0;
-		snprintf(labels[i], sizeof(labels[i]), dup ? "%s (%s)" : "%s",
-			 v[i].host, v[i].addr);
+		snprintf(labels[i], sizeof(labels[i]),
+			 dup[i] ? "%s (%s)" : "%s", v[i].host, v[i].addr);
 		hosts[i] = labels[i];
 		fps[i] = v[i].fp;
 	}
+	free(byhost);
+	free(dup);
 	if (r->o.env_check != CRUN_ENV_CHECK_OFF)
 		k = fingerprint_compare(hosts, fps, n, lines,
 					RDZV_MAX_ENVCHECK + 1);
@@ -729,6 +732,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	struct crun_rdzv *r = op_take(arg, NULL, &n);
 	struct nd *v;
 	struct crun_node_info *info;
+	struct crun_ranks *rks;
 	char(*keys)[KEYMAX], (*vals)[400], k[KEYMAX];
 	const char **kp;
 	const void **vp;
@@ -746,6 +750,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 		return store_error(r, status);
 	v = calloc((size_t)n, sizeof(*v));
 	info = calloc((size_t)n, sizeof(*info));
+	rks = calloc((size_t)n, sizeof(*rks));
 	/* Every assignment, and every host name by group rank (for messages).
 	 */
 	keys = calloc(2 * (size_t)n + 2, sizeof(*keys));
@@ -754,16 +759,13 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	vp = calloc(2 * (size_t)n + 2, sizeof(*vp));
 	lens = calloc(2 * (size_t)n + 2, sizeof(*lens));
 	addrs = calloc((size_t)n, 257);
-	if (!v || !info || !keys || !vals || !kp || !vp || !lens || !addrs)
+	if (!v || !info || !rks || !keys || !vals || !kp || !vp || !lens ||
+	    !addrs)
 		abort();
 	for (int i = 0; i < n; i++) {
 		struct rdzv_descr d;
 		char why[200], msg[1200];
 
-		v[i].d = i < (int)rep->nvalues
-			     ? reply_str(rep, (size_t)i, v[i].descr,
-					 sizeof(v[i].descr))
-			     : "";
 		v[i].index = i + 1;
 		d.host[0] = '\0';
 		if (i < (int)rep->nvalues &&
@@ -771,6 +773,8 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 				     r->o.max_nodes, &d, why,
 				     sizeof(why)) == 0) {
 			v[i].node_rank = d.node_rank;
+			v[i].is_host = d.is_host;
+			v[i].pid = d.pid;
 			v[i].nproc = d.nproc;
 			memcpy(v[i].host, d.host, sizeof(v[i].host));
 			memcpy(v[i].addr, d.addr, sizeof(v[i].addr));
@@ -817,14 +821,15 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 		info[i].role = v[i].role;
 		info[i].local_world_size = v[i].nproc;
 	}
+	if (env_compute_all_ranks(info, n, rks) != 0)
+		abort();
 	for (int g = 0; g < n; g++) {
-		struct crun_ranks rk;
+		const struct crun_ranks *rk = &rks[g];
 
-		env_compute_ranks(info, n, g, &rk);
 		key(r, keys[g], "r%d/assign/%d", r->round, v[g].index);
 		snprintf(vals[g], sizeof(vals[g]), "%d %d %d %d %d %d %d", g, n,
-			 rk.base_rank, rk.world_size, rk.base_role_rank,
-			 rk.role_world_size, rk.local_world_size);
+			 rk->base_rank, rk->world_size, rk->base_role_rank,
+			 rk->role_world_size, rk->local_world_size);
 		kp[g] = keys[g];
 		vp[g] = vals[g];
 		lens[g] = strlen(vals[g]);
@@ -851,6 +856,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 out:
 	free(v);
 	free(info);
+	free(rks);
 	free(addrs);
 	free(env);
 	free(keys);

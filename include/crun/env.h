@@ -51,6 +51,13 @@ struct crun_ranks {
 void env_compute_ranks(const struct crun_node_info *nodes, int n,
 		       int group_rank, struct crun_ranks *out);
 
+/**
+ * env_compute_ranks for every group rank at once: out[g] for g in [0, n),
+ * in O(n log n) (the closer of a 16K-node round). 0, or -1 out of memory.
+ */
+int env_compute_all_ranks(const struct crun_node_info *nodes, int n,
+			  struct crun_ranks *out);
+
 /** Everything one worker's contract needs besides the ranks. */
 struct crun_worker_ctx {
 	const char *role;

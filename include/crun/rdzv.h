@@ -296,7 +296,4 @@ void rdzv_set_fingerprint(struct crun_rdzv *r, const char *fp);
 /** Whether the last round failed because env_check=strict refused it. */
 int rdzv_env_refused(const struct crun_rdzv *r);
 
-/** Order of descriptors: exposed for unit tests. */
-int rdzv_descr_cmp(const char *a, const char *b);
-
 #endif

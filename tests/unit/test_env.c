@@ -173,6 +173,31 @@ Test(env, ranks_two_roles_interleaved)
 	}
 }
 
+/* The closer's all-at-once version agrees with the per-node one. */
+Test(env, all_ranks_match_per_node)
+{
+	static const char *roles[] = {"trainer", "reader", "eval"};
+	struct crun_node_info nodes[257];
+	struct crun_ranks all[257], one;
+	unsigned seed = 12345;
+
+	for (int n = 0; n <= 257; n += 37) {
+		for (int g = 0; g < n; g++) {
+			seed = seed * 1103515245u + 12345u;
+			nodes[g].role = roles[(seed >> 16) % 3];
+			nodes[g].local_world_size = 1 + (int)((seed >> 8) % 8);
+		}
+		cr_assert_eq(env_compute_all_ranks(nodes, n, all), 0);
+		for (int g = 0; g < n; g++) {
+			env_compute_ranks(nodes, n, g, &one);
+			cr_expect_eq(memcmp(&one, &all[g], sizeof(one)), 0,
+				     "n %d node %d: rank %d/%d role rank %d/%d", n, g,
+				     all[g].base_rank, one.base_rank, all[g].base_role_rank,
+				     one.base_role_rank);
+		}
+	}
+}
+
 /* A node whose role string lives elsewhere still matches by content. */
 Test(env, ranks_compare_roles_by_content)
 {
