@@ -170,11 +170,11 @@ struct store_conn {
 	int closing;
 	int authed;		/* passed the rendezvous secret (auth.h) */
 	struct crun_auth_hs hs; /* that handshake, while it runs */
-	/* The entry of this connection's last single-key request, valid
-	 * while no entry has been freed since (hit_gen == srv->nfreed): a
-	 * client's set(k) then get(k) (SET, WAIT, GET of one key) hashes
-	 * the key once. */
-	struct store_entry *hit;
+	/* The entries of this connection's last two single-key requests,
+	 * valid while no entry has been freed since (hit_gen == srv->nfreed):
+	 * a client's set(k), get(k) (SET, WAIT, GET of k) and add(n) hash each
+	 * key once. */
+	struct store_entry *hit[2];
 	uint64_t hit_gen;
 	struct store_conn *reap_next; /* srv->reap */
 };
@@ -315,12 +315,28 @@ static void store_entry_gc(struct crun_store_server *srv, struct store_entry *e)
 static struct store_entry *store_conn_cached(const struct store_conn *c,
 					     const void *key, size_t klen)
 {
-	struct store_entry *e = c->hit;
+	if (c->hit_gen != c->srv->nfreed)
+		return NULL;
+	for (int i = 0; i < 2; i++) {
+		struct store_entry *e = c->hit[i];
 
-	if (e != NULL && c->hit_gen == c->srv->nfreed && e->klen == klen &&
-	    (klen == 0 || memcmp(e->key, key, klen) == 0))
-		return e;
+		if (e != NULL && e->klen == klen &&
+		    (klen == 0 || memcmp(e->key, key, klen) == 0))
+			return e;
+	}
 	return NULL;
+}
+
+/* Remember e, just looked up for c, in front of c's cache. */
+static void store_conn_remember(struct store_conn *c, struct store_entry *e)
+{
+	if (c->hit_gen != c->srv->nfreed) {
+		c->hit[1] = NULL;
+		c->hit_gen = c->srv->nfreed;
+	} else {
+		c->hit[1] = c->hit[0];
+	}
+	c->hit[0] = e;
 }
 
 /* store_find for one of c's requests, through c's cache. */
@@ -329,10 +345,8 @@ static struct store_entry *store_conn_find(struct store_conn *c,
 {
 	struct store_entry *e = store_conn_cached(c, key, klen);
 
-	if (e == NULL && (e = store_find(c->srv, key, klen)) != NULL) {
-		c->hit = e;
-		c->hit_gen = c->srv->nfreed;
-	}
+	if (e == NULL && (e = store_find(c->srv, key, klen)) != NULL)
+		store_conn_remember(c, e);
 	return e;
 }
 
@@ -343,11 +357,8 @@ static struct store_entry *store_conn_get_entry(struct store_conn *c,
 {
 	struct store_entry *e = store_conn_cached(c, key, klen);
 
-	if (e == NULL &&
-	    (e = store_get_entry(c->srv, key, klen, err)) != NULL) {
-		c->hit = e;
-		c->hit_gen = c->srv->nfreed;
-	}
+	if (e == NULL && (e = store_get_entry(c->srv, key, klen, err)) != NULL)
+		store_conn_remember(c, e);
 	return e;
 }
 

@@ -8,7 +8,9 @@
 #
 # (a) mix: set/get/add throughput at 1, 16 and 256 clients, one round trip in
 #     flight per client, median of MIX_RUNS windows of MIX_SECONDS each, one
-#     server instance per server. An op is one store API call of the cycle
+#     server instance per server, all up at once and measured in turns (crun,
+#     torch, floor, crun, ...) so that a drift of the machine's speed falls
+#     on every server alike. An op is one store API call of the cycle
 #     set(k); get(k) = WAIT[k] + GET k; add(n, 1), as the 1.13 client sends it.
 # (b) storm: N clients connect at once, ADD a barrier, WAIT on a go key that is
 #     SET when the barrier reaches N; a fresh server for every N.
@@ -22,7 +24,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 LOAD="$BUILD/tests/store_load"
 CRUN="$BUILD/crun"
 MIX_SECONDS=${MIX_SECONDS:-2}
-MIX_RUNS=${MIX_RUNS:-3}
+MIX_RUNS=${MIX_RUNS:-5}
 MIX_CLIENTS=${MIX_CLIENTS:-"1 16 256"}
 STORM_SIZES=${STORM_SIZES:-"4096 8192 16000"}
 STORM_TIMEOUT=${STORM_TIMEOUT:-60}
@@ -37,13 +39,14 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/crun-store-bench.XXXXXX") || exit 1
 RES="$tmp/results"
 : >"$RES"
 server_pid=""
+mix_pids=""
 broken=0
 
 cleanup() {
-	if [ -n "$server_pid" ]; then
-		kill "$server_pid" 2>/dev/null
-		wait "$server_pid" 2>/dev/null
-	fi
+	for p in $server_pid $mix_pids; do
+		kill "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -134,7 +137,7 @@ for s in $SERVERS; do
 	avail="$avail $s"
 done
 
-echo "== store bench: mix (op = set | get = WAIT+GET | add; median of $MIX_RUNS x ${MIX_SECONDS}s)"
+echo "== store bench: mix (op = set | get = WAIT+GET | add; median of $MIX_RUNS x ${MIX_SECONDS}s, servers in turns)"
 up=""
 for s in $avail; do
 	if ! start_server "$s"; then
@@ -142,20 +145,43 @@ for s in $avail; do
 		continue
 	fi
 	up="$up $s"
-	for c in $MIX_CLIENTS; do
-		out=$("$LOAD" mix --port "$port" --clients "$c" --seconds "$MIX_SECONDS" \
-			--runs "$MIX_RUNS" 2>"$tmp/gen.err" | tail -n 1)
-		ops=$(field ops_per_s "$out")
-		if [ -z "$ops" ]; then
-			echo "   $s clients=$c: FAILED $(head -n 1 "$tmp/gen.err")"
-			broken=1
-			continue
-		fi
-		echo "   $s $out"
+	eval "port_$s=$port"
+	mix_pids="$mix_pids $server_pid"
+	server_pid=""
+done
+# median FILE: the middle line of a file of numbers.
+median() { sort -n "$1" | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
+for c in $MIX_CLIENTS; do
+	for s in $up; do : >"$tmp/mix.$s.$c"; done
+	r=0
+	while [ $r -lt "$MIX_RUNS" ]; do
+		for s in $up; do
+			eval "p=\$port_$s"
+			out=$("$LOAD" mix --port "$p" --clients "$c" --seconds "$MIX_SECONDS" \
+				--runs 1 2>"$tmp/gen.err" | tail -n 1)
+			ops=$(field ops_per_s "$out")
+			if [ -z "$ops" ]; then
+				echo "   $s clients=$c: FAILED $(head -n 1 "$tmp/gen.err")"
+				broken=1
+				continue
+			fi
+			echo "$ops" >>"$tmp/mix.$s.$c"
+		done
+		r=$((r + 1))
+	done
+	for s in $up; do
+		ops=$(median "$tmp/mix.$s.$c")
+		[ -n "$ops" ] || continue
+		echo "   $s mix clients=$c runs=$(wc -l <"$tmp/mix.$s.$c") ops_per_s=$ops" \
+			"(each: $(sort -n "$tmp/mix.$s.$c" | tr '\n' ' '))"
 		echo "mix $s $c ops_per_s=$ops" >>"$RES"
 	done
-	stop_server
 done
+for p in $mix_pids; do
+	kill "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
+done
+mix_pids=""
 avail=$up
 
 echo "== store bench: connect storm (a fresh server each)"

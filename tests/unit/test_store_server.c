@@ -314,6 +314,45 @@ static const char *ops_g0(int port) { return ops(port, CRUN_STORE_G0); }
 Test(store_server, ops_g3, .timeout = 30) { run_scenario(ops_g3, NULL); }
 Test(store_server, ops_g0, .timeout = 30) { run_scenario(ops_g0, NULL); }
 
+/*
+ * A connection remembers the entries of its last two keys: two keys in
+ * turn, each deleted (by this connection or another) and written again,
+ * always read back as written last.
+ */
+static const char *key_cache(int port)
+{
+	struct crun_store_client *c, *o;
+	char want[16];
+	void *v;
+	size_t len;
+	int del;
+
+	CHECK_RC(store_connect_ex("127.0.0.1", port, 5000, 0, &c), 0);
+	CHECK_RC(store_connect_ex("127.0.0.1", port, 5000, 0, &o), 0);
+	for (int i = 0; i < 6; i++) {
+		const char *k = i % 2 ? "/kb" : "/ka";
+
+		snprintf(want, sizeof(want), "v%d", i);
+		CHECK_RC(store_set(c, k, want, strlen(want)), 0);
+		CHECK_RC(store_get(c, "/ka", -1, &v, &len), 0);
+		free(v);
+		CHECK_RC(store_get(c, k, -1, &v, &len), 0);
+		CHECK(vals_eq(v, len, want));
+		free(v);
+		CHECK_RC(store_delete_key(i % 3 ? o : c, k, &del), 0);
+		CHECK(del == 1);
+		CHECK_RC(store_set(o, k, "again", 5), 0);
+		CHECK_RC(store_get(c, k, -1, &v, &len), 0);
+		CHECK(vals_eq(v, len, "again"));
+		free(v);
+	}
+	store_close(o);
+	store_close(c);
+	return NULL;
+}
+
+Test(store_server, key_cache, .timeout = 30) { run_scenario(key_cache, NULL); }
+
 /* A waiter thread: waits for "/go" and records the value. */
 struct waiter_arg {
 	int port;
