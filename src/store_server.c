@@ -78,6 +78,7 @@
 #include "crun/err.h"
 #include "crun/map.h"
 #include "crun/store.h"
+#include "store_fanout.h"
 #include "store_wire.h"
 
 #define STORE_RBUF_SIZE 65536
@@ -208,6 +209,8 @@ struct crun_store_server {
 	struct store_conn *conns;
 	size_t nconns;
 	struct store_conn *dirty;
+	size_t ndirty;		     /* connections on the dirty list */
+	struct store_fanout *fanout; /* its helper thread, once needed */
 	unsigned nhandles; /* listener and connections not yet closed */
 	int closing;
 	int quiet;
@@ -370,6 +373,7 @@ static void store_conn_dirty(struct store_conn *c)
 	c->dirty = 1;
 	c->dirty_next = c->srv->dirty;
 	c->srv->dirty = c;
+	c->srv->ndirty++;
 }
 
 static void store_conn_account(struct store_conn *c);
@@ -1408,16 +1412,73 @@ done:
 	store_conn_resume(c);
 }
 
-/* Flush every connection that got output during this callback. */
+/* n bytes of c's output went out (store_fanout): drop them from it. */
+static void store_conn_sent(struct store_conn *c, size_t n)
+{
+	memmove(c->out.data, c->out.data + n, c->out.len - n);
+	c->out.len -= n;
+	c->since = uv_now(c->srv->loop);
+	if (c->out.len == 0 && c->out.cap > STORE_KEEP_BUF)
+		store_buf_release(&c->out);
+}
+
+/*
+ * Flush every connection that got output during this callback. Many at
+ * once (a key thousands wait on was set): the first sends of those with
+ * nothing queued are spread over two threads (store_fanout.c). Nothing
+ * runs a callback until every one of those sends is done and taken off
+ * its connection's output, so a close (and whatever its callbacks do to
+ * other connections) only ever sees consistent buffers.
+ */
 static void store_flush_dirty(struct crun_store_server *srv)
 {
-	struct store_conn *c;
+	struct store_fan_item *it = NULL;
+	struct store_conn *c, *rest = NULL;
+	size_t n = 0, cap = srv->ndirty;
+	uv_os_fd_t fd;
 
+	if (cap >= STORE_FANOUT_MIN && (it = malloc(cap * sizeof(*it)))) {
+		while ((c = srv->dirty) != NULL && n < cap) {
+			srv->dirty = c->dirty_next;
+			if (!c->closing && c->doom == NULL && !c->out.oom &&
+			    c->out.len > 0 && c->queued == 0 &&
+			    c->out.len <= STORE_WIRE_PIECE &&
+			    uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+				c->dirty = 0;
+				it[n++] =
+				    (struct store_fan_item){.conn = c,
+							    .fd = fd,
+							    .data = c->out.data,
+							    .len = c->out.len};
+			} else {
+				c->dirty_next = rest;
+				rest = c;
+			}
+		}
+		while ((c = rest) != NULL) {
+			rest = c->dirty_next;
+			c->dirty_next = srv->dirty;
+			srv->dirty = c;
+		}
+		store_fanout_send(&srv->fanout, it, n);
+		for (size_t i = 0; i < n; i++)
+			if (it[i].rc > 0)
+				store_conn_sent(it[i].conn, (size_t)it[i].rc);
+		for (size_t i = 0; i < n; i++) {
+			c = it[i].conn;
+			if (it[i].rc < 0 && it[i].rc != UV_EAGAIN)
+				store_conn_close(c, NULL);
+			else
+				store_conn_flush(c);
+		}
+		free(it);
+	}
 	while ((c = srv->dirty) != NULL) {
 		srv->dirty = c->dirty_next;
 		c->dirty = 0;
 		store_conn_flush(c);
 	}
+	srv->ndirty = 0;
 }
 
 static int store_conn_auth(struct store_conn *c, const struct store_req *req,
@@ -2008,6 +2069,7 @@ static void store_server_maybe_free(struct crun_store_server *srv)
 	cb = srv->close_cb;
 	data = srv->close_data;
 	store_free_entries(srv);
+	store_fanout_free(srv->fanout);
 	free(srv);
 	if (cb != NULL)
 		cb(data);
@@ -2032,6 +2094,7 @@ void store_server_close(struct crun_store_server *srv, store_close_cb cb,
 	while (srv->conns != NULL)
 		store_conn_close(srv->conns, NULL);
 	srv->dirty = NULL;
+	srv->ndirty = 0;
 	uv_close((uv_handle_t *)&srv->listener, store_on_listener_close);
 	uv_close((uv_handle_t *)&srv->tick, store_on_listener_close);
 	/* The reaper closes itself after the connections (store_on_reap). */

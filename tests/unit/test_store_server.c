@@ -784,6 +784,67 @@ static const char *watch_key(int port)
 Test(store_server, watch_key, .timeout = 30) { run_scenario(watch_key, NULL); }
 
 /*
+ * A key 300 connections wait on is set: their replies go out in one pass
+ * over two threads (store_fanout.c). Every waiter gets its byte; one that
+ * hung up just before, and one whose earlier replies are still queued
+ * behind a full socket (sent after them, in order), disturb nobody.
+ */
+#define MASS 300
+static const char *mass_wake(int port)
+{
+	static const char wait_mw[] = "\x05\x01\0\0\0\0\0\0\0\x03\0\0\0\0\0\0\0/mw";
+	static const char get[] = "\x02\x02\0\0\0\0\0\0\0/v";
+	static char big[16384], req[11 * 20 + sizeof(wait_mw) - 1];
+	static unsigned char in[20 * (8 + sizeof(big)) + 1];
+	struct crun_store_client *c;
+	int fd[MASS], slow, rcv = 4096;
+	struct sockaddr_in sa;
+	unsigned char b;
+	void *v;
+	size_t len;
+
+	memset(big, 'b', sizeof(big));
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
+	CHECK_RC(store_set(c, "/v", big, sizeof(big)), 0);
+	for (int i = 0; i < MASS; i++) {
+		fd[i] = raw_connect(port);
+		CHECK(fd[i] >= 0);
+		CHECK(send(fd[i], wait_mw, sizeof(wait_mw) - 1, MSG_NOSIGNAL) ==
+		      (ssize_t)sizeof(wait_mw) - 1);
+	}
+	/* 20 GETs of 16 KiB unread, then the WAIT: its replies queue. */
+	slow = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(connect(slow, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	for (int i = 0; i < 20; i++)
+		memcpy(req + 11 * i, get, 11);
+	memcpy(req + 11 * 20, wait_mw, sizeof(wait_mw) - 1);
+	CHECK(send(slow, req, sizeof(req), MSG_NOSIGNAL) == (ssize_t)sizeof(req));
+	WAIT_STATS(waiters, ==, MASS + 1, 5000);
+	close(fd[0]);
+	CHECK_RC(store_set(c, "/mw", "go", 2), 0);
+	for (int i = 1; i < MASS; i++) {
+		CHECK(raw_read(fd[i], &b, 1, 5000) == 1);
+		CHECK(b == 0);
+		close(fd[i]);
+	}
+	CHECK(raw_read(slow, in, sizeof(in), 5000) == (int)sizeof(in));
+	CHECK(in[0] == 0 && in[8] == 'b' && in[sizeof(in) - 1] == 0);
+	close(slow);
+	CHECK_RC(store_get(c, "/v", 1000, &v, &len), 0);
+	CHECK(len == sizeof(big));
+	free(v);
+	store_close(c);
+	return NULL;
+}
+
+Test(store_server, mass_wake, .timeout = 30) { run_scenario(mass_wake, NULL); }
+
+/*
  * A client that pipelines GETs of a 16 KiB value and never reads: the
  * server stops reading it once max_output (64 KiB) of replies are unsent
  * (backpressure, memory stays bounded), serves others meanwhile, and closes
