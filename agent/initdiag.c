@@ -62,13 +62,9 @@ struct initdiag {
 	int active;
 	unsigned gen; /* bumped by every start and stop */
 
-	/* The round. */
+	/* The round, its strings copied here. */
+	struct initdiag_round r;
 	char host[256], addr[256], prefix[512];
-	int port, g, gws, base, nproc, world, restart;
-	const struct worker *workers;
-	const struct rdzv_kv_ops *ops;
-	void *kv;
-	struct crun_store_server *wstore;
 	char *peers; /* the nodes' addresses by group rank, or NULL */
 	uint64_t start_ms;
 
@@ -93,7 +89,6 @@ struct initdiag {
 	uint64_t mult;		/* checks at act_ms + warn_ms * 1, 2, 4 ... */
 	int warned;
 	int reading;
-	int read_ms;   /* how long a read waits for a record */
 	int read_gaps; /* the last read missed a record: read only at checks */
 };
 
@@ -371,7 +366,7 @@ static void scan_children(int pid, int *q, int *nq)
 
 static int scan_is_store(const struct initdiag *d, const struct initdiag_tcp *t)
 {
-	if (t->remote_port != d->port)
+	if (t->remote_port != d->r.store_port)
 		return 0;
 	if (d->naddrs == 0)
 		return 1; /* not resolved (yet): the port alone */
@@ -417,8 +412,8 @@ static void scan_own(struct initdiag *d)
 		return;
 	sc->n = 0;
 	memset(trying, 0, sizeof(trying));
-	for (int r = 0; r < d->nproc; r++) {
-		const struct worker *w = &d->workers[r];
+	for (int r = 0; r < d->r.nproc; r++) {
+		const struct worker *w = &d->r.workers[r];
 		int q[SCAN_MAX_PIDS], nq = 0;
 
 		if (d->conn[r] || w->pid <= 0 || w->exited)
@@ -435,7 +430,7 @@ static void scan_own(struct initdiag *d)
 	}
 	free(sc);
 	memcpy(d->trying, trying, sizeof(trying));
-	for (int r = 0; r < d->nproc; r++)
+	for (int r = 0; r < d->r.nproc; r++)
 		done &= d->conn[r];
 	d->own_done = done;
 }
@@ -455,14 +450,15 @@ static void publish(struct initdiag *d)
 	char rec[RDZV_MAX_RECORD + 1], key[600];
 	int n;
 
-	if (d->ops == NULL)
+	if (d->r.ops == NULL)
 		return;
-	n = initdiag_format_record(rec, sizeof(rec), d->g, d->base, d->nproc,
-				   d->conn, d->trying, d->host);
+	n = initdiag_format_record(rec, sizeof(rec), d->r.group_rank,
+				   d->r.base_rank, d->r.nproc, d->conn,
+				   d->trying, d->host);
 	if (n < 0 || strcmp(rec, d->published) == 0)
 		return;
-	snprintf(key, sizeof(key), "%sdiag/%d", d->prefix, d->g);
-	if (d->ops->set(d->kv, key, rec, (size_t)n, on_set, d) == 0)
+	snprintf(key, sizeof(key), "%sdiag/%d", d->prefix, d->r.group_rank);
+	if (d->r.ops->set(d->r.kv, key, rec, (size_t)n, on_set, d) == 0)
 		memcpy(d->published, rec, (size_t)n + 1);
 }
 
@@ -479,12 +475,12 @@ static int barrier_count(const struct initdiag *d)
 	size_t len;
 	long n;
 
-	if (d->wstore == NULL)
+	if (d->r.wstore == NULL)
 		return -1;
 	snprintf(key, sizeof(key),
 		 "/worker/attempt_%d/default_pg/store_based_barrier_key:1",
-		 d->restart);
-	if (store_server_get(d->wstore, key, &v, &len) || len == 0 ||
+		 d->r.restart_count);
+	if (store_server_get(d->r.wstore, key, &v, &len) || len == 0 ||
 	    len >= sizeof(num))
 		return -1;
 	memcpy(num, v, len);
@@ -529,9 +525,9 @@ static void store_view_fill(const struct initdiag *d, struct store_view *v)
 	struct sockaddr_storage *ss;
 	size_t n, max;
 
-	if (d->wstore == NULL)
+	if (d->r.wstore == NULL)
 		return;
-	max = store_server_nconns(d->wstore);
+	max = store_server_nconns(d->r.wstore);
 	max = max > STORE_VIEW_MAX ? STORE_VIEW_MAX : max + 1;
 	ss = calloc(max, sizeof(*ss));
 	v->peer = calloc(max, sizeof(*v->peer));
@@ -539,7 +535,7 @@ static void store_view_fill(const struct initdiag *d, struct store_view *v)
 		free(ss);
 		return;
 	}
-	n = store_server_peers(d->wstore, ss, max);
+	n = store_server_peers(d->r.wstore, ss, max);
 	v->npeer = 0;
 	for (size_t i = 0; i < n; i++)
 		v->npeer +=
@@ -624,7 +620,7 @@ static void warn_node(struct initdiag *d, const struct rdzv_diag *rd,
 	conns = store_conns_from(d, v, g);
 	if (*rd->host) {
 		initdiag_format_missing(line, sizeof(line), ranks, n, rd->host,
-					d->addr, d->port, secs, trying);
+					d->addr, d->r.store_port, secs, trying);
 	} else {
 		if (noreport >= 0 && d->peers)
 			list_field(d->peers, noreport, who, sizeof(who));
@@ -633,8 +629,8 @@ static void warn_node(struct initdiag *d, const struct rdzv_diag *rd,
 			     "store at %s:%d after %.0f s, and %s's agent sent "
 			     "no report",
 			     n == 1 ? "" : "s", ranks, *who ? " on " : "", who,
-			     n == 1 ? "has" : "have", d->addr, d->port, secs,
-			     *who ? who : "their node") < 0)
+			     n == 1 ? "has" : "have", d->addr, d->r.store_port,
+			     secs, *who ? who : "their node") < 0)
 			line[0] = '\0';
 		if (conns >= 0 && strlen(line) + 64 < sizeof(line))
 			snprintf(line + strlen(line), 64,
@@ -651,8 +647,8 @@ static void warn_node(struct initdiag *d, const struct rdzv_diag *rd,
 		      : *who	? who
 				: NULL,
 		      "group_rank", g, "ranks", ranks, "missing", n,
-		      "store_addr", d->addr, "store_port", d->port, "after",
-		      secs, "trying", trying, "source",
+		      "store_addr", d->addr, "store_port", d->r.store_port,
+		      "after", secs, "trying", trying, "source",
 		      *rd->host ? "the node's agent (its workers' sockets)"
 				: "no record from the node's agent",
 		      "barrier_arrived",
@@ -685,14 +681,14 @@ static void mark_active(struct initdiag *d, uint64_t now)
 static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 		     const int *valid)
 {
-	unsigned char *covered = calloc((size_t)d->world, 1);
+	unsigned char *covered = calloc((size_t)d->r.world_size, 1);
 	uint64_t now = uv_now(d->loop) - d->start_ms;
 	double secs = elapsed(d);
 	int all = 1, active = 0, barrier;
 
 	if (covered == NULL)
 		return;
-	for (int g = 0; g < d->gws; g++) {
+	for (int g = 0; g < d->r.group_world_size; g++) {
 		const struct rdzv_diag *rd = &recs[g];
 
 		if (!valid[g])
@@ -703,7 +699,7 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 			active |= rd->connected[i] | rd->trying[i];
 		}
 	}
-	for (int k = 0; k < d->world; k++)
+	for (int k = 0; k < d->r.world_size; k++)
 		all &= covered[k];
 	/*
 	 * PyTorch's store-based barrier at the end of init_process_group
@@ -711,7 +707,7 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 	 * that came and went between two scans.
 	 */
 	barrier = barrier_count(d);
-	if (barrier >= d->world)
+	if (barrier >= d->r.world_size)
 		all = active = 1;
 	if (active)
 		mark_active(d, now);
@@ -720,15 +716,16 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 			agent_say(d->a,
 				  "all %d ranks connected to the workers' "
 				  "store after %.0f s",
-				  d->world, secs);
+				  d->r.world_size, secs);
 			events_emit(
 			    d->ev, "crun.init_diagnosis",
-			    json_pack(
-				"{s:s, s:i, s:f, s:s, s:i, s:o?}", "state",
-				"connected", "world_size", d->world, "after",
-				secs, "store_addr", d->addr, "store_port",
-				d->port, "barrier_arrived",
-				barrier >= 0 ? json_integer(barrier) : NULL));
+			    json_pack("{s:s, s:i, s:f, s:s, s:i, s:o?}",
+				      "state", "connected", "world_size",
+				      d->r.world_size, "after", secs,
+				      "store_addr", d->addr, "store_port",
+				      d->r.store_port, "barrier_arrived",
+				      barrier >= 0 ? json_integer(barrier)
+						   : NULL));
 		}
 		d->active = 0;
 		stop_timer(d);
@@ -748,7 +745,7 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 		int noreport = -1, nnoreport = 0;
 
 		store_view_fill(d, &v);
-		for (int g = 0; g < d->gws; g++) {
+		for (int g = 0; g < d->r.group_world_size; g++) {
 			if (valid[g])
 				warn_node(d, &recs[g], &v, -1, secs);
 			else if (nnoreport++ == 0)
@@ -757,12 +754,12 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 		if (nnoreport != 1)
 			noreport = -1;
 		/* Ranks no record names, in runs of at most nproc. */
-		for (int k = 0; k < d->world && nr; k++) {
+		for (int k = 0; k < d->r.world_size && nr; k++) {
 			int j = k;
 
 			if (covered[k])
 				continue;
-			while (j + 1 < d->world && !covered[j + 1] &&
+			while (j + 1 < d->r.world_size && !covered[j + 1] &&
 			       j + 1 - k < RDZV_DIAG_MAX_NPROC)
 				j++;
 			memset(nr, 0, sizeof(*nr));
@@ -784,11 +781,11 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 /* This node's own state as a record. */
 static void own_record(const struct initdiag *d, struct rdzv_diag *rd)
 {
-	rd->group_rank = d->g;
-	rd->base_rank = d->base;
-	rd->nproc = d->nproc;
-	memcpy(rd->connected, d->conn, (size_t)d->nproc);
-	memcpy(rd->trying, d->trying, (size_t)d->nproc);
+	rd->group_rank = d->r.group_rank;
+	rd->base_rank = d->r.base_rank;
+	rd->nproc = d->r.nproc;
+	memcpy(rd->connected, d->conn, (size_t)d->r.nproc);
+	memcpy(rd->trying, d->trying, (size_t)d->r.nproc);
 	snprintf(rd->host, sizeof(rd->host), "%s", d->host);
 }
 
@@ -814,7 +811,7 @@ static void batch_done(struct rbatch *b)
 
 	d->reading = 0;
 	d->read_gaps = 0;
-	for (int g = 0; g < d->gws; g++)
+	for (int g = 0; g < d->r.group_world_size; g++)
 		d->read_gaps |= !b->valid[g];
 	if (!d->closing && d->active && b->gen == d->gen)
 		evaluate(d, b->recs, b->valid);
@@ -834,9 +831,9 @@ static void on_record(int status, const struct crun_store_reply *r, void *arg)
 	char why[128];
 
 	if (status == 0 && r != NULL && r->nvalues == 1 &&
-	    rdzv_parse_diag(r->values[0].base, r->values[0].len, b->d->gws,
-			    b->d->world, &b->recs[q->g], why,
-			    sizeof(why)) == 0 &&
+	    rdzv_parse_diag(r->values[0].base, r->values[0].len,
+			    b->d->r.group_world_size, b->d->r.world_size,
+			    &b->recs[q->g], why, sizeof(why)) == 0 &&
 	    b->recs[q->g].group_rank == q->g)
 		b->valid[q->g] = 1;
 	else
@@ -858,7 +855,7 @@ static void check(struct initdiag *d)
 	struct rbatch *b;
 	char key[600];
 
-	if (d->ops == NULL || d->gws == 1) {
+	if (d->r.ops == NULL || d->r.group_world_size == 1) {
 		struct rdzv_diag *rd = calloc(1, sizeof(*rd));
 		int valid = 1;
 
@@ -876,30 +873,30 @@ static void check(struct initdiag *d)
 		return;
 	b->d = d;
 	b->gen = d->gen;
-	b->recs = calloc((size_t)d->gws, sizeof(*b->recs));
-	b->valid = calloc((size_t)d->gws, sizeof(*b->valid));
+	b->recs = calloc((size_t)d->r.group_world_size, sizeof(*b->recs));
+	b->valid = calloc((size_t)d->r.group_world_size, sizeof(*b->valid));
 	if (b->recs == NULL || b->valid == NULL) {
 		free(b->recs);
 		free(b->valid);
 		free(b);
 		return;
 	}
-	own_record(d, &b->recs[d->g]);
-	b->valid[d->g] = 1;
+	own_record(d, &b->recs[d->r.group_rank]);
+	b->valid[d->r.group_rank] = 1;
 	d->reading = 1;
 	b->left = 1; /* held until every read is sent */
-	for (int g = 0; g < d->gws; g++) {
+	for (int g = 0; g < d->r.group_world_size; g++) {
 		struct rreq *q;
 		const char *k = key;
 
-		if (g == d->g || (q = malloc(sizeof(*q))) == NULL)
+		if (g == d->r.group_rank || (q = malloc(sizeof(*q))) == NULL)
 			continue;
 		q->b = b;
 		q->g = g;
 		snprintf(key, sizeof(key), "%sdiag/%d", d->prefix, g);
 		b->left++;
-		if (d->ops->multi_get(d->kv, &k, 1, d->read_ms, on_record, q) !=
-		    0) {
+		if (d->r.ops->multi_get(d->r.kv, &k, 1, d->r.read_ms, on_record,
+					q) != 0) {
 			b->left--;
 			free(q);
 		}
@@ -919,11 +916,11 @@ static void on_tick(uv_timer_t *t)
 	if (!d->own_done) {
 		scan_own(d);
 		publish(d);
-		for (int r = 0; r < d->nproc; r++)
+		for (int r = 0; r < d->r.nproc; r++)
 			if (d->conn[r] || d->trying[r])
 				mark_active(d, now);
 	}
-	if (d->g != 0) {
+	if (d->r.group_rank != 0) {
 		if (d->own_done)
 			stop_timer(d);
 		return;
@@ -1011,24 +1008,17 @@ void initdiag_start(struct initdiag *d, const struct initdiag_round *r)
 	    r->world_size < 1 || r->store_port <= 0)
 		return; /* nothing a record could carry */
 	d->gen++;
+	d->r = *r;
 	snprintf(d->host, sizeof(d->host), "%s", r->host);
 	snprintf(d->addr, sizeof(d->addr), "%s", r->store_addr);
 	snprintf(d->prefix, sizeof(d->prefix), "%s",
 		 r->prefix ? r->prefix : "");
-	d->port = r->store_port;
-	d->g = r->group_rank;
-	d->gws = r->group_world_size;
-	d->base = r->base_rank;
-	d->nproc = r->nproc;
-	d->world = r->world_size;
-	d->restart = r->restart_count;
-	d->workers = r->workers;
-	d->ops = r->ops;
-	d->kv = r->kv;
-	d->read_ms = r->read_ms;
-	d->wstore = r->wstore;
 	free(d->peers);
 	d->peers = r->peers ? strdup(r->peers) : NULL;
+	d->r.host = d->host;
+	d->r.store_addr = d->addr;
+	d->r.prefix = d->prefix;
+	d->r.peers = d->peers;
 	d->naddrs = 0;
 	memset(d->conn, 0, sizeof(d->conn));
 	memset(d->trying, 0, sizeof(d->trying));
@@ -1054,14 +1044,14 @@ void initdiag_stop(struct initdiag *d)
 	if (d == NULL || !d->active)
 		return;
 	/* After a warning, the group may have got through between ticks. */
-	if (d->warned && barrier_count(d) >= d->world)
+	if (d->warned && barrier_count(d) >= d->r.world_size)
 		agent_say(d->a,
 			  "all %d ranks connected to the workers' store after "
 			  "%.0f s",
-			  d->world, elapsed(d));
+			  d->r.world_size, elapsed(d));
 	d->active = 0;
 	d->gen++;
-	d->workers = NULL;
+	d->r.workers = NULL;
 	stop_timer(d);
 }
 

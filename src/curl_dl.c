@@ -115,9 +115,24 @@ void curl_easy_cleanup(CURL *h)
 }
 
 /*
- * The variadic argument's type follows from the option's number, as in
- * libcurl itself: long, object or function pointer, curl_off_t, blob.
+ * rc = fn(h, opt, the variadic argument of ap): its type follows from the
+ * option's number, as in libcurl itself (easy and multi options alike):
+ * long, object or function pointer, curl_off_t, blob.
  */
+#define CURL_DL_SETOPT(rc, fn, h, opt, ap)                                     \
+	do {                                                                   \
+		if ((opt) < CURLOPTTYPE_OBJECTPOINT)                           \
+			rc = fn(h, opt, va_arg(ap, long));                     \
+		else if ((opt) < CURLOPTTYPE_FUNCTIONPOINT)                    \
+			rc = fn(h, opt, va_arg(ap, void *));                   \
+		else if ((opt) < CURLOPTTYPE_OFF_T)                            \
+			rc = fn(h, opt, va_arg(ap, curl_fn));                  \
+		else if ((opt) < CURLOPTTYPE_BLOB)                             \
+			rc = fn(h, opt, va_arg(ap, curl_off_t));               \
+		else                                                           \
+			rc = fn(h, opt, va_arg(ap, void *));                   \
+	} while (0)
+
 CURLcode curl_easy_setopt(CURL *h, CURLoption opt, ...)
 {
 	va_list ap;
@@ -126,16 +141,7 @@ CURLcode curl_easy_setopt(CURL *h, CURLoption opt, ...)
 	if (dl.h == NULL)
 		return CURLE_FAILED_INIT;
 	va_start(ap, opt);
-	if (opt < CURLOPTTYPE_OBJECTPOINT)
-		rc = dl.easy_setopt(h, opt, va_arg(ap, long));
-	else if (opt < CURLOPTTYPE_FUNCTIONPOINT)
-		rc = dl.easy_setopt(h, opt, va_arg(ap, void *));
-	else if (opt < CURLOPTTYPE_OFF_T)
-		rc = dl.easy_setopt(h, opt, va_arg(ap, curl_fn));
-	else if (opt < CURLOPTTYPE_BLOB)
-		rc = dl.easy_setopt(h, opt, va_arg(ap, curl_off_t));
-	else
-		rc = dl.easy_setopt(h, opt, va_arg(ap, void *));
+	CURL_DL_SETOPT(rc, dl.easy_setopt, h, opt, ap);
 	va_end(ap);
 	return rc;
 }
@@ -201,14 +207,7 @@ CURLMcode curl_multi_setopt(CURLM *m, CURLMoption opt, ...)
 	if (dl.h == NULL)
 		return CURLM_BAD_HANDLE;
 	va_start(ap, opt);
-	if (opt < CURLOPTTYPE_OBJECTPOINT)
-		rc = dl.multi_setopt(m, opt, va_arg(ap, long));
-	else if (opt < CURLOPTTYPE_FUNCTIONPOINT)
-		rc = dl.multi_setopt(m, opt, va_arg(ap, void *));
-	else if (opt < CURLOPTTYPE_OFF_T)
-		rc = dl.multi_setopt(m, opt, va_arg(ap, curl_fn));
-	else
-		rc = dl.multi_setopt(m, opt, va_arg(ap, curl_off_t));
+	CURL_DL_SETOPT(rc, dl.multi_setopt, m, opt, ap);
 	va_end(ap);
 	return rc;
 }

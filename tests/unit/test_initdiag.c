@@ -306,10 +306,10 @@ static struct initdiag *group(struct rdzv_diag recs[3], int valid[3])
 	d->has_act = 1;
 	d->mult = 1;
 	d->active = 1;
-	d->g = 0;
-	d->gws = 3;
-	d->world = 8;
-	d->port = 41911;
+	d->r.group_rank = 0;
+	d->r.group_world_size = 3;
+	d->r.world_size = 8;
+	d->r.store_port = 41911;
 	snprintf(d->addr, sizeof(d->addr), "10.0.0.1");
 	memset(recs, 0, 3 * sizeof(*recs));
 	for (int g = 0; g < 3; g++) {
@@ -405,7 +405,7 @@ Test(initdiag, judge_no_record_named_by_the_store, .timeout = 20)
 		cr_assert_eq(store_server_peers(srv, ss, 0), 0);
 	}
 
-	d->wstore = srv;
+	d->r.wstore = srv;
 	d->peers = strdup("10.0.0.1 10.0.0.2 127.0.0.1");
 	valid[2] = 0;
 	evaluate(d, recs, valid);
@@ -541,9 +541,9 @@ Test(initdiag, scan_finds_a_grandchilds_connection, .timeout = 20)
 	memset(w, 0, sizeof(w));
 	w[0].pid = child;
 	w[1].pid = other;
-	d->workers = w;
-	d->nproc = 2;
-	d->port = ntohs(sin.sin_port);
+	d->r.workers = w;
+	d->r.nproc = 2;
+	d->r.store_port = ntohs(sin.sin_port);
 	v4(d->addrs[0], "127.0.0.1");
 	d->naddrs = 1;
 	scan_own(d);

@@ -79,6 +79,20 @@ static int first_two_rounds(void)
 	return W.n[0].nround && W.n[1].nround;
 }
 
+/* Start the world; n3 fails rounds 0 and 1 and n1, n2 form round 2 without it. */
+static void leave_out_n3(void)
+{
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	for (int i = 0; i < 2; i++) {
+		fail_round(2, 1);
+		next_all();
+		if (i == 0)
+			cr_assert(run_until(all_rounds, 2000));
+	}
+	cr_assert(run_until(first_two_rounds, 2000));
+}
+
 static const char *kv(const char *k)
 {
 	const char *v = fkv_get(&W.kv, k);
@@ -173,15 +187,7 @@ Test(rdzv_exclude, left_out_node_ends_with_the_job, .timeout = 10)
 
 	excl_world(3, 2, 3, 2, 60, 3);
 	bad = &W.n[2];
-	start_all();
-	cr_assert(run_until(all_rounds, 2000));
-	for (int i = 0; i < 2; i++) {
-		fail_round(2, 1);
-		next_all();
-		if (i == 0)
-			cr_assert(run_until(all_rounds, 2000));
-	}
-	cr_assert(run_until(first_two_rounds, 2000));
+	leave_out_n3();
 	cr_assert_eq(bad->nround, 0);
 	for (int i = 0; i < 2; i++)
 		cr_assert_eq(rdzv_finish(W.n[i].r, on_finish, &W.n[i]), 0);
@@ -204,15 +210,7 @@ Test(rdzv_exclude, left_out_node_ends_when_the_job_fails, .timeout = 10)
 
 	excl_world(3, 2, 3, 2, 60, 2);
 	bad = &W.n[2];
-	start_all();
-	cr_assert(run_until(all_rounds, 2000));
-	for (int i = 0; i < 2; i++) {
-		fail_round(2, 1);
-		next_all();
-		if (i == 0)
-			cr_assert(run_until(all_rounds, 2000));
-	}
-	cr_assert(run_until(first_two_rounds, 2000));
+	leave_out_n3();
 	/* n1 fails now: the third restart is one too many. */
 	clear_ends();
 	cr_assert_eq(rdzv_end_round(W.n[0].r, RDZV_END_FAILURE, "3 rank 0 on n1"), 0);
@@ -241,15 +239,7 @@ Test(rdzv_exclude, readmitted_after_the_cooldown, .timeout = 10)
 
 	excl_world(3, 2, 3, 2, 1, 3);
 	bad = &W.n[2];
-	start_all();
-	cr_assert(run_until(all_rounds, 2000));
-	for (int i = 0; i < 2; i++) {
-		fail_round(2, 1);
-		next_all();
-		if (i == 0)
-			cr_assert(run_until(all_rounds, 2000));
-	}
-	cr_assert(run_until(first_two_rounds, 2000));
+	leave_out_n3();
 	t0 = uv_now(&W.loop);
 	clear_ends();
 	if (!run_until(first_two_ended, 4000)) {

@@ -408,12 +408,14 @@ static const char *many_waiters(int port)
 
 Test(store_server, many_waiters, .timeout = 30) { run_scenario(many_waiters, NULL); }
 
-/* A raw connection to the server. */
-static int raw_connect(int port)
+/* A raw connection to the server (rcvbuf > 0: that small a receive buffer). */
+static int raw_connect_rcvbuf(int port, int rcvbuf)
 {
 	struct sockaddr_in sa;
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
+	if (rcvbuf > 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t)port);
@@ -424,6 +426,8 @@ static int raw_connect(int port)
 	}
 	return fd;
 }
+
+static int raw_connect(int port) { return raw_connect_rcvbuf(port, 0); }
 
 /* Read n bytes within ms: n, 0 on EOF/reset, -1 on timeout. */
 static int raw_read(int fd, void *buf, size_t n, int ms)
@@ -797,8 +801,7 @@ static const char *mass_wake(int port)
 	static char big[16384], req[11 * 20 + sizeof(wait_mw) - 1];
 	static unsigned char in[20 * (8 + sizeof(big)) + 1];
 	struct crun_store_client *c;
-	int fd[MASS], slow, rcv = 4096;
-	struct sockaddr_in sa;
+	int fd[MASS], slow;
 	unsigned char b;
 	void *v;
 	size_t len;
@@ -813,13 +816,8 @@ static const char *mass_wake(int port)
 		      (ssize_t)sizeof(wait_mw) - 1);
 	}
 	/* 20 GETs of 16 KiB unread, then the WAIT: its replies queue. */
-	slow = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(connect(slow, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	slow = raw_connect_rcvbuf(port, 4096);
+	CHECK(slow >= 0);
 	for (int i = 0; i < 20; i++)
 		memcpy(req + 11 * i, get, 11);
 	memcpy(req + 11 * 20, wait_mw, sizeof(wait_mw) - 1);
@@ -856,21 +854,15 @@ static const char *unread_replies(int port)
 	struct crun_store_client *c;
 	struct crun_store_stats st;
 	static char big[16384], req[11 * 2000];
-	int fd, rcv = 4096, i;
-	struct sockaddr_in sa;
+	int fd, i;
 	void *v;
 	size_t len;
 
 	memset(big, 'b', sizeof(big));
 	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
 	CHECK_RC(store_set(c, "/v", big, sizeof(big)), 0);
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	fd = raw_connect_rcvbuf(port, 4096);
+	CHECK(fd >= 0);
 	for (i = 0; i < 2000; i++)
 		memcpy(req + 11 * i, get, 11);
 	CHECK(send(fd, req, sizeof(req), MSG_NOSIGNAL) == (ssize_t)sizeof(req));
