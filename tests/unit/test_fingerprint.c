@@ -278,14 +278,26 @@ Test(fingerprint, envcheck_record, .timeout = 10)
 	cr_assert(strstr(why, "at most 4096") != NULL, "%s", why);
 }
 
-static void put_file(const char *path, const char *text)
+/* Write len bytes to root/rel, making rel's directories first. */
+static void put_at(const char *root, const char *rel, const void *data, size_t len)
 {
-	FILE *f = fopen(path, "w");
+	char p[512];
+	FILE *f;
+	int n = snprintf(p, sizeof(p), "%s/%s", root, rel);
 
-	cr_assert_not_null(f, "%s", path);
-	fputs(text, f);
+	cr_assert(n > 0 && (size_t)n < sizeof(p));
+	for (char *q = p + strlen(root) + 1; (q = strchr(q, '/')) != NULL; q++) {
+		*q = '\0';
+		mkdir(p, 0755);
+		*q = '/';
+	}
+	f = fopen(p, "wb");
+	cr_assert_not_null(f, "%s", p);
+	cr_assert_eq(fwrite(data, 1, len, f), len);
 	fclose(f);
 }
+
+#define PUT_TEXT(root, rel, text) put_at(root, rel, text, strlen(text))
 
 /* A fake driver tree and site-packages, read through a real interpreter. */
 Test(fingerprint, collect_fake_trees, .timeout = 10)
@@ -295,38 +307,20 @@ Test(fingerprint, collect_fake_trees, .timeout = 10)
 	char *envp[] = {e1, e2, e3, NULL};
 	struct crun_fingerprint fp;
 	char lib[300], cmd[4096];
-	FILE *f;
 
 	if (access(py, X_OK) != 0)
 		cr_skip_test("no %s", py);
 	cr_assert_not_null(mkdtemp(root));
-	snprintf(p, sizeof(p), "%s/proc", root);
-	mkdir(p, 0755);
+	PUT_TEXT(root, "proc/version",
+		 "NVRM version: NVIDIA UNIX x86_64 Kernel Module  "
+		 "535.104.05  Sat Aug 19 01:15:15 UTC 2023\n");
 	snprintf(p, sizeof(p), "%s/proc/gpus", root);
 	mkdir(p, 0755);
-	snprintf(p, sizeof(p), "%s/proc/version", root);
-	put_file(p, "NVRM version: NVIDIA UNIX x86_64 Kernel Module  "
-		    "535.104.05  Sat Aug 19 01:15:15 UTC 2023\n");
-	snprintf(p, sizeof(p), "%s/site", root);
-	mkdir(p, 0755);
-	snprintf(p, sizeof(p), "%s/site/torch", root);
-	mkdir(p, 0755);
-	snprintf(p, sizeof(p), "%s/site/torch/version.py", root);
-	put_file(p, "__version__ = '2.3.1+cu121'\ncuda: Optional[str] = "
-		    "'12.1'\n");
-	snprintf(p, sizeof(p), "%s/site/nvidia", root);
-	mkdir(p, 0755);
-	snprintf(p, sizeof(p), "%s/site/nvidia/nccl", root);
-	mkdir(p, 0755);
-	snprintf(p, sizeof(p), "%s/site/nvidia/nccl/lib", root);
-	mkdir(p, 0755);
-	snprintf(p, sizeof(p), "%s/site/nvidia/nccl/lib/libnccl.so.2", root);
+	PUT_TEXT(root, "site/torch/version.py",
+		 "__version__ = '2.3.1+cu121'\ncuda: Optional[str] = '12.1'\n");
 	memset(lib, 0, sizeof(lib));
 	memcpy(lib + 100, "NCCL version 2.20.5+cuda12.4", 28);
-	f = fopen(p, "wb");
-	cr_assert_not_null(f);
-	fwrite(lib, 1, sizeof(lib), f);
-	fclose(f);
+	put_at(root, "site/nvidia/nccl/lib/libnccl.so.2", lib, sizeof(lib));
 	snprintf(e1, sizeof(e1), "PYTHONPATH=%s/site", root);
 	snprintf(e2, sizeof(e2), "CRUN_NVIDIA_PROC=%s/proc/gpus", root);
 	snprintf(e3, sizeof(e3), "CRUN_SYSFS=%s/nosys", root);
@@ -338,13 +332,8 @@ Test(fingerprint, collect_fake_trees, .timeout = 10)
 	cr_assert_str_eq(fp.v[FP_NCCL], "2.20.5");
 
 	/* the dist-info METADATA wins over the library's string */
-	snprintf(p, sizeof(p), "%s/site/nvidia_nccl_cu12-2.21.5.dist-info",
-		 root);
-	mkdir(p, 0755);
-	snprintf(p, sizeof(p),
-		 "%s/site/nvidia_nccl_cu12-2.21.5.dist-info/METADATA", root);
-	put_file(p, "Metadata-Version: 2.1\nName: nvidia-nccl-cu12\n"
-		    "Version: 2.21.5\n");
+	PUT_TEXT(root, "site/nvidia_nccl_cu12-2.21.5.dist-info/METADATA",
+		 "Metadata-Version: 2.1\nName: nvidia-nccl-cu12\nVersion: 2.21.5\n");
 	fingerprint_collect(py, envp, 10000, &fp);
 	cr_assert_str_eq(fp.v[FP_NCCL], "2.21.5");
 
