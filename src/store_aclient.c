@@ -206,18 +206,39 @@ static void store_aclient_on_write(uv_write_t *req, int status)
 		store_aclient_drain(c); /* writes finish in order */
 }
 
-/* Write a copy of b to the socket. */
-static int store_aclient_write(struct crun_store_aclient *c,
-			       const struct store_buf *b)
+/*
+ * Write b to the socket: what the kernel takes at once goes by uv_try_write
+ * (a uv_write costs an epoll_ctl to stop watching for POLLOUT afterwards),
+ * a copy of the rest by uv_write, behind which later tries wait. A request
+ * that completes when written (no reply, a callback to run) always takes
+ * uv_write: its completion is the write callback.
+ */
+static int store_aclient_write_as(struct crun_store_aclient *c,
+				  const struct store_buf *b, int direct)
 {
 	struct store_awrite *w;
 	uv_buf_t small[2], *ub = small;
-	size_t nb = store_wire_npieces(b->len);
+	const unsigned char *p = b->data;
+	size_t len = b->len, nb;
 	int rc;
 
 	if (b->oom)
 		return UV_ENOMEM;
-	w = malloc(sizeof(*w) + b->len);
+	if (direct && len <= UINT32_MAX) {
+		uv_buf_t one = uv_buf_init((char *)p, (unsigned)len);
+
+		rc = uv_try_write((uv_stream_t *)&c->tcp, &one, 1);
+		if (rc >= 0 && (size_t)rc == len)
+			return 0;
+		if (rc < 0 && rc != UV_EAGAIN)
+			return rc;
+		if (rc > 0) {
+			p += rc;
+			len -= (size_t)rc;
+		}
+	}
+	nb = store_wire_npieces(len);
+	w = malloc(sizeof(*w) + len);
 	if (nb > 2)
 		ub = malloc(nb * sizeof(*ub));
 	if (w == NULL || ub == NULL) {
@@ -227,9 +248,9 @@ static int store_aclient_write(struct crun_store_aclient *c,
 		return UV_ENOMEM;
 	}
 	w->c = c;
-	memcpy(w->data, b->data, b->len);
+	memcpy(w->data, p, len);
 	/* uv_buf_t lengths are 32-bit: a request past 4 GiB goes in pieces. */
-	store_wire_slices(ub, nb, w->data, b->len);
+	store_wire_slices(ub, nb, w->data, len);
 	rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, ub, (unsigned)nb,
 		      store_aclient_on_write);
 	if (ub != small)
@@ -237,6 +258,12 @@ static int store_aclient_write(struct crun_store_aclient *c,
 	if (rc != 0)
 		free(w);
 	return rc;
+}
+
+static int store_aclient_write(struct crun_store_aclient *c,
+			       const struct store_buf *b)
+{
+	return store_aclient_write_as(c, b, 1);
 }
 
 /* The WAIT at the head of the pipeline timed out: cancel it. */
@@ -274,7 +301,8 @@ static void store_aclient_pump(struct crun_store_aclient *c)
 					       store_aclient_on_wait_timeout,
 					       (uint64_t)r->timeout_ms, 0);
 		} else {
-			rc = store_aclient_write(c, &r->main);
+			rc = store_aclient_write_as(
+			    c, &r->main, r->kind != AR_NONE || r->cb == NULL);
 		}
 		if (rc != 0) {
 			store_aclient_fail(c, rc);
