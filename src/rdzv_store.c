@@ -93,9 +93,13 @@ static int new_client(struct crun_rdzv_store *s, store_aclient_connect_cb cb,
 							   : s->timeout_ms;
 	int rc = store_aclient_new(s->loop, s->host, s->port, ms, cb, s, out);
 
-	if (rc == 0 && s->has_key)
+	if (rc != 0)
+		return rc;
+	if (s->has_key)
 		store_aclient_set_auth(*out, &s->key);
-	return rc;
+	/* The rendezvous store is always crun's (an agent, or crun store). */
+	store_aclient_use_wait_get(*out);
+	return 0;
 }
 
 /* A request's callback and argument, between the store and the algorithm. */

@@ -9,9 +9,11 @@
  * and match replies to requests first-in first-out (replies carry no tags).
  * A WAIT (alone, or the first half of a get or multi_get) stops the pipeline
  * until it is answered, because the server answers later requests at once
- * and the WAIT's byte only when its keys exist. Requests without a reply
- * (set, append, multi_set) complete when everything before them has, so
- * callbacks run in call order.
+ * and the WAIT's byte only when its keys exist. Told that the server is a
+ * crun store (store_aclient_use_wait_get), a get or multi_get is one
+ * WAIT_GET, answered with STOP_WAITING and the values together. Requests
+ * without a reply (set, append, multi_set) complete when everything before them
+ * has, so callbacks run in call order.
  *
  * Failure modes: a refused or reset connect, or one that fails validation,
  * is retried with backoff (50 ms doubling to 1 s) until the deadline, then
@@ -19,7 +21,8 @@
  * that fails the secret's challenge, or closes instead of answering it or
  * our proof, fails the connect with CRUN_EAUTH at once (no retry). A WAIT
  * whose timer fires sends CANCEL_WAIT and reads WAIT_CANCELED, after a
- * STOP_WAITING if the key won the race, then fails with CRUN_ETIMEDOUT. A
+ * STOP_WAITING if the key won the race, then fails with CRUN_ETIMEDOUT (a
+ * WAIT_GET that won the race succeeds, its WAIT_CANCELED passed over). A
  * lost connection fails every pending request with its libuv error; close
  * fails them with CRUN_ECANCELED. Memory is freed only once both handles
  * (the socket and the one timer) are closed.
@@ -52,9 +55,10 @@ enum store_astate {
 struct store_areq {
 	struct store_areq *next;
 	enum store_areply kind;
-	int has_wait;  /* a WAIT frame goes first */
-	int phase;     /* 0: the WAIT is pending; 1: the main frame */
-	int sent;      /* the current phase's frame is written */
+	int has_wait; /* a WAIT frame goes first */
+	int wait_get; /* that WAIT is a WAIT_GET: its reply brings the values */
+	int phase;    /* 0: the WAIT is pending; 1: the main frame */
+	int sent;     /* the current phase's frame is written */
 	int canceling; /* CANCEL_WAIT sent */
 	int timeout_ms;
 	size_t n; /* values in a MULTI_GET reply */
@@ -94,6 +98,9 @@ struct crun_store_aclient {
 	struct store_areq *send_next; /* first request not yet written */
 	struct store_areq *blocked;   /* a WAIT holding the pipeline */
 	struct store_buf in;
+	int use_wait_get;	  /* the server is a crun store */
+	struct store_areq *raced; /* a WAIT_GET answered as it was canceled */
+	int skip_canceled;	  /* a WAIT_CANCELED byte to pass over */
 	int has_key; /* run the AUTH exchange (auth.h) on connect */
 	int proved;  /* our AUTH proof is sent on this connection */
 	struct crun_auth_key key;
@@ -168,6 +175,10 @@ static void store_aclient_complete(struct crun_store_aclient *c, int status,
 	if (c->blocked == r) {
 		c->blocked = NULL;
 		uv_timer_stop(&c->timer);
+	}
+	if (c->raced == r) {
+		c->raced = NULL;
+		c->skip_canceled = 1;
 	}
 	if (r->cb != NULL)
 		r->cb(c, status, status == 0 ? rep : NULL, r->data);
@@ -339,6 +350,12 @@ static ssize_t store_aclient_parse(struct crun_store_aclient *c)
 
 	memset(&rep, 0, sizeof(rep));
 	if (r->has_wait && r->phase == 0) {
+		if (p[0] == STORE_STOP_WAITING && r->canceling && r->wait_get) {
+			/* Won the race: the values, then WAIT_CANCELED. */
+			r->phase = 1;
+			c->raced = r;
+			return 1;
+		}
 		if (p[0] == STORE_STOP_WAITING && r->canceling) {
 			r->canceling =
 			    2; /* won the race; WAIT_CANCELED follows */
@@ -356,8 +373,8 @@ static ssize_t store_aclient_parse(struct crun_store_aclient *c)
 			store_aclient_complete(c, 0, &rep);
 		} else {
 			r->phase = 1;
-			rc = store_aclient_write(c, &r->main);
-			if (rc != 0)
+			if (!r->wait_get &&
+			    (rc = store_aclient_write(c, &r->main)) != 0)
 				return rc;
 		}
 		return 1;
@@ -423,11 +440,19 @@ static void store_aclient_process(struct crun_store_aclient *c)
 		store_aclient_drain(c);
 		if (c->closing || c->state != AS_READY || c->in.len == 0)
 			break;
-		if (c->head == NULL || !c->head->sent) {
+		if (c->skip_canceled) {
+			if (c->in.data[0] != STORE_WAIT_CANCELED) {
+				store_aclient_fail(c, CRUN_EPROTO);
+				return;
+			}
+			c->skip_canceled = 0;
+			used = 1;
+		} else if (c->head == NULL || !c->head->sent) {
 			store_aclient_fail(c, CRUN_EPROTO);
 			return;
+		} else {
+			used = store_aclient_parse(c);
 		}
-		used = store_aclient_parse(c);
 		if (used < 0) {
 			store_aclient_fail(c, (int)used);
 			return;
@@ -765,15 +790,20 @@ static int store_areq_submit(struct crun_store_aclient *c, struct store_areq *r)
 	return 0;
 }
 
-/* Encode a WAIT on keys into r->wait. */
-static void store_areq_wait(struct store_areq *r, const char *const *keys,
-			    size_t n, int timeout_ms)
+/*
+ * Encode a WAIT on keys into r->wait: for a get or multi_get from a crun
+ * store, a WAIT_GET, whose answer brings the values (no main frame is sent).
+ */
+static void store_areq_wait(struct crun_store_aclient *c, struct store_areq *r,
+			    const char *const *keys, size_t n, int timeout_ms)
 {
 	size_t i;
 
 	r->has_wait = 1;
+	r->wait_get = c->use_wait_get && r->kind != AR_NONE;
 	r->timeout_ms = timeout_ms;
-	store_buf_op(&r->wait, STORE_GEN_G3, STORE_OP_WAIT);
+	store_buf_op(&r->wait, STORE_GEN_G3,
+		     r->wait_get ? STORE_OP_WAIT_GET : STORE_OP_WAIT);
 	store_buf_u64(&r->wait, n);
 	for (i = 0; i < n; i++)
 		store_buf_str(&r->wait, keys[i], strlen(keys[i]));
@@ -865,9 +895,11 @@ int store_aclient_get(struct crun_store_aclient *c, const char *key,
 	r = store_areq_new(c, AR_BYTES, cb, data, &err);
 	if (r == NULL)
 		return err;
-	store_areq_wait(r, &key, 1, timeout_ms);
-	store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_GET);
-	store_buf_str(&r->main, key, strlen(key));
+	store_areq_wait(c, r, &key, 1, timeout_ms);
+	if (!r->wait_get) {
+		store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_GET);
+		store_buf_str(&r->main, key, strlen(key));
+	}
 	return store_areq_submit(c, r);
 }
 
@@ -880,7 +912,7 @@ int store_aclient_wait(struct crun_store_aclient *c, const char *const *keys,
 	r = store_areq_new(c, AR_NONE, cb, data, &err);
 	if (r == NULL)
 		return err;
-	store_areq_wait(r, keys, n, timeout_ms);
+	store_areq_wait(c, r, keys, n, timeout_ms);
 	return store_areq_submit(c, r);
 }
 
@@ -913,11 +945,13 @@ int store_aclient_multi_get(struct crun_store_aclient *c,
 	if (r == NULL)
 		return err;
 	r->n = n;
-	store_areq_wait(r, keys, n, timeout_ms);
-	store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_MULTI_GET);
-	store_buf_u64(&r->main, n);
-	for (i = 0; i < n; i++)
-		store_buf_str(&r->main, keys[i], strlen(keys[i]));
+	store_areq_wait(c, r, keys, n, timeout_ms);
+	if (!r->wait_get) {
+		store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_MULTI_GET);
+		store_buf_u64(&r->main, n);
+		for (i = 0; i < n; i++)
+			store_buf_str(&r->main, keys[i], strlen(keys[i]));
+	}
 	return store_areq_submit(c, r);
 }
 
@@ -940,6 +974,11 @@ int store_aclient_multi_set(struct crun_store_aclient *c,
 		store_buf_str(&r->main, vals[i], lens[i]);
 	}
 	return store_areq_submit(c, r);
+}
+
+void store_aclient_use_wait_get(struct crun_store_aclient *c)
+{
+	c->use_wait_get = 1;
 }
 
 int store_aclient_last_error(const struct crun_store_aclient *c)

@@ -42,6 +42,12 @@
  * server does), so blocked pops on one queue are served FIFO. A closed
  * connection or CANCEL_WAIT unlinks its registrations in O(keys).
  *
+ * WAIT_GET (crun only, opcode 0x64, for crun's own rendezvous clients): a
+ * WAIT whose answer is STOP_WAITING followed by the MULTI_GET reply of its
+ * keys, one request instead of two. Parked, the waiter keeps a copy of the
+ * key list (counted in memory); when woken, a reply that would pass
+ * max_output or max_memory closes the connection instead.
+ *
  * BARRIER (crun's G3 extra, and the libuv server's): the key is an arrival
  * counter, incremented like ADD; the caller is answered when the counter
  * reaches the world size, and then every pending party is released. Chosen
@@ -115,6 +121,9 @@ struct store_waiter {
 	size_t missing;
 	size_t nregs;
 	size_t bytes; /* charged to srv->mem */
+	/* WAIT_GET: its key list (after regs), read into the reply. */
+	const unsigned char *list;
+	size_t list_len;
 	struct store_reg regs[];
 };
 
@@ -530,19 +539,72 @@ static void store_waiter_free(struct store_waiter *w)
 	free(w);
 }
 
+/* Append a value reply: the entry's value, or empty when it has none. */
+static void store_reply_value(struct store_conn *c, const struct store_entry *e)
+{
+	if (e != NULL && e->has_value)
+		store_buf_str(&c->out, e->val, e->vlen);
+	else
+		store_buf_u64(&c->out, 0);
+}
+
+/* The size of the MULTI_GET reply to a key list, as things stand. */
+static size_t store_values_size(struct crun_store_server *srv,
+				const unsigned char *p, size_t len)
+{
+	const unsigned char *end = p + len, *k;
+	const struct store_entry *e;
+	size_t klen, n = 0;
+
+	while (store_wire_next_str(&p, end, &k, &klen)) {
+		e = store_find(srv, k, klen);
+		n += 8 + (e != NULL ? e->vlen : 0);
+	}
+	return n;
+}
+
+/* Append the MULTI_GET reply to a key list. */
+static void store_reply_values(struct store_conn *c, const unsigned char *p,
+			       size_t len)
+{
+	const unsigned char *end = p + len, *k;
+	size_t klen;
+
+	while (store_wire_next_str(&p, end, &k, &klen))
+		store_reply_value(c, store_find(c->srv, k, klen));
+}
+
+/* WAIT_GET's reply once its keys exist: STOP_WAITING, then the values. */
+static void store_reply_wait_get(struct store_conn *c, const unsigned char *p,
+				 size_t len)
+{
+	store_buf_u8(&c->out, STORE_STOP_WAITING);
+	store_reply_values(c, p, len);
+}
+
 /*
  * Count one registration of w as satisfied; answer and free w at zero.
  * Returns 1 if w was answered (and is freed).
  */
 static int store_waiter_hit(struct store_waiter *w)
 {
+	struct store_conn *c = w->c;
+
 	assert(w->missing > 0);
 	if (--w->missing > 0)
 		return 0;
-	if (!w->c->closing) {
-		store_buf_u8(&w->c->out, STORE_STOP_WAITING);
-		store_conn_account(w->c);
-		store_conn_dirty(w->c);
+	if (!c->closing && c->doom == NULL) {
+		if (w->list == NULL)
+			store_buf_u8(&c->out, STORE_STOP_WAITING);
+		else if (!store_conn_fits(c,
+					  1 + store_values_size(c->srv, w->list,
+								w->list_len)))
+			store_conn_doom(c, "wait_get reply would pass "
+					   "max-output or max-memory");
+		else
+			store_reply_wait_get(c, w->list, w->list_len);
+		store_conn_account(c);
+		store_conn_dirty(c);
 	}
 	store_waiter_free(w);
 	return 1;
@@ -614,11 +676,18 @@ static int store_park(struct store_conn *c, const struct store_req *req,
 	int err = 0;
 
 	bytes = sizeof(*w) + missing * sizeof(w->regs[0]);
+	if (req->op == STORE_OP_WAIT_GET)
+		bytes += req->list_len;
 	if (srv->mem + bytes > srv->lim.max_memory)
 		return CRUN_ETOOBIG;
 	w = calloc(1, bytes);
 	if (w == NULL)
 		return UV_ENOMEM;
+	if (req->op == STORE_OP_WAIT_GET) {
+		w->list = (unsigned char *)&w->regs[missing];
+		w->list_len = req->list_len;
+		memcpy(&w->regs[missing], req->list, req->list_len);
+	}
 	w->c = c;
 	w->nregs = missing;
 	w->missing = missing;
@@ -700,15 +769,6 @@ static int store_do_add(struct crun_store_server *srv, struct store_entry *e,
 	return rc;
 }
 
-/* Append a value reply: the entry's value, or empty when it has none. */
-static void store_reply_value(struct store_conn *c, const struct store_entry *e)
-{
-	if (e != NULL && e->has_value)
-		store_buf_str(&c->out, e->val, e->vlen);
-	else
-		store_buf_u64(&c->out, 0);
-}
-
 /* Register c as a watcher of key (G0 WATCH_KEY). */
 static int store_watch(struct store_conn *c, const struct store_req *req)
 {
@@ -772,9 +832,8 @@ static size_t store_reply_size(struct store_conn *c,
 			       struct store_entry **hit)
 {
 	struct crun_store_server *srv = c->srv;
-	const unsigned char *p, *end, *k;
 	const struct store_entry *e;
-	size_t klen, n = 0;
+	size_t n;
 
 	switch (req->op) {
 	case STORE_OP_GET:
@@ -786,13 +845,9 @@ static size_t store_reply_size(struct store_conn *c,
 		n = n > req->val_len ? n : req->val_len;
 		return 8 + (n > req->val2_len ? n : req->val2_len);
 	case STORE_OP_MULTI_GET:
-		p = req->list;
-		end = p + req->list_len;
-		while (store_wire_next_str(&p, end, &k, &klen)) {
-			e = store_find(srv, k, klen);
-			n += 8 + (e != NULL ? e->vlen : 0);
-		}
-		return n;
+		return store_values_size(srv, req->list, req->list_len);
+	case STORE_OP_WAIT_GET: /* answered now or, parked, checked then */
+		return 1 + store_values_size(srv, req->list, req->list_len);
 	case STORE_OP_QUEUE_POP:
 		e = store_find(srv, req->key, req->key_len);
 		return 16 + (e != NULL && e->qhead != NULL ? e->qhead->len : 0);
@@ -883,6 +938,7 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 		return 0;
 	case STORE_OP_CHECK:
 	case STORE_OP_WAIT:
+	case STORE_OP_WAIT_GET:
 		missing = 0;
 		p = req->list;
 		end = p + req->list_len;
@@ -892,6 +948,10 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 		if (req->op == STORE_OP_CHECK) {
 			store_buf_u8(&c->out,
 				     missing ? STORE_NOT_READY : STORE_READY);
+			return 0;
+		}
+		if (missing == 0 && req->op == STORE_OP_WAIT_GET) {
+			store_reply_wait_get(c, req->list, req->list_len);
 			return 0;
 		}
 		if (missing == 0) {
@@ -926,10 +986,7 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 		err = store_watch(c, req);
 		break;
 	case STORE_OP_MULTI_GET:
-		p = req->list;
-		end = p + req->list_len;
-		while (store_wire_next_str(&p, end, &k, &klen))
-			store_reply_value(c, store_find(srv, k, klen));
+		store_reply_values(c, req->list, req->list_len);
 		return 0;
 	case STORE_OP_MULTI_SET:
 		p = req->list;

@@ -60,7 +60,7 @@ static const char *const store_wire_names[STORE_OP__COUNT] = {
     "check",	  "wait",      "getnumkeys",  "watch_key",   "delete_key",
     "append",	  "multi_get", "multi_set",   "cancel_wait", "ping",
     "queue_push", "queue_pop", "queue_len",   "list_keys",   "barrier",
-    "auth",
+    "auth",	  "wait_get",
 };
 
 static const unsigned char store_wire_magic[5] = {0x00, 0xce, 0xf7, 0x85, 0x3c};
@@ -94,8 +94,11 @@ uint32_t store_wire_u32(const unsigned char *p)
 
 int store_wire_opcode(enum store_gen gen, enum store_op op)
 {
-	if (op == STORE_OP_AUTH) /* crun's own, the same in every generation */
+	/* crun's own, the same in every generation */
+	if (op == STORE_OP_AUTH)
 		return STORE_WIRE_AUTH_CODE;
+	if (op == STORE_OP_WAIT_GET)
+		return STORE_WIRE_WAIT_GET_CODE;
 	if ((unsigned)op >= STORE_OP__COUNT)
 		return -1;
 	return gen == STORE_GEN_G3 ? store_wire_g3_codes[op]
@@ -235,6 +238,8 @@ int store_wire_op_of(enum store_gen gen, unsigned code)
 {
 	if (code == STORE_WIRE_AUTH_CODE)
 		return STORE_OP_AUTH;
+	if (code == STORE_WIRE_WAIT_GET_CODE)
+		return STORE_OP_WAIT_GET;
 	if (gen == STORE_GEN_G3)
 		return code < sizeof(store_wire_g3_ops)
 			   ? store_wire_g3_ops[code]
@@ -350,6 +355,7 @@ int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
 		break;
 	case STORE_OP_CHECK:
 	case STORE_OP_WAIT:
+	case STORE_OP_WAIT_GET:
 	case STORE_OP_MULTI_GET:
 		rc = store_cur_list(&c, 0, req);
 		break;

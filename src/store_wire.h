@@ -45,12 +45,20 @@ enum store_op {
 	STORE_OP_QUEUE_LEN,
 	STORE_OP_LIST_KEYS,
 	STORE_OP_BARRIER,
-	STORE_OP_AUTH, /* crun only: the rendezvous secret (auth.h) */
+	STORE_OP_AUTH,	   /* crun only: the rendezvous secret (auth.h) */
+	STORE_OP_WAIT_GET, /* crun only: WAIT, then MULTI_GET, one reply */
 	STORE_OP__COUNT
 };
 
 /* crun's AUTH opcode, in both generations: above every PyTorch opcode. */
 #define STORE_WIRE_AUTH_CODE 0x63
+/*
+ * crun's WAIT_GET opcode, in both generations: a WAIT on a list of keys whose
+ * reply, once they all exist, is STOP_WAITING followed by the MULTI_GET reply
+ * of the same keys (one request and one round trip instead of two). Only a
+ * crun store knows it: a PyTorch server closes the connection.
+ */
+#define STORE_WIRE_WAIT_GET_CODE 0x64
 /* Largest AUTH message (a nonce or a MAC). */
 #define STORE_WIRE_AUTH_MAX 64
 

@@ -336,6 +336,14 @@ int store_aclient_multi_set(struct crun_store_aclient *c,
 			    const size_t *lens, size_t n, store_reply_cb cb,
 			    void *data);
 
+/**
+ * The server is a crun store: gets and multi_gets wait and read in one
+ * request (crun's WAIT_GET) instead of a WAIT and then a read, one round
+ * trip each. A PyTorch server would close the connection. Call before the
+ * first request.
+ */
+void store_aclient_use_wait_get(struct crun_store_aclient *c);
+
 /** The last connect-time error (0 if none): why a connect is still retrying. */
 int store_aclient_last_error(const struct crun_store_aclient *c);
 

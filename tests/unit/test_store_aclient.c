@@ -4,9 +4,13 @@
  * and one released by the server's owner, connect retries until a late
  * server appears or the deadline passes, and close failing what is pending.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "crun/err.h"
@@ -100,7 +104,8 @@ static void finish(void)
 	cr_assert_eq(uv_loop_close(&T.loop), 0);
 }
 
-Test(store_aclient, every_request_in_order, .timeout = 20)
+/* Every request type, plain or with crun's WAIT_GET for gets. */
+static void every_request(int wait_get)
 {
 	const char *keys[] = {"a", "b"};
 	const void *vals[] = {"1", "22"};
@@ -108,6 +113,8 @@ Test(store_aclient, every_request_in_order, .timeout = 20)
 
 	setup(1);
 	cr_assert_eq(store_aclient_new(&T.loop, "127.0.0.1", T.port, 5000, on_connect, NULL, &T.c), 0);
+	if (wait_get)
+		store_aclient_use_wait_get(T.c);
 	/* Queued before the connection is up. */
 	cr_assert_eq(store_aclient_set(T.c, "k", "v", 1, on_reply, NM("set")), 0);
 	cr_assert_eq(store_aclient_get(T.c, "k", 1000, on_reply, NM("get")), 0);
@@ -135,6 +142,9 @@ Test(store_aclient, every_request_in_order, .timeout = 20)
 			 "mget:ok:[1][22];get:ok:1+;wait:ok:0;wait:CRUN_ETIMEDOUT:;"
 			 "get:CRUN_ETIMEDOUT:;del:ok:1;del:ok:0;num:ok:4;");
 }
+
+Test(store_aclient, every_request_in_order, .timeout = 20) { every_request(0); }
+Test(store_aclient, every_request_wait_get, .timeout = 20) { every_request(1); }
 
 /* The server's owner sets the key the client waits for. */
 static void set_go(uv_timer_t *t)
@@ -294,4 +304,86 @@ Test(store_aclient, large_frames_stay_in_order, .timeout = 30)
 	finish();
 	cr_assert_str_eq(T.log, "connect:ok:;add:ok:1;set:ok:0;add:ok:2;"
 				"big1:ok:same;big2:ok:same;add:ok:3;");
+}
+
+/*
+ * The race of a WAIT_GET's timeout: the server answered (STOP_WAITING and
+ * the value) before it read our CANCEL_WAIT, so WAIT_CANCELED follows the
+ * value. The get succeeds, and that byte is not taken for the start of the
+ * next reply. A scripted server thread plays the crun store.
+ */
+struct fake {
+	int lfd, port;
+	char got[64]; /* what the script saw, for the assertion */
+};
+
+static int read_n(int fd, unsigned char *b, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(fd, b + got, n - got);
+
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	unsigned char b[64];
+	int fd = accept(f->lfd, NULL, NULL);
+
+	/* VALIDATE (5 bytes) and PING (5): echo the nonce. */
+	if (fd < 0 || read_n(fd, b, 10) != 0 || write(fd, b + 6, 4) != 4)
+		goto out;
+	/* WAIT_GET ["k"]: opcode, count, one string. */
+	if (read_n(fd, b, 18) != 0)
+		goto out;
+	snprintf(f->got, sizeof(f->got), "op=%02x", b[0]);
+	/* Answer only once the client has given up and canceled. */
+	if (read_n(fd, b, 1) != 0 || b[0] != 0x0c)
+		goto out;
+	if (write(fd, "\0\x01\0\0\0\0\0\0\0v\x01", 11) != 11)
+		goto out;
+	/* ADD "n" 5: answer 42. */
+	if (read_n(fd, b, 18) != 0 || b[0] != 0x04)
+		goto out;
+	if (write(fd, "\x2a\0\0\0\0\0\0\0", 8) != 8)
+		goto out;
+	strcat(f->got, " done");
+	read_n(fd, b, 1); /* until the client closes */
+out:
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+Test(store_aclient, wait_get_answered_as_canceled, .timeout = 20)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	struct fake f = {0};
+	pthread_t th;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	f.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert(f.lfd >= 0);
+	cr_assert_eq(bind(f.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(f.lfd, 1), 0);
+	cr_assert_eq(getsockname(f.lfd, (struct sockaddr *)&sa, &sl), 0);
+	cr_assert_eq(pthread_create(&th, NULL, fake_main, &f), 0);
+	setup(0);
+	cr_assert_eq(store_aclient_new(&T.loop, "127.0.0.1", ntohs(sa.sin_port), 5000, on_connect, NULL, &T.c), 0);
+	store_aclient_use_wait_get(T.c);
+	cr_assert_eq(store_aclient_get(T.c, "k", 50, on_reply, NM("get")), 0);
+	cr_assert_eq(store_aclient_add(T.c, "n", 5, close_all, NM("add")), 0);
+	finish();
+	pthread_join(th, NULL);
+	close(f.lfd);
+	cr_assert_str_eq(f.got, "op=64 done");
+	cr_assert_str_eq(T.log, "connect:ok:;get:ok:v;add:ok:42;");
 }

@@ -1040,3 +1040,100 @@ Test(store_server, vanish_reports_keys, .timeout = 30)
 	vanish_hook = 1;
 	run_scenario(vanish, NULL);
 }
+
+/*
+ * crun's WAIT_GET: answered at once when the keys exist (STOP_WAITING, then
+ * the values as MULTI_GET sends them), else parked with its key list (counted
+ * in memory) and answered when the last key comes; CANCEL_WAIT drops it.
+ */
+static const char *wait_get(int port)
+{
+	static const char hello[] = "\x00\xce\xf7\x85\x3c\x0d\x92\x10\0\0";
+	static const char wg_p[] = "\x64\x01\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0/p";
+	static const char wg_pm[] = "\x64\x02\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0/p"
+				    "\x02\0\0\0\0\0\0\0/m";
+	static const char wg_never[] = "\x64\x01\0\0\0\0\0\0\0\x06\0\0\0\0\0\0\0/never";
+	struct crun_store_client *c;
+	unsigned char b[64];
+	size_t m0;
+	int fd;
+
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
+	CHECK_RC(store_set(c, "/p", "P", 1), 0);
+	fd = raw_connect(port);
+	CHECK(fd >= 0);
+	CHECK(send(fd, hello, 10, 0) == 10);
+	CHECK(raw_read(fd, b, 4, 2000) == 4);
+	CHECK(send(fd, wg_p, sizeof(wg_p) - 1, 0) > 0);
+	CHECK(raw_read(fd, b, 10, 2000) == 10 && memcmp(b, "\0\x01\0\0\0\0\0\0\0P", 10) == 0);
+	m0 = get_stats().memory;
+	CHECK(send(fd, wg_pm, sizeof(wg_pm) - 1, 0) > 0);
+	WAIT_STATS(waiters, ==, 1, 5000);
+	CHECK(get_stats().memory >= m0 + sizeof(wg_pm) - 10);
+	CHECK(raw_read(fd, b, 1, 100) == -1);
+	CHECK_RC(store_set(c, "/m", "MM", 2), 0);
+	CHECK(raw_read(fd, b, 20, 2000) == 20 &&
+	      memcmp(b, "\0\x01\0\0\0\0\0\0\0P\x02\0\0\0\0\0\0\0MM", 20) == 0);
+	WAIT_STATS(waiters, ==, 0, 5000);
+	CHECK(send(fd, wg_never, sizeof(wg_never) - 1, 0) > 0);
+	WAIT_STATS(waiters, ==, 1, 5000);
+	CHECK(send(fd, "\x0c", 1, 0) == 1);
+	CHECK(raw_read(fd, b, 1, 2000) == 1 && b[0] == 1);
+	WAIT_STATS(waiters, ==, 0, 5000);
+	close(fd);
+	store_close(c);
+	return NULL;
+}
+
+Test(store_server, wait_get, .timeout = 30) { run_scenario(wait_get, NULL); }
+
+/*
+ * A parked WAIT_GET whose values outgrow max_output by the time they exist
+ * closes its connection when woken (it is not answered in part); an
+ * immediate one too large is refused like MULTI_GET. Others go on.
+ */
+static const char *wait_get_limit(int port)
+{
+	static const char hello[] = "\x00\xce\xf7\x85\x3c";
+	static const char wg_big[] = "\x64\x01\0\0\0\0\0\0\0\x04\0\0\0\0\0\0\0/big";
+	struct crun_store_client *c;
+	char big[6000];
+	void *v;
+	size_t len;
+	int fd;
+
+	memset(big, 'x', sizeof(big));
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
+	fd = raw_connect(port);
+	CHECK(fd >= 0);
+	CHECK(send(fd, hello, 5, 0) == 5);
+	CHECK(send(fd, wg_big, sizeof(wg_big) - 1, 0) > 0);
+	WAIT_STATS(waiters, ==, 1, 5000);
+	CHECK_RC(store_set(c, "/big", big, sizeof(big)), 0);
+	CHECK(raw_closed(fd));
+	close(fd);
+	CHECK(log_has("wait_get reply would pass max-output"));
+	fd = raw_connect(port);
+	CHECK(fd >= 0);
+	CHECK(send(fd, hello, 5, 0) == 5);
+	CHECK(send(fd, wg_big, sizeof(wg_big) - 1, 0) > 0);
+	CHECK(raw_closed(fd));
+	close(fd);
+	CHECK(log_has("wait_get reply of 6009 bytes exceeds max-output 4096"));
+	CHECK_RC(store_set(c, "/small", "s", 1), 0);
+	CHECK_RC(store_get(c, "/small", 1000, &v, &len), 0);
+	CHECK(vals_eq(v, len, "s"));
+	free(v);
+	store_close(c);
+	return NULL;
+}
+
+Test(store_server, wait_get_limit, .timeout = 30)
+{
+	struct crun_store_limits lim;
+
+	store_limits_default(&lim);
+	lim.max_output = 4096;
+	capture_log = 1;
+	run_scenario(wait_get_limit, &lim);
+}
