@@ -105,6 +105,7 @@ struct op {
 	struct crun_rdzv *r;
 	int round;
 	int arg;
+	int n; /* rdzv_end_round: the participants to mark */
 	void (*cb)(struct crun_rdzv *, int);
 	void *data;
 };
@@ -115,7 +116,7 @@ static void start_running(struct crun_rdzv *r);
 static void on_deadline(uv_timer_t *t);
 static void on_node_end(int status, const struct crun_store_reply *rep,
 			void *arg);
-static int mark_ended(struct crun_rdzv *r, int n);
+static int mark_ended(struct crun_rdzv *r, int n, const void *v, size_t len);
 
 static void key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -519,28 +520,36 @@ static void on_assignment(int status, const struct crun_store_reply *rep,
 
 static void late_or_spare(struct crun_rdzv *r, int closed);
 
-static void on_assigned_closed(int status, const struct crun_store_reply *rep,
-			       void *arg)
+/* The round closed with closed participants: read our assignment. */
+static void read_assignment(struct crun_rdzv *r, int closed)
 {
-	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char ak[KEYMAX], ek[KEYMAX];
 	const char *kp[2] = {ak, ek};
-	int64_t closed;
 
-	if (r == NULL)
-		return;
-	if (status)
-		return store_error(r, status);
-	key(r, ak, "r%d/closed", r->round);
-	if (record_int(r, rep, ak, 1, r->o.max_nodes, &closed))
-		return;
-	r->closed = (int)closed;
+	r->closed = closed;
 	if (r->index > r->closed)
 		return late_or_spare(r, r->closed);
 	key(r, ak, "r%d/assign/%d", r->round, r->index);
 	key(r, ek, "r%d/envcheck", r->round);
 	if (r->ops->multi_get(r->kv, kp, 2, 10000, on_assignment, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
+}
+
+static void on_assigned_closed(int status, const struct crun_store_reply *rep,
+			       void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char ck[KEYMAX];
+	int64_t closed;
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	key(r, ck, "r%d/closed", r->round);
+	if (record_int(r, rep, ck, 1, r->o.max_nodes, &closed))
+		return;
+	read_assignment(r, (int)closed);
 }
 
 static void on_assigned(int status, const struct crun_store_reply *rep,
@@ -556,6 +565,18 @@ static void on_assigned(int status, const struct crun_store_reply *rep,
 	if (status)
 		return store_error(r, status);
 	uv_timer_stop(&r->last_call);
+	/* "ok N": the closer says how many took part (N, 1..max_nodes). */
+	if (rep->len > 3 && memcmp(rep->value, "ok ", 3) == 0) {
+		char why[160];
+		int64_t closed;
+
+		key(r, ak, "r%d/assigned", r->round);
+		if (rdzv_parse_int((const char *)rep->value + 3, rep->len - 3,
+				   1, r->o.max_nodes, &closed, why,
+				   sizeof(why)))
+			return bad_record(r, ak, NULL, why);
+		return read_assignment(r, (int)closed);
+	}
 	if (!reply_is(rep, "ok")) {
 		if (rep->len > 7 && memcmp(rep->value, "abort X", 7) == 0) {
 			r->env_refused =
@@ -568,8 +589,9 @@ static void on_assigned(int status, const struct crun_store_reply *rep,
 		}
 		key(r, ak, "r%d/assigned", r->round);
 		if (rep->len < 6 || memcmp(rep->value, "abort ", 6) != 0)
-			return bad_record(r, ak, NULL,
-					  "neither \"ok\" nor \"abort ...\"");
+			return bad_record(
+			    r, ak, NULL,
+			    "neither \"ok [N]\" nor \"abort ...\"");
 		/*
 		 * The round was aborted while forming: join the next one,
 		 * which whoever aborted it has opened already.
@@ -577,7 +599,7 @@ static void on_assigned(int status, const struct crun_store_reply *rep,
 		r->aborted = r->round;
 		return join_round(r);
 	}
-	/* Did we make it in before it closed? */
+	/* A plain "ok": did we make it in before it closed? */
 	key(r, ak, "r%d/closed", r->round);
 	if (r->ops->add(r->kv, ak, 0, on_assigned_closed, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
@@ -738,7 +760,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	const void **vp;
 	size_t *lens, alen = 0;
 	int64_t total = 0;
-	char *addrs = NULL, *env = NULL, envk[KEYMAX];
+	char *addrs = NULL, *env = NULL, envk[KEYMAX], okv[24];
 	size_t elen = 0;
 
 	if (r == NULL)
@@ -852,7 +874,8 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	lens[2 * n + 1] = elen;
 	r->ops->multi_set(r->kv, kp, vp, lens, 2 * (size_t)n + 2, NULL, NULL);
 	key(r, k, "r%d/assigned", r->round);
-	r->ops->set(r->kv, k, "ok", 2, NULL, NULL);
+	snprintf(okv, sizeof(okv), "ok %d", n);
+	r->ops->set(r->kv, k, okv, strlen(okv), NULL, NULL);
 out:
 	free(v);
 	free(info);
@@ -1230,8 +1253,8 @@ static void on_config(int status, const struct crun_store_reply *rep, void *arg)
 		return round_fail(
 		    r, CRUN_ERDZV_MISMATCH,
 		    "rendezvous '%s' already runs with \"%.*s\"; this node has "
-		    "\"%s\": start every node with the same --nnodes and "
-		    "backend",
+		    "\"%s\": start every node with the same --nnodes, "
+		    "backend and crun version (proto=)",
 		    r->run_id, (int)rep->len, (const char *)rep->value,
 		    r->config);
 	write_params(r);
@@ -1338,19 +1361,26 @@ static void on_end_value(int status, const struct crun_store_reply *rep,
 	round_ended(r, kind, text);
 }
 
-/* Our end/<g> mark is set: read why the round ended. */
+/* Our end/<g> mark is set: it says why the round ended, or to read "end". */
 static void on_node_end(int status, const struct crun_store_reply *rep,
 			void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char k[KEYMAX];
+	char k[KEYMAX], text[512], why[200];
 	const char *kp[1] = {k};
+	int kind;
 
-	(void)rep;
 	if (r == NULL || status == CRUN_ECANCELED)
 		return;
 	if (status)
 		return store_error(r, status);
+	if (!reply_is(rep, "1")) {
+		key(r, k, "r%d/end/%d", r->round, r->grank);
+		if (rdzv_parse_end(rep->value, rep->len, &kind, text,
+				   sizeof(text), why, sizeof(why)))
+			return bad_record(r, k, NULL, why);
+		return round_ended(r, kind, text);
+	}
 	key(r, k, "r%d/end", r->round);
 	if (r->ops->multi_get(r->kv, kp, 1, 10000, on_end_value, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
@@ -1526,6 +1556,12 @@ static void on_end_recorded(int status, const struct crun_store_reply *rep,
 	struct crun_rdzv *r = o->r;
 	char k[KEYMAX];
 
+	/*
+	 * Mark every participant with the recorded end, ours or the one that
+	 * was there first (its writer may have died before marking).
+	 */
+	if (status == 0)
+		mark_ended(r, o->n, rep->value, rep->len);
 	if (status == 0 && reply_is(rep, o->data) && r->state != R_DONE) {
 		struct op *t = op_new(r, o->arg);
 
@@ -1541,9 +1577,12 @@ static void on_end_recorded(int status, const struct crun_store_reply *rep,
 
 /*
  * After "end" is written: set every participant's end/<g> (what each one
- * watches), so they all learn it, in one MULTI_SET.
+ * watches) to it, so they all learn it and why, in one MULTI_SET. A long
+ * reason is not copied N times: "1" tells them to read "end".
  */
-static int mark_ended(struct crun_rdzv *r, int n)
+#define END_MARK_MAX 160
+
+static int mark_ended(struct crun_rdzv *r, int n, const void *v, size_t len)
 {
 	char(*keys)[KEYMAX];
 	const char **kp;
@@ -1562,8 +1601,8 @@ static int mark_ended(struct crun_rdzv *r, int n)
 	for (int g = 0; g < n; g++) {
 		key(r, keys[g], "r%d/end/%d", r->round, g);
 		kp[g] = keys[g];
-		vp[g] = "1";
-		lens[g] = 1;
+		vp[g] = len > 0 && len <= END_MARK_MAX ? v : "1";
+		lens[g] = len > 0 && len <= END_MARK_MAX ? len : 1;
 	}
 	rc = r->ops->multi_set(r->kv, kp, vp, lens, (size_t)n, NULL, NULL);
 	free(keys);
@@ -1625,14 +1664,14 @@ int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 	o->data = strdup(val);
 	if (o->data == NULL)
 		abort();
+	o->n = n;
 	rc = r->ops->compare_set(r->kv, k, "", 0, val, strlen(val),
 				 on_end_recorded, o);
 	if (rc) {
 		free(o->data);
 		free(o);
-		return rc;
 	}
-	return mark_ended(r, n);
+	return rc;
 }
 
 /* Abort a round that is still forming; "assigned" tells its participants. */
@@ -1812,7 +1851,7 @@ static void on_finished_count(int status, const struct crun_store_reply *rep,
 		key(r, k, "r%d/end", r->round);
 		r->ops->compare_set(r->kv, k, "", 0, "S all nodes finished", 20,
 				    NULL, NULL);
-		mark_ended(r, r->gworld);
+		mark_ended(r, r->gworld, "1", 1); /* "end" may hold another */
 	}
 	if (!r->o.is_store_host)
 		return finish_done(r);
@@ -2600,6 +2639,11 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 		snprintf(r->config + strlen(r->config),
 			 sizeof(r->config) - strlen(r->config),
 			 " exclude=%d:%g", o->exclude_after, o->exclude_for);
+	/* Nodes of another crun protocol disagree here, at the first request.
+	 */
+	snprintf(r->config + strlen(r->config),
+		 sizeof(r->config) - strlen(r->config), " proto=%d",
+		 RDZV_PROTO);
 	uv_timer_init(loop, &r->last_call);
 	uv_timer_init(loop, &r->hb);
 	uv_timer_init(loop, &r->deadline);

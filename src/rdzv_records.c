@@ -406,9 +406,9 @@ int rdzv_parse_config(const void *p, size_t len, int max_nodes, int *min,
 		     wlen))
 		return reason(why, wlen, "expected backend=NAME");
 	/* With exclude_after on, rdzv.c adds "exclude=K:S" (K 1..32, S the
-	 * cooldown in seconds, as %g prints it). */
+	 * cooldown in seconds, as %g prints it); then "proto=P". */
 	n = cur_field(&c, &f);
-	if (n > 0) {
+	if (n > 0 && (n <= 6 || memcmp(f, "proto=", 6) != 0)) {
 		int64_t k;
 
 		colon = n > 8 ? memchr(f, ':', n) : NULL;
@@ -418,6 +418,14 @@ int rdzv_parse_config(const void *p, size_t len, int max_nodes, int *min,
 			return reason(why, wlen,
 				      "expected exclude=K:SECONDS after the "
 				      "backend");
+		n = cur_field(&c, &f);
+	}
+	if (n > 0) {
+		int64_t proto;
+
+		if (n <= 6 || memcmp(f, "proto=", 6) != 0 ||
+		    field_int(f + 6, n - 6, 1, 999, &proto))
+			return reason(why, wlen, "expected proto=1..999 last");
 	}
 	if (!cur_done(&c))
 		return reason(why, wlen, "trailing fields after the backend");

@@ -436,11 +436,18 @@ static void on_round(struct crun_rdzv_status *s)
 	st->joined = joined > INT32_MAX ? INT32_MAX : (int)joined;
 	if (sl[R_ASSIGNED].present) {
 		snprintf(k, sizeof(k), "r%d/assigned", st->round);
-		ok = sl[R_ASSIGNED].len == 2 &&
-		     memcmp(sl[R_ASSIGNED].v, "ok", 2) == 0;
+		/* "ok N" (N participants), or "ok" from an older closer. */
+		ok = sl[R_ASSIGNED].len >= 2 &&
+		     memcmp(sl[R_ASSIGNED].v, "ok", 2) == 0 &&
+		     (sl[R_ASSIGNED].len == 2 ||
+		      (sl[R_ASSIGNED].v[2] == ' ' &&
+		       rdzv_parse_int(sl[R_ASSIGNED].v + 3,
+				      sl[R_ASSIGNED].len - 3, 1, st->max_nodes,
+				      &(int64_t){0}, why, sizeof(why)) == 0));
 		if (!ok && (sl[R_ASSIGNED].len < 6 ||
 			    memcmp(sl[R_ASSIGNED].v, "abort ", 6) != 0))
-			return bad(s, k, "neither \"ok\" nor \"abort ...\"");
+			return bad(s, k,
+				   "neither \"ok [N]\" nor \"abort ...\"");
 	}
 	if (sl[R_END].present) {
 		snprintf(k, sizeof(k), "r%d/end", st->round);

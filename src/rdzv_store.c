@@ -4,8 +4,10 @@
  *
  * Happy path: the agent whose address matches the endpoint host (or
  * is_host=true) binds the endpoint port and serves the store on its own
- * loop; every agent (the host too, over loopback) opens two connections:
- * one for pipelined requests, one for the single outstanding watch.
+ * loop; every agent (the host too, over loopback) opens one connection,
+ * which carries its pipelined requests and its one watch (the aclient's
+ * background watch: a WAIT_GET taken back and sent again around other
+ * requests), so the host holds one descriptor per node.
  *
  * With a rendezvous secret (auth.h) the server makes every client prove it
  * and every client makes the server prove it; without one, the host says
@@ -38,9 +40,8 @@ struct crun_rdzv_store {
 	int opened; /* the store was reached once: see new_client */
 	struct crun_store_server *server; /* when this agent hosts */
 	struct crun_store_aclient *main;
-	struct crun_store_aclient *watch;
-	int watch_idle; /* watch is connected or connecting, with no request */
 	uv_timer_t progress;
+	uv_timer_t wtimer; /* the watch's timeout */
 	uint64_t started;
 	int connected;
 	int closing;
@@ -81,7 +82,7 @@ static void setup_server(struct crun_rdzv_store *s)
 /*
  * Until the store has been reached, a connection waits for the host as long
  * as opening may (it may start later than us). Once reached, a host that
- * refuses a new connection (a watch) is gone: give up after
+ * refuses a new connection is gone: give up after
  * RECONNECT_MS, not after the join deadline.
  */
 #define RECONNECT_MS 3000
@@ -107,7 +108,6 @@ struct kvreq {
 	rdzv_kv_cb cb;
 	void *arg;
 	struct crun_rdzv_store *s; /* a watch's store, else NULL */
-	struct crun_store_aclient *c;
 };
 
 static void kv_on_reply(struct crun_store_aclient *c, int status,
@@ -115,9 +115,8 @@ static void kv_on_reply(struct crun_store_aclient *c, int status,
 {
 	struct kvreq *q = data;
 
-	/* A watch answered on a healthy connection: the next one reuses it. */
-	if (q->s != NULL && q->s->watch == c && q->c == c && status == 0)
-		q->s->watch_idle = 1;
+	if (q->s != NULL)
+		uv_timer_stop(&q->s->wtimer);
 	if (q->cb)
 		q->cb(status, r, q->arg);
 	free(q);
@@ -132,14 +131,19 @@ static struct kvreq *kvreq(rdzv_kv_cb cb, void *arg)
 	q->cb = cb;
 	q->arg = arg;
 	q->s = NULL;
-	q->c = NULL;
 	return q;
 }
 
-/* Submit through fn; on a synchronous error the request is freed. */
+/*
+ * Submit through fn; on a synchronous error the request is freed. Closing
+ * fails what is pending, and a callback may ask again: CRUN_ECLOSED then.
+ */
 #define SUBMIT(call)                                                           \
 	do {                                                                   \
-		struct kvreq *q = kvreq(cb, arg);                              \
+		struct kvreq *q;                                               \
+		if (s->main == NULL)                                           \
+			return CRUN_ECLOSED;                                   \
+		q = kvreq(cb, arg);                                            \
 		int rc_ = (call);                                              \
 		if (rc_)                                                       \
 			free(q);                                               \
@@ -160,7 +164,9 @@ static int kv_set(void *kv, const char *key, const void *v, size_t n,
 	struct crun_rdzv_store *s = kv;
 
 	if (cb == NULL)
-		return store_aclient_set(s->main, key, v, n, NULL, NULL);
+		return s->main
+			   ? store_aclient_set(s->main, key, v, n, NULL, NULL)
+			   : CRUN_ECLOSED;
 	SUBMIT(store_aclient_set(s->main, key, v, n, kv_on_reply, q));
 }
 
@@ -190,26 +196,15 @@ static int kv_multi_set(void *kv, const char *const *keys,
 	struct crun_rdzv_store *s = kv;
 
 	if (cb == NULL)
-		return store_aclient_multi_set(s->main, keys, vals, lens, n,
-					       NULL, NULL);
+		return s->main ? store_aclient_multi_set(s->main, keys, vals,
+							 lens, n, NULL, NULL)
+			       : CRUN_ECLOSED;
 	SUBMIT(store_aclient_multi_set(s->main, keys, vals, lens, n,
 				       kv_on_reply, q));
 }
 
 static void close_client(struct crun_rdzv_store *s,
 			 struct crun_store_aclient **slot);
-
-static void watch_on_connect(struct crun_store_aclient *c, int status,
-			     void *data)
-{
-	struct crun_rdzv_store *s = data;
-
-	/* Failures surface through a queued watch; a spare that failed is
-	 * dropped, so the next watch opens a fresh connection. */
-	if (status != 0 && status != CRUN_ECANCELED && s->watch == c &&
-	    s->watch_idle)
-		close_client(s, &s->watch);
-}
 
 /* One of the clients, the server or the timer is closed. */
 static void on_client_closed(void *data)
@@ -236,11 +231,15 @@ static void close_client(struct crun_rdzv_store *s,
 	store_aclient_close(c, on_client_closed, s);
 }
 
-/*
- * A new watch replaces the one outstanding: TCPStore has no way to take a
- * WAIT back without a timeout, so the old watch connection is closed (its
- * watch fails with CRUN_ECANCELED) and a fresh one opened.
- */
+static void on_watch_timeout(uv_timer_t *t)
+{
+	struct crun_rdzv_store *s = t->data;
+
+	if (s->main != NULL)
+		store_aclient_unwatch(s->main, CRUN_ETIMEDOUT);
+}
+
+/* A new watch replaces the one outstanding (which fails CRUN_ECANCELED). */
 static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
 		    void *arg)
 {
@@ -248,29 +247,22 @@ static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
 	struct kvreq *q;
 	int rc;
 
-	/*
-	 * A connection with no watch outstanding (opened with the store, or
-	 * whose last watch was answered) is reused: at scale N nodes opening
-	 * N connections at once, as a round starts, overflow the host's
-	 * accept backlog and cost SYN retransmits of a second or more.
-	 */
-	if (s->watch == NULL || !s->watch_idle) {
-		close_client(s, &s->watch);
-		rc = new_client(s, watch_on_connect, &s->watch);
-		if (rc)
-			return rc;
-	}
-	s->watch_idle = 0;
+	if (s->main == NULL)
+		return CRUN_ECLOSED;
 	q = kvreq(cb, arg);
 	q->s = s;
-	q->c = s->watch;
-	rc = store_aclient_get(s->watch, key, timeout_ms, kv_on_reply, q);
-	if (rc)
+	rc = store_aclient_watch(s->main, key, kv_on_reply, q);
+	if (rc) {
 		free(q);
-	return rc;
+		return rc;
+	}
+	if (timeout_ms >= 0)
+		uv_timer_start(&s->wtimer, on_watch_timeout,
+			       (uint64_t)timeout_ms, 0);
+	return 0;
 }
 
-/* The store host learns at once which node's watch connection broke. */
+/* The store host learns at once which node's connection broke mid-watch. */
 static void kv_on_vanish(void *kv, void (*cb)(void *, const char *, size_t),
 			 void *arg)
 {
@@ -567,10 +559,6 @@ static void main_on_connect(struct crun_store_aclient *c, int status,
 		return;
 	if (status == 0) {
 		s->connected = 1;
-		/* The watch connection too, before any round needs it. */
-		if (s->watch == NULL &&
-		    new_client(s, watch_on_connect, &s->watch) == 0)
-			s->watch_idle = 1;
 		return finish_open(s, 0);
 	}
 	if (status == CRUN_ETIMEDOUT) {
@@ -609,6 +597,14 @@ static void main_on_connect(struct crun_store_aclient *c, int status,
 			 s->port, crun_strerror(status));
 	}
 	finish_open(s, status);
+}
+
+static void on_aborted_closed(uv_handle_t *h)
+{
+	struct crun_rdzv_store *s = h->data;
+
+	if (--s->pending_close == 0)
+		free(s);
 }
 
 int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
@@ -683,15 +679,19 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 	}
 	uv_timer_init(loop, &s->progress);
 	s->progress.data = s;
+	uv_timer_init(loop, &s->wtimer);
+	s->wtimer.data = s;
 	s->started = uv_now(loop);
 	rc = new_client(s, main_on_connect, &s->main);
 	if (rc) {
 		snprintf(o->errmsg, o->errlen, "cannot connect to %s:%d: %s",
 			 s->host, s->port, crun_strerror(rc));
-		uv_close((uv_handle_t *)&s->progress, NULL);
 		if (s->server)
 			store_server_close(s->server, NULL, NULL);
-		free(s);
+		/* s goes once the loop has let go of its timers. */
+		s->pending_close = 2;
+		uv_close((uv_handle_t *)&s->progress, on_aborted_closed);
+		uv_close((uv_handle_t *)&s->wtimer, on_aborted_closed);
 		return rc;
 	}
 	uv_timer_start(&s->progress, on_progress, 1000, 1000);
@@ -726,9 +726,8 @@ void rdzv_store_close(struct crun_rdzv_store *s, rdzv_store_close_cb cb,
 	s->closing = 1;
 	s->close_cb = cb;
 	s->close_data = data;
-	s->pending_close++; /* the progress timer */
+	s->pending_close += 2; /* the timers */
 	close_client(s, &s->main);
-	close_client(s, &s->watch);
 	if (s->server) {
 		struct crun_store_server *srv = s->server;
 
@@ -737,6 +736,7 @@ void rdzv_store_close(struct crun_rdzv_store *s, rdzv_store_close_cb cb,
 		store_server_close(srv, on_client_closed, s);
 	}
 	uv_close((uv_handle_t *)&s->progress, on_progress_closed);
+	uv_close((uv_handle_t *)&s->wtimer, on_progress_closed);
 }
 
 void rdzv_store_free(struct crun_rdzv_store *s)

@@ -60,6 +60,9 @@ struct store_areq {
 	int phase;    /* 0: the WAIT is pending; 1: the main frame */
 	int sent;     /* the current phase's frame is written */
 	int canceling; /* CANCEL_WAIT sent */
+	int bg;	       /* an incarnation of the background watch */
+	int taken;     /* taken back for other requests: a successor follows */
+	unsigned wgen; /* of that watch */
 	int timeout_ms;
 	size_t n; /* values in a MULTI_GET reply */
 	store_reply_cb cb;
@@ -101,6 +104,14 @@ struct crun_store_aclient {
 	int use_wait_get;	  /* the server is a crun store */
 	struct store_areq *raced; /* a WAIT_GET answered as it was canceled */
 	int skip_canceled;	  /* a WAIT_CANCELED byte to pass over */
+	/* The background watch (store_aclient_watch). */
+	struct store_areq *parked; /* its WAIT_GET, sent last: nothing after */
+	struct store_areq *wnext;  /* its WAIT_GET queued, not sent yet */
+	char *wkey;
+	unsigned wgen; /* bumped by each new watch */
+	int wlive;     /* its callback is still due */
+	store_reply_cb wcb;
+	void *wdata;
 	int has_key; /* run the AUTH exchange (auth.h) on connect */
 	int proved;  /* our AUTH proof is sent on this connection */
 	struct crun_auth_key key;
@@ -131,6 +142,7 @@ static void store_aclient_maybe_free(struct crun_store_aclient *c)
 	cb = c->close_cb;
 	data = c->close_data;
 	store_buf_release(&c->in);
+	free(c->wkey);
 	free(c);
 	if (cb != NULL)
 		cb(data);
@@ -161,9 +173,8 @@ static void store_aclient_close_tcp(struct crun_store_aclient *c)
 	uv_close((uv_handle_t *)&c->tcp, store_aclient_on_close);
 }
 
-/* Pop the head request and run its callback with status and r. */
-static void store_aclient_complete(struct crun_store_aclient *c, int status,
-				   const struct crun_store_reply *rep)
+/* Take the head request off the queue, without a callback. */
+static struct store_areq *store_aclient_pop(struct crun_store_aclient *c)
 {
 	struct store_areq *r = c->head;
 
@@ -180,8 +191,38 @@ static void store_aclient_complete(struct crun_store_aclient *c, int status,
 		c->raced = NULL;
 		c->skip_canceled = 1;
 	}
-	if (r->cb != NULL)
-		r->cb(c, status, status == 0 ? rep : NULL, r->data);
+	if (c->parked == r)
+		c->parked = NULL;
+	if (c->wnext == r)
+		c->wnext = NULL;
+	return r;
+}
+
+/* Pop the head request and run its callback with status and r. */
+static void store_aclient_complete(struct crun_store_aclient *c, int status,
+				   const struct crun_store_reply *rep)
+{
+	struct store_areq *r = store_aclient_pop(c);
+	store_reply_cb cb = r->cb;
+	void *data = r->data;
+
+	if (r->bg) {
+		/*
+		 * The watch's first answer goes to its callback; answers of
+		 * incarnations replaced go nowhere, nor do the errors of one
+		 * taken back: its successor, after the requests that took it
+		 * back, fails in its turn (callbacks stay in call order).
+		 */
+		cb = NULL;
+		if (c->wlive && r->wgen == c->wgen &&
+		    (status == 0 || !r->taken)) {
+			c->wlive = 0;
+			cb = c->wcb;
+			data = c->wdata;
+		}
+	}
+	if (cb != NULL)
+		cb(c, status, status == 0 ? rep : NULL, data);
 	store_areq_free(r);
 }
 
@@ -277,22 +318,74 @@ static int store_aclient_write(struct crun_store_aclient *c,
 	return store_aclient_write_as(c, b, 1);
 }
 
-/* The WAIT at the head of the pipeline timed out: cancel it. */
-static void store_aclient_on_wait_timeout(uv_timer_t *t)
+/* Queue r last (unsent). */
+static void store_aclient_enqueue(struct crun_store_aclient *c,
+				  struct store_areq *r)
 {
-	struct crun_store_aclient *c = t->data;
+	if (c->tail != NULL)
+		c->tail->next = r;
+	else
+		c->head = r;
+	c->tail = r;
+	if (c->send_next == NULL)
+		c->send_next = r;
+}
+
+/* Send CANCEL_WAIT for r, the one WAIT parked on the server: 0 or an error. */
+static int store_aclient_cancel(struct crun_store_aclient *c,
+				struct store_areq *r)
+{
 	struct store_buf b;
 	int rc;
 
-	if (c->blocked == NULL || c->blocked->canceling)
-		return;
-	c->blocked->canceling = 1;
+	r->canceling = 1;
+	if (c->parked == r)
+		c->parked = NULL;
 	store_buf_init(&b);
 	store_buf_op(&b, STORE_GEN_G3, STORE_OP_CANCEL_WAIT);
 	rc = store_aclient_write(c, &b);
 	store_buf_release(&b);
+	return rc;
+}
+
+/* The WAIT at the head of the pipeline timed out: cancel it. */
+static void store_aclient_on_wait_timeout(uv_timer_t *t)
+{
+	struct crun_store_aclient *c = t->data;
+	int rc;
+
+	if (c->blocked == NULL || c->blocked->canceling)
+		return;
+	rc = store_aclient_cancel(c, c->blocked);
 	if (rc != 0)
 		store_aclient_fail(c, rc);
+}
+
+static struct store_areq *store_areq_watch(struct crun_store_aclient *c);
+
+/* Put r (queued, unsent) last in the queue, or free it. */
+static void store_aclient_requeue(struct crun_store_aclient *c,
+				  struct store_areq *r, int keep)
+{
+	struct store_areq **pp = &c->head, *prev = NULL;
+
+	while (*pp != r) {
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+	*pp = r->next;
+	if (c->tail == r)
+		c->tail = prev;
+	if (c->send_next == r)
+		c->send_next = r->next;
+	if (!keep) {
+		if (c->wnext == r)
+			c->wnext = NULL;
+		store_areq_free(r);
+		return;
+	}
+	r->next = NULL;
+	store_aclient_enqueue(c, r);
 }
 
 /* Send queued requests up to the next WAIT. */
@@ -303,8 +396,44 @@ static void store_aclient_pump(struct crun_store_aclient *c)
 
 	while (c->state == AS_READY && c->blocked == NULL &&
 	       (r = c->send_next) != NULL) {
+		/*
+		 * The background watch goes last, when nothing follows it;
+		 * one of a watch replaced or answered is not sent at all.
+		 */
+		if (r->bg && (!c->wlive || r->wgen != c->wgen)) {
+			store_aclient_requeue(c, r, 0);
+			continue;
+		}
+		if (r->bg && r->next != NULL) {
+			store_aclient_requeue(c, r, 1);
+			continue;
+		}
+		/*
+		 * Requests after a parked WAIT would be answered before it,
+		 * so the watch's WAIT_GET is taken back first (the server
+		 * answers CANCEL_WAIT in order) and a new one goes after them.
+		 */
+		if (c->parked != NULL) {
+			/* The successor first: whatever fails next, it is in
+			 * the queue to report it. */
+			if (c->wlive && c->wnext == NULL &&
+			    store_areq_watch(c) == NULL) {
+				store_aclient_fail(c, UV_ENOMEM);
+				return;
+			}
+			c->parked->taken = c->wlive;
+			rc = store_aclient_cancel(c, c->parked);
+			if (rc != 0) {
+				store_aclient_fail(c, rc);
+				return;
+			}
+		}
 		c->send_next = r->next;
-		if (r->has_wait && r->phase == 0) {
+		if (r->has_wait && r->phase == 0 && r->bg) {
+			rc = store_aclient_write(c, &r->wait);
+			c->parked = r;
+			c->wnext = NULL;
+		} else if (r->has_wait && r->phase == 0) {
 			rc = store_aclient_write(c, &r->wait);
 			c->blocked = r;
 			if (rc == 0 && r->timeout_ms >= 0)
@@ -361,14 +490,20 @@ static ssize_t store_aclient_parse(struct crun_store_aclient *c)
 			    2; /* won the race; WAIT_CANCELED follows */
 			return 1;
 		}
+		if (p[0] == STORE_WAIT_CANCELED && r->canceling && r->bg) {
+			store_areq_free(store_aclient_pop(c)); /* taken back */
+			return 1;
+		}
 		if (p[0] == STORE_WAIT_CANCELED && r->canceling) {
 			store_aclient_complete(c, CRUN_ETIMEDOUT, NULL);
 			return 1;
 		}
 		if (p[0] != STORE_STOP_WAITING)
 			return CRUN_EPROTO;
-		uv_timer_stop(&c->timer);
-		c->blocked = NULL;
+		if (c->blocked == r) {
+			uv_timer_stop(&c->timer);
+			c->blocked = NULL;
+		}
 		if (r->kind == AR_NONE) {
 			store_aclient_complete(c, 0, &rep);
 		} else {
@@ -779,13 +914,7 @@ static int store_areq_submit(struct crun_store_aclient *c, struct store_areq *r)
 		store_areq_free(r);
 		return UV_ENOMEM;
 	}
-	if (c->tail != NULL)
-		c->tail->next = r;
-	else
-		c->head = r;
-	c->tail = r;
-	if (c->send_next == NULL)
-		c->send_next = r;
+	store_aclient_enqueue(c, r);
 	store_aclient_pump(c);
 	return 0;
 }
@@ -974,6 +1103,66 @@ int store_aclient_multi_set(struct crun_store_aclient *c,
 		store_buf_str(&r->main, vals[i], lens[i]);
 	}
 	return store_areq_submit(c, r);
+}
+
+/* A WAIT_GET of the watch's key, queued last (not sent), or NULL. */
+static struct store_areq *store_areq_watch(struct crun_store_aclient *c)
+{
+	const char *k = c->wkey;
+	struct store_areq *r;
+	int err = 0;
+
+	r = store_areq_new(c, AR_BYTES, NULL, NULL, &err);
+	if (r == NULL)
+		return NULL;
+	r->bg = 1;
+	r->wgen = c->wgen;
+	store_areq_wait(c, r, &k, 1, -1);
+	if (r->wait.oom) {
+		store_areq_free(r);
+		return NULL;
+	}
+	store_aclient_enqueue(c, r);
+	c->wnext = r;
+	return r;
+}
+
+int store_aclient_watch(struct crun_store_aclient *c, const char *key,
+			store_reply_cb cb, void *data)
+{
+	char *k;
+
+	if (!c->use_wait_get)
+		return CRUN_EUSAGE;
+	if (c->closing || c->state == AS_FAILED)
+		return CRUN_ECLOSED;
+	if ((k = strdup(key)) == NULL)
+		return UV_ENOMEM;
+	store_aclient_unwatch(c, CRUN_ECANCELED);
+	free(c->wkey);
+	c->wkey = k;
+	c->wgen++;
+	if (store_areq_watch(c) == NULL)
+		return UV_ENOMEM;
+	c->wlive = 1;
+	c->wcb = cb;
+	c->wdata = data;
+	store_aclient_pump(c);
+	return 0;
+}
+
+void store_aclient_unwatch(struct crun_store_aclient *c, int status)
+{
+	int rc;
+
+	if (!c->wlive)
+		return;
+	c->wlive = 0;
+	/* Its incarnations are answered (or dropped unsent) in silence. */
+	if (c->parked != NULL && (rc = store_aclient_cancel(c, c->parked)))
+		store_aclient_fail(c, rc);
+	if (c->wcb != NULL)
+		c->wcb(c, status, NULL, c->wdata);
 }
 
 void store_aclient_use_wait_get(struct crun_store_aclient *c)

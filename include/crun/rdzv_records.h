@@ -21,6 +21,12 @@
 #define RDZV_MAX_FIELD 255
 /* Largest record the parsers accept. */
 #define RDZV_MAX_RECORD 1024
+/*
+ * The rendezvous protocol of this crun, in the job's config record: 2 since
+ * waiting reads are WAIT_GET, "assigned" says "ok N" and end marks carry
+ * the end. Nodes that differ stop at their first request, saying so.
+ */
+#define RDZV_PROTO 2
 
 /* Largest env-check record (the closer's lines about differing nodes). */
 #define RDZV_MAX_ENVCHECK 4096
@@ -90,8 +96,9 @@ int rdzv_parse_counter(const void *p, size_t len, int64_t *out, char *why,
 		       size_t wlen);
 
 /**
- * The job's "config" record "nnodes=MIN:MAX backend=B" (rdzv.c writes it):
- * 1 <= MIN <= MAX <= max_nodes, B a word of at most blen-1 bytes.
+ * The job's "config" record "nnodes=MIN:MAX backend=B [exclude=K:S]
+ * [proto=P]" (rdzv.c writes it): 1 <= MIN <= MAX <= max_nodes, B a word of
+ * at most blen-1 bytes, P 1..999 (absent: a crun before proto=2).
  */
 int rdzv_parse_config(const void *p, size_t len, int max_nodes, int *min,
 		      int *max, char *backend, size_t blen, char *why,

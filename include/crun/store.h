@@ -344,6 +344,22 @@ int store_aclient_multi_set(struct crun_store_aclient *c,
  */
 void store_aclient_use_wait_get(struct crun_store_aclient *c);
 
+/**
+ * The background watch (a crun store only: needs store_aclient_use_wait_get):
+ * wait for key to exist and read it, while every other request keeps
+ * flowing on this same connection. Its WAIT_GET is sent whenever nothing
+ * else is pending; a request made while it is parked takes it back first
+ * (CANCEL_WAIT, answered in order) and sends it again after. cb runs once:
+ * with the value, an error, or the status given to store_aclient_unwatch.
+ * One watch at a time: a new one replaces the old (CRUN_ECANCELED).
+ * Returns 0, CRUN_EUSAGE (not a crun store), CRUN_ECLOSED or UV_ENOMEM.
+ */
+int store_aclient_watch(struct crun_store_aclient *c, const char *key,
+			store_reply_cb cb, void *data);
+
+/** Give up the watch: its callback runs now with status (if still due). */
+void store_aclient_unwatch(struct crun_store_aclient *c, int status);
+
 /** The last connect-time error (0 if none): why a connect is still retrying. */
 int store_aclient_last_error(const struct crun_store_aclient *c);
 

@@ -20,7 +20,9 @@
  *             (rdzv_store_open with is_host, plus its own participant, group
  *             rank 0); one holds a single victim participant. Rows:
  *               rdzv-form    from "join" to the last node's round callback
- *               rdzv-steady  a quiet window after that: the host's CPU on
+ *               rdzv-steady  a quiet window after that (--steady seconds,
+ *                            at least one heartbeat interval, after one
+ *                            interval to settle): the host's CPU on
  *                            heartbeats and liveness
  *               rdzv-reform  SIGKILL of the victim to the last survivor
  *                            formed in the next round (floor_seconds: to the
@@ -1170,14 +1172,14 @@ static int rdzv_job(long n)
 	struct tally t;
 	int np = 0, status = 1, procs = opt.procs;
 	long rest = n - 2, first = 2;
-	double t0, c0, c1, w0, form_s, ops1, bytes1, cpu_form, tk;
+	double t0, c0, c1, w0, form_s, ops1, bytes1, cpu_form, tk, hb_s;
 	const char *why = NULL;
 
 	memset(&t, 0, sizeof(t));
 	memset(ps, 0, sizeof(ps));
 	t.check_round = 0;
-	if (nofile_raise(2 * n + 256, "the store host (two per node)") ||
-	    nofile_raise(2 * n / procs + 256, "a node process"))
+	if (nofile_raise(n + 256, "the store host (one per node)") ||
+	    nofile_raise(n / procs + 256, "a node process"))
 		return 0;
 	t.seen = calloc((size_t)n, 1);
 	/* The host: the store and node 0, as an agent hosting it. */
@@ -1227,13 +1229,23 @@ static int rdzv_job(long n)
 		goto out;
 	}
 
-	/* Steady state: heartbeats and liveness only. */
-	usleep(500000); /* the watches and first heartbeats settle */
+	/*
+	 * Steady state: heartbeats and liveness only. The heartbeat interval
+	 * grows past keep_alive x rate nodes (to n / rate, as rdzv.c does):
+	 * one interval settles (every node has beaten once), and the window
+	 * spans one interval at least.
+	 */
+	hb_s = opt.ka_interval;
+	if (opt.hb_rate > 0 && n / opt.hb_rate > hb_s)
+		hb_s = n / opt.hb_rate;
+	w0 = now();
+	while (now() < w0 + (hb_s > 0.5 ? hb_s : 0.5))
+		drain(ps, np, &t, n, 100);
 	gather(ps, np, &t, n);
 	ops1 = t.cnt.hbops;
 	c0 = proc_cpu(ps[0].pid);
 	w0 = now();
-	while (now() < w0 + opt.steady)
+	while (now() < w0 + (opt.steady > hb_s ? opt.steady : hb_s))
 		drain(ps, np, &t, n, 100);
 	c1 = proc_cpu(ps[0].pid);
 	w0 = now() - w0;

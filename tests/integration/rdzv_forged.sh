@@ -44,6 +44,9 @@ forged world "'crun/world/r0/assign/1'.*outside a world of 1" \
 # 4. A closed count above --nnodes.
 forged closed "malformed rendezvous record 'crun/closed/r0/closed'" \
 	r0/assigned=ok r0/closed=100000
+# 4b. An "ok N" whose N is above --nnodes.
+forged oknum "malformed rendezvous record 'crun/oknum/r0/assigned'.*not a number in 1..2" \
+	"r0/assigned=ok 100000"
 # 5. An assignment that is not numbers at all.
 forged junk "malformed rendezvous record 'crun/junk/r0/assign/1'.*is not a number" \
 	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 r0/envcheck=- "r0/assign/1=zero one"
@@ -65,22 +68,30 @@ forged addrs "malformed rendezvous record 'crun/addrs/r0/addrs'" \
 forged descr "malformed rendezvous record 'crun/descr/r0/node/1' written by evil.*nproc" \
 	r0/join=1 "r0/node/1=0 0 0 1 evil 10.0.0.9 default" r0/expect=2
 
-# 11. While a round runs: an "end" record of an unknown kind stops the job
-# with the key named (the agent watches end/0, then reads "end").
-$RAW 127.0.0.1 $PORT set crun/job running >/dev/null || fail "cannot reset crun/job"
-timeout 60 "$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \
-	--rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=running \
-	--rdzv_conf=last_call_timeout=1 /bin/sh -c 'touch "$0"; sleep 30' "$T/running.started" >"$T/running.out" 2>&1 &
-rpid=$!; t0=$(date +%s)
-wait_for 20 test -e "$T/running.started" || { cat "$T/running.out" >&2; fail "running: the worker never started"; }
-$RAW 127.0.0.1 $PORT set crun/running/r0/end "Qnonsense" set crun/running/r0/end/0 1 >/dev/null ||
-	fail "running: cannot forge the end record"
-wait $rpid; rc=$?; el=$(( $(date +%s) - t0 ))
-note "running: stopped $el s after the worker started"
-# A fatal end never restarts: no wait for a restart count nobody writes.
-[ $el -le 8 ] || fail "running: the agent took $el s to stop (want <= 8)"
-[ $rc -ne 0 ] && [ $rc -lt 124 ] || { cat "$T/running.out" >&2; fail "running: agent exited $rc"; }
-expect_grep "running: message" "malformed rendezvous record 'crun/running/r0/end'.*unknown end kind 'Q'" "$T/running.out"
+# forged_running JOB END MARK KEY: while a round runs, forge its "end" record
+# and node 0's end/0 mark (which carries the end, or "1": read "end"); the
+# job stops at once with KEY named.
+forged_running() {
+	job=$1
+	$RAW 127.0.0.1 $PORT set crun/job "$job" >/dev/null || fail "$job: cannot reset crun/job"
+	timeout 60 "$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \
+		--rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id="$job" \
+		--rdzv_conf=last_call_timeout=1 /bin/sh -c 'touch "$0"; sleep 30' "$T/$job.started" >"$T/$job.out" 2>&1 &
+	rpid=$!; t0=$(date +%s)
+	wait_for 20 test -e "$T/$job.started" || { cat "$T/$job.out" >&2; fail "$job: the worker never started"; }
+	$RAW 127.0.0.1 $PORT set "crun/$job/r0/end" "$2" set "crun/$job/r0/end/0" "$3" >/dev/null ||
+		fail "$job: cannot forge the end record"
+	wait $rpid; rc=$?; el=$(( $(date +%s) - t0 ))
+	note "$job: stopped $el s after the worker started"
+	# A fatal end never restarts: no wait for a restart count nobody writes.
+	[ $el -le 8 ] || fail "$job: the agent took $el s to stop (want <= 8)"
+	[ $rc -ne 0 ] && [ $rc -lt 124 ] || { cat "$T/$job.out" >&2; fail "$job: agent exited $rc"; }
+	expect_grep "$job: message" "malformed rendezvous record 'crun/$job/$4'.*unknown end kind 'Q'" "$T/$job.out"
+}
+# 11. An "end" record of an unknown kind, the mark saying "read end".
+forged_running running "Qnonsense" 1 r0/end
+# 12. A mark that carries an end of an unknown kind itself.
+forged_running marked "Xsomething" "Qnonsense" r0/end/0
 
 # The store survived every forged job and still serves a clean one.
 $RAW 127.0.0.1 $PORT set crun/job clean >/dev/null || fail "cannot reset crun/job"

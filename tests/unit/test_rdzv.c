@@ -249,6 +249,26 @@ Test(rdzv, mismatch_nnodes, .timeout = 10)
 	world_close();
 }
 
+static int first_round(void);
+
+/* A node of an older crun (no proto= in its config) meets a newer one. */
+Test(rdzv, mismatch_protocol, .timeout = 10)
+{
+	struct node *a;
+
+	world_init();
+	fkv_put(&W.kv, "crun/job", "job1", 4);
+	fkv_put(&W.kv, "crun/job1/config", "nnodes=2:2 backend=c10d", 23);
+	a = node_add(1, 1, 0, 2, 2);
+	node_start(a);
+	cr_assert(run_until(first_round, 1000));
+	cr_assert_eq(a->status, CRUN_ERDZV_MISMATCH, "status %s", crun_err_name(a->status));
+	cr_assert(strstr(a->errmsg, "\"nnodes=2:2 backend=c10d\"") &&
+		      strstr(a->errmsg, "proto=2") && strstr(a->errmsg, "crun version"),
+		  "%s", a->errmsg);
+	world_close();
+}
+
 Test(rdzv, mismatch_run_id, .timeout = 10)
 {
 	struct node *b;
@@ -365,13 +385,40 @@ Test(rdzv, simultaneous_failures_cost_one_restart, .timeout = 10)
 	cr_assert_eq(rdzv_end_round(W.n[1].r, RDZV_END_FAILURE, "1 1 n2"), 0);
 	cr_assert_eq(rdzv_end_round(W.n[2].r, RDZV_END_FAILURE, "1 2 n3"), 0);
 	cr_assert(run_until(all_ends, 1000));
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 3; i++) {
+		char k[64];
+
 		cr_assert_str_eq(W.n[i].end_why, W.n[0].end_why);
+		/* Each mark carries the end recorded first, whoever wrote it. */
+		snprintf(k, sizeof(k), "crun/job1/r0/end/%d", i);
+		cr_assert_str_eq(fkv_get(&W.kv, k), fkv_get(&W.kv, "crun/job1/r0/end"));
+	}
 	may_all(RDZV_END_FAILURE);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(rdzv_restarts(W.n[i].r), 1, "%s: %d restarts after one failed round",
 			     W.n[i].host, rdzv_restarts(W.n[i].r));
 	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/restarts"), "1");
+	world_close();
+}
+
+/* A reason too long to copy into every mark: the marks say "read end". */
+Test(rdzv, long_end_reason_is_read_from_end, .timeout = 10)
+{
+	char why[400];
+
+	memset(why, 'x', sizeof(why) - 1);
+	why[sizeof(why) - 1] = '\0';
+	memcpy(why, "1 1 n2 ", 7);
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	cr_assert_eq(rdzv_end_round(W.n[1].r, RDZV_END_FAILURE, why), 0);
+	cr_assert(run_until(all_ends, 1000));
+	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/r0/end/0"), "1");
+	for (int i = 0; i < 2; i++)
+		cr_assert_str_eq(W.n[i].end_why, why);
 	world_close();
 }
 
@@ -576,7 +623,7 @@ Test(rdzv, static_orders_by_node_rank, .timeout = 10)
 	for (int i = 0; i < 3; i++)
 		assert_formed(&W.n[i], 0, rank[i], 3, rank[i], 3);
 	cr_assert_str_eq(W.n[0].res.master_addr, "10.0.0.2");
-	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/config"), "nnodes=3:3 backend=static");
+	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/config"), "nnodes=3:3 backend=static proto=2");
 	world_close();
 }
 

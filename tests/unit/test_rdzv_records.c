@@ -234,12 +234,18 @@ Test(rdzv_records, status_records, .timeout = 10)
 		     CRUN_EPROTO);
 }
 
-/* exclude_after's "exclude=K:S" after the backend (rdzv.c writes it). */
+/* exclude_after's "exclude=K:S" after the backend, then "proto=P". */
 Test(rdzv_records, config_exclude_field)
 {
 	const char *good[] = {"nnodes=2:3 backend=c10d exclude=2:300",
-			      "nnodes=1:1 backend=etcd exclude=32:0.5"};
+			      "nnodes=1:1 backend=etcd exclude=32:0.5",
+			      "nnodes=2:3 backend=c10d exclude=2:300 proto=2",
+			      "nnodes=1:4 backend=c10d proto=999"};
 	const char *bad[] = {"nnodes=2:3 backend=c10d exclude=0:300",
+			     "nnodes=2:3 backend=c10d proto=0",
+			     "nnodes=2:3 backend=c10d proto=x",
+			     "nnodes=2:3 backend=c10d proto=2 exclude=2:300",
+			     "nnodes=2:3 backend=c10d proto=2 proto=2",
 			     "nnodes=2:3 backend=c10d exclude=2:",
 			     "nnodes=2:3 backend=c10d exclude=2:abc",
 			     "nnodes=2:3 backend=c10d exclude=2",

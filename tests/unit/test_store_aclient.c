@@ -387,3 +387,303 @@ Test(store_aclient, wait_get_answered_as_canceled, .timeout = 20)
 	cr_assert_str_eq(f.got, "op=64 done");
 	cr_assert_str_eq(T.log, "connect:ok:;get:ok:v;add:ok:42;");
 }
+
+/* ---- the background watch ------------------------------------------- */
+
+static size_t srv_waiters(void)
+{
+	struct crun_store_stats st;
+
+	store_server_stats(T.srv, &st);
+	return st.waiters;
+}
+
+static char vanished[64];
+
+static void on_vanish_key(void *data, const char *key, size_t klen)
+{
+	(void)data;
+	snprintf(vanished, sizeof(vanished), "%.*s", (int)klen, key);
+}
+
+static int step;
+
+/* Connect to the test's server as to a crun store, then run the loop. */
+static void run_crun_client(store_aclient_connect_cb cb)
+{
+	step = 0;
+	cr_assert_eq(store_aclient_new(&T.loop, "127.0.0.1", T.port, 5000, cb, NULL, &T.c), 0);
+	store_aclient_use_wait_get(T.c);
+	finish();
+}
+
+/* Connected: watch key, then run steps every 100 ms. */
+static void watch_then(struct crun_store_aclient *c, int status, const char *key,
+		       const char *name, uv_timer_cb steps)
+{
+	on_connect(c, status, NULL);
+	cr_assert_eq(store_aclient_watch(T.c, key, on_reply, (void *)name), 0);
+	uv_timer_start(&T.timer, steps, 100, 0);
+}
+
+/*
+ * Requests flow while the watch waits: each takes the watch's WAIT_GET
+ * back and sends it again after, so the server holds one parked waiter
+ * whenever the connection is idle; the client's own SET of the key then
+ * fires it, in order with the other callbacks.
+ */
+static void watch_steps(uv_timer_t *t)
+{
+	switch (step++) {
+	case 0: /* idle: the watch is parked */
+		cr_assert_eq(srv_waiters(), 1);
+		cr_assert_eq(store_aclient_add(T.c, "n", 1, on_reply, NM("add")), 0);
+		cr_assert_eq(store_aclient_set(T.c, "s", "v", 1, NULL, NULL), 0);
+		cr_assert_eq(store_aclient_get(T.c, "s", 1000, on_reply, NM("get")), 0);
+		break;
+	case 1: /* idle again: parked again, nothing fired */
+		cr_assert_eq(srv_waiters(), 1);
+		cr_assert_eq(store_aclient_set(T.c, "w", "fired", 5, NULL, NULL), 0);
+		cr_assert_eq(store_aclient_add(T.c, "n", 1, on_reply, NM("add")), 0);
+		break;
+	case 2:
+		cr_assert_eq(srv_waiters(), 0);
+		/* A watch on a key that is there fires at once. */
+		cr_assert_eq(store_aclient_watch(T.c, "s", on_reply, NM("watch")), 0);
+		cr_assert_eq(store_aclient_add(T.c, "n", 1, on_reply, NM("add")), 0);
+		break;
+	default:
+		cr_assert_eq(srv_waiters(), 0);
+		cr_assert_eq(store_aclient_num_keys(T.c, close_all, NM("keys")), 0);
+		return;
+	}
+	uv_timer_start(t, watch_steps, 100, 0);
+}
+
+static void watch_connected(struct crun_store_aclient *c, int status, void *data)
+{
+	watch_then(c, status, "w", "watch", watch_steps);
+}
+
+Test(store_aclient, watch_beside_requests, .timeout = 20)
+{
+	setup(1);
+	run_crun_client(watch_connected);
+	cr_assert_str_eq(T.log, "connect:ok:;add:ok:1;get:ok:v;watch:ok:fired;add:ok:2;"
+				"watch:ok:v;add:ok:3;keys:ok:3;");
+}
+
+/*
+ * A new watch replaces the old (CRUN_ECANCELED), unwatch ends one with the
+ * status given; answers of the incarnations taken back go nowhere, and the
+ * connection stays in step. A client that vanishes while watching is
+ * reported with the key it watched (what the rendezvous host relies on).
+ */
+static void replace_steps(uv_timer_t *t)
+{
+	switch (step++) {
+	case 0:
+		cr_assert_eq(srv_waiters(), 1);
+		cr_assert_eq(store_aclient_watch(T.c, "b", on_reply, NM("b")), 0);
+		cr_assert_eq(store_aclient_set(T.c, "a", "A", 1, NULL, NULL), 0);
+		break;
+	case 1:
+		cr_assert_eq(srv_waiters(), 1);
+		store_aclient_unwatch(T.c, CRUN_ETIMEDOUT);
+		cr_assert_eq(store_aclient_set(T.c, "b", "B", 1, NULL, NULL), 0);
+		cr_assert_eq(store_aclient_add(T.c, "n", 7, on_reply, NM("add")), 0);
+		break;
+	case 2:
+		cr_assert_eq(srv_waiters(), 0);
+		cr_assert_eq(store_aclient_watch(T.c, "end/3", on_reply, NM("end3")), 0);
+		cr_assert_eq(store_aclient_add(T.c, "n", 1, on_reply, NM("add")), 0);
+		break;
+	case 3:
+		cr_assert_eq(srv_waiters(), 1);
+		store_aclient_close(T.c, NULL, NULL);
+		break;
+	default:
+		cr_assert_str_eq(vanished, "end/3");
+		store_server_close(T.srv, on_server_closed, NULL);
+		uv_close((uv_handle_t *)&T.timer, NULL);
+		return;
+	}
+	uv_timer_start(t, replace_steps, 100, 0);
+}
+
+static void replace_connected(struct crun_store_aclient *c, int status, void *data)
+{
+	watch_then(c, status, "a", "a", replace_steps);
+}
+
+Test(store_aclient, watch_replaced_and_vanished, .timeout = 20)
+{
+	setup(1);
+	vanished[0] = '\0';
+	store_server_on_vanish(T.srv, on_vanish_key, NULL);
+	run_crun_client(replace_connected);
+	cr_assert_str_eq(T.log, "connect:ok:;a:CRUN_ECANCELED:;b:CRUN_ETIMEDOUT:;add:ok:7;"
+				"add:ok:8;end3:CRUN_ECANCELED:;");
+}
+
+/* A plain TCPStore client has no watch: it needs WAIT_GET. */
+Test(store_aclient, watch_needs_a_crun_store, .timeout = 20)
+{
+	setup(1);
+	cr_assert_eq(store_aclient_new(&T.loop, "127.0.0.1", T.port, 5000, on_connect, NULL, &T.c), 0);
+	cr_assert_eq(store_aclient_watch(T.c, "w", on_reply, NM("watch")), CRUN_EUSAGE);
+	store_aclient_close(T.c, NULL, NULL);
+	store_server_close(T.srv, on_server_closed, NULL);
+	uv_close((uv_handle_t *)&T.timer, NULL);
+	finish();
+}
+
+/*
+ * A watch whose callback (run while one of its incarnations is still parked)
+ * sets up the next watch: one WAIT_GET of it is queued at a time, sent last.
+ * (Two queued incarnations once took turns at the tail for ever.)
+ */
+static void renew_end(uv_timer_t *t)
+{
+	(void)t;
+	store_aclient_unwatch(T.c, CRUN_ECANCELED);
+	cr_assert_eq(store_aclient_num_keys(T.c, close_all, NM("keys")), 0);
+}
+
+static void on_e(struct crun_store_aclient *c, int status,
+		 const struct crun_store_reply *r, void *data)
+{
+	on_reply(c, status, r, data);
+	cr_assert_eq(store_aclient_watch(T.c, "x", on_reply, NM("x")), 0);
+	cr_assert_eq(store_aclient_add(T.c, "n", 1, on_reply, NM("add")), 0);
+	uv_timer_start(&T.timer, renew_end, 100, 0);
+}
+
+static void renew_connected(struct crun_store_aclient *c, int status, void *data)
+{
+	on_connect(c, status, data);
+	cr_assert_eq(store_aclient_set(T.c, "e", "E", 1, NULL, NULL), 0);
+	cr_assert_eq(store_aclient_watch(T.c, "e", on_e, NM("e")), 0);
+	cr_assert_eq(store_aclient_add(T.c, "n", 1, on_reply, NM("add")), 0);
+	cr_assert_eq(store_aclient_add(T.c, "n", 1, on_reply, NM("add")), 0);
+}
+
+Test(store_aclient, watch_renewed_from_its_callback, .timeout = 20)
+{
+	setup(1);
+	run_crun_client(renew_connected);
+	cr_assert_str_eq(T.log, "connect:ok:;e:ok:E;add:ok:1;add:ok:2;add:ok:3;x:CRUN_ECANCELED:;"
+				"keys:ok:2;");
+}
+
+/*
+ * The connection fails while the watch was taken back for two requests: the
+ * requests' callbacks run first, then the watch's (call order), once each.
+ */
+static void fail_steps(uv_timer_t *t)
+{
+	(void)t;
+	cr_assert_eq(srv_waiters(), 1);
+	cr_assert_eq(store_aclient_set(T.c, "s", "v", 1, on_reply, NM("set")), 0);
+	cr_assert_eq(store_aclient_add(T.c, "n", 1, on_reply, NM("add")), 0);
+	store_server_close(T.srv, on_server_closed, NULL);
+	T.srv = NULL;
+	uv_close((uv_handle_t *)&T.timer, NULL);
+}
+
+static void on_watch_failed(struct crun_store_aclient *c, int status,
+			    const struct crun_store_reply *r, void *data)
+{
+	on_reply(c, status, r, data);
+	store_aclient_close(T.c, NULL, NULL);
+}
+
+static void fail_connected(struct crun_store_aclient *c, int status, void *data)
+{
+	on_connect(c, status, data);
+	cr_assert_eq(store_aclient_watch(T.c, "w", on_watch_failed, NM("watch")), 0);
+	uv_timer_start(&T.timer, fail_steps, 100, 0);
+}
+
+Test(store_aclient, watch_fails_after_the_requests_that_took_it_back, .timeout = 20)
+{
+	const char *set, *add, *watch;
+
+	setup(1);
+	run_crun_client(fail_connected);
+	set = strstr(T.log, ";set:");
+	add = strstr(T.log, ";add:");
+	watch = strstr(T.log, ";watch:");
+	cr_assert(set && add && watch && set < add && add < watch && T.ncb == 4, "%s", T.log);
+	cr_assert_null(strstr(T.log, ":ok:0;"), "%s", T.log);
+}
+
+/*
+ * The connection is reset while the watch is parked, and the CANCEL_WAIT
+ * that takes the watch back for a request is the write that fails: the
+ * watch still gets its callback (with the error), once, after the request's.
+ */
+static volatile int fake_reset;
+
+static void *reset_main(void *arg)
+{
+	struct fake *f = arg;
+	struct linger lg = {1, 0};
+	unsigned char b[64];
+	int fd = accept(f->lfd, NULL, NULL);
+
+	if (fd < 0 || read_n(fd, b, 10) != 0 || write(fd, b + 6, 4) != 4 ||
+	    read_n(fd, b, 18) != 0) /* the watch's WAIT_GET */
+		goto out;
+	snprintf(f->got, sizeof(f->got), "op=%02x", b[0]);
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)); /* RST */
+out:
+	if (fd >= 0)
+		close(fd);
+	fake_reset = 1;
+	return NULL;
+}
+
+static void reset_step(uv_timer_t *t)
+{
+	(void)t;
+	/* The loop does not look at the socket before the request is made. */
+	for (int i = 0; i < 200 && !fake_reset; i++)
+		usleep(10000);
+	usleep(100000);
+	cr_assert_eq(store_aclient_add(T.c, "n", 1, on_reply, NM("add")), 0);
+	uv_close((uv_handle_t *)&T.timer, NULL);
+}
+
+static void reset_connected(struct crun_store_aclient *c, int status, void *data)
+{
+	on_connect(c, status, data);
+	cr_assert_eq(store_aclient_watch(T.c, "w", on_watch_failed, NM("watch")), 0);
+	/* Timers run before the loop polls again: the reset is not read. */
+	uv_timer_start(&T.timer, reset_step, 0, 0);
+}
+
+Test(store_aclient, watch_reported_when_taking_it_back_fails, .timeout = 20)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	struct fake f = {0};
+	pthread_t th;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	f.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert(f.lfd >= 0);
+	cr_assert_eq(bind(f.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(f.lfd, 1), 0);
+	cr_assert_eq(getsockname(f.lfd, (struct sockaddr *)&sa, &sl), 0);
+	cr_assert_eq(pthread_create(&th, NULL, reset_main, &f), 0);
+	setup(0);
+	T.port = ntohs(sa.sin_port);
+	run_crun_client(reset_connected);
+	pthread_join(th, NULL);
+	close(f.lfd);
+	cr_assert_str_eq(f.got, "op=64");
+	cr_assert(strstr(T.log, ";add:") && strstr(T.log, ";watch:") &&
+		      strstr(T.log, ";add:") < strstr(T.log, ";watch:") && T.ncb == 3,
+		  "%s", T.log);
+}
