@@ -315,7 +315,30 @@ Test(store_aclient, large_frames_stay_in_order, .timeout = 30)
 struct fake {
 	int lfd, port;
 	char got[64]; /* what the script saw, for the assertion */
+	pthread_t th;
 };
+
+/* Listen on a free loopback port (f->port) and run script there. */
+static void fake_start(struct fake *f, void *(*script)(void *))
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	f->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert(f->lfd >= 0);
+	cr_assert_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(f->lfd, 1), 0);
+	cr_assert_eq(getsockname(f->lfd, (struct sockaddr *)&sa, &sl), 0);
+	f->port = ntohs(sa.sin_port);
+	cr_assert_eq(pthread_create(&f->th, NULL, script, f), 0);
+}
+
+static void fake_stop(struct fake *f)
+{
+	pthread_join(f->th, NULL);
+	close(f->lfd);
+}
 
 static int read_n(int fd, unsigned char *b, size_t n)
 {
@@ -364,26 +387,16 @@ out:
 
 Test(store_aclient, wait_get_answered_as_canceled, .timeout = 20)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t sl = sizeof(sa);
 	struct fake f = {0};
-	pthread_t th;
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	f.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert(f.lfd >= 0);
-	cr_assert_eq(bind(f.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	cr_assert_eq(listen(f.lfd, 1), 0);
-	cr_assert_eq(getsockname(f.lfd, (struct sockaddr *)&sa, &sl), 0);
-	cr_assert_eq(pthread_create(&th, NULL, fake_main, &f), 0);
+	fake_start(&f, fake_main);
 	setup(0);
-	cr_assert_eq(store_aclient_new(&T.loop, "127.0.0.1", ntohs(sa.sin_port), 5000, on_connect, NULL, &T.c), 0);
+	cr_assert_eq(store_aclient_new(&T.loop, "127.0.0.1", f.port, 5000, on_connect, NULL, &T.c), 0);
 	store_aclient_use_wait_get(T.c);
 	cr_assert_eq(store_aclient_get(T.c, "k", 50, on_reply, NM("get")), 0);
 	cr_assert_eq(store_aclient_add(T.c, "n", 5, close_all, NM("add")), 0);
 	finish();
-	pthread_join(th, NULL);
-	close(f.lfd);
+	fake_stop(&f);
 	cr_assert_str_eq(f.got, "op=64 done");
 	cr_assert_str_eq(T.log, "connect:ok:;get:ok:v;add:ok:42;");
 }
@@ -665,23 +678,13 @@ static void reset_connected(struct crun_store_aclient *c, int status, void *data
 
 Test(store_aclient, watch_reported_when_taking_it_back_fails, .timeout = 20)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t sl = sizeof(sa);
 	struct fake f = {0};
-	pthread_t th;
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	f.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert(f.lfd >= 0);
-	cr_assert_eq(bind(f.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	cr_assert_eq(listen(f.lfd, 1), 0);
-	cr_assert_eq(getsockname(f.lfd, (struct sockaddr *)&sa, &sl), 0);
-	cr_assert_eq(pthread_create(&th, NULL, reset_main, &f), 0);
+	fake_start(&f, reset_main);
 	setup(0);
-	T.port = ntohs(sa.sin_port);
+	T.port = f.port;
 	run_crun_client(reset_connected);
-	pthread_join(th, NULL);
-	close(f.lfd);
+	fake_stop(&f);
 	cr_assert_str_eq(f.got, "op=64");
 	cr_assert(strstr(T.log, ";add:") && strstr(T.log, ";watch:") &&
 		      strstr(T.log, ";add:") < strstr(T.log, ";watch:") && T.ncb == 3,
