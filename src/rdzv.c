@@ -556,7 +556,8 @@ static void on_assigned(int status, const struct crun_store_reply *rep,
 			void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char ak[KEYMAX];
+	char ak[KEYMAX], why[160];
+	int closed;
 
 	if (r == NULL)
 		return;
@@ -565,19 +566,14 @@ static void on_assigned(int status, const struct crun_store_reply *rep,
 	if (status)
 		return store_error(r, status);
 	uv_timer_stop(&r->last_call);
-	/* "ok N": the closer says how many took part (N, 1..max_nodes). */
-	if (rep->len > 3 && memcmp(rep->value, "ok ", 3) == 0) {
-		char why[160];
-		int64_t closed;
-
-		key(r, ak, "r%d/assigned", r->round);
-		if (rdzv_parse_int((const char *)rep->value + 3, rep->len - 3,
-				   1, r->o.max_nodes, &closed, why,
-				   sizeof(why)))
-			return bad_record(r, ak, NULL, why);
-		return read_assignment(r, (int)closed);
-	}
-	if (!reply_is(rep, "ok")) {
+	key(r, ak, "r%d/assigned", r->round);
+	if (rdzv_parse_assigned(rep->value, rep->len, r->o.max_nodes, &closed,
+				why, sizeof(why)))
+		return bad_record(r, ak, NULL, why);
+	/* "ok N": the closer says how many took part. */
+	if (closed > 0)
+		return read_assignment(r, closed);
+	if (closed < 0) {
 		if (rep->len > 7 && memcmp(rep->value, "abort X", 7) == 0) {
 			r->env_refused =
 			    rep->len > 24 &&
@@ -587,11 +583,6 @@ static void on_assigned(int status, const struct crun_store_reply *rep,
 					  (int)rep->len - 8,
 					  (const char *)rep->value + 8);
 		}
-		key(r, ak, "r%d/assigned", r->round);
-		if (rep->len < 6 || memcmp(rep->value, "abort ", 6) != 0)
-			return bad_record(
-			    r, ak, NULL,
-			    "neither \"ok [N]\" nor \"abort ...\"");
 		/*
 		 * The round was aborted while forming: join the next one,
 		 * which whoever aborted it has opened already.

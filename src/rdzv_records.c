@@ -134,6 +134,29 @@ static int check_len(size_t len, char *why, size_t wlen)
 	return 0;
 }
 
+int rdzv_parse_assigned(const void *p, size_t len, int max_nodes, int *closed,
+			char *why, size_t wlen)
+{
+	const char *s = p;
+	int64_t n;
+
+	if (len == 2 && memcmp(s, "ok", 2) == 0) {
+		*closed = 0;
+		return 0;
+	}
+	if (len > 3 && memcmp(s, "ok ", 3) == 0) {
+		if (rdzv_parse_int(s + 3, len - 3, 1, max_nodes, &n, why, wlen))
+			return CRUN_EPROTO;
+		*closed = (int)n;
+		return 0;
+	}
+	if (len >= 6 && memcmp(s, "abort ", 6) == 0) {
+		*closed = -1;
+		return 0;
+	}
+	return reason(why, wlen, "neither \"ok [N]\" nor \"abort ...\"");
+}
+
 int rdzv_parse_int(const void *p, size_t len, int64_t lo, int64_t hi,
 		   int64_t *out, char *why, size_t wlen)
 {

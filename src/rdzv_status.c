@@ -420,7 +420,7 @@ static void on_round(struct crun_rdzv_status *s)
 	char k[64], why[200];
 	int64_t joined, closed;
 	struct slot *sl = s->slots;
-	int ok = 0, n;
+	int ok = 0, n, closed_by;
 
 	snprintf(k, sizeof(k), "r%d/join", st->round);
 	if (slot_counter(s, R_JOIN, k, &joined))
@@ -436,18 +436,11 @@ static void on_round(struct crun_rdzv_status *s)
 	st->joined = joined > INT32_MAX ? INT32_MAX : (int)joined;
 	if (sl[R_ASSIGNED].present) {
 		snprintf(k, sizeof(k), "r%d/assigned", st->round);
-		/* "ok N" (N participants), or "ok" from an older closer. */
-		ok = sl[R_ASSIGNED].len >= 2 &&
-		     memcmp(sl[R_ASSIGNED].v, "ok", 2) == 0 &&
-		     (sl[R_ASSIGNED].len == 2 ||
-		      (sl[R_ASSIGNED].v[2] == ' ' &&
-		       rdzv_parse_int(sl[R_ASSIGNED].v + 3,
-				      sl[R_ASSIGNED].len - 3, 1, st->max_nodes,
-				      &(int64_t){0}, why, sizeof(why)) == 0));
-		if (!ok && (sl[R_ASSIGNED].len < 6 ||
-			    memcmp(sl[R_ASSIGNED].v, "abort ", 6) != 0))
-			return bad(s, k,
-				   "neither \"ok [N]\" nor \"abort ...\"");
+		if (rdzv_parse_assigned(sl[R_ASSIGNED].v, sl[R_ASSIGNED].len,
+					st->max_nodes, &closed_by, why,
+					sizeof(why)))
+			return bad(s, k, why);
+		ok = closed_by >= 0;
 	}
 	if (sl[R_END].present) {
 		snprintf(k, sizeof(k), "r%d/end", st->round);

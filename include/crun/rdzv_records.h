@@ -69,6 +69,13 @@ int rdzv_parse_descr(const void *p, size_t len, int max_nodes,
 int rdzv_parse_assign(const void *p, size_t len, int nodes, int nproc,
 		      struct crun_ranks *k, char *why, size_t wlen);
 
+/**
+ * The "assigned" record: "ok N" (*closed = N, 1..max_nodes), "ok" from an
+ * older closer (*closed = 0: read "closed"), or "abort ..." (*closed = -1).
+ */
+int rdzv_parse_assigned(const void *p, size_t len, int max_nodes, int *closed,
+			char *why, size_t wlen);
+
 /** The master record "addr port": a non-empty address, port 1..65535. */
 int rdzv_parse_master(const void *p, size_t len, char *addr, size_t alen,
 		      int *port, char *why, size_t wlen);

@@ -267,3 +267,22 @@ Test(rdzv_records, config_exclude_field)
 						sizeof(why)),
 			      0, "%s accepted", bad[i]);
 }
+
+/* "assigned": "ok N", a plain "ok" (older closers), "abort ...". */
+Test(rdzv_records, assigned)
+{
+	char why[200];
+	int closed;
+
+	cr_assert_eq(rdzv_parse_assigned(S("ok 3"), 4, &closed, why, sizeof(why)), 0);
+	cr_assert_eq(closed, 3);
+	cr_assert_eq(rdzv_parse_assigned(S("ok"), 4, &closed, why, sizeof(why)), 0);
+	cr_assert_eq(closed, 0);
+	cr_assert_eq(rdzv_parse_assigned(S("abort D gone"), 4, &closed, why, sizeof(why)), 0);
+	cr_assert_eq(closed, -1);
+	cr_assert_eq(rdzv_parse_assigned(S("ok 5"), 4, &closed, why, sizeof(why)), CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_assigned(S("ok 0"), 4, &closed, why, sizeof(why)), CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_assigned(S("ok x"), 4, &closed, why, sizeof(why)), CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_assigned(S("maybe"), 4, &closed, why, sizeof(why)), CRUN_EPROTO);
+	cr_assert(strstr(why, "neither"), "%s", why);
+}
