@@ -83,6 +83,7 @@ struct crun_rdzv {
 	int end_seen;	   /* the round's "end" was read */
 	int end_unwatched; /* rdzv_may_restart took the watch on end/<g> */
 	int aborted;	   /* the last round seen aborted while forming */
+	int ended;	   /* the round whose recorded end we read, or -1 */
 	rdzv_round_cb cb;
 	void *cb_data;
 	void (*finish_cb)(struct crun_rdzv *, void *);
@@ -928,7 +929,7 @@ static void on_close_count(int status, const struct crun_store_reply *rep,
 		return;
 	snprintf(want, sizeof(want), "%d", (int)c);
 	key(r, k, "r%d/closed", r->round);
-	if (r->ops->compare_set(r->kv, k, "0", 1, want, strlen(want),
+	if (r->ops->compare_set(r->kv, k, "", 0, want, strlen(want),
 				on_close_cas, op_new(r, (int)c)))
 		store_error(r, CRUN_ECLOSED);
 }
@@ -1001,30 +1002,45 @@ static void late_or_spare(struct crun_rdzv *r, int closed)
 		store_error(r, CRUN_ECLOSED);
 }
 
-/* After ADD join and the peeks: participant, late joiner, or stale round. */
+/* A count peeked at (closed, expect): absent is 0, else 0..max_nodes. */
+static int peek_count(struct crun_rdzv *r, const struct crun_store_reply *rep,
+		      size_t i, const char *what, int *out)
+{
+	char k[KEYMAX], why[200];
+	int64_t v = 0;
+
+	if (rep->values[i].len > 0 &&
+	    rdzv_parse_int(rep->values[i].base, rep->values[i].len, 0,
+			   r->o.max_nodes, &v, why, sizeof(why))) {
+		key(r, k, "r%d/%s", r->round, what);
+		bad_record(r, k, NULL, why);
+		return CRUN_EPROTO;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+/* After ADD join, one peek: participant, late joiner, or stale round. */
 static void on_join_state(int status, const struct crun_store_reply *rep,
 			  void *arg)
 {
-	int closed;
-	struct crun_rdzv *r = op_take(arg, NULL, &closed);
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char k[KEYMAX];
+	int closed;
 
 	if (r == NULL)
 		return;
 	if (status)
 		return store_error(r, status);
-	if (!reply_is(rep, PEEK)) {
+	if (rep->nvalues != 3)
+		return store_error(r, CRUN_EPROTO);
+	if (rep->values[2].len > 0) {
 		/* The round already ended: the next one is open. */
 		return join_round(r);
 	}
-	if (closed < 0 || r->expect < 0) {
-		char why[120];
-
-		key(r, k, "r%d/%s", r->round, closed < 0 ? "closed" : "expect");
-		snprintf(why, sizeof(why), "not a count in 0..%d",
-			 r->o.max_nodes);
-		return bad_record(r, k, NULL, why);
-	}
+	if (peek_count(r, rep, 0, "closed", &closed) ||
+	    peek_count(r, rep, 1, "expect", &r->expect))
+		return;
 	r->closed = closed;
 	if (closed > 0 && r->index > closed)
 		return late_or_spare(r, closed);
@@ -1041,32 +1057,6 @@ static void on_join_state(int status, const struct crun_store_reply *rep,
 			    &r->last_call, on_last_call,
 			    (uint64_t)(r->o.last_call_timeout * 1000), 0);
 	}
-}
-
-static void on_join_expect(int status, const struct crun_store_reply *rep,
-			   void *arg)
-{
-	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-
-	if (r == NULL || status)
-		return; /* errors surface through the last reply */
-	r->expect = (int)reply_int(rep);
-	if (rep->num < 0 || rep->num > r->o.max_nodes)
-		r->expect = -1; /* malformed: on_join_state reports it */
-}
-
-static void on_join_closed(int status, const struct crun_store_reply *rep,
-			   void *arg)
-{
-	struct op *o = arg;
-
-	if (status == 0)
-		o->arg = rep->num >= 0 && rep->num <= o->r->o.max_nodes
-			     ? (int)rep->num
-			     : -1; /* malformed: on_join_state reports it */
-	/* handed on to the peek of "end" that follows in order */
-	((struct op *)o->data)->arg = o->arg;
-	free(o);
 }
 
 /* This node's descriptor, from the options and the fingerprint so far. */
@@ -1131,7 +1121,7 @@ static void on_join_index(int status, const struct crun_store_reply *rep,
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char k1[KEYMAX], k2[KEYMAX], k3[KEYMAX], k4[KEYMAX];
-	struct op *closed_op, *end_op;
+	const char *kp[3] = {k2, k3, k4};
 	int64_t index;
 
 	if (r == NULL)
@@ -1146,13 +1136,11 @@ static void on_join_index(int status, const struct crun_store_reply *rep,
 	key(r, k2, "r%d/closed", r->round);
 	key(r, k3, "r%d/expect", r->round);
 	key(r, k4, "r%d/end", r->round);
-	end_op = op_new(r, 0);
-	closed_op = op_new(r, 0);
-	closed_op->data = end_op;
 	/*
-	 * Pipelined: replies come back in this order on one connection. A
-	 * descriptor still waiting for the fingerprint is written when it
-	 * comes (or its bound passes); the closer's read waits for it.
+	 * Pipelined: the descriptor, then one peek at whether the round is
+	 * closed, how many it expects and whether it ended. A descriptor
+	 * still waiting for the fingerprint is written when it comes (or its
+	 * bound passes); the closer's read waits for it.
 	 */
 	if (r->fp_wait) {
 		r->fp_pending = r->round;
@@ -1161,10 +1149,20 @@ static void on_join_index(int status, const struct crun_store_reply *rep,
 	}
 	if ((!r->fp_wait &&
 	     r->ops->set(r->kv, k1, r->descr, strlen(r->descr), NULL, NULL)) ||
-	    r->ops->add(r->kv, k2, 0, on_join_closed, closed_op) ||
-	    r->ops->add(r->kv, k3, 0, on_join_expect, op_new(r, 0)) ||
-	    r->ops->compare_set(r->kv, k4, PEEK, strlen(PEEK), "", 0,
-				on_join_state, end_op))
+	    r->ops->peek(r->kv, kp, 3, on_join_state, op_new(r, 0)))
+		store_error(r, CRUN_ECLOSED);
+}
+
+/* Join round n: take an arrival index. */
+static void join_at(struct crun_rdzv *r, int n)
+{
+	char k[KEYMAX];
+
+	r->round = n;
+	r->expect = 0;
+	r->closed = 0;
+	key(r, k, "r%d/join", r->round);
+	if (r->ops->add(r->kv, k, 1, on_join_index, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -1182,12 +1180,7 @@ static void on_round_number(int status, const struct crun_store_reply *rep,
 	key(r, k, "round");
 	if (record_int(r, rep, k, r->aborted + 1, INT32_MAX - 2, &round))
 		return;
-	r->round = (int)round;
-	r->expect = 0;
-	r->closed = 0;
-	key(r, k, "r%d/join", r->round);
-	if (r->ops->add(r->kv, k, 1, on_join_index, op_new(r, 0)))
-		store_error(r, CRUN_ECLOSED);
+	join_at(r, (int)round);
 }
 
 static void excl_check(struct crun_rdzv *r);
@@ -1199,6 +1192,15 @@ static void join_round_now(struct crun_rdzv *r)
 
 	r->state = R_JOINING;
 	uv_timer_stop(&r->last_call);
+	if (r->ended >= 0 && r->ended == r->round && r->round < INT32_MAX - 2) {
+		/*
+		 * We read round R's end: whoever ended it advanced "round" to
+		 * R+1 just before (rdzv_end_round), so join R+1 without asking.
+		 * Had R+1 ended too, the peek after joining sends us on.
+		 */
+		r->ended = -1;
+		return join_at(r, r->round + 1);
+	}
 	key(r, k, "round");
 	if (r->ops->compare_set(r->kv, k, "", 0, "0", 1, on_round_number,
 				op_new(r, 0)))
@@ -1349,6 +1351,7 @@ static void on_end_value(int status, const struct crun_store_reply *rep,
 	if (rdzv_parse_end(rep->values[0].base, rep->values[0].len, &kind, text,
 			   sizeof(text), why, sizeof(why)))
 		return bad_record(r, k, NULL, why);
+	r->ended = r->round;
 	round_ended(r, kind, text);
 }
 
@@ -1370,6 +1373,7 @@ static void on_node_end(int status, const struct crun_store_reply *rep,
 		if (rdzv_parse_end(rep->value, rep->len, &kind, text,
 				   sizeof(text), why, sizeof(why)))
 			return bad_record(r, k, NULL, why);
+		r->ended = r->round;
 		return round_ended(r, kind, text);
 	}
 	key(r, k, "r%d/end", r->round);
@@ -2619,6 +2623,7 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	r->on_end = on_end;
 	r->round = -1;
 	r->aborted = -1;
+	r->ended = -1;
 	snprintf(r->run_id, sizeof(r->run_id), "%s",
 		 o->run_id ? o->run_id : "");
 	r->fp_pending = -1;

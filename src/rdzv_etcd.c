@@ -8,7 +8,8 @@
  * key's mod_revision (the failure branch returns the current value, so a
  * loser retries at once), COMPARE_SET a txn compared on the value (or on
  * absence), MULTI_GET a txn of ranges that, when keys are missing, waits
- * for their PUT events and reads again. WATCH does the same on a channel of
+ * for their PUT events and reads again (a peek reads once, missing keys
+ * empty). WATCH does the same on a channel of
  * its own, and first puts this node's mark for the key. A PUT seen while
  * such a read is out makes it read again (the watch and the read use two
  * connections, so the read may predate the PUT). A timer refreshes both
@@ -58,7 +59,8 @@ struct kop {
 	size_t chunk0;	/* MGET: first key of the txn out */
 	char **got;	/* MGET: values read */
 	size_t *glen;
-	int missing; /* MGET: keys absent in this pass */
+	size_t need; /* MGET: the first keys that must exist (0: a peek) */
+	int missing; /* MGET: of those, keys absent in this pass */
 	int dirty;   /* MGET: a wanted key was put during this pass */
 	int waiting; /* for a PUT event on one of keys */
 	int inflight;
@@ -519,7 +521,9 @@ static void on_mget(int status, json_t *resp, void *arg)
 
 		free(o->got[i]);
 		o->got[i] = NULL;
-		if (!etcd_kv_first(rr, &o->got[i], &o->glen[i], NULL))
+		o->glen[i] = 0;
+		if (!etcd_kv_first(rr, &o->got[i], &o->glen[i], NULL) &&
+		    i < o->need)
 			o->missing++;
 	}
 	if (o->pos < o->n)
@@ -738,7 +742,21 @@ static int kv_multi_get(void *kv, const char *const *keys, size_t n,
 
 	for (size_t i = 0; i < n; i++)
 		o->keys[i] = ekey(s, keys[i]);
+	o->need = n;
 	o->timeout_ms = timeout_ms;
+	return enqueue(s, o);
+}
+
+/* A multi_get that reads once: missing keys come back empty. */
+static int kv_peek(void *kv, const char *const *keys, size_t n, rdzv_kv_cb cb,
+		   void *arg)
+{
+	struct crun_rdzv_etcd *s = kv;
+	struct kop *o = op_new(s, OP_MGET, n, cb, arg);
+
+	for (size_t i = 0; i < n; i++)
+		o->keys[i] = ekey(s, keys[i]);
+	o->timeout_ms = -1;
 	return enqueue(s, o);
 }
 
@@ -795,6 +813,7 @@ static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
 		return rc;
 	o = op_new(s, OP_WATCH, 1, cb, arg);
 	o->keys[0] = ekey(s, key);
+	o->need = 1;
 	o->timeout_ms = timeout_ms;
 	s->w = o;
 	if (timeout_ms >= 0)
@@ -817,6 +836,7 @@ const struct rdzv_kv_ops rdzv_etcd_ops = {
     .set = kv_set,
     .compare_set = kv_compare_set,
     .multi_get = kv_multi_get,
+    .peek = kv_peek,
     .multi_set = kv_multi_set,
     .watch = kv_watch,
     .on_vanish = kv_on_vanish,

@@ -189,6 +189,14 @@ static int kv_multi_get(void *kv, const char *const *keys, size_t n,
 				       kv_on_reply, q));
 }
 
+static int kv_peek(void *kv, const char *const *keys, size_t n, rdzv_kv_cb cb,
+		   void *arg)
+{
+	struct crun_rdzv_store *s = kv;
+
+	SUBMIT(store_aclient_peek(s->main, keys, n, kv_on_reply, q));
+}
+
 static int kv_multi_set(void *kv, const char *const *keys,
 			const void *const *vals, const size_t *lens, size_t n,
 			rdzv_kv_cb cb, void *arg)
@@ -279,6 +287,7 @@ const struct rdzv_kv_ops rdzv_store_ops = {
     .set = kv_set,
     .compare_set = kv_compare_set,
     .multi_get = kv_multi_get,
+    .peek = kv_peek,
     .multi_set = kv_multi_set,
     .watch = kv_watch,
     .on_vanish = kv_on_vanish,

@@ -1062,9 +1062,10 @@ int store_aclient_check(struct crun_store_aclient *c, const char *const *keys,
 	return store_areq_submit(c, r);
 }
 
-int store_aclient_multi_get(struct crun_store_aclient *c,
-			    const char *const *keys, size_t n, int timeout_ms,
-			    store_reply_cb cb, void *data)
+/* A MULTI_GET, after a wait (up to timeout_ms) on its keys if wait. */
+static int store_aclient_mget(struct crun_store_aclient *c,
+			      const char *const *keys, size_t n, int wait,
+			      int timeout_ms, store_reply_cb cb, void *data)
 {
 	struct store_areq *r;
 	size_t i;
@@ -1074,7 +1075,8 @@ int store_aclient_multi_get(struct crun_store_aclient *c,
 	if (r == NULL)
 		return err;
 	r->n = n;
-	store_areq_wait(c, r, keys, n, timeout_ms);
+	if (wait)
+		store_areq_wait(c, r, keys, n, timeout_ms);
 	if (!r->wait_get) {
 		store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_MULTI_GET);
 		store_buf_u64(&r->main, n);
@@ -1082,6 +1084,19 @@ int store_aclient_multi_get(struct crun_store_aclient *c,
 			store_buf_str(&r->main, keys[i], strlen(keys[i]));
 	}
 	return store_areq_submit(c, r);
+}
+
+int store_aclient_multi_get(struct crun_store_aclient *c,
+			    const char *const *keys, size_t n, int timeout_ms,
+			    store_reply_cb cb, void *data)
+{
+	return store_aclient_mget(c, keys, n, 1, timeout_ms, cb, data);
+}
+
+int store_aclient_peek(struct crun_store_aclient *c, const char *const *keys,
+		       size_t n, store_reply_cb cb, void *data)
+{
+	return store_aclient_mget(c, keys, n, 0, -1, cb, data);
 }
 
 int store_aclient_multi_set(struct crun_store_aclient *c,

@@ -8,7 +8,7 @@
  *   join        counter: a node's ADD gives its arrival index i (1-based)
  *   node/<i>    that node's descriptor (host, address, nproc, role, pid...
  *               and its fingerprint, fingerprint.h, for --env_check)
- *   closed      counter: 0 while open, then the number of participants N
+ *   closed      absent while open, then the number of participants N
  *   assign/<i>  group rank and rank arithmetic of node i, written by the
  *               node that closed the round, in one MULTI_SET
  *   assigned    set once the assignment is written ("ok" or "abort: why")
@@ -60,9 +60,11 @@
  * Below MIN it is not left out (one line says so). The config record gets
  * " exclude=K:S" so that every node agrees on the setting.
  *
- * Joining: ADD join, SET node/i. Participant i >= MIN arms the last-call
+ * Joining: ADD join, SET node/i and one peek at closed, expect and end (a
+ * node that read round R's end joins R+1 without reading "round": the ender
+ * advanced it first). Participant i >= MIN arms the last-call
  * timer (at once when i reaches MAX or the count the round expects); when
- * it fires it tries to close: compare-and-set closed 0 -> N. The winner
+ * it fires it tries to close: compare-and-set closed absent -> N. The winner
  * reads the N descriptors (one MULTI_GET), orders them (the store host's
  * node first, then by host, address and pid; the static backend by
  * --node_rank), computes prefix sums and writes every node's assignment
@@ -107,6 +109,12 @@ struct rdzv_kv_ops {
 	/* Wait (up to timeout_ms; -1 forever) for every key, then read them. */
 	int (*multi_get)(void *kv, const char *const *keys, size_t n,
 			 int timeout_ms, rdzv_kv_cb cb, void *arg);
+	/*
+	 * Read keys as they are now, without waiting: a missing key reads as
+	 * empty (no rendezvous record is ever empty).
+	 */
+	int (*peek)(void *kv, const char *const *keys, size_t n, rdzv_kv_cb cb,
+		    void *arg);
 	int (*multi_set)(void *kv, const char *const *keys,
 			 const void *const *vals, const size_t *lens, size_t n,
 			 rdzv_kv_cb cb, void *arg);

@@ -24,9 +24,11 @@
 /*
  * The rendezvous protocol of this crun, in the job's config record: 2 since
  * waiting reads are WAIT_GET, "assigned" says "ok N" and end marks carry
- * the end. Nodes that differ stop at their first request, saying so.
+ * the end; 3 since "closed" is absent until set (joiners peek, not ADD 0)
+ * and a node that read round R's end joins R+1 without reading "round".
+ * Nodes that differ stop at their first request, saying so.
  */
-#define RDZV_PROTO 2
+#define RDZV_PROTO 3
 
 /* Largest env-check record (the closer's lines about differing nodes). */
 #define RDZV_MAX_ENVCHECK 4096

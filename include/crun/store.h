@@ -331,6 +331,12 @@ int store_aclient_append(struct crun_store_aclient *c, const char *key,
 int store_aclient_multi_get(struct crun_store_aclient *c,
 			    const char *const *keys, size_t n, int timeout_ms,
 			    store_reply_cb cb, void *data);
+/**
+ * MULTI_GET the keys as they are now, without waiting: a crun store (like
+ * PyTorch's libuv server) answers a missing key with an empty value.
+ */
+int store_aclient_peek(struct crun_store_aclient *c, const char *const *keys,
+		       size_t n, store_reply_cb cb, void *data);
 int store_aclient_multi_set(struct crun_store_aclient *c,
 			    const char *const *keys, const void *const *vals,
 			    const size_t *lens, size_t n, store_reply_cb cb,

@@ -837,6 +837,14 @@ static int c_multi_get(void *kv, const char *const *keys, size_t n, int tmo,
 	C_CALL(rdzv_store_ops.multi_get(kv, keys, n, tmo, cb, arg));
 }
 
+static int c_peek(void *kv, const char *const *keys, size_t n, rdzv_kv_cb cb,
+		  void *arg)
+{
+	for (size_t i = 0; i < n; i++)
+		count_req(keys[i], 0);
+	C_CALL(rdzv_store_ops.peek(kv, keys, n, cb, arg));
+}
+
 static int c_multi_set(void *kv, const char *const *keys,
 		       const void *const *vals, const size_t *lens, size_t n,
 		       rdzv_kv_cb cb, void *arg)
@@ -864,6 +872,7 @@ static const struct rdzv_kv_ops counted_ops = {
     .set = c_set,
     .compare_set = c_compare_set,
     .multi_get = c_multi_get,
+    .peek = c_peek,
     .multi_set = c_multi_set,
     .watch = c_watch,
     .on_vanish = c_on_vanish,

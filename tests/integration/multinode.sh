@@ -131,7 +131,7 @@ expect_grep "other job named" "serves job 'first', not 'second'" "$T/b.out"
 JOB=first
 agent c 1 3 "$FAKE_WORKER" exit 0
 expect_status c 1
-expect_grep "nnodes mismatch" "already runs with \"nnodes=2:2 backend=c10d proto=2\"" "$T/c.out"
+expect_grep "nnodes mismatch" "already runs with \"nnodes=2:2 backend=c10d proto=3\"" "$T/c.out"
 kill $pid_a; wait_pid 10 $pid_a 2>/dev/null
 
 # 9. Static backend: node ranks given, heterogeneous nodes.

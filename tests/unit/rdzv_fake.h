@@ -19,7 +19,7 @@ struct fentry {
 	size_t len;
 };
 
-enum freq_type { F_ADD, F_SET, F_CAS, F_MGET, F_MSET, F_WATCH };
+enum freq_type { F_ADD, F_SET, F_CAS, F_MGET, F_PEEK, F_MSET, F_WATCH };
 
 struct freq {
 	struct freq *next;
@@ -63,6 +63,8 @@ struct fkv {
 	int frozen;	/* a silent store: requests queue, nothing is answered */
 	int warp;	/* > 0: waits of 5 s or more run this many times faster */
 	uint64_t nops;
+	const char *spy_key; /* requests naming this key are counted in spied */
+	int spied;
 };
 
 static void fkv_kick(struct fkv *s);
@@ -149,8 +151,16 @@ static struct freq *freq_new(struct fcli *c, enum freq_type t, size_t n, int tim
 	return q;
 }
 
+static void fkv_spy(struct fkv *s, const struct freq *q)
+{
+	for (size_t i = 0; s->spy_key && i < q->n; i++)
+		if (q->keys[i] && strcmp(q->keys[i], s->spy_key) == 0)
+			s->spied++;
+}
+
 static void fcli_push(struct fcli *c, struct freq *q)
 {
+	fkv_spy(c->s, q);
 	if (c->tail)
 		c->tail->next = q;
 	else
@@ -161,6 +171,7 @@ static void fcli_push(struct fcli *c, struct freq *q)
 
 static void fcli_wpush(struct fcli *c, struct freq *q)
 {
+	fkv_spy(c->s, q);
 	for (struct freq *p = c->whead; p; p = p->next)
 		p->canceled = 1;
 	if (c->wtail)
@@ -234,6 +245,21 @@ static int fkv_multi_get(void *kv, const char *const *keys, size_t n, int timeou
 	return 0;
 }
 
+/* A read that does not wait: missing keys come back empty. */
+static int fkv_peek(void *kv, const char *const *keys, size_t n, rdzv_kv_cb cb, void *arg)
+{
+	struct fcli *c = kv;
+	struct freq *q;
+
+	if (c->closed)
+		return CRUN_ECLOSED;
+	q = freq_new(c, F_PEEK, n, -1, cb, arg);
+	for (size_t i = 0; i < n; i++)
+		q->keys[i] = dupn(keys[i], strlen(keys[i]));
+	fcli_push(c, q);
+	return 0;
+}
+
 static int fkv_multi_set(void *kv, const char *const *keys, const void *const *vals,
 			 const size_t *lens, size_t n, rdzv_kv_cb cb, void *arg)
 {
@@ -273,6 +299,7 @@ static const struct rdzv_kv_ops fkv_ops = {
 	.set = fkv_set,
 	.compare_set = fkv_compare_set,
 	.multi_get = fkv_multi_get,
+	.peek = fkv_peek,
 	.multi_set = fkv_multi_set,
 	.watch = fkv_watch,
 };
@@ -348,6 +375,7 @@ static void fkv_exec(struct fkv *s, struct freq *q)
 			fkv_put(s, q->keys[i], q->vals[i], q->lens[i]);
 		return reply(q, 0, &rep);
 	case F_MGET:
+	case F_PEEK:
 	case F_WATCH: {
 		size_t n = q->n;
 		struct crun_store_iov *iov = calloc(n ? n : 1, sizeof(*iov));
@@ -356,9 +384,9 @@ static void fkv_exec(struct fkv *s, struct freq *q)
 		cr_assert(iov && copies);
 		for (size_t i = 0; i < q->n; i++) {
 			e = fkv_find(s, q->keys[i]);
-			copies[i] = dupn(e->val, e->len);
+			copies[i] = e ? dupn(e->val, e->len) : dupn("", 0);
 			iov[i].base = copies[i];
-			iov[i].len = e->len;
+			iov[i].len = e ? e->len : 0;
 		}
 		if (q->type == F_WATCH) {
 			rep.value = copies[0];

@@ -264,7 +264,7 @@ Test(rdzv, mismatch_protocol, .timeout = 10)
 	cr_assert(run_until(first_round, 1000));
 	cr_assert_eq(a->status, CRUN_ERDZV_MISMATCH, "status %s", crun_err_name(a->status));
 	cr_assert(strstr(a->errmsg, "\"nnodes=2:2 backend=c10d\"") &&
-		      strstr(a->errmsg, "proto=2") && strstr(a->errmsg, "crun version"),
+		      strstr(a->errmsg, "proto=3") && strstr(a->errmsg, "crun version"),
 		  "%s", a->errmsg);
 	world_close();
 }
@@ -398,6 +398,45 @@ Test(rdzv, simultaneous_failures_cost_one_restart, .timeout = 10)
 		cr_assert_eq(rdzv_restarts(W.n[i].r), 1, "%s: %d restarts after one failed round",
 			     W.n[i].host, rdzv_restarts(W.n[i].r));
 	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/restarts"), "1");
+	world_close();
+}
+
+/*
+ * After reading round R's end a node joins R+1 without reading "round"
+ * (the ender advanced it first); if R+1 ended as well, its peek after
+ * joining finds that and it reads "round" then.
+ */
+Test(rdzv, reform_joins_the_next_round_unasked, .timeout = 10)
+{
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	cr_assert_eq(rdzv_end_round(W.n[1].r, RDZV_END_FAILURE, "1 1 n2"), 0);
+	cr_assert(run_until(all_ends, 1000));
+	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/round"), "1");
+	W.kv.spy_key = "crun/job1/round";
+	for (int i = 0; i < 2; i++)
+		node_next(&W.n[i]);
+	cr_assert(run_until(all_rounds, 2000), "round 1 did not form");
+	cr_assert_eq(W.kv.spied, 0, "%d requests on \"round\"", W.kv.spied);
+	assert_formed(&W.n[0], 1, 0, 2, 0, 2);
+	assert_formed(&W.n[1], 1, 1, 2, 1, 2);
+
+	/* Round 2 ends; meanwhile round 3 was opened and ended too. */
+	clear_ends();
+	cr_assert_eq(rdzv_end_round(W.n[1].r, RDZV_END_FAILURE, "1 1 n2"), 0);
+	cr_assert(run_until(all_ends, 1000));
+	fkv_put(&W.kv, "crun/job1/r2/end", "D n9 gone", 9);
+	fkv_put(&W.kv, "crun/job1/round", "3", 1);
+	W.kv.spied = 0;
+	for (int i = 0; i < 2; i++)
+		node_next(&W.n[i]);
+	cr_assert(run_until(all_rounds, 2000), "round 3 did not form");
+	cr_assert_eq(W.kv.spied, 2, "%d requests on \"round\"", W.kv.spied);
+	assert_formed(&W.n[0], 3, 0, 2, 0, 2);
+	assert_formed(&W.n[1], 3, 1, 2, 1, 2);
 	world_close();
 }
 
@@ -623,7 +662,7 @@ Test(rdzv, static_orders_by_node_rank, .timeout = 10)
 	for (int i = 0; i < 3; i++)
 		assert_formed(&W.n[i], 0, rank[i], 3, rank[i], 3);
 	cr_assert_str_eq(W.n[0].res.master_addr, "10.0.0.2");
-	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/config"), "nnodes=3:3 backend=static proto=2");
+	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/config"), "nnodes=3:3 backend=static proto=3");
 	world_close();
 }
 
@@ -856,6 +895,7 @@ static const struct rdzv_kv_ops ro_ops = {
     .set = ro_set,
     .compare_set = ro_compare_set,
     .multi_get = fkv_multi_get,
+    .peek = fkv_peek,
     .multi_set = ro_multi_set,
     .watch = fkv_watch,
 };

@@ -332,7 +332,7 @@ Test(rdzv_exclude, off_writes_nothing, .timeout = 10)
 		assert_formed(&W.n[i], 2, i, 3, i, 3);
 	cr_assert_null(fkv_get(&W.kv, "crun/job1/fails"));
 	cr_assert_null(fkv_get(&W.kv, "crun/job1/r0/failed"));
-	cr_assert_str_eq(kv("crun/job1/config"), "nnodes=2:3 backend=c10d proto=2");
+	cr_assert_str_eq(kv("crun/job1/config"), "nnodes=2:3 backend=c10d proto=3");
 	world_close();
 }
 

@@ -127,6 +127,10 @@ static void every_request(int wait_get)
 	cr_assert_eq(store_aclient_multi_set(T.c, keys, vals, lens, 2, on_reply, NM("mset")), 0);
 	cr_assert_eq(store_aclient_check(T.c, keys, 2, on_reply, NM("check")), 0);
 	cr_assert_eq(store_aclient_multi_get(T.c, keys, 2, 1000, on_reply, NM("mget")), 0);
+	/* A peek does not wait: a missing key reads empty. */
+	cr_assert_eq(store_aclient_peek(T.c, (const char *[]){"a", "never", "b"}, 3, on_reply,
+					NM("peek")),
+		     0);
 	cr_assert_eq(store_aclient_append(T.c, "a", "+", 1, NULL, NULL), 0);
 	cr_assert_eq(store_aclient_get(T.c, "a", 1000, on_reply, NM("get")), 0);
 	cr_assert_eq(store_aclient_wait(T.c, keys, 2, 1000, on_reply, NM("wait")), 0);
@@ -139,7 +143,8 @@ static void every_request(int wait_get)
 	cr_assert_str_eq(T.log,
 			 "connect:ok:;set:ok:0;get:ok:v;add:ok:5;add:ok:3;cas:ok:first;"
 			 "cas:ok:first;cas:ok:e;check:ok:0;mset:ok:0;check:ok:1;"
-			 "mget:ok:[1][22];get:ok:1+;wait:ok:0;wait:CRUN_ETIMEDOUT:;"
+			 "mget:ok:[1][22];peek:ok:[1][][22];get:ok:1+;wait:ok:0;"
+			 "wait:CRUN_ETIMEDOUT:;"
 			 "get:CRUN_ETIMEDOUT:;del:ok:1;del:ok:0;num:ok:4;");
 }
 
