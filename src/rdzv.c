@@ -133,6 +133,13 @@ static void key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Watch one key (see rdzv_kv_ops.watch). */
+static int watch1(struct crun_rdzv *r, const char *k, int timeout_ms,
+		  rdzv_kv_cb cb, void *arg)
+{
+	return r->ops->watch(r->kv, &k, 1, timeout_ms, cb, arg);
+}
+
 static struct op *op_new(struct crun_rdzv *r, int arg)
 {
 	struct op *o = calloc(1, sizeof(*o));
@@ -455,48 +462,53 @@ static void publish_master(struct crun_rdzv *r)
 }
 
 /* Group rank 0's copy of the round's addresses (its store's allow list). */
-static void on_addrs(int status, const struct crun_store_reply *rep, void *arg)
+static void got_addrs(struct crun_rdzv *r, const struct crun_store_iov *v)
 {
-	struct crun_rdzv *r = op_take(arg, NULL, NULL);
 	char mk[KEYMAX], why[200], by[64];
 
-	if (r == NULL)
-		return;
-	if (status)
-		return store_error(r, status);
 	key(r, mk, "r%d/addrs", r->round);
 	snprintf(by, sizeof(by), "the node that closed round %d", r->round);
-	if (rep->nvalues != 1)
-		return bad_record(r, mk, by, "no value");
-	if (rdzv_parse_addrs(rep->values[0].base, rep->values[0].len, r->closed,
-			     &r->peers, why, sizeof(why)))
+	if (rdzv_parse_addrs(v->base, v->len, r->closed, &r->peers, why,
+			     sizeof(why)))
 		return bad_record(r, mk, by, why);
 	publish_master(r);
 }
 
-static void on_assignment(int status, const struct crun_store_reply *rep,
-			  void *arg)
+static void on_addrs(int status, const struct crun_store_reply *rep, void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	struct crun_ranks *k;
-	char mk[KEYMAX], why[200], by[64];
-	const char *kp[1] = {mk};
+	char mk[KEYMAX];
 
 	if (r == NULL)
 		return;
 	if (status)
 		return store_error(r, status);
-	k = &r->res.ranks;
+	if (rep->nvalues != 1) {
+		key(r, mk, "r%d/addrs", r->round);
+		return bad_record(r, mk, NULL, "no value");
+	}
+	got_addrs(r, &rep->values[0]);
+}
+
+/*
+ * Our assignment and the round's envcheck lines (and, for the store host,
+ * the addresses: NULL if not read yet).
+ */
+static void got_assignment(struct crun_rdzv *r, const struct crun_store_iov *a,
+			   const struct crun_store_iov *e,
+			   const struct crun_store_iov *addrs)
+{
+	struct crun_ranks *k = &r->res.ranks;
+	char mk[KEYMAX], why[200], by[64];
+	const char *kp[1] = {mk};
+
 	key(r, mk, "r%d/assign/%d", r->round, r->index);
 	snprintf(by, sizeof(by), "the node that closed round %d", r->round);
-	if (rep->nvalues != 2)
-		return bad_record(r, mk, by, "no value");
-	if (rdzv_parse_assign(rep->values[0].base, rep->values[0].len,
-			      r->closed, r->o.nproc, k, why, sizeof(why)))
+	if (rdzv_parse_assign(a->base, a->len, r->closed, r->o.nproc, k, why,
+			      sizeof(why)))
 		return bad_record(r, mk, by, why);
-	if (rdzv_parse_envcheck(rep->values[1].base, rep->values[1].len,
-				r->env_diff, sizeof(r->env_diff), why,
-				sizeof(why))) {
+	if (rdzv_parse_envcheck(e->base, e->len, r->env_diff,
+				sizeof(r->env_diff), why, sizeof(why))) {
 		key(r, mk, "r%d/envcheck", r->round);
 		return bad_record(r, mk, by, why);
 	}
@@ -514,9 +526,28 @@ static void on_assignment(int status, const struct crun_store_reply *rep,
 	 * the workers' store it starts): N bytes for one node, not for all
 	 * N, keeps a round's traffic O(N).
 	 */
+	if (addrs != NULL)
+		return got_addrs(r, addrs);
 	key(r, mk, "r%d/addrs", r->round);
 	if (r->ops->multi_get(r->kv, kp, 1, 10000, on_addrs, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
+}
+
+static void on_assignment(int status, const struct crun_store_reply *rep,
+			  void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char mk[KEYMAX];
+
+	if (r == NULL)
+		return;
+	if (status)
+		return store_error(r, status);
+	if (rep->nvalues != 2) {
+		key(r, mk, "r%d/assign/%d", r->round, r->index);
+		return bad_record(r, mk, NULL, "no value");
+	}
+	got_assignment(r, &rep->values[0], &rep->values[1], NULL);
 }
 
 static void late_or_spare(struct crun_rdzv *r, int closed);
@@ -571,7 +602,18 @@ static void on_assigned(int status, const struct crun_store_reply *rep,
 	if (rdzv_parse_assigned(rep->value, rep->len, r->o.max_nodes, &closed,
 				why, sizeof(why)))
 		return bad_record(r, ak, NULL, why);
-	/* "ok N": the closer says how many took part. */
+	/*
+	 * "ok N": the closer says how many took part. The watch read our
+	 * assignment with it (written before "assigned"), unless we came
+	 * too late for the round.
+	 */
+	if (closed > 0 && r->index <= closed && rep->nvalues >= 3 &&
+	    rep->values[1].len > 0) {
+		r->closed = closed;
+		return got_assignment(r, &rep->values[1], &rep->values[2],
+				      rep->nvalues > 3 ? &rep->values[3]
+						       : NULL);
+	}
 	if (closed > 0)
 		return read_assignment(r, closed);
 	if (closed < 0) {
@@ -998,7 +1040,7 @@ static void late_or_spare(struct crun_rdzv *r, int closed)
 	r->state = R_WAITING;
 	uv_timer_stop(&r->deadline);
 	key(r, k, "r%d/end", r->round);
-	if (r->ops->watch(r->kv, k, -1, on_spare_end, op_new(r, 0)))
+	if (watch1(r, k, -1, on_spare_end, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -1025,7 +1067,8 @@ static void on_join_state(int status, const struct crun_store_reply *rep,
 			  void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char k[KEYMAX];
+	char wk[4][KEYMAX];
+	const char *kp[4] = {wk[0], wk[1], wk[2], wk[3]};
 	int closed;
 
 	if (r == NULL)
@@ -1044,9 +1087,17 @@ static void on_join_state(int status, const struct crun_store_reply *rep,
 	r->closed = closed;
 	if (closed > 0 && r->index > closed)
 		return late_or_spare(r, closed);
-	/* A participant: wait for the assignment; close when it is time. */
-	key(r, k, "r%d/assigned", r->round);
-	if (r->ops->watch(r->kv, k, -1, on_assigned, op_new(r, 0)))
+	/*
+	 * A participant: wait for the assignment, reading ours and the
+	 * envcheck lines with it (the store host, likely group rank 0, the
+	 * addresses too); close when it is time.
+	 */
+	key(r, wk[0], "r%d/assigned", r->round);
+	key(r, wk[1], "r%d/assign/%d", r->round, r->index);
+	key(r, wk[2], "r%d/envcheck", r->round);
+	key(r, wk[3], "r%d/addrs", r->round);
+	if (r->ops->watch(r->kv, kp, r->o.is_store_host ? 4 : 3, -1,
+			  on_assigned, op_new(r, 0)))
 		return store_error(r, CRUN_ECLOSED);
 	if (r->index >= r->o.min_nodes) {
 		if (r->index >= r->o.max_nodes ||
@@ -1120,49 +1171,51 @@ static void on_join_index(int status, const struct crun_store_reply *rep,
 			  void *arg)
 {
 	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char k1[KEYMAX], k2[KEYMAX], k3[KEYMAX], k4[KEYMAX];
-	const char *kp[3] = {k2, k3, k4};
+	char k[KEYMAX];
 	int64_t index;
 
 	if (r == NULL)
 		return;
 	if (status)
 		return store_error(r, status);
-	key(r, k1, "r%d/join", r->round);
-	if (record_int(r, rep, k1, 1, INT32_MAX / 2, &index))
+	key(r, k, "r%d/join", r->round);
+	if (record_int(r, rep, k, 1, INT32_MAX / 2, &index))
 		return;
 	r->index = (int)index;
-	key(r, k1, "r%d/node/%d", r->round, r->index);
-	key(r, k2, "r%d/closed", r->round);
-	key(r, k3, "r%d/expect", r->round);
-	key(r, k4, "r%d/end", r->round);
 	/*
-	 * Pipelined: the descriptor, then one peek at whether the round is
-	 * closed, how many it expects and whether it ended. A descriptor
-	 * still waiting for the fingerprint is written when it comes (or its
-	 * bound passes); the closer's read waits for it.
+	 * A descriptor still waiting for the fingerprint is written when it
+	 * comes (or its bound passes); the closer's read waits for it.
 	 */
 	if (r->fp_wait) {
 		r->fp_pending = r->round;
 		r->fp_index = r->index;
 		r->fp_close = 0;
+		return;
 	}
-	if ((!r->fp_wait &&
-	     r->ops->set(r->kv, k1, r->descr, strlen(r->descr), NULL, NULL)) ||
-	    r->ops->peek(r->kv, kp, 3, on_join_state, op_new(r, 0)))
+	key(r, k, "r%d/node/%d", r->round, r->index);
+	if (r->ops->set(r->kv, k, r->descr, strlen(r->descr), NULL, NULL))
 		store_error(r, CRUN_ECLOSED);
 }
 
-/* Join round n: take an arrival index. */
+/*
+ * Join round n: take an arrival index and, pipelined behind it, peek at
+ * whether the round is closed, how many it expects and whether it ended
+ * (answered in order: on_join_index has the index by then).
+ */
 static void join_at(struct crun_rdzv *r, int n)
 {
-	char k[KEYMAX];
+	char k1[KEYMAX], k2[KEYMAX], k3[KEYMAX], k4[KEYMAX];
+	const char *kp[3] = {k2, k3, k4};
 
 	r->round = n;
 	r->expect = 0;
 	r->closed = 0;
-	key(r, k, "r%d/join", r->round);
-	if (r->ops->add(r->kv, k, 1, on_join_index, op_new(r, 0)))
+	key(r, k1, "r%d/join", r->round);
+	key(r, k2, "r%d/closed", r->round);
+	key(r, k3, "r%d/expect", r->round);
+	key(r, k4, "r%d/end", r->round);
+	if (r->ops->add(r->kv, k1, 1, on_join_index, op_new(r, 0)) ||
+	    r->ops->peek(r->kv, kp, 3, on_join_state, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 
@@ -1321,9 +1374,8 @@ int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
 					 strlen(r->run_id), on_job_id,
 					 op_new(r, 0));
 	else
-		rc = r->ops->watch(r->kv, "crun/job",
-				   (int)(r->o.join_timeout * 1000), on_job_id,
-				   op_new(r, 0));
+		rc = watch1(r, "crun/job", (int)(r->o.join_timeout * 1000),
+			    on_job_id, op_new(r, 0));
 	if (rc) {
 		r->state = R_IDLE;
 		uv_timer_stop(&r->deadline);
@@ -1509,7 +1561,7 @@ static void start_running(struct crun_rdzv *r)
 	r->hb_ms = ms ? ms : 1;
 	/* A key of our own, so the store host can tell when we vanish. */
 	key(r, k, "r%d/end/%d", r->round, r->grank);
-	if (r->ops->watch(r->kv, k, -1, on_node_end, op_new(r, 0)))
+	if (watch1(r, k, -1, on_node_end, op_new(r, 0)))
 		return store_error(r, CRUN_ECLOSED);
 	uv_timer_start(&r->hb, on_hb_tick, ms ? ms : 1, ms ? ms : 1);
 }
@@ -1777,7 +1829,7 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 	 */
 	key(r, k, "r%d/restarts", r->round + 1);
 	r->end_unwatched = 1; /* the one watch channel moves on */
-	rc = r->ops->watch(r->kv, k, 10000, on_may_restarts, m);
+	rc = watch1(r, k, 10000, on_may_restarts, m);
 	if (rc)
 		free(m);
 	return rc;
@@ -1824,7 +1876,7 @@ static void host_wait_left(struct crun_rdzv *r)
 	key(r, k, "r%d/all_left", r->round);
 	uv_timer_start(&r->deadline, on_finish_timeout,
 		       (uint64_t)(r->o.close_timeout * 1000), 0);
-	if (r->ops->watch(r->kv, k, -1, on_all_left, r))
+	if (watch1(r, k, -1, on_all_left, r))
 		finish_done(r);
 }
 
@@ -1882,7 +1934,7 @@ int rdzv_finish(struct crun_rdzv *r,
 	if (r->o.is_store_host && !r->end_seen && r->end_unwatched) {
 		r->end_unwatched = 0;
 		key(r, k1, "r%d/end/%d", r->round, r->grank);
-		if (r->ops->watch(r->kv, k1, -1, on_node_end, op_new(r, 0)))
+		if (watch1(r, k1, -1, on_node_end, op_new(r, 0)))
 			return CRUN_ECLOSED;
 	}
 	key(r, k1, "r%d/done/%d", r->round, r->grank);
@@ -2189,8 +2241,7 @@ static void excl_sit_out(struct crun_rdzv *r, const struct rdzv_exclusion *x)
 	r->excl_round = x->round;
 	/* Our own copy of "over": the store host can tell if we vanish. */
 	key(r, k, "over/%s/%s/%d", r->o.host, r->o.addr, x->round);
-	if (r->ops->watch(r->kv, k, ms > 0 ? ms : 1, on_sitout_over,
-			  op_new(r, 0)))
+	if (watch1(r, k, ms > 0 ? ms : 1, on_sitout_over, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
 }
 

@@ -490,7 +490,7 @@ static void mget_pass_done(struct kop *o)
 		o->waiting = 1;
 		return;
 	}
-	if (o->type == OP_WATCH)
+	if (o->type == OP_WATCH && o->n == 1)
 		return reply_value(o, o->got[0], o->glen[0]);
 	iov = calloc(o->n ? o->n : 1, sizeof(*iov));
 	if (iov == NULL)
@@ -502,6 +502,10 @@ static void mget_pass_done(struct kop *o)
 	memset(&r, 0, sizeof(r));
 	r.nvalues = o->n;
 	r.values = iov;
+	if (o->type == OP_WATCH) { /* the watched key's value first */
+		r.value = o->got[0];
+		r.len = o->glen[0];
+	}
 	reply(o, 0, &r);
 	free(iov);
 }
@@ -788,9 +792,10 @@ static void on_mark(int status, json_t *resp, void *arg)
  * CRUN_ECANCELED). This node's mark for the key goes first, attached to
  * its lease: if the node dies, the mark goes, and the others hear of it.
  */
-static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
-		    void *arg)
+static int kv_watch(void *kv, const char *const *keys, size_t nk,
+		    int timeout_ms, rdzv_kv_cb cb, void *arg)
 {
+	const char *key = keys[0];
 	struct crun_rdzv_etcd *s = kv;
 	struct kop *o;
 	char *mk;
@@ -811,8 +816,9 @@ static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
 	free(mk);
 	if (rc)
 		return rc;
-	o = op_new(s, OP_WATCH, 1, cb, arg);
-	o->keys[0] = ekey(s, key);
+	o = op_new(s, OP_WATCH, nk, cb, arg);
+	for (size_t i = 0; i < nk; i++)
+		o->keys[i] = ekey(s, keys[i]);
 	o->need = 1;
 	o->timeout_ms = timeout_ms;
 	s->w = o;

@@ -248,8 +248,8 @@ static void on_watch_timeout(uv_timer_t *t)
 }
 
 /* A new watch replaces the one outstanding (which fails CRUN_ECANCELED). */
-static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
-		    void *arg)
+static int kv_watch(void *kv, const char *const *keys, size_t n, int timeout_ms,
+		    rdzv_kv_cb cb, void *arg)
 {
 	struct crun_rdzv_store *s = kv;
 	struct kvreq *q;
@@ -259,7 +259,7 @@ static int kv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
 		return CRUN_ECLOSED;
 	q = kvreq(cb, arg);
 	q->s = s;
-	rc = store_aclient_watch(s->main, key, kv_on_reply, q);
+	rc = store_aclient_watch_keys(s->main, keys, n, kv_on_reply, q);
 	if (rc) {
 		free(q);
 		return rc;

@@ -57,12 +57,13 @@ struct store_areq {
 	enum store_areply kind;
 	int has_wait; /* a WAIT frame goes first */
 	int wait_get; /* that WAIT is a WAIT_GET: its reply brings the values */
-	int phase;    /* 0: the WAIT is pending; 1: the main frame */
-	int sent;     /* the current phase's frame is written */
-	int canceling; /* CANCEL_WAIT sent */
-	int bg;	       /* an incarnation of the background watch */
-	int taken;     /* taken back for other requests: a successor follows */
-	unsigned wgen; /* of that watch */
+	int first_only; /* a WAIT_FIRST_GET: it waits for its first key */
+	int phase;	/* 0: the WAIT is pending; 1: the main frame */
+	int sent;	/* the current phase's frame is written */
+	int canceling;	/* CANCEL_WAIT sent */
+	int bg;		/* an incarnation of the background watch */
+	int taken;	/* taken back for other requests: a successor follows */
+	unsigned wgen;	/* of that watch */
 	int timeout_ms;
 	size_t n; /* values in a MULTI_GET reply */
 	store_reply_cb cb;
@@ -107,7 +108,8 @@ struct crun_store_aclient {
 	/* The background watch (store_aclient_watch). */
 	struct store_areq *parked; /* its WAIT_GET, sent last: nothing after */
 	struct store_areq *wnext;  /* its WAIT_GET queued, not sent yet */
-	char *wkey;
+	char **wkeys;		   /* its keys: it waits for the first */
+	size_t nwkeys;
 	unsigned wgen; /* bumped by each new watch */
 	int wlive;     /* its callback is still due */
 	store_reply_cb wcb;
@@ -131,6 +133,15 @@ static void store_areq_free(struct store_areq *r)
 	free(r);
 }
 
+static void store_aclient_free_wkeys(struct crun_store_aclient *c)
+{
+	for (size_t i = 0; i < c->nwkeys; i++)
+		free(c->wkeys[i]);
+	free(c->wkeys);
+	c->wkeys = NULL;
+	c->nwkeys = 0;
+}
+
 /* Free c and call its close callback once both handles are closed. */
 static void store_aclient_maybe_free(struct crun_store_aclient *c)
 {
@@ -142,7 +153,7 @@ static void store_aclient_maybe_free(struct crun_store_aclient *c)
 	cb = c->close_cb;
 	data = c->close_data;
 	store_buf_release(&c->in);
-	free(c->wkey);
+	store_aclient_free_wkeys(c);
 	free(c);
 	if (cb != NULL)
 		cb(data);
@@ -557,6 +568,10 @@ static ssize_t store_aclient_parse(struct crun_store_aclient *c)
 		}
 		rep.values = iov;
 		rep.nvalues = r->n;
+		if (r->bg && r->n > 0) { /* the watched key's value first */
+			rep.value = iov[0].base;
+			rep.len = iov[0].len;
+		}
 		store_aclient_complete(c, 0, &rep);
 		free(iov);
 		return p - c->in.data;
@@ -932,7 +947,9 @@ static void store_areq_wait(struct crun_store_aclient *c, struct store_areq *r,
 	r->wait_get = c->use_wait_get && r->kind != AR_NONE;
 	r->timeout_ms = timeout_ms;
 	store_buf_op(&r->wait, STORE_GEN_G3,
-		     r->wait_get ? STORE_OP_WAIT_GET : STORE_OP_WAIT);
+		     !r->wait_get    ? STORE_OP_WAIT
+		     : r->first_only ? STORE_OP_WAIT_FIRST_GET
+				     : STORE_OP_WAIT_GET);
 	store_buf_u64(&r->wait, n);
 	for (i = 0; i < n; i++)
 		store_buf_str(&r->wait, keys[i], strlen(keys[i]));
@@ -1120,19 +1137,21 @@ int store_aclient_multi_set(struct crun_store_aclient *c,
 	return store_areq_submit(c, r);
 }
 
-/* A WAIT_GET of the watch's key, queued last (not sent), or NULL. */
+/* A WAIT_GET of the watch's keys, queued last (not sent), or NULL. */
 static struct store_areq *store_areq_watch(struct crun_store_aclient *c)
 {
-	const char *k = c->wkey;
 	struct store_areq *r;
 	int err = 0;
 
-	r = store_areq_new(c, AR_BYTES, NULL, NULL, &err);
+	r = store_areq_new(c, c->nwkeys > 1 ? AR_NBYTES : AR_BYTES, NULL, NULL,
+			   &err);
 	if (r == NULL)
 		return NULL;
 	r->bg = 1;
 	r->wgen = c->wgen;
-	store_areq_wait(c, r, &k, 1, -1);
+	r->n = c->nwkeys;
+	r->first_only = c->nwkeys > 1;
+	store_areq_wait(c, r, (const char *const *)c->wkeys, c->nwkeys, -1);
 	if (r->wait.oom) {
 		store_areq_free(r);
 		return NULL;
@@ -1142,20 +1161,30 @@ static struct store_areq *store_areq_watch(struct crun_store_aclient *c)
 	return r;
 }
 
-int store_aclient_watch(struct crun_store_aclient *c, const char *key,
-			store_reply_cb cb, void *data)
+int store_aclient_watch_keys(struct crun_store_aclient *c,
+			     const char *const *keys, size_t n,
+			     store_reply_cb cb, void *data)
 {
-	char *k;
+	char **k;
 
-	if (!c->use_wait_get)
+	if (!c->use_wait_get || n == 0)
 		return CRUN_EUSAGE;
 	if (c->closing || c->state == AS_FAILED)
 		return CRUN_ECLOSED;
-	if ((k = strdup(key)) == NULL)
+	if ((k = calloc(n, sizeof(*k))) == NULL)
 		return UV_ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if ((k[i] = strdup(keys[i])) == NULL) {
+			while (i > 0)
+				free(k[--i]);
+			free(k);
+			return UV_ENOMEM;
+		}
+	}
 	store_aclient_unwatch(c, CRUN_ECANCELED);
-	free(c->wkey);
-	c->wkey = k;
+	store_aclient_free_wkeys(c);
+	c->wkeys = k;
+	c->nwkeys = n;
 	c->wgen++;
 	if (store_areq_watch(c) == NULL)
 		return UV_ENOMEM;
@@ -1164,6 +1193,12 @@ int store_aclient_watch(struct crun_store_aclient *c, const char *key,
 	c->wdata = data;
 	store_aclient_pump(c);
 	return 0;
+}
+
+int store_aclient_watch(struct crun_store_aclient *c, const char *key,
+			store_reply_cb cb, void *data)
+{
+	return store_aclient_watch_keys(c, &key, 1, cb, data);
 }
 
 void store_aclient_unwatch(struct crun_store_aclient *c, int status)

@@ -46,7 +46,10 @@
  * WAIT whose answer is STOP_WAITING followed by the MULTI_GET reply of its
  * keys, one request instead of two. Parked, the waiter keeps a copy of the
  * key list (counted in memory); when woken, a reply that would pass
- * max_output or max_memory closes the connection instead.
+ * max_output or max_memory closes the connection instead. WAIT_FIRST_GET
+ * (0x65) is the same waiting for the first key only (the others are read
+ * as they are then, a missing key empty): what a rendezvous node waits on,
+ * with what it will read next.
  *
  * BARRIER (crun's G3 extra, and the libuv server's): the key is an arrival
  * counter, incremented like ADD; the caller is answered when the counter
@@ -675,15 +678,18 @@ static int store_park(struct store_conn *c, const struct store_req *req,
 	size_t klen, i = 0, bytes;
 	int err = 0;
 
+	int values =
+	    req->op == STORE_OP_WAIT_GET || req->op == STORE_OP_WAIT_FIRST_GET;
+
 	bytes = sizeof(*w) + missing * sizeof(w->regs[0]);
-	if (req->op == STORE_OP_WAIT_GET)
+	if (values)
 		bytes += req->list_len;
 	if (srv->mem + bytes > srv->lim.max_memory)
 		return CRUN_ETOOBIG;
 	w = calloc(1, bytes);
 	if (w == NULL)
 		return UV_ENOMEM;
-	if (req->op == STORE_OP_WAIT_GET) {
+	if (values) {
 		w->list = (unsigned char *)&w->regs[missing];
 		w->list_len = req->list_len;
 		memcpy(&w->regs[missing], req->list, req->list_len);
@@ -704,8 +710,9 @@ static int store_park(struct store_conn *c, const struct store_req *req,
 				break;
 			k = req->key;
 			klen = req->key_len;
-		} else if (!store_wire_next_str(&p, end, &k, &klen)) {
-			break;
+		} else if (i == missing ||
+			   !store_wire_next_str(&p, end, &k, &klen)) {
+			break; /* WAIT_FIRST_GET: its first key is all */
 		}
 		e = store_get_entry(srv, k, klen, &err);
 		if (e == NULL)
@@ -847,6 +854,7 @@ static size_t store_reply_size(struct store_conn *c,
 	case STORE_OP_MULTI_GET:
 		return store_values_size(srv, req->list, req->list_len);
 	case STORE_OP_WAIT_GET: /* answered now or, parked, checked then */
+	case STORE_OP_WAIT_FIRST_GET:
 		return 1 + store_values_size(srv, req->list, req->list_len);
 	case STORE_OP_QUEUE_POP:
 		e = store_find(srv, req->key, req->key_len);
@@ -939,18 +947,22 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 	case STORE_OP_CHECK:
 	case STORE_OP_WAIT:
 	case STORE_OP_WAIT_GET:
+	case STORE_OP_WAIT_FIRST_GET:
 		missing = 0;
 		p = req->list;
 		end = p + req->list_len;
-		while (store_wire_next_str(&p, end, &k, &klen))
+		while (store_wire_next_str(&p, end, &k, &klen)) {
 			if (!store_present(store_conn_find(c, k, klen)))
 				missing++;
+			if (req->op == STORE_OP_WAIT_FIRST_GET)
+				break;
+		}
 		if (req->op == STORE_OP_CHECK) {
 			store_buf_u8(&c->out,
 				     missing ? STORE_NOT_READY : STORE_READY);
 			return 0;
 		}
-		if (missing == 0 && req->op == STORE_OP_WAIT_GET) {
+		if (missing == 0 && req->op != STORE_OP_WAIT) {
 			store_reply_wait_get(c, req->list, req->list_len);
 			return 0;
 		}

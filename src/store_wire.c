@@ -56,11 +56,11 @@ static const signed char store_wire_g3_codes[STORE_OP__COUNT] = {
 };
 
 static const char *const store_wire_names[STORE_OP__COUNT] = {
-    "validate",	  "set",       "compare_set", "get",	     "add",
-    "check",	  "wait",      "getnumkeys",  "watch_key",   "delete_key",
-    "append",	  "multi_get", "multi_set",   "cancel_wait", "ping",
-    "queue_push", "queue_pop", "queue_len",   "list_keys",   "barrier",
-    "auth",	  "wait_get",
+    "validate",	  "set",       "compare_set",	 "get",		"add",
+    "check",	  "wait",      "getnumkeys",	 "watch_key",	"delete_key",
+    "append",	  "multi_get", "multi_set",	 "cancel_wait", "ping",
+    "queue_push", "queue_pop", "queue_len",	 "list_keys",	"barrier",
+    "auth",	  "wait_get",  "wait_first_get",
 };
 
 static const unsigned char store_wire_magic[5] = {0x00, 0xce, 0xf7, 0x85, 0x3c};
@@ -99,6 +99,8 @@ int store_wire_opcode(enum store_gen gen, enum store_op op)
 		return STORE_WIRE_AUTH_CODE;
 	if (op == STORE_OP_WAIT_GET)
 		return STORE_WIRE_WAIT_GET_CODE;
+	if (op == STORE_OP_WAIT_FIRST_GET)
+		return STORE_WIRE_WAIT_FIRST_GET_CODE;
 	if ((unsigned)op >= STORE_OP__COUNT)
 		return -1;
 	return gen == STORE_GEN_G3 ? store_wire_g3_codes[op]
@@ -240,6 +242,8 @@ int store_wire_op_of(enum store_gen gen, unsigned code)
 		return STORE_OP_AUTH;
 	if (code == STORE_WIRE_WAIT_GET_CODE)
 		return STORE_OP_WAIT_GET;
+	if (code == STORE_WIRE_WAIT_FIRST_GET_CODE)
+		return STORE_OP_WAIT_FIRST_GET;
 	if (gen == STORE_GEN_G3)
 		return code < sizeof(store_wire_g3_ops)
 			   ? store_wire_g3_ops[code]
@@ -356,6 +360,7 @@ int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
 	case STORE_OP_CHECK:
 	case STORE_OP_WAIT:
 	case STORE_OP_WAIT_GET:
+	case STORE_OP_WAIT_FIRST_GET:
 	case STORE_OP_MULTI_GET:
 		rc = store_cur_list(&c, 0, req);
 		break;

@@ -47,6 +47,7 @@ enum store_op {
 	STORE_OP_BARRIER,
 	STORE_OP_AUTH,	   /* crun only: the rendezvous secret (auth.h) */
 	STORE_OP_WAIT_GET, /* crun only: WAIT, then MULTI_GET, one reply */
+	STORE_OP_WAIT_FIRST_GET, /* crun only: the same, waiting on key 1 */
 	STORE_OP__COUNT
 };
 
@@ -59,6 +60,11 @@ enum store_op {
  * crun store knows it: a PyTorch server closes the connection.
  */
 #define STORE_WIRE_WAIT_GET_CODE 0x64
+/*
+ * crun's WAIT_FIRST_GET: a WAIT_GET that waits for the first key of its list
+ * only; the others are read as they are then (a missing key empty).
+ */
+#define STORE_WIRE_WAIT_FIRST_GET_CODE 0x65
 /* Largest AUTH message (a nonce or a MAC). */
 #define STORE_WIRE_AUTH_MAX 64
 

@@ -60,13 +60,15 @@
  * Below MIN it is not left out (one line says so). The config record gets
  * " exclude=K:S" so that every node agrees on the setting.
  *
- * Joining: ADD join, SET node/i and one peek at closed, expect and end (a
- * node that read round R's end joins R+1 without reading "round": the ender
- * advanced it first). Participant i >= MIN arms the last-call
- * timer (at once when i reaches MAX or the count the round expects); when
- * it fires it tries to close: compare-and-set closed absent -> N. The winner
- * reads the N descriptors (one MULTI_GET), orders them (the store host's
- * node first, then by host, address and pid; the static backend by
+ * Joining: ADD join with one peek at closed, expect and end pipelined
+ * behind it, then SET node/i (a node that read round R's end joins R+1
+ * without reading "round": the ender advanced it first); a participant
+ * watches "assigned", reading its assign/i and envcheck with it. Participant i
+ * >= MIN arms the last-call timer (at once when i reaches MAX or the count the
+ * round expects); when it fires it tries to close: compare-and-set closed
+ * absent -> N. The winner reads the N descriptors (one MULTI_GET), orders them
+ * (the store host's node first, then by host, address and pid; the static
+ * backend by
  * --node_rank), computes prefix sums and writes every node's assignment
  * (one MULTI_SET). Each node then reads only its own key: O(N) operations
  * per round in total, no whole-state compare-and-set loop.
@@ -119,11 +121,13 @@ struct rdzv_kv_ops {
 			 const void *const *vals, const size_t *lens, size_t n,
 			 rdzv_kv_cb cb, void *arg);
 	/*
-	 * Wait for key to exist and read it, on a channel of its own so the
-	 * calls above keep flowing meanwhile. One watch at a time.
+	 * Wait for keys[0] to exist and read it, with keys[1..n-1] as they are
+	 * then (a missing one empty), on a channel of its own so the calls
+	 * above keep flowing meanwhile. The reply has value (keys[0]'s) and,
+	 * when n > 1, values (all n). One watch at a time.
 	 */
-	int (*watch)(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb,
-		     void *arg);
+	int (*watch)(void *kv, const char *const *keys, size_t n,
+		     int timeout_ms, rdzv_kv_cb cb, void *arg);
 	/*
 	 * Optional (may be NULL): have cb(arg, key, klen) called when a client
 	 * vanishes while it watches key, where the backend can tell (the

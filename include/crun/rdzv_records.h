@@ -24,8 +24,9 @@
 /*
  * The rendezvous protocol of this crun, in the job's config record: 2 since
  * waiting reads are WAIT_GET, "assigned" says "ok N" and end marks carry
- * the end; 3 since "closed" is absent until set (joiners peek, not ADD 0)
- * and a node that read round R's end joins R+1 without reading "round".
+ * the end; 3 since "closed" is absent until set (joiners peek, not ADD 0),
+ * a node that read round R's end joins R+1 without reading "round" and the
+ * wait on "assigned" is a WAIT_FIRST_GET (0x65) reading the assignment.
  * Nodes that differ stop at their first request, saying so.
  */
 #define RDZV_PROTO 3

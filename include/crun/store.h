@@ -363,6 +363,15 @@ void store_aclient_use_wait_get(struct crun_store_aclient *c);
 int store_aclient_watch(struct crun_store_aclient *c, const char *key,
 			store_reply_cb cb, void *data);
 
+/**
+ * A watch of keys[0] whose answer also reads keys[1..n-1] as they are when
+ * keys[0] appears (a missing one empty; crun's WAIT_FIRST_GET): the reply
+ * has value (keys[0]'s) and values (all n).
+ */
+int store_aclient_watch_keys(struct crun_store_aclient *c,
+			     const char *const *keys, size_t n,
+			     store_reply_cb cb, void *data);
+
 /** Give up the watch: its callback runs now with status (if still due). */
 void store_aclient_unwatch(struct crun_store_aclient *c, int status);
 

@@ -854,11 +854,12 @@ static int c_multi_set(void *kv, const char *const *keys,
 	C_CALL(rdzv_store_ops.multi_set(kv, keys, vals, lens, n, cb, arg));
 }
 
-static int c_watch(void *kv, const char *key, int tmo, rdzv_kv_cb cb,
-		   void *arg)
+static int c_watch(void *kv, const char *const *keys, size_t n, int tmo,
+		   rdzv_kv_cb cb, void *arg)
 {
-	count_req(key, 0);
-	C_CALL(rdzv_store_ops.watch(kv, key, tmo, cb, arg));
+	for (size_t i = 0; i < n; i++)
+		count_req(keys[i], 0);
+	C_CALL(rdzv_store_ops.watch(kv, keys, n, tmo, cb, arg));
 }
 
 static void c_on_vanish(void *kv, void (*cb)(void *, const char *, size_t),

@@ -63,7 +63,10 @@ struct fkv {
 	int frozen;	/* a silent store: requests queue, nothing is answered */
 	int warp;	/* > 0: waits of 5 s or more run this many times faster */
 	uint64_t nops;
-	const char *spy_key; /* requests naming this key are counted in spied */
+	/* Requests naming a key that starts with spy_key (only multi_gets if
+	 * spy_mget) are counted in spied. */
+	const char *spy_key;
+	int spy_mget;
 	int spied;
 };
 
@@ -153,8 +156,10 @@ static struct freq *freq_new(struct fcli *c, enum freq_type t, size_t n, int tim
 
 static void fkv_spy(struct fkv *s, const struct freq *q)
 {
+	if (s->spy_mget && q->type != F_MGET)
+		return;
 	for (size_t i = 0; s->spy_key && i < q->n; i++)
-		if (q->keys[i] && strcmp(q->keys[i], s->spy_key) == 0)
+		if (q->keys[i] && strncmp(q->keys[i], s->spy_key, strlen(s->spy_key)) == 0)
 			s->spied++;
 }
 
@@ -281,15 +286,17 @@ static int fkv_multi_set(void *kv, const char *const *keys, const void *const *v
 	return 0;
 }
 
-static int fkv_watch(void *kv, const char *key, int timeout_ms, rdzv_kv_cb cb, void *arg)
+static int fkv_watch(void *kv, const char *const *keys, size_t n, int timeout_ms,
+		     rdzv_kv_cb cb, void *arg)
 {
 	struct fcli *c = kv;
 	struct freq *q;
 
 	if (c->closed)
 		return CRUN_ECLOSED;
-	q = freq_new(c, F_WATCH, 1, timeout_ms, cb, arg);
-	q->keys[0] = dupn(key, strlen(key));
+	q = freq_new(c, F_WATCH, n, timeout_ms, cb, arg);
+	for (size_t i = 0; i < n; i++)
+		q->keys[i] = dupn(keys[i], strlen(keys[i]));
 	fcli_wpush(c, q);
 	return 0;
 }
@@ -391,7 +398,8 @@ static void fkv_exec(struct fkv *s, struct freq *q)
 		if (q->type == F_WATCH) {
 			rep.value = copies[0];
 			rep.len = iov[0].len;
-		} else {
+		}
+		if (q->type != F_WATCH || q->n > 1) {
 			rep.values = iov;
 			rep.nvalues = q->n;
 		}
@@ -437,7 +445,7 @@ static void fkv_pump(struct fkv *s)
 					reply(q, CRUN_ETIMEDOUT, NULL);
 			}
 			for (struct freq **pp = &c->whead; (q = *pp) != NULL;) {
-				int ready = all_present(s, q);
+				int ready = fkv_find(s, q->keys[0]) != NULL;
 				int late = q->deadline && now >= q->deadline;
 
 				if (q->seq >= limit || (!q->canceled && !ready && !late)) {

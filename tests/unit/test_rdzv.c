@@ -89,14 +89,14 @@ Test(rdzv_fake, semantics_async_and_cancel, .timeout = 10)
 	cr_assert_str_eq(REC.val[4], "6");
 	/* A new watch cancels the previous one. */
 	memset(&REC, 0, sizeof(REC));
-	cr_assert_eq(fkv_watch(a, "w1", -1, rec_cb, &REC), 0);
-	cr_assert_eq(fkv_watch(a, "w2", 50, rec_cb, &REC), 0);
+	cr_assert_eq(fkv_watch(a, (const char *[]){"w1"}, 1, -1, rec_cb, &REC), 0);
+	cr_assert_eq(fkv_watch(a, (const char *[]){"w2"}, 1, 50, rec_cb, &REC), 0);
 	run_for(100);
 	cr_assert_eq(REC.n, 2);
 	cr_assert_eq(REC.status[0], CRUN_ECANCELED);
 	cr_assert_eq(REC.status[1], CRUN_ETIMEDOUT);
 	/* Close cancels what is pending. */
-	cr_assert_eq(fkv_watch(a, "w3", -1, rec_cb, &REC), 0);
+	cr_assert_eq(fkv_watch(a, (const char *[]){"w3"}, 1, -1, rec_cb, &REC), 0);
 	cr_assert_eq(fkv_multi_get(a, k + 0, 1, -1, rec_cb, &REC), 0);
 	const char *k2[1] = {"never"};
 	cr_assert_eq(fkv_multi_get(b, k2, 1, -1, rec_cb, &REC), 0);
@@ -437,6 +437,38 @@ Test(rdzv, reform_joins_the_next_round_unasked, .timeout = 10)
 	cr_assert_eq(W.kv.spied, 2, "%d requests on \"round\"", W.kv.spied);
 	assert_formed(&W.n[0], 3, 0, 2, 0, 2);
 	assert_formed(&W.n[1], 3, 1, 2, 1, 2);
+	world_close();
+}
+
+/*
+ * The watch on "assigned" reads each node's assignment with it, and the
+ * store host's (group rank 0's) copy of the addresses: nobody reads them
+ * on their own.
+ */
+Test(rdzv, assignment_read_with_the_watch, .timeout = 10)
+{
+	world_init();
+	node_add(1, 2, 1, 3, 3);
+	node_add(2, 1, 0, 3, 3);
+	node_add(3, 4, 0, 3, 3);
+	W.kv.spy_mget = 1;
+	W.kv.spy_key = "crun/job1/r0/assign/";
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	cr_assert_eq(W.kv.spied, 0, "%d reads of assignments", W.kv.spied);
+	cr_assert_eq(W.n[0].res.ranks.group_rank, 0);
+	cr_assert_eq(W.n[0].res.ranks.world_size, 7);
+	W.kv.spy_key = "crun/job1/r0/addrs";
+	cr_assert_eq(rdzv_end_round(W.n[2].r, RDZV_END_FAILURE, "1 1 n3"), 0);
+	cr_assert(run_until(all_ends, 1000));
+	W.kv.spy_key = "crun/job1/r1/";
+	for (int i = 0; i < 3; i++)
+		node_next(&W.n[i]);
+	cr_assert(run_until(all_rounds, 2000), "round 1 did not form");
+	/* The only reads: the closer's of the 3 descriptors, each node's of
+	 * the master address (counted per key). */
+	cr_assert_eq(W.kv.spied, 6, "%d keys read in round 1", W.kv.spied);
+	assert_formed(&W.n[0], 1, 0, 3, 0, 7);
 	world_close();
 }
 

@@ -534,6 +534,44 @@ static void replace_connected(struct crun_store_aclient *c, int status, void *da
 	watch_then(c, status, "a", "a", replace_steps);
 }
 
+/*
+ * A watch of several keys waits for the first and reads the others as they
+ * are then (a missing one empty), beside other requests.
+ */
+static void set_a(uv_timer_t *t)
+{
+	cr_assert_eq(store_server_set(T.srv, "a", "A", 1), 0);
+}
+
+static void on_watch_keys(struct crun_store_aclient *c, int status,
+			  const struct crun_store_reply *r, void *data)
+{
+	cr_assert_eq(status, 0);
+	cr_assert_eq(r->len, 1);
+	cr_assert_eq(memcmp(r->value, "A", 1), 0);
+	cr_assert_eq(r->nvalues, 3);
+	cr_assert_eq(r->values[1].len, 2);
+	cr_assert_eq(memcmp(r->values[1].base, "BB", 2), 0);
+	cr_assert_eq(r->values[2].len, 0);
+	close_all(c, status, r, data);
+}
+
+Test(store_aclient, watch_keys_reads_the_rest, .timeout = 20)
+{
+	setup(1);
+	cr_assert_eq(store_aclient_new(&T.loop, "127.0.0.1", T.port, 5000, on_connect, NULL, &T.c), 0);
+	store_aclient_use_wait_get(T.c);
+	cr_assert_eq(store_aclient_watch_keys(T.c, NULL, 0, on_reply, NM("none")), CRUN_EUSAGE);
+	cr_assert_eq(store_aclient_set(T.c, "b", "BB", 2, NULL, NULL), 0);
+	cr_assert_eq(store_aclient_watch_keys(T.c, (const char *[]){"a", "b", "c"}, 3,
+					      on_watch_keys, NM("watch")),
+		     0);
+	cr_assert_eq(store_aclient_add(T.c, "n", 1, on_reply, NM("add")), 0);
+	uv_timer_start(&T.timer, set_a, 200, 0);
+	finish();
+	cr_assert_str_eq(T.log, "connect:ok:;add:ok:1;watch:ok:A;");
+}
+
 Test(store_aclient, watch_replaced_and_vanished, .timeout = 20)
 {
 	setup(1);

@@ -1088,6 +1088,44 @@ static const char *wait_get(int port)
 Test(store_server, wait_get, .timeout = 30) { run_scenario(wait_get, NULL); }
 
 /*
+ * crun's WAIT_FIRST_GET: waits for its first key only; the others are read
+ * as they are when it comes (a missing one empty).
+ */
+static const char *wait_first_get(int port)
+{
+	static const char hello[] = "\x00\xce\xf7\x85\x3c\x0d\x92\x10\0\0";
+	static const char wf[] = "\x65\x03\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0/a"
+				 "\x02\0\0\0\0\0\0\0/p\x02\0\0\0\0\0\0\0/m";
+	struct crun_store_client *c;
+	unsigned char b[64];
+	int fd;
+
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
+	CHECK_RC(store_set(c, "/p", "P", 1), 0);
+	fd = raw_connect(port);
+	CHECK(fd >= 0);
+	CHECK(send(fd, hello, 10, 0) == 10);
+	CHECK(raw_read(fd, b, 4, 2000) == 4);
+	/* Parked on /a, though /m is missing too: one registration. */
+	CHECK(send(fd, wf, sizeof(wf) - 1, 0) > 0);
+	WAIT_STATS(waiters, ==, 1, 5000);
+	CHECK(raw_read(fd, b, 1, 100) == -1);
+	CHECK_RC(store_set(c, "/a", "AA", 2), 0);
+	CHECK(raw_read(fd, b, 28, 2000) == 28 &&
+	      memcmp(b, "\0\x02\0\0\0\0\0\0\0AA\x01\0\0\0\0\0\0\0P\0\0\0\0\0\0\0\0",
+		     28) == 0);
+	WAIT_STATS(waiters, ==, 0, 5000);
+	/* /a exists now: answered at once, /m still empty. */
+	CHECK(send(fd, wf, sizeof(wf) - 1, 0) > 0);
+	CHECK(raw_read(fd, b, 28, 2000) == 28 && b[0] == 0 && b[9] == 'A');
+	close(fd);
+	store_close(c);
+	return NULL;
+}
+
+Test(store_server, wait_first_get, .timeout = 30) { run_scenario(wait_first_get, NULL); }
+
+/*
  * A parked WAIT_GET whose values outgrow max_output by the time they exist
  * closes its connection when woken (it is not answered in part); an
  * immediate one too large is refused like MULTI_GET. Others go on.

@@ -167,7 +167,7 @@ static void encode_all(struct store_buf *b, enum store_gen gen)
 		case STORE_OP_ADD: case STORE_OP_BARRIER:
 			store_buf_str(b, "k", 1); store_buf_u64(b, (uint64_t)-7); break;
 		case STORE_OP_CHECK: case STORE_OP_WAIT: case STORE_OP_MULTI_GET:
-		case STORE_OP_WAIT_GET:
+		case STORE_OP_WAIT_GET: case STORE_OP_WAIT_FIRST_GET:
 			store_buf_u64(b, 2); store_buf_str(b, "a", 1);
 			store_buf_str(b, "bb", 2); break;
 		case STORE_OP_MULTI_SET:
