@@ -13,7 +13,10 @@
  * crun store (store_aclient_use_wait_get), a get or multi_get is one
  * WAIT_GET, answered with STOP_WAITING and the values together. Requests
  * without a reply (set, append, multi_set) complete when everything before them
- * has, so callbacks run in call order.
+ * has, so callbacks run in call order. The frames written in one loop
+ * iteration are corked and sent together (uv_try_write, the rest by
+ * uv_write) from a prepare handle, just before the loop next waits: a
+ * node's pipelined requests cost one send and one packet.
  *
  * Failure modes: a refused or reset connect, or one that fails validation,
  * is retried with backoff (50 ms doubling to 1 s) until the deadline, then
@@ -24,8 +27,8 @@
  * STOP_WAITING if the key won the race, then fails with CRUN_ETIMEDOUT (a
  * WAIT_GET that won the race succeeds, its WAIT_CANCELED passed over). A
  * lost connection fails every pending request with its libuv error; close
- * fails them with CRUN_ECANCELED. Memory is freed only once both handles
- * (the socket and the one timer) are closed.
+ * fails them with CRUN_ECANCELED. Memory is freed only once every handle
+ * (the socket, the one timer, the prepare handle) is closed.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -88,6 +91,10 @@ struct crun_store_aclient {
 	enum store_astate state;
 	int tcp_open; /* tcp is initialised and not being closed */
 	unsigned nhandles;
+	/* Frames written in this loop iteration, sent together before the
+	 * loop next waits (one send for a node's pipelined requests). */
+	struct store_buf cork;
+	uv_prepare_t flush;
 	int closing;
 	uint64_t deadline; /* of the connect, on the loop's clock */
 	unsigned backoff;
@@ -153,6 +160,7 @@ static void store_aclient_maybe_free(struct crun_store_aclient *c)
 	cb = c->close_cb;
 	data = c->close_data;
 	store_buf_release(&c->in);
+	store_buf_release(&c->cork);
 	store_aclient_free_wkeys(c);
 	free(c);
 	if (cb != NULL)
@@ -178,6 +186,8 @@ static void store_aclient_on_close(uv_handle_t *h)
 /* Close the socket (a later attempt re-initialises it). */
 static void store_aclient_close_tcp(struct crun_store_aclient *c)
 {
+	c->cork.len = 0; /* its requests fail with the connection */
+	uv_prepare_stop(&c->flush);
 	if (!c->tcp_open)
 		return;
 	c->tcp_open = 0;
@@ -276,8 +286,8 @@ static void store_aclient_on_write(uv_write_t *req, int status)
  * that completes when written (no reply, a callback to run) always takes
  * uv_write: its completion is the write callback.
  */
-static int store_aclient_write_as(struct crun_store_aclient *c,
-				  const struct store_buf *b, int direct)
+static int store_aclient_send(struct crun_store_aclient *c,
+			      const struct store_buf *b, int direct)
 {
 	struct store_awrite *w;
 	uv_buf_t small[2], *ub = small;
@@ -321,6 +331,53 @@ static int store_aclient_write_as(struct crun_store_aclient *c,
 	if (rc != 0)
 		free(w);
 	return rc;
+}
+
+/* Send what is corked: 0 or an error. */
+static int store_aclient_uncork(struct crun_store_aclient *c)
+{
+	int rc;
+
+	uv_prepare_stop(&c->flush);
+	if (c->cork.len == 0)
+		return 0;
+	rc = store_aclient_send(c, &c->cork, 1);
+	c->cork.len = 0;
+	if (c->cork.cap > 65536 || c->cork.oom) /* a large frame went */
+		store_buf_release(&c->cork);
+	return rc;
+}
+
+static void store_aclient_on_flush(uv_prepare_t *h)
+{
+	struct crun_store_aclient *c = h->data;
+	int rc = store_aclient_uncork(c);
+
+	if (rc != 0)
+		store_aclient_fail(c, rc);
+}
+
+/*
+ * Queue b's frame: what is written in one loop iteration goes out in one
+ * send before the loop waits. A request that completes when written (not
+ * direct) is sent now, behind what is corked.
+ */
+static int store_aclient_write_as(struct crun_store_aclient *c,
+				  const struct store_buf *b, int direct)
+{
+	int rc;
+
+	if (b->oom)
+		return UV_ENOMEM;
+	if (!direct)
+		return (rc = store_aclient_uncork(c)) != 0
+			   ? rc
+			   : store_aclient_send(c, b, 0);
+	store_buf_put(&c->cork, b->data, b->len);
+	if (c->cork.oom)
+		return UV_ENOMEM;
+	uv_prepare_start(&c->flush, store_aclient_on_flush);
+	return 0;
 }
 
 static int store_aclient_write(struct crun_store_aclient *c,
@@ -873,9 +930,12 @@ int store_aclient_new(uv_loop_t *loop, const char *host, int port,
 	    timeout_ms < 0 ? UINT64_MAX : uv_now(loop) + (uint64_t)timeout_ms;
 	c->state = AS_RESOLVED;
 	store_buf_init(&c->in);
+	store_buf_init(&c->cork);
 	uv_timer_init(loop, &c->timer);
 	c->timer.data = c;
-	c->nhandles = 1;
+	uv_prepare_init(loop, &c->flush);
+	c->flush.data = c;
+	c->nhandles = 2;
 	store_aclient_attempt(c);
 	*out = c;
 	return 0;
@@ -885,6 +945,10 @@ void store_aclient_close(struct crun_store_aclient *c, store_close_cb cb,
 			 void *data)
 {
 	assert(!c->closing);
+	/* Frames written before closing still go (corked until the loop turns).
+	 */
+	if (c->tcp_open && c->state == AS_READY)
+		store_aclient_uncork(c);
 	c->closing = 1;
 	c->close_cb = cb;
 	c->close_data = data;
@@ -892,6 +956,7 @@ void store_aclient_close(struct crun_store_aclient *c, store_close_cb cb,
 	store_aclient_fail_all(c, CRUN_ECANCELED);
 	store_aclient_close_tcp(c);
 	uv_close((uv_handle_t *)&c->timer, store_aclient_on_close);
+	uv_close((uv_handle_t *)&c->flush, store_aclient_on_close);
 }
 
 /* ---- Requests ---------------------------------------------------------- */

@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -404,6 +405,107 @@ Test(store_aclient, wait_get_answered_as_canceled, .timeout = 20)
 	fake_stop(&f);
 	cr_assert_str_eq(f.got, "op=64 done");
 	cr_assert_str_eq(T.log, "connect:ok:;get:ok:v;add:ok:42;");
+}
+
+/*
+ * Requests made in one callback go out together when the loop turns: none
+ * of their bytes before the callback returns, then all of them in one
+ * send (one read on the server gets the three frames).
+ */
+static int cork_go[2], cork_seen[2];
+
+static void *cork_main(void *arg)
+{
+	struct fake *f = arg;
+	unsigned char b[256];
+	struct pollfd pf;
+	char c;
+	ssize_t n;
+	int fd = accept(f->lfd, NULL, NULL);
+
+	if (fd < 0 || read_n(fd, b, 10) != 0 || write(fd, b + 6, 4) != 4)
+		goto out;
+	/* Told the client queued its requests: nothing may be here yet. */
+	if (read(cork_go[0], &c, 1) != 1)
+		goto out;
+	n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+	snprintf(f->got, sizeof(f->got), "early=%zd", n);
+	if (write(cork_seen[1], "k", 1) != 1)
+		goto out;
+	pf.fd = fd;
+	pf.events = POLLIN;
+	if (poll(&pf, 1, 5000) != 1 || (n = recv(fd, b, sizeof(b), 0)) <= 0)
+		goto out;
+	snprintf(f->got + strlen(f->got), sizeof(f->got) - strlen(f->got), " then=%zd", n);
+	for (int i = 0; i < 3; i++)
+		if (write(fd, "\x07\0\0\0\0\0\0\0", 8) != 8)
+			goto out;
+	read_n(fd, b, 1); /* until the client closes */
+out:
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+static void cork_connected(struct crun_store_aclient *c, int status, void *data)
+{
+	char k;
+
+	on_connect(c, status, data);
+	cr_assert_eq(store_aclient_add(c, "a", 1, on_reply, NM("add")), 0);
+	cr_assert_eq(store_aclient_add(c, "b", 1, on_reply, NM("add")), 0);
+	cr_assert_eq(store_aclient_add(c, "c", 1, close_all, NM("add")), 0);
+	cr_assert_eq(write(cork_go[1], "g", 1), 1);
+	cr_assert_eq(read(cork_seen[0], &k, 1), 1);
+}
+
+Test(store_aclient, one_send_per_loop_turn, .timeout = 20)
+{
+	struct fake f = {0};
+
+	cr_assert_eq(pipe(cork_go), 0);
+	cr_assert_eq(pipe(cork_seen), 0);
+	fake_start(&f, cork_main);
+	setup(0);
+	cr_assert_eq(store_aclient_new(&T.loop, "127.0.0.1", f.port, 5000, cork_connected, NULL,
+				       &T.c),
+		     0);
+	finish();
+	fake_stop(&f);
+	/* Nothing before the callback returned (EAGAIN), then 3 ADDs of 18. */
+	cr_assert_str_eq(f.got, "early=-1 then=54");
+	cr_assert_str_eq(T.log, "connect:ok:;add:ok:7;add:ok:7;add:ok:7;");
+}
+
+/* A set written just before closing still reaches the server. */
+static void set_then_close(struct crun_store_aclient *c, int status, void *data)
+{
+	on_connect(c, status, data);
+	cr_assert_eq(store_aclient_set(c, "last", "words", 5, NULL, NULL), 0);
+	store_aclient_close(c, NULL, NULL);
+}
+
+static void check_last(uv_timer_t *t)
+{
+	const void *v = NULL;
+	size_t n = 0;
+
+	cr_assert_eq(store_server_get(T.srv, "last", &v, &n), 0);
+	cr_assert_eq(n, 5);
+	cr_assert_eq(memcmp(v, "words", 5), 0);
+	store_server_close(T.srv, on_server_closed, NULL);
+	uv_close((uv_handle_t *)&T.timer, NULL);
+}
+
+Test(store_aclient, close_sends_what_was_written, .timeout = 20)
+{
+	setup(1);
+	cr_assert_eq(store_aclient_new(&T.loop, "127.0.0.1", T.port, 5000, set_then_close, NULL,
+				       &T.c),
+		     0);
+	uv_timer_start(&T.timer, check_last, 300, 0);
+	finish();
+	cr_assert_str_eq(T.log, "connect:ok:;");
 }
 
 /* ---- the background watch ------------------------------------------- */
