@@ -81,6 +81,7 @@ struct agent {
 	int sigint_seen;
 	struct worker *workers;
 	int nworkers, ndone;
+	int leaving; /* the group is over: waiting for the others to leave */
 	int port_fd; /* MASTER_PORT held for the round */
 	struct round round;
 	int failed_rank;
@@ -340,15 +341,18 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 		a->sigint_seen = 1;
 	if (a->stop_signal == 0)
 		a->stop_signal = sig;
-	if (a->state == A_RUNNING) {
+	if (a->state == A_RUNNING && !a->leaving) {
 		say("received %s: forwarding it to the workers",
 		    cfg_signame(sig));
 		agent_stop_group(a, STOP_SIGNAL, sig);
 	} else if (a->state == A_STOPPING && a->nworkers > 0) {
 		agent_signal_workers(a, sig);
-	} else if (a->state == A_STOPPING) {
+	} else if (a->state == A_STOPPING || a->leaving) {
 		/* Workers gone, waiting for other nodes to leave: stop waiting.
 		 */
+		say("received %s while waiting for the other nodes to leave: "
+		    "exiting",
+		    cfg_signame(sig));
 		agent_finish(a, 128 + a->stop_signal);
 	} else {
 		say("received %s before the workers started: exiting",
@@ -562,6 +566,7 @@ static void agent_on_left(struct crun_rdzv *r, void *data)
 static void agent_leave(struct agent *a, int status)
 {
 	a->exit_status = status;
+	a->leaving = 1;
 	if (rdzv_finish(a->rdzv, agent_on_left, a))
 		agent_finish(a, status);
 }

@@ -11,6 +11,8 @@
 #   5. SIGTERM of a non-host agent: it leaves, named ("left (SIGTERM)");
 #      SIGTERM of the store host ends the job everywhere.
 #   6. SIGUSR1 to one node reaches every node's workers.
+#   7. SIGTERM of a store host whose workers succeeded, while it serves the
+#      others until they leave: it stops waiting and exits 143 (one signal).
 . tests/integration/lib.sh
 
 FAST="--rdzv_conf=last_call_timeout=1,join_timeout=20"
@@ -125,4 +127,17 @@ expect_failed a
 expect_eq "SIGUSR1 reached both nodes' workers" "$(sort "$T/usr1" | tr '\n' ' ')" "SIGUSR1 0 SIGUSR1 1 "
 expect_grep "b left named with its signal" "left (SIGUSR1)" "$T/a.out"
 note "6. a peer's SIGUSR1 passed on to every node's workers"
+
+# 7. The store host's workers succeeded; it serves the store until the
+# others leave. One SIGTERM ends that wait (it did need two).
+PORT=$(free_port) JOB=served
+agent a 1 2 $FAST "$FAKE_WORKER" pid "$T/pids_served" exit 0
+wait_for 10 listening $PORT || fail "served: no store host"
+agent b 1 2 $FAST "$FAKE_WORKER" pid "$T/pids_served" hang
+wait_for 20 grep -q "1 worker of .* succeeded" "$T/a.out" || { cat "$T"/[ab].out >&2; fail "served: a's worker never succeeded"; }
+kill -TERM $pid_a
+expect_status a 143 10
+expect_grep "a says why it stops waiting" "received SIGTERM while waiting for the other nodes to leave" "$T/a.out"
+expect_failed b
+note "7. SIGTERM of a store host waiting for the others to leave: exits at once"
 exit 0
