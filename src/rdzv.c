@@ -789,7 +789,9 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	struct nd *v;
 	struct crun_node_info *info;
 	struct crun_ranks *rks;
-	char(*keys)[KEYMAX], (*vals)[400], k[KEYMAX];
+	/* The keys, packed (KEYMAX each would be 1 KiB per node). */
+	size_t ks = strlen(r->prefix) + 40;
+	char *keys, (*vals)[96], k[KEYMAX];
 	const char **kp;
 	const void **vp;
 	size_t *lens, alen = 0;
@@ -809,7 +811,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	rks = calloc((size_t)n, sizeof(*rks));
 	/* Every assignment, and every host name by group rank (for messages).
 	 */
-	keys = calloc(2 * (size_t)n + 2, sizeof(*keys));
+	keys = malloc((2 * (size_t)n + 1) * ks);
 	vals = calloc(2 * (size_t)n, sizeof(*vals));
 	kp = calloc(2 * (size_t)n + 2, sizeof(*kp));
 	vp = calloc(2 * (size_t)n + 2, sizeof(*vp));
@@ -882,15 +884,17 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	for (int g = 0; g < n; g++) {
 		const struct crun_ranks *rk = &rks[g];
 
-		key(r, keys[g], "r%d/assign/%d", r->round, v[g].index);
+		snprintf(keys + g * ks, ks, "%sr%d/assign/%d", r->prefix,
+			 r->round, v[g].index);
 		snprintf(vals[g], sizeof(vals[g]), "%d %d %d %d %d %d %d", g, n,
 			 rk->base_rank, rk->world_size, rk->base_role_rank,
 			 rk->role_world_size, rk->local_world_size);
-		kp[g] = keys[g];
+		kp[g] = keys + g * ks;
 		vp[g] = vals[g];
 		lens[g] = strlen(vals[g]);
-		key(r, keys[n + g], "r%d/host/%d", r->round, g);
-		kp[n + g] = keys[n + g];
+		snprintf(keys + (n + g) * ks, ks, "%sr%d/host/%d", r->prefix,
+			 r->round, g);
+		kp[n + g] = keys + (n + g) * ks;
 		vp[n + g] = v[g].host;
 		lens[n + g] = strlen(v[g].host);
 	}
@@ -898,8 +902,8 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	for (int g = 0; g < n; g++)
 		alen += (size_t)snprintf(addrs + alen, (size_t)n * 257 - alen,
 					 "%s%s", g ? " " : "", v[g].addr);
-	key(r, keys[2 * n], "r%d/addrs", r->round);
-	kp[2 * n] = keys[2 * n];
+	snprintf(keys + 2 * n * ks, ks, "%sr%d/addrs", r->prefix, r->round);
+	kp[2 * n] = keys + 2 * n * ks;
 	vp[2 * n] = addrs;
 	lens[2 * n] = alen;
 	/* What differs between the nodes, for every node to print. */
