@@ -71,7 +71,10 @@ struct crun_rdzv {
 	int succ_stall;
 	uint64_t last_reply; /* loop time of the last heartbeat reply */
 	int hb_pending;
-	uint64_t hb_ms; /* the heartbeat interval of this round */
+	int hb_recheck;	     /* the bound passed: look again after reading */
+	uint64_t hb_tick;    /* loop time of the last heartbeat tick */
+	uint64_t hb_silence; /* unanswered, our own stalls not counted */
+	uint64_t hb_ms;	     /* the heartbeat interval of this round */
 	uv_timer_t last_call;
 	uv_timer_t hb;
 	uv_timer_t deadline;
@@ -434,6 +437,9 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 	r->end_seen = 0;
 	r->end_unwatched = 0;
 	r->last_reply = uv_now(r->loop);
+	r->hb_tick = r->last_reply;
+	r->hb_silence = 0;
+	r->hb_recheck = 0;
 	start_running(r);
 	cb(r, 0, &r->res, r->cb_data);
 }
@@ -1502,6 +1508,7 @@ static void on_hb_succ(int status, const struct crun_store_reply *rep,
 	if (status)
 		return store_error(r, status);
 	r->hb_pending = 0;
+	r->hb_silence = 0;
 	r->last_reply = uv_now(r->loop);
 	v = reply_int(rep);
 	if (v != r->succ_last) {
@@ -1530,10 +1537,30 @@ static void on_hb_tick(uv_timer_t *t)
 			     : r->hb_ms * (uint64_t)r->o.keep_alive_max_attempt;
 	char k1[KEYMAX], k2[KEYMAX];
 
+	uint64_t now = uv_now(r->loop), step = now - r->hb_tick;
+
 	if (r->state != R_RUNNING && r->state != R_FINISHING)
 		return;
-	if (r->hb_pending && uv_now(r->loop) - r->last_reply > limit) {
+	/*
+	 * The store's silence is counted in our own ticks: a tick that comes
+	 * late (this process got no CPU, or was stopped) adds one interval,
+	 * not the time we were not running to see a reply.
+	 */
+	r->hb_tick = now;
+	if (r->hb_pending)
+		r->hb_silence += step < r->hb_ms ? step : r->hb_ms;
+	if (r->hb_pending && r->hb_silence > limit) {
 		char why[256];
+
+		/*
+		 * Timers run before the loop reads its sockets: the reply may
+		 * be waiting unread. Judge once more after one poll of them.
+		 */
+		if (!r->hb_recheck) {
+			r->hb_recheck = 1;
+			uv_timer_start(&r->hb, on_hb_tick, 1, r->hb_ms);
+			return;
+		}
 
 		snprintf(why, sizeof(why),
 			 "no reply from the rendezvous store for %.1f s",
@@ -1541,6 +1568,7 @@ static void on_hb_tick(uv_timer_t *t)
 		round_ended(r, RDZV_END_LOST, why);
 		return;
 	}
+	r->hb_recheck = 0;
 	key(r, k1, "r%d/hb/%d", r->round, r->grank);
 	if (r->ops->add(r->kv, k1, 1, NULL, NULL))
 		return store_error(r, CRUN_ECLOSED);
@@ -2002,9 +2030,19 @@ static void on_vanished_done(int status, const struct crun_store_reply *rep,
 	if (r == NULL || status ||
 	    (r->state != R_RUNNING && r->state != R_FINISHING))
 		return;
-	if (!reply_is(rep, PEEK))
-		return; /* it finished and left */
-	declare_dead(r, g, "disconnected");
+	if (reply_is(rep, PEEK))
+		return declare_dead(r, g, "disconnected");
+	/*
+	 * It finished and left. If it was the last one out and died before
+	 * its "all_left" and end marks, nobody else would write them: a store
+	 * host that finished first would wait for them forever. Count again.
+	 */
+	if (r->state == R_FINISHING && !r->end_seen) {
+		char k[KEYMAX];
+
+		key(r, k, "r%d/finished", r->round);
+		r->ops->add(r->kv, k, 0, on_finished_count, r);
+	}
 }
 
 static void on_vanished_end(int status, const struct crun_store_reply *rep,

@@ -46,6 +46,8 @@ struct fcli {
 	struct freq *head, *tail;	/* main channel */
 	struct freq *whead, *wtail;	/* watch channel: all but the last canceled */
 	int closed;
+	void (*vanish_cb)(void *arg, const char *key, size_t klen);
+	void *vanish_arg;
 };
 
 #define FKV_MAXCLI 16
@@ -62,6 +64,10 @@ struct fkv {
 	int closed;
 	int frozen;	/* a silent store: requests queue, nothing is answered */
 	int warp;	/* > 0: waits of 5 s or more run this many times faster */
+	/* The client whose vanish hook (rdzv_kv_ops.on_vanish) hears of a
+	 * client closed while it watches, as the store host's does (NULL: no
+	 * client's). */
+	struct fcli *vanish_to;
 	uint64_t nops;
 	/* Requests naming a key that starts with spy_key (only multi_gets if
 	 * spy_mget) are counted in spied. */
@@ -301,6 +307,14 @@ static int fkv_watch(void *kv, const char *const *keys, size_t n, int timeout_ms
 	return 0;
 }
 
+static void fkv_on_vanish(void *kv, void (*cb)(void *, const char *, size_t), void *arg)
+{
+	struct fcli *c = kv;
+
+	c->vanish_cb = cb;
+	c->vanish_arg = arg;
+}
+
 static const struct rdzv_kv_ops fkv_ops = {
 	.add = fkv_add,
 	.set = fkv_set,
@@ -309,6 +323,7 @@ static const struct rdzv_kv_ops fkv_ops = {
 	.peek = fkv_peek,
 	.multi_set = fkv_multi_set,
 	.watch = fkv_watch,
+	.on_vanish = fkv_on_vanish,
 };
 
 static void reply(struct freq *q, int status, const struct crun_store_reply *rep)
@@ -527,6 +542,7 @@ static struct fcli *fkv_client(struct fkv *s)
  */
 static void fcli_close(struct fcli *c)
 {
+	struct fcli *h = c->s->vanish_to;
 	struct freq *q;
 
 	if (c->closed)
@@ -542,6 +558,8 @@ static void fcli_close(struct fcli *c)
 		c->whead = q->next;
 		if (c->whead == NULL)
 			c->wtail = NULL;
+		if (!q->canceled && h && h != c && !h->closed && h->vanish_cb)
+			h->vanish_cb(h->vanish_arg, q->keys[0], strlen(q->keys[0]));
 		reply(q, CRUN_ECANCELED, NULL);
 	}
 }

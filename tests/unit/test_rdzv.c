@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "crun/err.h"
@@ -619,6 +620,63 @@ Test(rdzv, dead_node_detected, .timeout = 10)
 	world_close();
 }
 
+/* A store host that stops answering (SIGSTOP, a frozen machine) is given up. */
+Test(rdzv, silent_store_ends_the_round, .timeout = 10)
+{
+	uint64_t t0;
+
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	run_for(200); /* heartbeats established */
+	t0 = uv_now(&W.loop);
+	W.kv.frozen = 1;
+	cr_assert(run_until(others_ended, 2000), "a silent store went unnoticed");
+	for (int i = 0; i < 2; i++) {
+		struct node *n = &W.n[i];
+
+		cr_assert_eq(n->end_kind, 'L', "%s: end %c %s", n->host, n->end_kind, n->end_why);
+		cr_assert(strstr(n->end_why, "no reply from the rendezvous store"), "%s",
+			  n->end_why);
+		/* 3 intervals of 0.05 s after the first unanswered one. */
+		cr_assert_geq(n->end_at - t0, 150, "%s: after %llu ms", n->host,
+			      (unsigned long long)(n->end_at - t0));
+		cr_assert_leq(n->end_at - t0, 400, "%s: after %llu ms", n->host,
+			      (unsigned long long)(n->end_at - t0));
+	}
+	W.kv.frozen = 0;
+	world_close();
+}
+
+/*
+ * A node that got no CPU for a while (a saturated machine, SIGSTOP and
+ * SIGCONT) finds the store's replies waiting when it runs again: the time
+ * it was not running is not the store's silence.
+ */
+Test(rdzv, own_stall_is_not_the_store_silence, .timeout = 10)
+{
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	run_for(200);
+	W.kv.frozen = 1;
+	run_for(60); /* a heartbeat waits for its reply */
+	usleep(600 * 1000); /* the loop stalls: 12 intervals */
+	uv_update_time(&W.loop);
+	/* The replies come in after the timers that fell due meanwhile. */
+	W.kv.frozen = 0;
+	fkv_kick(&W.kv);
+	run_for(300);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(W.n[i].nend, 0, "%s: end %c %s", W.n[i].host, W.n[i].end_kind,
+			     W.n[i].end_why);
+	world_close();
+}
+
 Test(rdzv, finished_node_is_not_dead, .timeout = 10)
 {
 	struct node *done;
@@ -674,6 +732,33 @@ Test(rdzv, everyone_finishes, .timeout = 10)
 	cr_assert_eq(rdzv_finish(W.n[1].r, on_finish, &W.n[1]), 0);
 	cr_assert(run_until(all_finished, 1000));
 	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/r0/finished"), "2");
+	world_close();
+}
+
+/*
+ * The last node out died between counting itself finished and writing the
+ * marks that release the store host, which had finished first: the host
+ * sees it vanish (its done mark set) and releases itself.
+ */
+Test(rdzv, last_one_out_dies_before_its_marks, .timeout = 10)
+{
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	W.kv.vanish_to = W.n[0].kv;
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	cr_assert_eq(rdzv_finish(W.n[0].r, on_finish, &W.n[0]), 0);
+	run_for(100);
+	cr_assert_eq(W.n[0].nfinish, 0, "the store host left before the others");
+	/* What rdzv_finish of n2 writes before its marks, then it dies. */
+	fkv_put(&W.kv, "crun/job1/r0/done/1", "1", 1);
+	fkv_put(&W.kv, "crun/job1/r0/left", "2", 1);
+	fkv_put(&W.kv, "crun/job1/r0/finished", "2", 1);
+	node_kill(&W.n[1]);
+	cr_assert(run_until(all_finished_alive, 1000), "the store host waits for marks that never come");
+	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/r0/all_left"), "1");
+	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/r0/end"), "S all nodes finished");
 	world_close();
 }
 
