@@ -29,7 +29,9 @@
 # or hung (or the bench broke), or a target was missed (MISS).
 # Knobs: RUNS ANCHOR_RUNS ANCHOR_FAST_RUNS ANCHOR_FAIL_RUNS SIZES GROUP_RUNS
 # ANCHOR_GROUP_RUNS BIG_SIZES BIG_RUNS REFORM_RUNS REFORM_LAST_CALL
-# TORCHRUN_ANCHOR (a path, or "none").
+# TORCHRUN_ANCHOR (a path, or "none"), GROUP_CONF (crun's --rdzv_conf for the
+# N-agent runs, e.g. keep_alive_interval=2 where the machine is too loaded
+# for the default 1.5 s bound on a hung node).
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 CRUN="$BUILD/crun"
@@ -527,7 +529,8 @@ group() {
 	rm -f "$tmp"/g/*.log
 	if [ "$1" = crun ]; then
 		drv group "$2" "$3" "$4" "$tmp/g" -- "$CRUN" --nnodes="$2" --nproc_per_node=1 \
-			--rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:@PORT@ --rdzv_id=@ID@ /bin/true
+			--rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:@PORT@ --rdzv_id=@ID@ \
+			${GROUP_CONF:+--rdzv_conf="$GROUP_CONF"} /bin/true
 	else
 		drv group "$2" "$3" "$4" "$tmp/g" -- "$ANCHOR" --nnodes="$2" --nproc_per_node=1 \
 			--rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:@PORT@ --rdzv_id=@ID@ \
