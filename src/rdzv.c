@@ -80,6 +80,8 @@ struct crun_rdzv {
 	uv_timer_t deadline;
 	uv_timer_t fp_timer; /* the bound on waiting for the fingerprint */
 	int timers;	     /* initialised timer handles */
+	int end_chain;	     /* our end's record and restarts still to send */
+	int depart_wait;     /* rdzv_depart waits for them */
 	int deadline_phase;
 	int64_t restarts;  /* job-wide failure restarts, last read */
 	int succ;	   /* group rank whose heartbeat we watch */
@@ -1542,13 +1544,12 @@ static void on_hb_tick(uv_timer_t *t)
 	if (r->state != R_RUNNING && r->state != R_FINISHING)
 		return;
 	/*
-	 * The store's silence is counted in our own ticks: a tick that comes
-	 * late (this process got no CPU, or was stopped) adds one interval,
-	 * not the time we were not running to see a reply.
+	 * The time since the store's last reply is counted in our own ticks:
+	 * a tick that comes late (this process got no CPU, or was stopped)
+	 * adds one interval, not the time we were not running to see one.
 	 */
 	r->hb_tick = now;
-	if (r->hb_pending)
-		r->hb_silence += step < r->hb_ms ? step : r->hb_ms;
+	r->hb_silence += step < r->hb_ms ? step : r->hb_ms;
 	if (r->hb_pending && r->hb_silence > limit) {
 		char why[256];
 
@@ -1601,6 +1602,7 @@ static void start_running(struct crun_rdzv *r)
 /* --- ending ------------------------------------------------------------- */
 
 static void excl_decide(struct crun_rdzv *r, int round, int64_t restarts);
+static void end_chain_done(struct crun_rdzv *r);
 
 /* The job-wide restart count after round R, for everyone deciding on R+1. */
 static void on_restart_total(int status, const struct crun_store_reply *rep,
@@ -1612,6 +1614,7 @@ static void on_restart_total(int status, const struct crun_store_reply *rep,
 
 	if (status == 0 && r->state != R_DONE) {
 		if (o->arg == RDZV_END_FAILURE && r->o.exclude_after > 0) {
+			end_chain_done(r);
 			excl_decide(r, o->round, reply_int(rep));
 			free(o);
 			return;
@@ -1620,6 +1623,7 @@ static void on_restart_total(int status, const struct crun_store_reply *rep,
 		key(r, k, "r%d/restarts", o->round + 1);
 		r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
 	}
+	end_chain_done(r);
 	free(o);
 }
 
@@ -1647,8 +1651,12 @@ static void on_end_recorded(int status, const struct crun_store_reply *rep,
 		t->round = o->round;
 		key(r, k, "restarts");
 		if (r->ops->add(r->kv, k, o->arg == RDZV_END_FAILURE ? 1 : 0,
-				on_restart_total, t))
+				on_restart_total, t)) {
 			free(t);
+			end_chain_done(r);
+		}
+	} else {
+		end_chain_done(r);
 	}
 	free(o->data);
 	free(o);
@@ -1749,8 +1757,10 @@ int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 	if (rc) {
 		free(o->data);
 		free(o);
+		return rc;
 	}
-	return rc;
+	r->end_chain++;
+	return 0;
 }
 
 /* Abort a round that is still forming; "assigned" tells its participants. */
@@ -2003,20 +2013,46 @@ static void on_departed(int status, const struct crun_store_reply *rep,
 		finish_done(arg);
 }
 
-int rdzv_depart(struct crun_rdzv *r,
-		void (*cb)(struct crun_rdzv *r, void *data), void *data)
+static int depart_now(struct crun_rdzv *r)
 {
 	char k[KEYMAX];
 
+	/* A round trip behind our "end" writes; not counted as finished. */
+	key(r, k, "r%d/left", r->round);
+	return r->ops->add(r->kv, k, 1, on_departed, r);
+}
+
+int rdzv_depart(struct crun_rdzv *r,
+		void (*cb)(struct crun_rdzv *r, void *data), void *data)
+{
 	uv_timer_stop(&r->hb);
 	uv_timer_stop(&r->last_call);
 	r->state = R_FINISHING;
 	r->round = r->res.round;
 	r->finish_cb = cb;
 	r->finish_data = data;
-	/* A round trip behind our "end" writes; not counted as finished. */
-	key(r, k, "r%d/left", r->round);
-	return r->ops->add(r->kv, k, 1, on_departed, r);
+	/*
+	 * If our end was recorded, the others wait for the next round's
+	 * restart count, which we write once the store answers our CAS: leave
+	 * only after that (or they wait 10 s for it).
+	 */
+	if (r->end_chain > 0) {
+		r->depart_wait = 1;
+		return 0;
+	}
+	return depart_now(r);
+}
+
+/* Our end's CAS and what follows from it are sent: a departure may go on. */
+static void end_chain_done(struct crun_rdzv *r)
+{
+	if (r->end_chain > 0)
+		r->end_chain--;
+	if (r->end_chain > 0 || !r->depart_wait || r->state != R_FINISHING)
+		return;
+	r->depart_wait = 0;
+	if (depart_now(r))
+		finish_done(r);
 }
 
 /* --- vanished nodes (store host only) ---------------------------------- */
