@@ -4,8 +4,9 @@
  * parser and the round size; the rest is the record. Whatever a parser
  * accepts must hold the invariants rdzv.c relies on (no world of 0, ranks
  * inside their worlds, ports in range, one address per node, fingerprint
- * values of the wire's character set, env-check lines of printable ASCII,
- * the failure history in round order, exclusions in range).
+ * values of the wire's character set, "assigned" counts in 0..max_nodes
+ * (or -1, aborted), env-check lines of printable ASCII, the failure history
+ * in round order, exclusions in range).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rdzv_descr d;
 	struct crun_ranks k;
 	int64_t v;
-	int port, kind, nodes;
+	int port, kind, nodes, closed;
 	char *peers = NULL;
 
 	if (size < 1)
@@ -56,10 +57,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		     k.role_world_size < 1 || k.role_world_size > k.world_size))
 			abort();
 		break;
-	case 3:
+	case 3: /* the master record, and "assigned" */
 		if (rdzv_parse_master(data, size, addr, sizeof(addr), &port,
 				      why, sizeof(why)) == 0 &&
 		    (port < 1 || port > 65535 || !*addr))
+			abort();
+		if (rdzv_parse_assigned(data, size, nodes, &closed, why,
+					sizeof(why)) == 0 &&
+		    (closed < -1 || closed > nodes))
 			abort();
 		break;
 	case 4:
