@@ -1537,9 +1537,8 @@ static void on_hb_tick(uv_timer_t *t)
 	uint64_t limit = r->o.heartbeat_timeout > 0
 			     ? (uint64_t)(r->o.heartbeat_timeout * 1000)
 			     : r->hb_ms * (uint64_t)r->o.keep_alive_max_attempt;
-	char k1[KEYMAX], k2[KEYMAX];
-
 	uint64_t now = uv_now(r->loop), step = now - r->hb_tick;
+	char k1[KEYMAX], k2[KEYMAX];
 
 	if (r->state != R_RUNNING && r->state != R_FINISHING)
 		return;
@@ -1752,15 +1751,15 @@ int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 	if (o->data == NULL)
 		abort();
 	o->n = n;
+	r->end_chain++;
 	rc = r->ops->compare_set(r->kv, k, "", 0, val, strlen(val),
 				 on_end_recorded, o);
 	if (rc) {
+		r->end_chain--;
 		free(o->data);
 		free(o);
-		return rc;
 	}
-	r->end_chain++;
-	return 0;
+	return rc;
 }
 
 /* Abort a round that is still forming; "assigned" tells its participants. */
