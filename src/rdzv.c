@@ -1909,6 +1909,26 @@ static void on_finish_timeout(uv_timer_t *t)
 	finish_done(t->data);
 }
 
+/* A node leaving waited close_timeout for the store to take note of it. */
+static void on_leave_timeout(uv_timer_t *t)
+{
+	struct crun_rdzv *r = t->data;
+
+	fprintf(stderr,
+		"crun: the rendezvous store did not answer within "
+		"close_timeout (%g s): leaving without its acknowledgement\n",
+		r->o.close_timeout);
+	finish_done(r);
+}
+
+/* A node that is not the store host leaves: the store's answer, bounded. */
+static void leave_bounded(struct crun_rdzv *r)
+{
+	if (!r->o.is_store_host)
+		uv_timer_start(&r->deadline, on_leave_timeout,
+			       (uint64_t)(r->o.close_timeout * 1000), 0);
+}
+
 /* The round ended: the others stop and leave; wait for that, bounded. */
 static void host_wait_left(struct crun_rdzv *r)
 {
@@ -1967,6 +1987,7 @@ int rdzv_finish(struct crun_rdzv *r,
 	r->round = r->res.round;
 	r->finish_cb = cb;
 	r->finish_data = data;
+	leave_bounded(r);
 	/*
 	 * The store host waits for the round's end before it stops serving;
 	 * if asking whether to restart took its watch on end/<g>, watch it
@@ -2030,6 +2051,7 @@ int rdzv_depart(struct crun_rdzv *r,
 	r->round = r->res.round;
 	r->finish_cb = cb;
 	r->finish_data = data;
+	leave_bounded(r);
 	/*
 	 * If our end was recorded, the others wait for the next round's
 	 * restart count, which we write once the store answers our CAS: leave

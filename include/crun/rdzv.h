@@ -258,7 +258,9 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
  * This node leaves the job (it was signalled, after ending the round with
  * RDZV_END_DEAD): unlike rdzv_finish it does not count as a node that
  * finished, so the others may re-form without it. cb runs once, after the
- * store has taken every earlier request of ours.
+ * store has taken every earlier request of ours (including the next round's
+ * restart count, when our end was the one recorded), or after close_timeout
+ * without its answer (said in one line).
  */
 int rdzv_depart(struct crun_rdzv *r,
 		void (*cb)(struct crun_rdzv *r, void *data), void *data);
@@ -266,7 +268,8 @@ int rdzv_depart(struct crun_rdzv *r,
 /**
  * This node's workers all succeeded: record it. The store host then waits
  * (up to close_timeout) until every node of the round has finished or the
- * round ended, so nobody loses the store early; cb runs once after that.
+ * round ended, so nobody loses the store early; cb runs once after that. Any
+ * other node waits up to close_timeout for the store to take note.
  */
 int rdzv_finish(struct crun_rdzv *r,
 		void (*cb)(struct crun_rdzv *r, void *data), void *data);

@@ -762,6 +762,74 @@ Test(rdzv, last_one_out_dies_before_its_marks, .timeout = 10)
 	world_close();
 }
 
+/* A node leaving on a signal: was the next round's restart count there? */
+static int depart_saw_restarts = -1;
+
+static void on_depart(struct crun_rdzv *r, void *data)
+{
+	depart_saw_restarts = fkv_get(&W.kv, "crun/job1/r1/restarts") != NULL;
+	on_finish(r, data);
+}
+
+static int third_left(void)
+{
+	return W.n[2].nfinish > 0;
+}
+
+/*
+ * A node that ends the round by leaving (SIGTERM) is the one whose end is
+ * recorded: the others wait for the restart count it writes next, so it
+ * must not be gone before that.
+ */
+Test(rdzv, departure_writes_the_restart_count_first, .timeout = 10)
+{
+	struct node *n3;
+
+	world_init();
+	node_add(1, 1, 1, 2, 3);
+	node_add(2, 1, 0, 2, 3);
+	node_add(3, 1, 0, 2, 3);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	run_for(100);
+	n3 = &W.n[2];
+	cr_assert_eq(rdzv_end_round(n3->r, RDZV_END_DEAD, "n3 left (SIGTERM)"), 0);
+	cr_assert_eq(rdzv_depart(n3->r, on_depart, n3), 0);
+	cr_assert(run_until(third_left, 1000), "the departure never completed");
+	cr_assert_eq(depart_saw_restarts, 1, "it left before writing r1/restarts");
+	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/r0/end"), "D n3 left (SIGTERM)");
+	world_close();
+}
+
+static int leavers_left(void)
+{
+	return W.n[1].nfinish > 0 && W.n[2].nfinish > 0;
+}
+
+/* A node leaving waits for the store's answer only up to close_timeout. */
+Test(rdzv, silent_store_does_not_hold_a_leaving_node, .timeout = 10)
+{
+	uint64_t t0;
+
+	world_init();
+	node_add(1, 1, 1, 2, 3);
+	node_add(2, 1, 0, 2, 3);
+	node_add(3, 1, 0, 2, 3);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	run_for(100);
+	W.kv.frozen = 1;
+	t0 = uv_now(&W.loop);
+	cr_assert_eq(rdzv_finish(W.n[1].r, on_finish, &W.n[1]), 0);
+	cr_assert_eq(rdzv_end_round(W.n[2].r, RDZV_END_DEAD, "n3 left (SIGTERM)"), 0);
+	cr_assert_eq(rdzv_depart(W.n[2].r, on_finish, &W.n[2]), 0);
+	cr_assert(run_until(leavers_left, 2000), "a leaving node waits for a silent store");
+	/* close_timeout is 0.3 s. */
+	cr_assert_geq(uv_now(&W.loop) - t0, 300);
+	W.kv.frozen = 0;
+	world_close();
+}
+
 /* ---- static backend ------------------------------------------------------ */
 
 Test(rdzv, static_orders_by_node_rank, .timeout = 10)
