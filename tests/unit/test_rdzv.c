@@ -620,16 +620,22 @@ Test(rdzv, dead_node_detected, .timeout = 10)
 	world_close();
 }
 
+/* nodes nodes (n1 the store host) formed into round 0 with MIN..MAX. */
+static void world_formed(int nodes, int min, int max)
+{
+	world_init();
+	for (int i = 0; i < nodes; i++)
+		node_add(i + 1, 1, i == 0, min, max);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+}
+
 /* A store host that stops answering (SIGSTOP, a frozen machine) is given up. */
 Test(rdzv, silent_store_ends_the_round, .timeout = 10)
 {
 	uint64_t t0;
 
-	world_init();
-	node_add(1, 1, 1, 2, 2);
-	node_add(2, 1, 0, 2, 2);
-	start_all();
-	cr_assert(run_until(all_rounds, 2000));
+	world_formed(2, 2, 2);
 	run_for(200); /* heartbeats established */
 	t0 = uv_now(&W.loop);
 	W.kv.frozen = 1;
@@ -657,11 +663,7 @@ Test(rdzv, silent_store_ends_the_round, .timeout = 10)
  */
 Test(rdzv, own_stall_is_not_the_store_silence, .timeout = 10)
 {
-	world_init();
-	node_add(1, 1, 1, 2, 2);
-	node_add(2, 1, 0, 2, 2);
-	start_all();
-	cr_assert(run_until(all_rounds, 2000));
+	world_formed(2, 2, 2);
 	run_for(200);
 	W.kv.frozen = 1;
 	run_for(60); /* a heartbeat waits for its reply */
@@ -742,12 +744,8 @@ Test(rdzv, everyone_finishes, .timeout = 10)
  */
 Test(rdzv, last_one_out_dies_before_its_marks, .timeout = 10)
 {
-	world_init();
-	node_add(1, 1, 1, 2, 2);
-	node_add(2, 1, 0, 2, 2);
+	world_formed(2, 2, 2);
 	W.kv.vanish_to = W.n[0].kv;
-	start_all();
-	cr_assert(run_until(all_rounds, 2000));
 	cr_assert_eq(rdzv_finish(W.n[0].r, on_finish, &W.n[0]), 0);
 	run_for(100);
 	cr_assert_eq(W.n[0].nfinish, 0, "the store host left before the others");
@@ -785,12 +783,7 @@ Test(rdzv, departure_writes_the_restart_count_first, .timeout = 10)
 {
 	struct node *n3;
 
-	world_init();
-	node_add(1, 1, 1, 2, 3);
-	node_add(2, 1, 0, 2, 3);
-	node_add(3, 1, 0, 2, 3);
-	start_all();
-	cr_assert(run_until(all_rounds, 2000));
+	world_formed(3, 2, 3);
 	run_for(100);
 	n3 = &W.n[2];
 	cr_assert_eq(rdzv_end_round(n3->r, RDZV_END_DEAD, "n3 left (SIGTERM)"), 0);
@@ -811,12 +804,7 @@ Test(rdzv, silent_store_does_not_hold_a_leaving_node, .timeout = 10)
 {
 	uint64_t t0;
 
-	world_init();
-	node_add(1, 1, 1, 2, 3);
-	node_add(2, 1, 0, 2, 3);
-	node_add(3, 1, 0, 2, 3);
-	start_all();
-	cr_assert(run_until(all_rounds, 2000));
+	world_formed(3, 2, 3);
 	run_for(100);
 	W.kv.frozen = 1;
 	t0 = uv_now(&W.loop);
