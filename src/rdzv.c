@@ -178,6 +178,27 @@ static struct crun_rdzv *op_take(void *arg, int *round, int *a)
 	return r;
 }
 
+static void store_error(struct crun_rdzv *r, int status);
+
+/*
+ * The reply to a read of n keys, if the round still wants it: else NULL,
+ * a failed request reported (n values is the client's promise: fewer is a
+ * protocol error).
+ */
+static struct crun_rdzv *
+take_values(void *arg, int status, const struct crun_store_reply *rep, size_t n)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+
+	if (r == NULL)
+		return NULL;
+	if (status || rep->nvalues != n) {
+		store_error(r, status ? status : CRUN_EPROTO);
+		return NULL;
+	}
+	return r;
+}
+
 static int64_t reply_int(const struct crun_store_reply *rep)
 {
 	char buf[32];
@@ -412,18 +433,14 @@ static void on_deadline(uv_timer_t *t)
 
 static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 {
-	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	struct crun_rdzv *r = take_values(arg, status, rep, 1);
 	rdzv_round_cb cb;
 	char why[200], k[KEYMAX];
 	int port;
 
 	if (r == NULL)
 		return;
-	if (status)
-		return store_error(r, status);
 	key(r, k, "r%d/master", r->round);
-	if (rep->nvalues != 1)
-		return bad_record(r, k, NULL, "no value");
 	if (rdzv_parse_master(rep->values[0].base, rep->values[0].len,
 			      r->res.master_addr, sizeof(r->res.master_addr),
 			      &port, why, sizeof(why)))
@@ -484,18 +501,10 @@ static void got_addrs(struct crun_rdzv *r, const struct crun_store_iov *v)
 
 static void on_addrs(int status, const struct crun_store_reply *rep, void *arg)
 {
-	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char mk[KEYMAX];
+	struct crun_rdzv *r = take_values(arg, status, rep, 1);
 
-	if (r == NULL)
-		return;
-	if (status)
-		return store_error(r, status);
-	if (rep->nvalues != 1) {
-		key(r, mk, "r%d/addrs", r->round);
-		return bad_record(r, mk, NULL, "no value");
-	}
-	got_addrs(r, &rep->values[0]);
+	if (r != NULL)
+		got_addrs(r, &rep->values[0]);
 }
 
 /*
@@ -544,18 +553,10 @@ static void got_assignment(struct crun_rdzv *r, const struct crun_store_iov *a,
 static void on_assignment(int status, const struct crun_store_reply *rep,
 			  void *arg)
 {
-	struct crun_rdzv *r = op_take(arg, NULL, NULL);
-	char mk[KEYMAX];
+	struct crun_rdzv *r = take_values(arg, status, rep, 2);
 
-	if (r == NULL)
-		return;
-	if (status)
-		return store_error(r, status);
-	if (rep->nvalues != 2) {
-		key(r, mk, "r%d/assign/%d", r->round, r->index);
-		return bad_record(r, mk, NULL, "no value");
-	}
-	got_assignment(r, &rep->values[0], &rep->values[1], NULL);
+	if (r != NULL)
+		got_assignment(r, &rep->values[0], &rep->values[1], NULL);
 }
 
 static void late_or_spare(struct crun_rdzv *r, int closed);
@@ -1078,17 +1079,13 @@ static int peek_count(struct crun_rdzv *r, const struct crun_store_reply *rep,
 static void on_join_state(int status, const struct crun_store_reply *rep,
 			  void *arg)
 {
-	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	struct crun_rdzv *r = take_values(arg, status, rep, 3);
 	char wk[4][KEYMAX];
 	const char *kp[4] = {wk[0], wk[1], wk[2], wk[3]};
 	int closed;
 
 	if (r == NULL)
 		return;
-	if (status)
-		return store_error(r, status);
-	if (rep->nvalues != 3)
-		return store_error(r, CRUN_EPROTO);
 	if (rep->values[2].len > 0) {
 		/* The round already ended: the next one is open. */
 		return join_round(r);

@@ -738,30 +738,30 @@ static int kv_compare_set(void *kv, const char *key, const void *exp,
 	return enqueue(s, o);
 }
 
-static int kv_multi_get(void *kv, const char *const *keys, size_t n,
-			int timeout_ms, rdzv_kv_cb cb, void *arg)
+/* A MULTI_GET that waits (up to timeout_ms) for its first need keys. */
+static int mget(struct crun_rdzv_etcd *s, const char *const *keys, size_t n,
+		size_t need, int timeout_ms, rdzv_kv_cb cb, void *arg)
 {
-	struct crun_rdzv_etcd *s = kv;
 	struct kop *o = op_new(s, OP_MGET, n, cb, arg);
 
 	for (size_t i = 0; i < n; i++)
 		o->keys[i] = ekey(s, keys[i]);
-	o->need = n;
+	o->need = need;
 	o->timeout_ms = timeout_ms;
 	return enqueue(s, o);
+}
+
+static int kv_multi_get(void *kv, const char *const *keys, size_t n,
+			int timeout_ms, rdzv_kv_cb cb, void *arg)
+{
+	return mget(kv, keys, n, n, timeout_ms, cb, arg);
 }
 
 /* A multi_get that reads once: missing keys come back empty. */
 static int kv_peek(void *kv, const char *const *keys, size_t n, rdzv_kv_cb cb,
 		   void *arg)
 {
-	struct crun_rdzv_etcd *s = kv;
-	struct kop *o = op_new(s, OP_MGET, n, cb, arg);
-
-	for (size_t i = 0; i < n; i++)
-		o->keys[i] = ekey(s, keys[i]);
-	o->timeout_ms = -1;
-	return enqueue(s, o);
+	return mget(kv, keys, n, 0, -1, cb, arg);
 }
 
 static int kv_multi_set(void *kv, const char *const *keys,

@@ -676,10 +676,8 @@ static int store_park(struct store_conn *c, const struct store_req *req,
 	struct store_entry *e;
 	struct store_reg *r;
 	size_t klen, i = 0, bytes;
-	int err = 0;
-
-	int values =
-	    req->op == STORE_OP_WAIT_GET || req->op == STORE_OP_WAIT_FIRST_GET;
+	int err = 0, values = req->op == STORE_OP_WAIT_GET ||
+			      req->op == STORE_OP_WAIT_FIRST_GET;
 
 	bytes = sizeof(*w) + missing * sizeof(w->regs[0]);
 	if (values)

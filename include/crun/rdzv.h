@@ -11,7 +11,7 @@
  *   closed      absent while open, then the number of participants N
  *   assign/<i>  group rank and rank arithmetic of node i, written by the
  *               node that closed the round, in one MULTI_SET
- *   assigned    set once the assignment is written ("ok" or "abort: why")
+ *   assigned    set once the assignment is written ("ok N" or "abort ...")
  *   master      "addr port" of the workers' store, set by group rank 0
  *   hb/<g>      heartbeat counter of group rank g
  *   end         why the round ended: "F <code> <rank> <host>" a worker
@@ -63,15 +63,15 @@
  * Joining: ADD join with one peek at closed, expect and end pipelined
  * behind it, then SET node/i (a node that read round R's end joins R+1
  * without reading "round": the ender advanced it first); a participant
- * watches "assigned", reading its assign/i and envcheck with it. Participant i
- * >= MIN arms the last-call timer (at once when i reaches MAX or the count the
- * round expects); when it fires it tries to close: compare-and-set closed
- * absent -> N. The winner reads the N descriptors (one MULTI_GET), orders them
- * (the store host's node first, then by host, address and pid; the static
- * backend by
- * --node_rank), computes prefix sums and writes every node's assignment
- * (one MULTI_SET). Each node then reads only its own key: O(N) operations
- * per round in total, no whole-state compare-and-set loop.
+ * watches "assigned", reading its assign/i and envcheck with it.
+ * Participant i >= MIN arms the last-call timer (at once when i reaches MAX
+ * or the count the round expects); when it fires it tries to close:
+ * compare-and-set closed absent -> N. The winner reads the N descriptors
+ * (one MULTI_GET), orders them (the store host's node first, then by host,
+ * address and pid; the static backend by --node_rank), computes prefix sums
+ * and writes every node's assignment (one MULTI_SET). Each node then reads only
+ * its own key: O(N) operations per round in total, no whole-state
+ * compare-and-set loop.
  *
  * Running: every node bumps its heartbeat counter each keep_alive_interval
  * (longer past heartbeat_rate: see rdzv_opts) and reads its successor's; a
