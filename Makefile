@@ -88,11 +88,17 @@ $(BUILD)/tests/%: tests/bench/%.c $(BUILD)/libcrun.a
 deps:
 	@sh scripts/install-deps.sh
 
+# The test venv (.venv/: PyTorch 2.13 from tests/requirements.txt); a no-op
+# when already made. TORCH_PYTHONS (default "/usr/bin/python3 .venv's python")
+# names the interpreters tests/run.sh runs each torch suite on.
+test-venv:
+	@sh scripts/test-venv.sh
+
 check-build: all $(UNIT_BIN) $(HELPER_BIN) $(BENCH_BIN)
 
 # The README's test command. Unit tests, then integration suites that run
 # the real build/crun (some start real daemons or network namespaces).
-test check: deps format-check check-build
+test check: deps test-venv format-check check-build
 	@BUILD=$(BUILD) sh tests/run.sh
 
 asan:

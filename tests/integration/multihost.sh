@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # Multi-node across hosts: each host is a Linux network namespace with its own
 # address, hostname and loopback (lib_netns.sh), joined by a bridge. The
 # multinode.sh scenarios again, now with real addresses and name resolution,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # The crun store against real PyTorch (Debian's 1.13, G0 protocol):
 #  (a) torch's TCPStore client runs the store transcript against `crun store`;
 #  (b) libcrun's C client (build/tests/store_cli, G0) runs it against torch's

@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # Real PyTorch under crun: gloo init_process_group(env://) + all_reduce +
 # DistributedDataParallel with 3 workers through crun's agent store
 # (TORCHELASTIC_USE_AGENT_STORE=True); every rank must report the right sum
