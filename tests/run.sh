@@ -18,7 +18,7 @@ export PYTHON="${PYTHON:-/usr/bin/python3}"
 # unit binaries unwind malloc stacks in full, so the runner's is matched).
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}
-TORCH_PYTHONS=${TORCH_PYTHONS:-"/usr/bin/python3 $PWD/.venv/bin/python"}
+export TORCH_PYTHONS="${TORCH_PYTHONS:-/usr/bin/python3 $PWD/.venv/bin/python}"
 TORCH_FIRST_ONLY=""
 ALLOW=${TEST_ALLOW_SKIP:-}
 if [ -n "${CI:-}" ] && [ -n "$ALLOW" ]; then
