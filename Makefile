@@ -101,8 +101,12 @@ check-build: all $(UNIT_BIN) $(HELPER_BIN) $(BENCH_BIN)
 test check: deps test-venv format-check check-build
 	@BUILD=$(BUILD) sh tests/run.sh
 
+# Under the sanitizers the torch suites run on one interpreter (the venv's
+# PyTorch 2.13) unless TORCH_PYTHONS says otherwise: both would take CI past
+# an hour on 2 cores, and make test has already run them on both.
 asan:
-	$(MAKE) BUILD=build-asan SANITIZE=address,undefined OPT='-O1 -g' test
+	TORCH_PYTHONS="$${TORCH_PYTHONS:-$(CURDIR)/.venv/bin/python}" \
+		$(MAKE) BUILD=build-asan SANITIZE=address,undefined OPT='-O1 -g' test
 
 ubsan:
 	$(MAKE) BUILD=build-ubsan SANITIZE=undefined test
