@@ -5,7 +5,7 @@
 set -eu
 
 PKGS="build-essential pkg-config libuv1-dev libinih-dev libcurl4-openssl-dev
-libjansson-dev libcriterion-dev python3 python3-torch iproute2 procps psmisc
+libjansson-dev libcriterion-dev python3 python3-torch python3-venv iproute2 procps psmisc
 util-linux xxd clang libclang-rt-14-dev clang-format libsodium-dev lcov"
 # The SLURM tests start a real slurmctld, slurmd and munged.
 PKGS="$PKGS slurm-wlm munge"

@@ -18,6 +18,12 @@ export PYTHON="${PYTHON:-/usr/bin/python3}"
 # unit binaries unwind malloc stacks in full, so the runner's is matched).
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}
+export TORCH_PYTHONS="${TORCH_PYTHONS:-/usr/bin/python3 $PWD/.venv/bin/python}"
+# parity: torchrun is its reference (tests/helpers/torchrun.py); torchrun
+# 2.13 differs from 1.13 (e.g. TORCH_NCCL_ASYNC_ERROR_HANDLING for
+# NCCL_ASYNC_ERROR_HANDLING) in ways its list of intended differences does
+# not know yet, so it compares against 1.13 only.
+TORCH_ONLY_113="parity"
 ALLOW=${TEST_ALLOW_SKIP:-}
 if [ -n "${CI:-}" ] && [ -n "$ALLOW" ]; then
 	echo "== CI: ignoring TEST_ALLOW_SKIP='$ALLOW' (every suite must run)"
@@ -35,9 +41,11 @@ may_skip() {
 	for _a in $ALLOW; do [ "$_a" = "$1" ] && return 0; done
 	return 1
 }
-# run NAME CMD...: run one suite, bounded, and count its result.
+# run NAME CMD...: run one suite, bounded, and count its result (listed as
+# NAME, or as $_label when set).
 run() {
 	_name=$1; shift
+	_lab=${_label:-$_name}
 	_start=$(date +%s)
 	timeout -k 10 "$TEST_TIMEOUT" "$@"; _rc=$?
 	_el=$(( $(date +%s) - _start ))
@@ -46,12 +54,12 @@ run() {
 	77) if may_skip "$_name"; then
 		skip=$((skip+1)); echo "   skipped (allowed by TEST_ALLOW_SKIP)"
 	    else
-		fail=$((fail+1)); failed="$failed $_name"
+		fail=$((fail+1)); failed="$failed $_lab"
 		echo "   FAILED: skipped, and skips are not allowed (TEST_ALLOW_SKIP=$_name to allow)"
 	    fi ;;
-	124) fail=$((fail+1)); failed="$failed $_name"
+	124) fail=$((fail+1)); failed="$failed $_lab"
 		echo "   FAILED: TIMED OUT after $TEST_TIMEOUT s (TEST_TIMEOUT), process group killed" ;;
-	*) fail=$((fail+1)); failed="$failed $_name"
+	*) fail=$((fail+1)); failed="$failed $_lab"
 		if [ "$_rc" = 137 ] && [ "$_el" -ge "$TEST_TIMEOUT" ]; then
 			echo "   FAILED: TIMED OUT after $TEST_TIMEOUT s, killed with SIGKILL"
 		else
@@ -69,12 +77,39 @@ for t in "$BUILD"/tests/test_*; do
 		run "$(basename "$t")" "$t" --jobs=2 --timeout=60 --short-filename
 done
 
+# torch_version PY: the version PY's torch reports ("" when it does not import).
+torch_version() {
+	[ -x "$1" ] && "$1" -c 'import torch.distributed, torch; print(torch.__version__.split("+")[0])' 2>/dev/null
+}
+# no_torch PY: why PY cannot run a torch suite (the run says it and exits 77).
+no_torch() {
+	if [ -x "$1" ]; then echo "no importable torch in '$1' (TORCH_PYTHONS)"
+	else echo "interpreter '$1' not found (TORCH_PYTHONS; make test-venv makes .venv)"; fi
+}
+
 for t in tests/integration/*.sh; do
 	[ -f "$t" ] || continue
-	case "$(basename "$t")" in lib*.sh) continue ;; esac
+	_s=$(basename "$t" .sh)
+	case "$_s" in lib*) continue ;; esac
 	match "$t" || continue
-	echo "== integration $(basename "$t" .sh)"
-	run "$(basename "$t" .sh)" sh "$t"
+	if ! grep -q '^# needs: torch$' "$t"; then
+		echo "== integration $_s"
+		run "$_s" sh "$t"
+		continue
+	fi
+	_pys=$TORCH_PYTHONS
+	case " $TORCH_ONLY_113 " in *" $_s "*) _pys=/usr/bin/python3 ;; esac
+	for _py in $_pys; do
+		_v=$(torch_version "$_py")
+		echo "== integration $_s [torch ${_v:-none} $_py]"
+		_label="$_s[${_v:-$_py}]"
+		if [ -n "$_v" ]; then
+			run "$_s" env PYTHON="$_py" sh "$t"
+		else
+			run "$_s" sh -c 'echo "SKIP: $0"; exit 77' "$(no_torch "$_py")"
+		fi
+		_label=""
+	done
 done
 
 [ -z "$failed" ] || echo "== failed:$failed"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # The etcd backend across network-namespace hosts: a 3-member cluster with
 # one member per host (h1 h2 h3), real PyTorch gloo DDP over it, and the
 # loss of group rank 0's agent together with the etcd leader mid-run.

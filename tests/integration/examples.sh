@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # The shipped example and job files run as a new user runs them, from the
 # repository root: examples/train.py (gloo DDP that checkpoints and resumes
 # after a restart), configs/single-node.ini exactly as written, the two-node

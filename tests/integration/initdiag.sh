@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # A stuck process-group init, named (--init_warn_after, agent/initdiag.c).
 # Two hosts as network namespaces, a real PyTorch gloo job (env://), the
 # agent hosting the workers' store on h1 at a pinned port. Needs root.

@@ -28,6 +28,15 @@ expect_nogrep() { ! grep -q -e "$2" "$3" || { echo "--- $3:" >&2; tail -n 30 "$3
 
 need_root() { [ "$(id -u)" -eq 0 ] || skip "needs root ($1)"; }
 need_torch() { "$PYTHON" -c 'import torch.distributed' 2>/dev/null || skip "no PyTorch in $PYTHON"; }
+# need_torch2: PYTHON becomes the first interpreter of TORCH_PYTHONS (tests/run.sh;
+# default the test venv's) whose torch is 2.x.
+need_torch2() {
+	for _p in ${TORCH_PYTHONS:-$TOP/.venv/bin/python}; do
+		"$_p" -c 'import sys, torch.distributed, torch; sys.exit(torch.__version__ < "2")' 2>/dev/null &&
+			{ PYTHON=$_p; export PYTHON; return 0; }
+	done
+	skip "no PyTorch 2.x among TORCH_PYTHONS (${TORCH_PYTHONS:-$TOP/.venv/bin/python})"
+}
 
 # A TCP port on 127.0.0.1 that is free right now (the kernel picks it).
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # Multi-node across hosts: each host is a Linux network namespace with its own
 # address, hostname and loopback (lib_netns.sh), joined by a bridge. The
 # multinode.sh scenarios again, now with real addresses and name resolution,
@@ -264,7 +265,7 @@ scenario5() {
 scenario6() {
 	"$PYTHON" -c 'import torch.distributed' 2>/dev/null ||
 		fail "6. no PyTorch in $PYTHON: the DDP scenario cannot run"
-	note "6. PyTorch gloo DDP, h1 x2 + h2 x1"
+	note "6. PyTorch gloo DDP, h1 x2 + h2 x1, then a restart (new_group, object collectives)"
 	PORT=29406 JOB=ddp
 	mkdir "$T/ddp"
 	t0=$(now_ms)
@@ -274,7 +275,18 @@ scenario6() {
 	expect_status b 0 60
 	note "   DDP run took $(elapsed "$t0")"
 	for r in 0 1 2; do
-		expect_grep "rank $r result" "^rank $r/3 attempt 0 sum 6 want 6 replicas_equal True store True" "$T/ddp/rank.$r"
+		expect_grep "rank $r result" "^rank $r/3 attempt 0 sum 6 want 6 replicas_equal True store True new_group ok objects ok store_server none$" "$T/ddp/rank.$r"
+	done
+	# Each node's local rank 0 fails on attempt 0: the job restarts once and
+	# forms a fresh process group through a fresh agent store.
+	JOB=ddp2
+	rm -f "$T"/ddp/rank.*
+	agent a h1 2 2 $FAST --max_restarts=1 tests/integration/py/ddp_gloo.py --out "$T/ddp" --fail-on-attempt 0
+	agent b h2 1 2 $FAST --max_restarts=1 tests/integration/py/ddp_gloo.py --out "$T/ddp" --fail-on-attempt 0
+	expect_status a 0 90
+	expect_status b 0 90
+	for r in 0 1 2; do
+		expect_grep "rank $r after the restart" "^rank $r/3 attempt 1 sum 6 want 6 replicas_equal True store True new_group ok objects ok store_server none$" "$T/ddp/rank.$r"
 	done
 	expect_idle "scenario 6"
 }

@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # crun beside Debian's torchrun (PyTorch 1.13, through tests/helpers/
 # torchrun.py), same worker, same flags: the worker contract, the exit
 # status semantics and the log layout are compared, and every difference

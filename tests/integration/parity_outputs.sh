@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # The launcher's own error file: when crun's environment names
 # TORCHELASTIC_ERROR_FILE (as a scheduler sets it for torchrun), a failed job
 # leaves its root cause there in torchelastic's schema with "errorCode": the

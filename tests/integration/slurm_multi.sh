@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # A real 2-node SLURM cluster in network namespaces (lib_slurm.sh's
 # slurm_start_multi: hosts h1 and h2, slurmctld in h1, one slurmd per host).
 #  1. srun -N2 --ntasks-per-node=1 scripts/crun-slurm: one crun per node, each

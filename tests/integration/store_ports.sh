@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # Which port the workers' store listens on, for clusters whose firewall
 # opens only the ports it is told: on several static nodes the workers use
 # --master_port itself, as with torchrun (real gloo workers across two agents

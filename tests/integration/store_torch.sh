@@ -1,7 +1,8 @@
 #!/bin/sh
-# The crun store against real PyTorch (Debian's 1.13, G0 protocol):
+# needs: torch
+# The crun store against real PyTorch (run on 1.13, G0, and 2.x, G3+):
 #  (a) torch's TCPStore client runs the store transcript against `crun store`;
-#  (b) libcrun's C client (build/tests/store_cli, G0) runs it against torch's
+#  (b) libcrun's C client (build/tests/store_cli, torch's generation) runs it against torch's
 #      own TCPStore(is_master=True) server;
 #  both must equal (c) torch's client against torch's server, line for line,
 #  including a wait timeout and compare_set on a missing key;
@@ -48,12 +49,15 @@ start_crun_store
 diff -u "$T/ref.txt" "$T/a.txt" >&2 || fail "torch client: crun store differs from torch's server"
 note "torch client vs crun store: same $(wc -l <"$T/a.txt") results as vs torch's server"
 
-# (b) libcrun's C client (G0) against torch's server.
+# (b) libcrun's C client against torch's server, speaking that server's
+# generation: G0 to 1.13, G3 (VALIDATE first) to 2.x, which drops a G0 client.
+GEN=--g0 GEN_NAME=g0
+"$PYTHON" -c 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)' && GEN= GEN_NAME=g3
 start_torch_store
-timeout 60 "$STORE_CLI" --g0 127.0.0.1 "$TP" >"$T/b.txt" 2>"$T/b.err" ||
-	fail "store_cli vs torch server: $(tail -n 5 "$T/b.err")"
-diff -u "$T/ref.txt" "$T/b.txt" >&2 || fail "libcrun client against torch's server differs"
-note "libcrun client (g0) vs torch server: same results"
+timeout 60 "$STORE_CLI" $GEN 127.0.0.1 "$TP" >"$T/b.txt" 2>"$T/b.err" ||
+	fail "store_cli ($GEN_NAME) vs torch server: $(tail -n 5 "$T/b.err")"
+diff -u "$T/ref.txt" "$T/b.txt" >&2 || fail "libcrun client ($GEN_NAME) against torch's server differs"
+note "libcrun client ($GEN_NAME) vs torch server: same results"
 
 # The same C client, G3 and G0, against crun store.
 start_crun_store

@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # torchrun's FileTimer watchdog: with TORCHELASTIC_ENABLE_FILE_TIMER=1 crun
 # serves the FIFO named in the workers' TORCHELASTIC_TIMER_FILE. Real
 # torch.distributed.elastic.timer.FileTimerClient calls from the workers: an
