@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # Every flag of the torchrun of $PYTHON's PyTorch is accepted, read from
 # torchrun's own argument parser (torch.distributed.run.get_args_parser), not
 # from crun's option table or a copy: tests/run.sh runs this once per

@@ -1,4 +1,5 @@
 #!/bin/sh
+# needs: torch
 # crun beside the torchrun of $PYTHON's PyTorch (tests/run.sh runs this once
 # per interpreter of TORCH_PYTHONS: Debian's 1.13, through tests/helpers/
 # torchrun.py, and the test venv's 2.13), same worker, same flags: the worker
