@@ -138,6 +138,42 @@ else
 	expect_eq "torchrun $TV's default store" "$(v TORCHELASTIC_USE_AGENT_STORE et)" True
 fi
 
+# --- two nodes (c10d, two agents on loopback) --------------------------------------
+# Rank by rank, the same variables; only the store's address and port and the
+# error file's directory differ (as above).
+cat >"$T/dumpr.py" <<'EOF2'
+import os, sys
+with open(sys.argv[1] + "." + os.environ["RANK"], "w") as f:
+    for k in sorted(os.environ):
+        f.write(f"{k}={os.environ[k]}\n")
+EOF2
+for x in crun torch; do
+	p=$(free_port)
+	[ $x = crun ] && L=$CRUN || L="$TORCHRUN --monitor_interval=0.1"
+	for i in 0 1; do
+		# shellcheck disable=SC2086
+		env -i PATH="$PATH" HOME="$T" TMPDIR="$T" PYTHON="$PYTHON" $L --nnodes=2 --nproc_per_node=1 \
+			--rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$p --rdzv_id=job2 \
+			"$T/dumpr.py" "$T/m$x" >"$T/m$x$i.out" 2>&1 &
+		eval "pid$i=\$!"
+		[ $i = 1 ] || wait_for 30 listening "$p" || fail "$x: no store host on $p"
+	done
+	wait_pid 120 "$pid0" "$T/m${x}0.out" || fail "$x: first agent failed"
+	wait_pid 120 "$pid1" "$T/m${x}1.out" || fail "$x: second agent failed"
+done
+for r in 0 1; do
+	[ -f "$T/mcrun.$r" ] && [ -f "$T/mtorch.$r" ] || fail "two nodes: rank $r did not run under both"
+	diff "$T/mcrun.$r" "$T/mtorch.$r" | sed -n 's/^[<>] \([^=]*\)=.*/\1/p' | sort -u >"$T/mdiff.$r"
+	for k in $(cat "$T/mdiff.$r"); do
+		case " MASTER_ADDR MASTER_PORT TORCHELASTIC_ERROR_FILE " in *" $k "*) ;; *)
+			[ "$TV" = 1 ] && case " $intended " in *" $k "*) continue ;; esac
+			grep "^$k=" "$T/mcrun.$r" "$T/mtorch.$r" >&2
+			fail "two nodes, rank $r: $k differs and is not an intended difference" ;;
+		esac
+	done
+	expect_eq "two nodes, rank $r: crun's run id" "$(sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$T/mcrun.$r")" job2
+done
+
 # --- error files written by @record ----------------------------------------------
 # Rank 1 raises in a function decorated with torch's record: each launcher
 # finds the worker's error file in its layout, reports it as the root cause,
