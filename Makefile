@@ -88,7 +88,8 @@ $(BUILD)/tests/%: tests/bench/%.c $(BUILD)/libcrun.a
 deps:
 	@sh scripts/install-deps.sh
 
-# The test venv (.venv/: PyTorch 2.13 from tests/requirements.txt); a no-op
+# The test venv (.venv/: PyTorch 2.13, the framework suites' packages and
+# clang-format, from tests/requirements*.txt); a no-op
 # when already made. TORCH_PYTHONS (default "/usr/bin/python3 .venv's python")
 # names the interpreters tests/run.sh runs each torch suite on.
 test-venv:
@@ -146,11 +147,23 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
 		scripts/libcrun.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libcrun.pc
 
-format:
-	clang-format -i $(LIB_SRC) $(BIN_SRC) include/crun/*.h
+# One clang-format for every machine (Debian 12 ships 14, Debian 13 19, and
+# their outputs differ): the PyPI wheel pinned in
+# tests/requirements-frameworks.txt, in the test venv (scripts/test-venv.sh).
+CLANG_FORMAT_VERSION := $(shell sed -n 's/^clang-format==//p' tests/requirements-frameworks.txt)
+CLANG_FORMAT := .venv/bin/clang-format
 
-format-check:
-	@clang-format --dry-run -Werror $(LIB_SRC) $(BIN_SRC) include/crun/*.h
+$(CLANG_FORMAT): tests/requirements.txt tests/requirements-frameworks.txt
+	@sh scripts/test-venv.sh
+	@touch $@
+
+format: $(CLANG_FORMAT)
+	$(CLANG_FORMAT) -i $(LIB_SRC) $(BIN_SRC) include/crun/*.h
+
+format-check: $(CLANG_FORMAT)
+	@$(CLANG_FORMAT) --version | grep -q "version $(CLANG_FORMAT_VERSION) " || \
+		{ echo "format-check: $(CLANG_FORMAT) is not clang-format $(CLANG_FORMAT_VERSION)" >&2; exit 1; }
+	@$(CLANG_FORMAT) --dry-run -Werror $(LIB_SRC) $(BIN_SRC) include/crun/*.h
 
 clean:
 	rm -rf build build-asan build-ubsan build-fuzz build-cov

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Make, idempotently, the test virtual environment .venv/ at the repository
-# root from tests/requirements.txt (PyTorch 2.13, next to Debian's 1.13). Every
+# root from tests/requirements.txt (PyTorch 2.13, next to Debian's 1.13) and
+# tests/requirements-frameworks.txt (Lightning, accelerate, clang-format). Every
 # package is pinned there and installed with --no-deps, then `pip check` makes
 # sure the pins are complete. The stamp .venv/.requirements.sha256 holds the
 # hash of the requirements the venv was made from, written once torch imported:
@@ -9,10 +10,11 @@
 set -eu
 cd "$(dirname "$0")/.."
 VENV=.venv
-REQ=tests/requirements.txt
+REQ="tests/requirements.txt tests/requirements-frameworks.txt"
 BASE=${TEST_VENV_PYTHON:-/usr/bin/python3}
 STAMP=$VENV/.requirements.sha256
-want=$(sha256sum "$REQ" | cut -d' ' -f1)
+# shellcheck disable=SC2086
+want=$(cat $REQ | sha256sum | cut -d' ' -f1)
 [ -x "$VENV/bin/python" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ] && exit 0
 echo "test-venv: making $VENV from $REQ (base $BASE)"
 rm -f "$STAMP"
@@ -22,7 +24,8 @@ if [ ! -x "$VENV/bin/python" ]; then
 		exit 1
 	}
 fi
-"$VENV/bin/python" -m pip install -q --no-deps --disable-pip-version-check -r "$REQ"
+# shellcheck disable=SC2086
+"$VENV/bin/python" -m pip install -q --no-deps --disable-pip-version-check $(printf -- '-r %s ' $REQ)
 "$VENV/bin/python" -m pip check
 "$VENV/bin/python" -c 'import torch.distributed; print("test-venv: torch", torch.__version__)'
 echo "$want" >"$STAMP"

@@ -101,6 +101,8 @@ void cfg_rdzv_conf_release(struct crun_rdzv_conf *c)
 	free(c->user);
 	free(c->password_file);
 	free(c->secret_file);
+	free(c->unknown);
+	c->unknown = NULL;
 	c->store_type = c->local_addr = c->etcd_prefix = NULL;
 	c->cacert = c->cert = c->key = c->user = c->password_file = NULL;
 	c->secret_file = NULL;
@@ -393,6 +395,25 @@ const char *cfg_signame(int sig)
 	return buf;
 }
 
+/* Append KEY to the comma-separated list *list (once). */
+static void add_unknown(char **list, const char *key)
+{
+	size_t a = *list ? strlen(*list) : 0, b = strlen(key);
+	const char *p = *list;
+
+	while (p && *p) {
+		size_t n = strcspn(p, ",");
+
+		if (n == b && memcmp(p, key, n) == 0)
+			return;
+		p += n + (p[n] == ',');
+	}
+	*list = xrealloc(*list, a + b + 2);
+	if (a)
+		(*list)[a++] = ',';
+	memcpy(*list + a, key, b + 1);
+}
+
 /* rdzv_conf keys: name, offset kind. */
 int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			char *errmsg, size_t errlen)
@@ -524,20 +545,10 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			/* Accepted for torchrun compatibility; crun needs
 			 * neither. */
 		} else {
-			rc = cfg__err(
-			    errmsg, errlen,
-			    "rdzv_conf: unknown key '%s' (known: join_timeout, "
-			    "last_call_timeout, close_timeout, read_timeout, "
-			    "heartbeat_timeout, keep_alive_interval, "
-			    "keep_alive_max_attempt, heartbeat_rate, is_host, "
-			    "store_type, "
-			    "local_addr, timeout, secret_file, store_allow, "
-			    "store_port, set_socket_ifname, exclude_after, "
-			    "exclude_for; "
-			    "etcd: etcd_prefix, protocol, cacert, cert, key, "
-			    "user, password_file, lease_ttl)",
-			    k);
-			goto out;
+			/* torchrun hands the keys to its rendezvous handler,
+			 * which ignores those it does not know: kept here for
+			 * cfg_notices to name. */
+			add_unknown(&conf->unknown, k);
 		}
 		continue;
 	bad:
@@ -1245,6 +1256,16 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 		    RAW(cpu_bind));
 	set_str(&cfg->numa_binding, RAW(numa_binding));
 	cfg->bind_mode = binding_mode_parse(RAW(numa_binding), RAW(cpu_bind));
+	/* torchrun 2.x fails on a log-spec entry point or an event handler
+	 * it does not have; crun has torchrun's built-in ones only. */
+	if (RAW(logs_specs) && strcmp(RAW(logs_specs), "default"))
+		return bad(cfg, CFG_logs_specs, e, l,
+			   "no such log-spec plugin (crun has only 'default')");
+	if (RAW(event_log_handler) && strcmp(RAW(event_log_handler), "null") &&
+	    strcmp(RAW(event_log_handler), "console") &&
+	    strcmp(RAW(event_log_handler), "dynamic_rendezvous"))
+		return bad(cfg, CFG_event_log_handler, e, l,
+			   "expected null, console or dynamic_rendezvous");
 	if (RAW(event_log) && *RAW(event_log) == '\0')
 		return bad(cfg, CFG_event_log, e, l, "expected a file or -");
 	set_str(&cfg->event_log, RAW(event_log));
@@ -1482,12 +1503,20 @@ void cfg_print(const struct crun_cfg *cfg, FILE *fp)
 
 void cfg_notices(const struct crun_cfg *cfg, FILE *fp)
 {
-	if (RAW(logs_specs))
+	const char *p = cfg->rdzv.unknown;
+
+	while (p && *p) {
+		int n = (int)strcspn(p, ",");
+
 		fprintf(fp,
-			"crun: --logs_specs=%s: crun has no log-spec plugins; "
-			"logs follow --log_dir, --redirects and --tee\n",
-			RAW(logs_specs));
-	if (RAW(event_log_handler))
+			"crun: %s: unknown rdzv_conf key '%.*s' ignored "
+			"(as torchrun does)\n",
+			cfg->origin[CFG_rdzv_conf] ? cfg->origin[CFG_rdzv_conf]
+						   : "--rdzv_conf",
+			n, p);
+		p += n + (p[n] == ',');
+	}
+	if (RAW(event_log_handler) && strcmp(RAW(event_log_handler), "null"))
 		fprintf(fp,
 			"crun: --event_log_handler=%s: crun says each "
 			"rendezvous and worker event on its own stderr "

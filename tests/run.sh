@@ -19,11 +19,6 @@ export PYTHON="${PYTHON:-/usr/bin/python3}"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}
 export TORCH_PYTHONS="${TORCH_PYTHONS:-/usr/bin/python3 $PWD/.venv/bin/python}"
-# parity: torchrun is its reference (tests/helpers/torchrun.py); torchrun
-# 2.13 differs from 1.13 (e.g. TORCH_NCCL_ASYNC_ERROR_HANDLING for
-# NCCL_ASYNC_ERROR_HANDLING) in ways its list of intended differences does
-# not know yet, so it compares against 1.13 only.
-TORCH_ONLY_113="parity"
 ALLOW=${TEST_ALLOW_SKIP:-}
 if [ -n "${CI:-}" ] && [ -n "$ALLOW" ]; then
 	echo "== CI: ignoring TEST_ALLOW_SKIP='$ALLOW' (every suite must run)"
@@ -97,9 +92,7 @@ for t in tests/integration/*.sh; do
 		run "$_s" sh "$t"
 		continue
 	fi
-	_pys=$TORCH_PYTHONS
-	case " $TORCH_ONLY_113 " in *" $_s "*) _pys=/usr/bin/python3 ;; esac
-	for _py in $_pys; do
+	for _py in $TORCH_PYTHONS; do
 		_v=$(torch_version "$_py")
 		echo "== integration $_s [torch ${_v:-none} $_py]"
 		_label="$_s[${_v:-$_py}]"

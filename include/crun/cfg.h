@@ -65,6 +65,7 @@ struct crun_rdzv_conf {
 	int set_ifname;	     /* export *_SOCKET_IFNAME: 0 no, 1 gloo, 2 +nccl */
 	int exclude_after;   /* leave out a node after K failures (0: off) */
 	double exclude_for;  /* ... for this many seconds */
+	char *unknown;	     /* keys crun does not know, "a,b" (or NULL) */
 };
 
 /* Limits of the agent's store (issue: the crun store). */
@@ -201,7 +202,10 @@ int cfg_parse_std(const char *s, struct crun_std_spec *spec);
 /** The redirect/tee bits for one local rank. */
 int cfg_std_for(const struct crun_std_spec *spec, int local_rank);
 
-/** Parse "k=v,k2=v2" into conf (unknown keys and bad values fail). */
+/**
+ * Parse "k=v,k2=v2" into conf. Bad values fail; unknown keys are accepted,
+ * as torchrun does, and listed in conf->unknown (cfg_notices names them).
+ */
 int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			char *errmsg, size_t errlen);
 
@@ -260,8 +264,8 @@ void cfg_print(const struct crun_cfg *cfg, FILE *fp);
 
 /**
  * One line on fp for each torchrun option that crun accepts but handles its
- * own way (--numa_binding, --logs_specs, --event_log_handler), so that
- * nothing given is silently ignored.
+ * own way (--event_log_handler) and for each rdzv_conf key it does not know,
+ * so that nothing given is silently ignored.
  */
 void cfg_notices(const struct crun_cfg *cfg, FILE *fp);
 

@@ -1,7 +1,9 @@
 #!/bin/sh
-# The agent benchmark of issues 2 and 4: crun against the torchrun anchor
-# (../shared/tools/torchrun-anchor next to the repository, or
-# $TORCHRUN_ANCHOR; torchrun 1.13) on this machine, in one run:
+# The agent benchmark of issues 2 and 4: crun against the torchrun anchors on
+# this machine, in one run: torchrun 2.13 (python -m torch.distributed.run of
+# the test venv, $ANCHOR_VENV_PYTHON, default .venv/bin/python: the reference
+# the targets are judged against) and Debian's torchrun 1.13
+# (tests/helpers/torchrun.py under /usr/bin/python3, or $TORCHRUN_ANCHOR):
 #
 # issue 2, one node (--standalone):
 #   (a) 4 workers of /bin/true, start to exit, median of RUNS (crun) and
@@ -29,7 +31,7 @@
 # or hung (or the bench broke), or a target was missed (MISS).
 # Knobs: RUNS ANCHOR_RUNS ANCHOR_FAST_RUNS ANCHOR_FAIL_RUNS SIZES GROUP_RUNS
 # ANCHOR_GROUP_RUNS BIG_SIZES BIG_RUNS REFORM_RUNS REFORM_LAST_CALL
-# TORCHRUN_ANCHOR (a path, or "none"), GROUP_CONF (crun's --rdzv_conf for the
+# ANCHOR_VENV_PYTHON and TORCHRUN_ANCHOR (a path, or "none"), GROUP_CONF (crun's --rdzv_conf for the
 # N-agent runs, e.g. keep_alive_interval=2 where the machine is too loaded
 # for the default 1.5 s bound on a hung node).
 BUILD=${BUILD:-build}
@@ -49,7 +51,7 @@ REFORM_RUNS=${REFORM_RUNS:-3}
 REFORM_LAST_CALL=${REFORM_LAST_CALL:-1}
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-ANCHOR=${TORCHRUN_ANCHOR:-$root/../shared/tools/torchrun-anchor}
+ANCHOR_VENV_PYTHON=${ANCHOR_VENV_PYTHON:-$root/.venv/bin/python}
 
 for f in "$CRUN" "$FW"; do
 	if [ ! -x "$f" ]; then
@@ -449,22 +451,42 @@ pm() { if "$@"; then echo PASS; else echo MISS; fi; }
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "== agent bench: $(nproc) cores, load $(load), crun $CRUN"
-anchor=1
-if [ ! -x "$ANCHOR" ]; then
-	echo "   torchrun anchor unavailable ($ANCHOR): crun's figures alone"
-	anchor=0
+# The anchors, each an executable in $tmp: 2 (torchrun 2.x of the venv) and
+# 1 (Debian's 1.13). anchors lists those that run; an anchor that fails once
+# is not run again.
+anchors=""
+printf '#!/bin/sh\nexec "%s" -m torch.distributed.run "$@"\n' "$ANCHOR_VENV_PYTHON" >"$tmp/torchrun-2"
+if [ -n "${TORCHRUN_ANCHOR:-}" ]; then
+	[ "$TORCHRUN_ANCHOR" = none ] || printf '#!/bin/sh\nexec "%s" "$@"\n' "$TORCHRUN_ANCHOR" >"$tmp/torchrun-1"
+else
+	printf '#!/bin/sh\nexec /usr/bin/python3 "%s" "$@"\n' "$root/tests/helpers/torchrun.py" >"$tmp/torchrun-1"
 fi
-# anchor_ok LABEL RESULT: an anchor that fails once is not run again.
+for a in 2 1; do
+	[ -f "$tmp/torchrun-$a" ] || continue
+	chmod +x "$tmp/torchrun-$a"
+	case $a in 2) v=$("$ANCHOR_VENV_PYTHON" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null) ;;
+	1) v=$(/usr/bin/python3 -c 'import torch; print(torch.__version__.split("a")[0])' 2>/dev/null) ;; esac
+	if "$tmp/torchrun-$a" --help >/dev/null 2>&1; then
+		anchors="$anchors $a"
+		eval "aname_$a=\"torchrun \${v:-?}\""
+	else
+		echo "   torchrun anchor $a unavailable ($(sed -n 2p "$tmp/torchrun-$a")): left out"
+	fi
+done
+[ -n "$anchors" ] || echo "   no torchrun anchor: crun's figures alone"
+# anchor_ok A LABEL RESULT: anchor A worked, or it is dropped from anchors.
 anchor_ok() {
-	_ok=$(field ok "$2")
+	_ok=$(field ok "$3")
 	if [ "${_ok:-0}" -gt 0 ]; then
 		return 0
 	fi
-	echo "   torchrun $1: FAILED ($2); log: $(tails "$tmp"/anchor*.0 "$tmp"/g/*.log)"
-	echo "   torchrun anchor does not work here: crun's figures alone from now on"
-	anchor=0
+	echo "   $(aname "$1") $2: FAILED ($3); log: $(tails "$tmp"/anchor*.0 "$tmp"/g/*.log)"
+	echo "   $(aname "$1") does not work here: left out from now on"
+	anchors=$(echo " $anchors " | sed "s/ $1 / /")
 	return 1
 }
+aname() { eval "echo \${aname_$1:-}"; }
+has() { case " $anchors " in *" $1 "*) return 0 ;; esac; return 1; }
 
 ###########################################################################
 echo "== issue 2: standalone, 4 workers (crun: median of $RUNS; torchrun: $ANCHOR_RUNS) [load $(load)]"
@@ -478,27 +500,30 @@ crun_ok "fail+restart" "$c_fail" "$tmp/crun.1" || c_fail=""
 cp=$(field median_ms "$c_plain") cf=$(field median_ms "$c_fail")
 echo "   crun     /bin/true:            $c_plain"
 echo "   crun     fail once + restart:  $c_fail"
-tp="" tfast="" tf=""
-if [ $anchor = 1 ]; then
-	drv repeat "$ANCHOR_RUNS" 120 "$tmp/anchor" -- "$ANCHOR" $S --no_python /bin/true
-	t_plain=$(got)
-	echo "   torchrun /bin/true:            $t_plain"
-	anchor_ok plain "$t_plain" && tp=$(field median_ms "$t_plain")
-fi
-if [ $anchor = 1 ] && [ "$ANCHOR_FAST_RUNS" -gt 0 ]; then
-	drv repeat "$ANCHOR_FAST_RUNS" 120 "$tmp/anchor" -- "$ANCHOR" $S \
-		--monitor_interval=0.1 --no_python /bin/true
-	t_fast=$(got)
-	echo "   torchrun --monitor_interval=0.1: $t_fast"
-	anchor_ok fast "$t_fast" && tfast=$(field median_ms "$t_fast")
-fi
-if [ $anchor = 1 ]; then
-	drv repeat "$ANCHOR_FAIL_RUNS" 180 "$tmp/anchor" -- "$ANCHOR" $S --max_restarts=1 \
-		--no_python /bin/sh -c '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 3; exit 0'
-	t_fail=$(got)
-	echo "   torchrun fail once + restart:  $t_fail"
-	anchor_ok fail "$t_fail" && tf=$(field median_ms "$t_fail")
-fi
+for a in $anchors; do
+	ANCHOR=$tmp/torchrun-$a
+	n=$(aname $a)
+	if has $a; then
+		drv repeat "$ANCHOR_RUNS" 120 "$tmp/anchor" -- "$ANCHOR" $S --no_python /bin/true
+		t_plain=$(got)
+		echo "   $n /bin/true:            $t_plain"
+		anchor_ok $a plain "$t_plain" && eval "tp_$a=\$(field median_ms \"\$t_plain\")"
+	fi
+	if has $a && [ "$ANCHOR_FAST_RUNS" -gt 0 ]; then
+		drv repeat "$ANCHOR_FAST_RUNS" 120 "$tmp/anchor" -- "$ANCHOR" $S \
+			--monitor_interval=0.1 --no_python /bin/true
+		t_fast=$(got)
+		echo "   $n --monitor_interval=0.1: $t_fast"
+		anchor_ok $a fast "$t_fast" && eval "tfast_$a=\$(field median_ms \"\$t_fast\")"
+	fi
+	if has $a; then
+		drv repeat "$ANCHOR_FAIL_RUNS" 180 "$tmp/anchor" -- "$ANCHOR" $S --max_restarts=1 \
+			--no_python /bin/sh -c '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 3; exit 0'
+		t_fail=$(got)
+		echo "   $n fail once + restart:  $t_fail"
+		anchor_ok $a fail "$t_fail" && eval "tf_$a=\$(field median_ms \"\$t_fail\")"
+	fi
+done
 
 echo "== issue 2: agent peak RSS (VmHWM of the agent alone; 4 workers sleep 300 ms) [load $(load)]"
 c_rss=""
@@ -514,17 +539,17 @@ for i in 1 2 3; do
 	[ -z "$c_rss" ] || [ "$v" -gt "$c_rss" ] && c_rss=$v
 done
 echo "   crun     vmhwm_kb=${c_rss:--} (max of 3 runs)"
-t_rss=""
-if [ $anchor = 1 ]; then
-	drv hwm 120 "$tmp/hwm" -- "$ANCHOR" $S --no_python "$FW" sleep 300
+for a in $anchors; do
+	drv hwm 120 "$tmp/hwm" -- "$tmp/torchrun-$a" $S --no_python "$FW" sleep 300
 	r=$(got)
-	t_rss=$(field vmhwm_kb "$r")
-	echo "   torchrun $r"
-fi
+	eval "t_rss_$a=\$(field vmhwm_kb \"\$r\")"
+	echo "   $(aname $a) $r"
+done
 
 ###########################################################################
 mkdir -p "$tmp/g"
-# group LAUNCHER N RUNS TIMEOUT: N agents on loopback, one /bin/true each.
+# group LAUNCHER N RUNS TIMEOUT: N agents on loopback, one /bin/true each
+# (LAUNCHER: crun, or an anchor's number).
 group() {
 	rm -f "$tmp"/g/*.log
 	if [ "$1" = crun ]; then
@@ -532,7 +557,7 @@ group() {
 			--rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:@PORT@ --rdzv_id=@ID@ \
 			${GROUP_CONF:+--rdzv_conf="$GROUP_CONF"} /bin/true
 	else
-		drv group "$2" "$3" "$4" "$tmp/g" -- "$ANCHOR" --nnodes="$2" --nproc_per_node=1 \
+		drv group "$2" "$3" "$4" "$tmp/g" -- "$tmp/torchrun-$1" --nnodes="$2" --nproc_per_node=1 \
 			--rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:@PORT@ --rdzv_id=@ID@ \
 			--no_python /bin/true
 	fi
@@ -553,12 +578,12 @@ for n in $SIZES; do
 	r=$(got)
 	echo "   crun     $r"
 	group_check "$n" "$r" && eval "gc_$n=\$(field median_ms \"\$r\")"
-	if [ $anchor = 1 ]; then
-		group torchrun "$n" "$ANCHOR_GROUP_RUNS" 300
+	for a in $anchors; do
+		group $a "$n" "$ANCHOR_GROUP_RUNS" 300
 		r=$(got)
-		echo "   torchrun $r"
-		anchor_ok "N=$n" "$r" && eval "gt_$n=\$(field median_ms \"\$r\")"
-	fi
+		echo "   $(aname $a) $r"
+		anchor_ok $a "N=$n" "$r" && eval "gt_${a}_$n=\$(field median_ms \"\$r\")"
+	done
 done
 echo "== issue 4: crun alone, many agents (median of $BIG_RUNS; ulimit -n $(ulimit -n)) [load $(load)]"
 for n in $BIG_SIZES; do
@@ -583,24 +608,50 @@ fi
 
 ###########################################################################
 echo "== agent bench: summary"
-printf '   %-40s %12s %12s %10s\n' figure crun torchrun ratio
-row() { printf '   %-40s %12s %12s %10s\n' "$1" "${2:--}" "${3:--}" "${4:--}"; }
+# One column of figures and one of ratios (torchrun / crun) per anchor, the
+# reference (2.x) first.
+hdr="$(printf '   %-40s %10s' figure crun)"
+for a in 2 1; do
+	[ -n "$(aname $a)" ] && hdr="$hdr$(printf ' %16s %8s' "$(aname $a)" ratio)"
+done
+echo "$hdr"
+# row LABEL CRUN VAR: VAR_<anchor> holds each anchor's figure.
+row() {
+	_l=$(printf '   %-40s %10s' "$1" "${2:--}")
+	for a in 2 1; do
+		[ -n "$(aname $a)" ] || continue
+		_t=""
+		[ -z "${3:-}" ] || eval "_t=\${${3}_$a:-}"
+		_r=$(ratio "$_t" "$2" 0)
+		_l="$_l$(printf ' %16s %8s' "${_t:--}" "${_r:--}")"
+	done
+	echo "$_l"
+}
 c_extra=$(calc "a - b" "$cf" "$cp")
-t_extra=$(calc "a - b" "$tf" "$tp" "" 0)
-row "standalone 4x /bin/true, ms" "$cp" "$tp" "$(ratio "$tp" "$cp" 0)"
-row "  torchrun --monitor_interval=0.1, ms" "$cp" "$tfast" "$(ratio "$tfast" "$cp" 0)"
-row "fail + restart, extra ms" "$c_extra" "$t_extra" "$(ratio "$t_extra" "$c_extra" 0)"
-row "agent peak RSS, KB" "$c_rss" "$t_rss" "$(ratio "$t_rss" "$c_rss" 0)"
+for a in 1 2; do
+	eval "t_extra_$a=\$(calc 'a - b' \"\${tf_$a:-}\" \"\${tp_$a:-}\" '' 0)"
+done
+row "standalone 4x /bin/true, ms" "$cp" tp
+row "  torchrun --monitor_interval=0.1, ms" "$cp" tfast
+row "fail + restart, extra ms" "$c_extra" t_extra
+row "agent peak RSS, KB" "$c_rss" t_rss
 for n in $SIZES $BIG_SIZES; do
-	eval "c=\${gc_$n:-} t=\${gt_$n:-}"
-	row "$n agents on loopback, ms" "$c" "$t" "$(ratio "$t" "$c" 0)"
+	eval "c=\${gc_$n:-} gtn_2=\${gt_2_$n:-} gtn_1=\${gt_1_$n:-}"
+	row "$n agents on loopback, ms" "$c" gtn
 done
 row "node loss: detected, ms (median)" "$(field detect_ms "$rf")"
 row "node loss: detected, ms (worst run)" "$(field detect_max_ms "$rf")"
 row "node loss: re-forming logged, ms" "$(field reform_ms "$rf")"
 row "node loss: survivors exited 0, ms" "$(field exit_ms "$rf")"
 
-# Against torchrun's best case when it ran, else its default flags.
+# The reference: torchrun 2.x when it ran, else 1.13 (its figures in the
+# variables the targets read).
+ref=""
+for a in 2 1; do has $a && { ref=$a; break; }; done
+eval "tp=\${tp_$ref:-} tfast=\${tfast_$ref:-} t_extra=\${t_extra_$ref:-} t_rss=\${t_rss_$ref:-}"
+[ -n "$ref" ] && echo "   targets judged against $(aname $ref)"
+
+# Against the reference's best case when it ran, else its default flags.
 tbest=${tfast:-$tp}
 [ -n "$tfast" ] && [ -n "$tp" ] && le "$tp" "$tfast" && tbest=$tp
 echo "targets"
@@ -616,13 +667,18 @@ verdict "(4) node loss detected <= 2 s (worst run $(field detect_max_ms "$rf") m
 
 # One machine-readable line per figure.
 res() { echo "RESULT agent.$*"; }
+for a in 2 1; do
+	[ -n "$(aname $a)" ] || continue
+	eval "res \"anchor_$a name=\$(aname $a | tr ' ' _) standalone4_ms=\${tp_$a:-} fast_ms=\${tfast_$a:-} restart_extra_ms=\${t_extra_$a:-} rss_kb=\${t_rss_$a:-}\""
+done
 res "standalone4_true crun_ms=${cp:-} anchor_ms=${tp:-} anchor_fast_ms=${tfast:-} ratio=$(ratio "$tbest" "$cp" 0) target=90x status=$(if [ -z "$tbest" ]; then echo n/a; else pm ge "$(ratio "$tbest" "$cp")" 90; fi)"
 res "restart_extra crun_ms=${c_extra:-} anchor_ms=${t_extra:-} target_ms=10 status=$(pm le "$c_extra" 10)"
 res "peak_rss crun_kb=${c_rss:-} anchor_kb=${t_rss:-} target_kb=5120 status=$(pm le "$c_rss" 5120)"
 for n in $SIZES $BIG_SIZES; do
-	eval "c=\${gc_$n:-} t=\${gt_$n:-}"
+	eval "c=\${gc_$n:-}"
 	case $n in 16) st=" target_ms=100 status=$(pm le "$c" 100)" ;;
 	1024) st=" target_ms=3000 status=$(pm le "$c" 3000)" ;; *) st="" ;; esac
+	eval "t=\${gt_${ref}_$n:-}"
 	res "loopback_$n crun_ms=$c anchor_ms=$t ratio=$(ratio "$t" "$c" 0)$st"
 done
 res "node_loss detect_ms=$(field detect_ms "$rf") detect_max_ms=$(field detect_max_ms "$rf") reform_ms=$(field reform_ms "$rf") exit_ms=$(field exit_ms "$rf") last_call_s=$REFORM_LAST_CALL target_ms=2000 status=$(pm le "$(field detect_max_ms "$rf")" 2000)"

@@ -3,8 +3,9 @@
 # (800,000 lines, 89 MB) through crun to its stdout, plain and with --tee=3
 # (prefixed console lines plus log files), beside the floor (the same four
 # workers writing to files directly, no launcher) and torchrun --tee=3 (the
-# anchor: ../shared/tools/torchrun-anchor, else Debian's torchrun through
-# tests/helpers/torchrun.py). Median of 3 runs each. Target: floor/crun >=
+# anchors: torchrun 2.x of the test venv, $ANCHOR_VENV_PYTHON, default
+# .venv/bin/python, and Debian's 1.13 through tests/helpers/torchrun.py; each
+# that is there). Median of 3 runs each. Target: floor/crun >=
 # 0.7 in both modes. Prints one "RESULT console.<mode> ..." line per figure
 # and exits non-zero on a MISS or when a console line was split or mixed.
 set -u
@@ -14,7 +15,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 T=$(mktemp -d /tmp/crun-bench-console-XXXX)
 trap 'rm -rf "$T"' EXIT
 LINES=${CONSOLE_LINES:-200000}
-ANCHOR=${ANCHOR:-../shared/tools/torchrun-anchor}
+ANCHOR_VENV_PYTHON=${ANCHOR_VENV_PYTHON:-$PWD/.venv/bin/python}
 X=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 
 printf '%s\n' '#!/bin/sh' \
@@ -70,15 +71,16 @@ tee=$(median "$(crun_once "$T/tee.out" --tee=3)" "$(crun_once "$T/tee.out" --tee
 # Whole lines, never split or mixed: every console line is one worker's.
 bad=$(grep -cv "^\[default[0-3]\]:rank [0-3] line [0-9]\{7\} $X\$" "$T/tee.out")
 
-anchor=""
-if [ -x "$ANCHOR" ]; then
-	anchor=$(anchor_once "$ANCHOR")
-elif "$PYTHON" -c 'import torch.distributed.run' 2>/dev/null; then
-	ANCHOR="Debian's torchrun via tests/helpers/torchrun.py"
-	anchor=$(anchor_once "$PYTHON" tests/helpers/torchrun.py)
-else
-	echo "console bench: no torchrun anchor (no $ANCHOR, no torch in $PYTHON)"
-fi
+# anchors: "NAME MS" lines, torchrun 2.x first.
+anchors=""
+for py in "$ANCHOR_VENV_PYTHON" /usr/bin/python3; do
+	v=$("$py" -c 'import torch.distributed.run, torch; print(torch.__version__.split("+")[0])' 2>/dev/null) || continue
+	ms=$(anchor_once "$py" tests/helpers/torchrun.py)
+	anchors="$anchors${anchors:+
+}torchrun_$v ${ms:-failed}"
+done
+[ -n "$anchors" ] || echo "console bench: no torchrun anchor (no torch in $ANCHOR_VENV_PYTHON or /usr/bin/python3)"
+anchor=$(printf '%s\n' "$anchors" | sed -n '1s/^[^ ]* //p')
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 pm() { awk -v r="$1" 'BEGIN { print (r != "n/a" && r >= 0.7) ? "PASS" : "MISS" }'; }
@@ -88,10 +90,12 @@ echo "console: 4 workers x $LINES lines ($bytes bytes)"
 echo "  floor (direct to files)   $floor ms"
 echo "  crun                      $plain ms   floor/crun $rp [>= 0.7] $(pm "$rp")"
 echo "  crun --tee=3              $tee ms   floor/crun $rt [>= 0.7] $(pm "$rt")"
-[ -n "$anchor" ] && echo "  torchrun --tee=3          $anchor ms ($ANCHOR)   crun $(ratio "$anchor" "$tee")x faster"
+printf '%s\n' "$anchors" | while read -r name ms; do
+	[ -n "$name" ] && echo "  ${name#torchrun_} torchrun --tee=3 $ms ms   crun $(ratio "$ms" "$tee")x faster"
+done
 echo "  console lines split or mixed with --tee: $bad"
 echo "RESULT console.plain crun_ms=$plain floor_ms=$floor ratio=$rp target=0.7 status=$(pm "$rp")"
-echo "RESULT console.tee crun_ms=$tee floor_ms=$floor anchor_ms=${anchor:-n/a} ratio=$rt target=0.7 status=$(pm "$rt")"
+echo "RESULT console.tee crun_ms=$tee floor_ms=$floor anchor_ms=${anchor:-n/a}$(printf '%s\n' "$anchors" | while read -r name ms; do [ -n "$name" ] && printf ' %s_ms=%s' "$name" "$ms"; done) ratio=$rt target=0.7 status=$(pm "$rt")"
 [ "$bad" -eq 0 ] || {
 	echo "console bench: $bad console lines split or mixed"
 	exit 1

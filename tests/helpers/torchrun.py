@@ -1,13 +1,16 @@
-"""Debian's torchrun (PyTorch 1.13) for side-by-side tests, as it would run
-if Python 3.11 did not trip it: its default --redirects/--tee values go
-through Std.from_str, which iterates an IntFlag the way 3.11 no longer
+"""torchrun of the PyTorch that runs this file, for side-by-side tests.
+
+PyTorch 2.x's torchrun runs as it is. Debian's (PyTorch 1.13) runs as it
+would if Python 3.11 did not trip it: its default --redirects/--tee values
+go through Std.from_str, which iterates an IntFlag the way 3.11 no longer
 allows. Only that parser is replaced; everything else is torchrun's own.
 
-    /usr/bin/python3 tests/helpers/torchrun.py --standalone --nproc_per_node=2 x.py
+    $PYTHON tests/helpers/torchrun.py --standalone --nproc_per_node=2 x.py
 """
 import re
 import sys
 
+import torch
 import torch.distributed.elastic.multiprocessing.api as api
 
 
@@ -21,7 +24,8 @@ def _std_from_str(vm):
                      f"{api._MAPPING_REGEX}")
 
 
-api.Std.from_str = classmethod(lambda cls, vm: _std_from_str(vm))
+if torch.__version__.startswith("1."):
+    api.Std.from_str = classmethod(lambda cls, vm: _std_from_str(vm))
 
 from torch.distributed.run import main  # noqa: E402  (after the patch)
 

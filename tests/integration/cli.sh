@@ -31,7 +31,7 @@ bad "argument -r/--redirects: invalid value '0:5'" -r 0:5 /bin/true
 bad "argument --tee: invalid value 'a:1'" --tee=a:1 /bin/true
 bad "argument --max_restarts: invalid value '-1'" --max_restarts=-1 /bin/true
 bad "argument --rdzv_endpoint: invalid value 'host:99999'" --rdzv_backend=c10d --rdzv_endpoint=host:99999 /bin/true
-bad "rdzv_conf: unknown key 'colour'" --rdzv_conf=colour=blue /bin/true
+bad "rdzv_conf: invalid value 'x' for 'join_timeout'" --rdzv_conf=colour=blue,join_timeout=x /bin/true
 bad "argument --signals_to_handle: invalid value 'SIGKILL'" --signals_to_handle=SIGKILL /bin/true
 PET_NNODES=zero bad "PET_NNODES: invalid value 'zero'" /bin/true
 bad "training_script" --nproc_per_node=2
@@ -39,4 +39,19 @@ bad "training_script 'no-such-program-here': command not found" no-such-program-
 bad "training_script 'missing.py': no such file" missing.py
 bad "not allowed with --no_python" -m --no_python mod
 bad "argument --nproc_per_node: expected one value" --nproc_per_node
+# Where torchrun 2.x refuses a name (a log-spec plugin or an event handler it
+# does not have), crun refuses it too, and before any worker starts.
+bad "argument --logs_specs: invalid value 'custom'" --logs_specs=custom sh -c "touch '$T/ran'"
+bad "argument --event_log_handler: invalid value 'file'" --event-log-handler=file sh -c "touch '$T/ran'"
+[ ! -e "$T/ran" ] || fail "a worker started despite a refused name"
+
+# Where torchrun is lenient, crun is: an rdzv_conf key its handlers do not
+# read runs, with one line naming each such key.
+"$CRUN" --standalone --rdzv_conf=colour=blue,join_timeout=30,shade=2,colour=red \
+	--logs_specs=default sh -c "touch '$T/ran'" >"$T/o" 2>"$T/e" ||
+	fail "unknown rdzv_conf keys refused (status $?): $(cat "$T/e")"
+[ -e "$T/ran" ] || fail "the worker did not run"
+expect_eq "one line per unknown key" "$(grep -c 'unknown rdzv_conf key' "$T/e")" 2
+expect_grep "colour named" "argument --rdzv_conf: unknown rdzv_conf key 'colour' ignored" "$T/e"
+expect_grep "shade named" "unknown rdzv_conf key 'shade' ignored" "$T/e"
 exit 0

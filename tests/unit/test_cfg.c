@@ -863,7 +863,6 @@ Test(cfg, bad_redirect_maps)
 
 Test(cfg, bad_rdzv_conf)
 {
-	USAGE_ERR("rdzv_conf", "bogus", "--rdzv_conf=bogus=1", "train.py");
 	USAGE_ERR("rdzv_conf", "join_timeout", "--rdzv_conf=join_timeout=", "train.py");
 	USAGE_ERR("rdzv_conf", "abc", "--rdzv_conf", "join_timeout=abc", "train.py");
 	USAGE_ERR("rdzv_conf", "read_timeout", "--rdzv_conf=read_timeout=0", "train.py");
@@ -1114,7 +1113,8 @@ static void conf_free(struct crun_rdzv_conf *c)
 {
 	free(c->store_type);
 	free(c->local_addr);
-	c->store_type = c->local_addr = NULL;
+	free(c->unknown);
+	c->store_type = c->local_addr = c->unknown = NULL;
 }
 
 Test(cfg, parse_rdzv_conf)
@@ -1148,10 +1148,21 @@ Test(cfg, parse_rdzv_conf)
 	cr_expect_eq(c.is_host, 0);
 	cr_expect_eq(c.join_timeout, -1, "untouched keys keep their value");
 	cr_assert_eq(cfg_parse_rdzv_conf("", &c, e, sizeof(e)), 0);
+	cr_expect_null(c.unknown);
+	conf_free(&c);
+
+	/* Unknown keys pass, as torchrun's handlers ignore them; each named
+	 * once, the known ones beside them still read. */
+	conf_init(&c);
+	cr_assert_eq(cfg_parse_rdzv_conf("bogus=1,join_timeout=9,bog=2,bogus=3",
+					 &c, e, sizeof(e)),
+		     0, "%s", e);
+	cr_expect_str_eq(c.unknown, "bogus,bog");
+	cr_expect_eq(c.join_timeout, 9);
 	conf_free(&c);
 
 	static const char *const bad[][2] = {
-		{"bogus=1", "bogus"},	       {"join_timeout=", "join_timeout"},
+		{"bogus", "bogus"},	       {"join_timeout=", "join_timeout"},
 		{"join_timeout=abc", "abc"},   {"join_timeout=-1", "-1"},
 		{"read_timeout=0", "read_timeout"}, {"=5", "empty"},
 		{"keep_alive_max_attempt=0", "keep_alive_max_attempt"},
@@ -1216,6 +1227,56 @@ Test(cfg, rank_on_console)
 	cr_expect_eq(cfg.nfilter, 10);
 	cr_expect(cfg_rank_on_console(&cfg, 9));
 	cr_expect_not(cfg_rank_on_console(&cfg, 10));
+}
+
+/* torchrun ignores rdzv_conf keys it does not know: so does crun, with one
+ * line for each naming where it came from. */
+Test(cfg, unknown_rdzv_conf_keys_noticed)
+{
+	char **envp = ENV("PET_RDZV_CONF=x_key=1");
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp;
+
+	RUN_OK(noenv, "--rdzv_conf=alpha=1,join_timeout=7,beta=x", "train.py");
+	cr_expect_eq(cfg.rdzv.join_timeout, 7);
+	fp = open_memstream(&text, &len);
+	cfg_notices(&cfg, fp);
+	fclose(fp);
+	cr_expect_str_eq(text,
+			 "crun: argument --rdzv_conf: unknown rdzv_conf key "
+			 "'alpha' ignored (as torchrun does)\n"
+			 "crun: argument --rdzv_conf: unknown rdzv_conf key "
+			 "'beta' ignored (as torchrun does)\n");
+	free(text);
+
+	reset();
+	RUN_OK(envp, "train.py");
+	fp = open_memstream(&text, &len);
+	cfg_notices(&cfg, fp);
+	fclose(fp);
+	cr_expect_not_null(strstr(text, "PET_RDZV_CONF: unknown rdzv_conf key 'x_key'"), "%s", text);
+	free(text);
+
+	reset();
+	RUN_OK(noenv, "--rdzv_conf=join_timeout=7", "train.py");
+	fp = open_memstream(&text, &len);
+	cfg_notices(&cfg, fp);
+	fclose(fp);
+	cr_expect_str_eq(text, "", "no unknown key, no line");
+	free(text);
+}
+
+/* torchrun 2.x fails on a --logs_specs name or an --event_log_handler it
+ * does not have; crun refuses them before any worker starts. */
+Test(cfg, logs_specs_and_event_handler_names)
+{
+	RUN_OK(noenv, "--logs_specs=default", "--event_log_handler=null", "train.py");
+	RUN_OK(noenv, "--event_log_handler=console", "train.py");
+	RUN_OK(noenv, "--event-log-handler=dynamic_rendezvous", "train.py");
+	USAGE_ERR("logs_specs", "'custom'", "--logs_specs=custom", "train.py");
+	USAGE_ERR("logs_specs", "'x'", "--logs-specs", "x", "train.py");
+	USAGE_ERR("event_log_handler", "'bogus'", "--event_log_handler=bogus", "train.py");
 }
 
 Test(cfg, print_shows_sources)

@@ -1,59 +1,40 @@
-"""Print torchrun's command-line flags as "NAMES|switch-or-value|SAMPLE|STATE".
+"""Print the command-line flags of the torchrun that runs this file (the
+installed torch.distributed.run), read from its own argument parser, as
+"NAMES|switch-or-value|SAMPLE" lines, one per flag:
 
-usage: torchrun_flags.py run RUN_PY    flags of an installed torch/distributed/run.py,
-                                       read from get_args_parser()'s add_argument
-                                       calls with ast (torch is not imported)
-       torchrun_flags.py list FILE     flags written down in tests/data/torchrun-2.x-flags.txt
+    $PYTHON tests/integration/py/torchrun_flags.py
 """
-import ast, sys
+import sys
+
+from torch.distributed.run import get_args_parser
 
 # Sample values for flags whose torchrun default is not a usable value.
 SAMPLES = {"--rdzv_endpoint": "127.0.0.1:29400", "--rdzv_conf": "join_timeout=5",
-           "--log_dir": "/tmp", "--rdzv_id": "job", "--local_addr": "127.0.0.1"}
+           "--log_dir": "/tmp", "--rdzv_id": "job", "--local_addr": "127.0.0.1",
+           "--logs_specs": "default", "--master_addr": "127.0.0.1",
+           "--local_ranks_filter": "0", "--numa_binding": "node",
+           "--duplicate_stdout_filters": "loss", "--duplicate_stderr_filters": "warn",
+           "--signals_to_handle": "SIGTERM", "--master_port": "29500"}
 
-
-def from_run_py(path):
-    tree = ast.parse(open(path).read())
-    n = 0
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"):
-            continue
-        names = [a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("-")]
-        if not names:
-            continue  # positional: training_script, training_script_args
-        kw = {k.arg: k.value for k in node.keywords}
-        action = ast.unparse(kw["action"]) if "action" in kw else ""
-        switch = action in ("check_env", "'store_true'")
-        sample = ""
-        if not switch:
-            long = [x for x in names if x.startswith("--")][-1]
-            sample = SAMPLES.get(long.replace("-", "_").replace("__", "--", 1), "")
-            if not sample and "choices" in kw:
-                sample = str(ast.literal_eval(kw["choices"])[0])
-            if not sample and "default" in kw:
-                try:
-                    d = ast.literal_eval(kw["default"])
-                except ValueError:
-                    d = None
-                sample = "" if d is None else str(d)
-            if not sample:
-                sys.exit("no sample value for %s: add one to SAMPLES" % long)
-        print("%s|%s|%s|" % (" ".join(names), "switch" if switch else "value", sample))
-        n += 1
-    if n < 15:
-        sys.exit("only %d flags found in %s: not torchrun's run.py?" % (n, path))
-
-
-def from_list(path):
-    for line in open(path):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        f = [x.strip() for x in line.split("|")] + ["", ""]
-        print("%s|%s|%s|%s" % (f[0], f[1], f[2], f[3]))
-
-
-if sys.argv[1] == "run":
-    from_run_py(sys.argv[2])
-else:
-    from_list(sys.argv[2])
+n = 0
+for a in get_args_parser()._actions:
+    names = [x for x in a.option_strings]
+    if not names or "--help" in names:
+        continue  # positional (training_script, its args) or argparse's own
+    switch = a.nargs == 0
+    sample = ""
+    if not switch:
+        long = [x for x in names if x.startswith("--")][-1]
+        sample = SAMPLES.get(long.replace("-", "_").replace("__", "--", 1), "")
+        if not sample and a.choices:
+            sample = str(list(a.choices)[0])
+        if not sample and a.default is not None:
+            sample = str(a.default)
+        if not sample and a.type in (int, float):
+            sample = "1"
+        if not sample:
+            sys.exit("no sample value for %s: add one to SAMPLES" % long)
+    print("%s|%s|%s" % (" ".join(names), "switch" if switch else "value", sample))
+    n += 1
+if n < 15:
+    sys.exit("only %d flags in torch.distributed.run's parser" % n)
