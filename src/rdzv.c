@@ -15,6 +15,7 @@
  * "L"). Replies that arrive for an old round are recognised by the round
  * number carried in each request and dropped.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -657,6 +658,7 @@ struct nd {
 	char host[256];
 	char addr[256];
 	char role[128];
+	char ips[RDZV_MAX_FIELD + 1];
 	struct crun_fingerprint fp;
 };
 
@@ -789,6 +791,15 @@ static int env_compare(struct crun_rdzv *r, const struct nd *v, int n,
 	return 0;
 }
 
+/* Whether s is an IPv4 or IPv6 literal. */
+static int is_literal(const char *s)
+{
+	unsigned char bin[16];
+
+	return inet_pton(AF_INET, s, bin) == 1 ||
+	       inet_pton(AF_INET6, s, bin) == 1;
+}
+
 /* The closer: read all N descriptors, order them, write every assignment. */
 static void on_descriptors(int status, const struct crun_store_reply *rep,
 			   void *arg)
@@ -825,7 +836,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	kp = calloc(2 * (size_t)n + 2, sizeof(*kp));
 	vp = calloc(2 * (size_t)n + 2, sizeof(*vp));
 	lens = calloc(2 * (size_t)n + 2, sizeof(*lens));
-	addrs = calloc((size_t)n, 257);
+	addrs = calloc((size_t)n, RDZV_MAX_ADDRS_FIELD + 1);
 	if (!v || !info || !rks || !keys || !vals || !kp || !vp || !lens ||
 	    !addrs)
 		abort();
@@ -846,6 +857,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 			memcpy(v[i].host, d.host, sizeof(v[i].host));
 			memcpy(v[i].addr, d.addr, sizeof(v[i].addr));
 			memcpy(v[i].role, d.role, sizeof(v[i].role));
+			memcpy(v[i].ips, d.ips, sizeof(v[i].ips));
 			v[i].fp = d.fp;
 			total += d.nproc;
 			continue;
@@ -907,10 +919,19 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 		vp[n + g] = v[g].host;
 		lens[n + g] = strlen(v[g].host);
 	}
-	/* The nodes' addresses, for the workers' store's allow list. */
-	for (int g = 0; g < n; g++)
-		alen += (size_t)snprintf(addrs + alen, (size_t)n * 257 - alen,
-					 "%s%s", g ? " " : "", v[g].addr);
+	/*
+	 * The nodes' addresses, for the workers' store's allow list: literals
+	 * only (host names may resolve nowhere), the address when it is one.
+	 */
+	for (int g = 0; g < n; g++) {
+		size_t cap = (size_t)n * (RDZV_MAX_ADDRS_FIELD + 1) - alen;
+		int lit = is_literal(v[g].addr);
+
+		alen += (size_t)snprintf(addrs + alen, cap, "%s%s%s%s",
+					 g ? " " : "",
+					 lit || !*v[g].ips ? v[g].addr : "",
+					 lit && *v[g].ips ? "," : "", v[g].ips);
+	}
 	snprintf(keys + 2 * n * ks, ks, "%sr%d/addrs", r->prefix, r->round);
 	kp[2 * n] = keys + 2 * n * ks;
 	vp[2 * n] = addrs;
@@ -1124,10 +1145,11 @@ static void descr_build(struct crun_rdzv *r)
 {
 	const struct rdzv_opts *o = &r->o;
 
-	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s%s%s",
+	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s%s%s%s%s",
 		 o->is_store_host ? 1 : 0,
 		 o->static_rank >= 0 ? o->static_rank : 0, o->nproc,
 		 (int)getpid(), o->host, o->addr, o->role,
+		 o->ips && *o->ips ? " ip=" : "", o->ips ? o->ips : "",
 		 *r->fp ? " env=" : "", r->fp);
 }
 

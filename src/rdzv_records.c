@@ -5,6 +5,7 @@
  * outside its world, or a sum that overflows. Failure modes: any syntax or
  * range error returns CRUN_EPROTO with a one-line reason naming the field.
  */
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +175,39 @@ int rdzv_parse_int(const void *p, size_t len, int64_t lo, int64_t hi,
 	return 0;
 }
 
+/* A descriptor's "ip=" list: comma-separated IPv4 or IPv6 literals. */
+static int parse_ips(const char *f, size_t n, char *out, char *why, size_t wlen)
+{
+	size_t i = 0;
+
+	if (n == 0 || n > RDZV_MAX_FIELD)
+		return reason(why, wlen, "ip= list of %zu bytes (1..%d)", n,
+			      RDZV_MAX_FIELD);
+	while (i <= n) {
+		size_t e = i;
+		char lit[INET6_ADDRSTRLEN];
+		unsigned char bin[16];
+
+		while (e < n && f[e] != ',')
+			e++;
+		if (e - i == 0 || e - i >= sizeof(lit))
+			return reason(why, wlen,
+				      "ip= list '%.*s' has an empty "
+				      "or overlong field",
+				      (int)(n > 64 ? 64 : n), f);
+		memcpy(lit, f + i, e - i);
+		lit[e - i] = '\0';
+		if (inet_pton(AF_INET, lit, bin) != 1 &&
+		    inet_pton(AF_INET6, lit, bin) != 1)
+			return reason(why, wlen,
+				      "ip= field '%s' is not an address", lit);
+		i = e + 1;
+	}
+	memcpy(out, f, n);
+	out[n] = '\0';
+	return 0;
+}
+
 int rdzv_parse_descr(const void *p, size_t len, int max_nodes,
 		     struct rdzv_descr *d, char *why, size_t wlen)
 {
@@ -206,6 +240,17 @@ int rdzv_parse_descr(const void *p, size_t len, int max_nodes,
 			   wlen)) ||
 	    (rc = next_str(&c, "role", d->role, sizeof(d->role), why, wlen)))
 		return rc;
+	if (!cur_done(&c)) {
+		struct cur ip = c;
+		const char *f;
+		size_t n = cur_field(&ip, &f);
+
+		if (n >= 3 && memcmp(f, "ip=", 3) == 0) {
+			if ((rc = parse_ips(f + 3, n - 3, d->ips, why, wlen)))
+				return rc;
+			c = ip;
+		}
+	}
 	if (!cur_done(&c)) {
 		const char *f;
 		size_t n = cur_field(&c, &f);
@@ -313,12 +358,13 @@ int rdzv_parse_addrs(const void *p, size_t len, int nodes, char **out,
 		     char *why, size_t wlen)
 {
 	struct cur c = {p, (const char *)p + len};
-	char field[RDZV_MAX_FIELD + 1];
+	char field[RDZV_MAX_ADDRS_FIELD + 1];
 	char *copy;
 	int rc;
 
 	*out = NULL;
-	if (len == 0 || nodes < 1 || len > (size_t)nodes * (RDZV_MAX_FIELD + 1))
+	if (len == 0 || nodes < 1 ||
+	    len > (size_t)nodes * (RDZV_MAX_ADDRS_FIELD + 1))
 		return reason(why, wlen, "%zu bytes for %d addresses", len,
 			      nodes);
 	for (int i = 0; i < nodes; i++)

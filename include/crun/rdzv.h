@@ -21,8 +21,11 @@
  *               node g watches, so the store host learns at once when g's
  *               watching connection vanishes (an agent that died)
  *   host/<g>    the host name of group rank g, for messages
- *   addrs       the nodes' addresses by group rank, blank-separated (the
- *               workers' store accepts only them and loopback)
+ *   addrs       the nodes' addresses by group rank, blank-separated, each
+ *               node's "addr,ip,..." literals (its address when that is
+ *               one, then the ip= list of its descriptor; its address alone
+ *               when it announced none): the workers' store accepts only
+ *               them and loopback
  *   envcheck    how the nodes' fingerprints differ, one line per item, or
  *               "-": written with the assignments, printed by every node
  *   done/<g>    node g finished and left: its silence is not a death
@@ -145,8 +148,14 @@ struct rdzv_opts {
 	int min_nodes, max_nodes;
 	int static_rank; /* >= 0: static backend with this node rank */
 	int max_restarts;
-	const char *host;  /* this node's name (hostname or --local_addr) */
-	const char *addr;  /* this node's address for MASTER_ADDR */
+	const char *host; /* this node's name (hostname or --local_addr) */
+	const char *addr; /* this node's address for MASTER_ADDR */
+	/*
+	 * This node's interface addresses, literals separated by commas
+	 * (peers_own_addrs), or NULL: announced in the descriptor for the
+	 * workers' store's allow list, which resolves no host name.
+	 */
+	const char *ips;
 	int is_store_host; /* this node hosts the store: group rank 0 */
 	int nproc;
 	const char *role;
