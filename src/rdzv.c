@@ -2097,6 +2097,9 @@ static void end_chain_done(struct crun_rdzv *r)
 
 /* --- vanished nodes (store host only) ---------------------------------- */
 
+static void on_gone_count(int status, const struct crun_store_reply *rep,
+			  void *arg);
+
 static void on_vanished_done(int status, const struct crun_store_reply *rep,
 			     void *arg)
 {
@@ -2106,8 +2109,18 @@ static void on_vanished_done(int status, const struct crun_store_reply *rep,
 	if (r == NULL || status ||
 	    (r->state != R_RUNNING && r->state != R_FINISHING))
 		return;
-	if (reply_is(rep, PEEK))
+	if (reply_is(rep, PEEK)) {
+		char k[KEYMAX];
+
+		/*
+		 * Its connection closed: it will never leave by itself. Count
+		 * it as left, so that the store host does not wait
+		 * close_timeout for it at the end.
+		 */
+		key(r, k, "r%d/left", r->round);
+		r->ops->add(r->kv, k, 1, on_gone_count, op_new(r, 0));
 		return declare_dead(r, g, "disconnected");
+	}
 	/*
 	 * It finished and left. If it was the last one out and died before
 	 * its "all_left" and end marks, nobody else would write them: a store
@@ -2119,6 +2132,19 @@ static void on_vanished_done(int status, const struct crun_store_reply *rep,
 		key(r, k, "r%d/finished", r->round);
 		r->ops->add(r->kv, k, 0, on_finished_count, r);
 	}
+}
+
+/* A vanished node counted as left: the last one out releases the host. */
+static void on_gone_count(int status, const struct crun_store_reply *rep,
+			  void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char k[KEYMAX];
+
+	if (r == NULL || status || reply_int(rep) < r->gworld)
+		return;
+	key(r, k, "r%d/all_left", r->round);
+	r->ops->set(r->kv, k, "1", 1, NULL, NULL);
 }
 
 static void on_vanished_end(int status, const struct crun_store_reply *rep,
