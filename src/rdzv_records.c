@@ -125,6 +125,29 @@ static int next_str(struct cur *c, const char *what, char *dst, size_t size,
 	return 0;
 }
 
+/* A node's "<addr>[#<id>]" field (rdzv_records.h): split at the last '#'. */
+static int next_node(struct cur *c, char *addr, size_t asize, char *id,
+		     char *why, size_t wlen)
+{
+	char *h;
+	int rc;
+
+	if ((rc = next_str(c, "address", addr, asize, why, wlen)) != 0)
+		return rc;
+	id[0] = '\0';
+	if ((h = strrchr(addr, '#')) == NULL)
+		return 0;
+	if (h == addr || strlen(h + 1) == 0 || strlen(h + 1) > RDZV_MAX_ID ||
+	    strspn(h + 1, "0123456789abcdef") != strlen(h + 1))
+		return reason(why, wlen,
+			      "node '%.64s' is not <address>#<id of 1..%d hex "
+			      "digits>",
+			      addr, RDZV_MAX_ID);
+	memcpy(id, h + 1, strlen(h + 1) + 1);
+	*h = '\0';
+	return 0;
+}
+
 static int check_len(size_t len, char *why, size_t wlen)
 {
 	if (len == 0)
@@ -706,8 +729,8 @@ int rdzv_parse_fails(const void *p, size_t len, struct rdzv_fail *f, int max,
 				   wlen)) ||
 		    (rc = next_str(&c, "host", f[i].host, sizeof(f[i].host),
 				   why, wlen)) ||
-		    (rc = next_str(&c, "address", f[i].addr, sizeof(f[i].addr),
-				   why, wlen)))
+		    (rc = next_node(&c, f[i].addr, sizeof(f[i].addr), f[i].id,
+				    why, wlen)))
 			return rc;
 		if (i > 0 && f[i].round <= f[i - 1].round)
 			return reason(why, wlen,
@@ -737,8 +760,8 @@ int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
 
 		if ((rc = next_str(&c, "host", x[i].host, sizeof(x[i].host),
 				   why, wlen)) ||
-		    (rc = next_str(&c, "address", x[i].addr, sizeof(x[i].addr),
-				   why, wlen)))
+		    (rc = next_node(&c, x[i].addr, sizeof(x[i].addr), x[i].id,
+				    why, wlen)))
 			return rc;
 		fn = cur_field(&c, &fp);
 		if (fn == 0 ||
@@ -753,7 +776,8 @@ int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
 			return rc;
 		for (int j = 0; j < i; j++)
 			if (strcmp(x[j].host, x[i].host) == 0 &&
-			    strcmp(x[j].addr, x[i].addr) == 0)
+			    strcmp(x[j].addr, x[i].addr) == 0 &&
+			    strcmp(x[j].id, x[i].id) == 0)
 				return reason(why, wlen, "%s %s listed twice",
 					      x[i].host, x[i].addr);
 	}

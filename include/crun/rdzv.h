@@ -156,6 +156,11 @@ struct rdzv_opts {
 	 * workers' store's allow list, which resolves no host name.
 	 */
 	const char *ips;
+	/*
+	 * This agent's id in the exclusion records (1..RDZV_MAX_ID lower-case
+	 * hex digits), or NULL: drawn at random (tests fix it).
+	 */
+	const char *node_id;
 	int is_store_host; /* this node hosts the store: group rank 0 */
 	int nproc;
 	const char *role;

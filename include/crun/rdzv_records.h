@@ -185,9 +185,13 @@ int rdzv_parse_diag(const void *p, size_t len, int nodes, int world,
 
 /*
  * Leaving out a failing node (--rdzv_conf=exclude_after=K,exclude_for=S).
- * A node is known by its host name and address (the descriptor's fields),
- * so two agents on one machine are told apart by --local_addr.
+ * A node is known by its host name, its address and the id its agent drew
+ * at start (several agents on one machine share the first two): the
+ * records write the address field as "<addr>#<id>". A field without '#'
+ * (an older crun) has an empty id, which is no agent's.
  */
+/* Longest node id (lower-case hex). */
+#define RDZV_MAX_ID 16
 /* Largest exclude_after, and most entries of the failure history. */
 #define RDZV_MAX_FAILS 32
 /* Most nodes left out at once. */
@@ -200,12 +204,14 @@ struct rdzv_fail {
 	int round;
 	char host[RDZV_MAX_FIELD + 1];
 	char addr[RDZV_MAX_FIELD + 1];
+	char id[RDZV_MAX_ID + 1];
 };
 
 /* One node left out of the rounds (see rdzv.h, "excluded"). */
 struct rdzv_exclusion {
 	char host[RDZV_MAX_FIELD + 1];
 	char addr[RDZV_MAX_FIELD + 1];
+	char id[RDZV_MAX_ID + 1];
 	int64_t until; /* epoch seconds (the excluded node's own clock) */
 	int round;     /* the round whose failure left it out */
 	int fails;     /* how many failure-ended rounds in a row were its */
