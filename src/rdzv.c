@@ -2230,14 +2230,21 @@ static int excl_same(const struct rdzv_exclusion *a,
 	       strcmp(a->id, b->id) == 0;
 }
 
-/* "HH:MM:SS UTC" of an epoch second, for messages. */
+/*
+ * "HH:MM:SS UTC" of an epoch second, for messages; with the date when it
+ * is not within the next day.
+ */
 static const char *excl_clock(int64_t t, char *buf, size_t len)
 {
 	time_t tt = (time_t)t;
+	int64_t ahead = t - wall_ms() / 1000;
 	struct tm tm;
 
 	if (gmtime_r(&tt, &tm) == NULL ||
-	    strftime(buf, len, "%H:%M:%S UTC", &tm) == 0)
+	    strftime(buf, len,
+		     ahead >= 0 && ahead < 86400 ? "%H:%M:%S UTC"
+						 : "%Y-%m-%d %H:%M:%S UTC",
+		     &tm) == 0)
 		snprintf(buf, len, "%lld", (long long)t);
 	return buf;
 }
@@ -2257,6 +2264,32 @@ static size_t excl_format(const struct rdzv_exclusion *x, int n, char *buf,
 }
 
 /*
+ * An entry's until can lie at most exclude_for ahead (rounded up, and
+ * EXCL_SKEW_S for the clocks of other nodes): a later one is forged, or
+ * from a job with other settings. why gets the reason, or "".
+ */
+#define EXCL_SKEW_S 60
+static void excl_in_range(const struct crun_rdzv *r,
+			  const struct rdzv_exclusion *x, int n, char *why,
+			  size_t wlen)
+{
+	int64_t now = wall_ms() / 1000,
+		max = now + (int64_t)r->o.exclude_for + 1 + EXCL_SKEW_S;
+
+	why[0] = '\0';
+	for (int i = 0; i < n; i++)
+		if (x[i].until > max) {
+			snprintf(
+			    why, wlen,
+			    "%.64s (%.64s) is left out %lld s ahead, more than "
+			    "exclude_for=%g s allows",
+			    x[i].host, x[i].addr, (long long)(x[i].until - now),
+			    r->o.exclude_for);
+			return;
+		}
+}
+
+/*
  * Parse a read of "excluded" (PEEK: none). Untrusted: a malformed record
  * is named in one line and read as empty, so a forged value can neither
  * crash a node nor keep one out.
@@ -2267,10 +2300,13 @@ static int excl_parse(struct crun_rdzv *r, const struct crun_store_reply *rep,
 	char why[200], k[KEYMAX];
 	int n = 0;
 
+	why[0] = '\0';
 	if (rep->value == NULL || reply_is(rep, PEEK))
 		return 0;
 	if (rdzv_parse_excluded(rep->value, rep->len, x, RDZV_MAX_EXCLUDED, &n,
-				why, sizeof(why))) {
+				why, sizeof(why)) == 0)
+		excl_in_range(r, x, n, why, sizeof(why));
+	if (*why) {
 		key(r, k, "excluded");
 		fprintf(stderr,
 			"crun: malformed rendezvous record '%s': %s: read as "

@@ -421,6 +421,24 @@ Test(rdzv_exclude, forged_records_are_ignored, .timeout = 10)
 	world_close();
 }
 
+/*
+ * A well-formed entry whose until lies far beyond exclude_for (2^40 with
+ * exclude_for=60): forged, read as no node left out, n3 joins round 0.
+ */
+Test(rdzv_exclude, until_beyond_exclude_for_is_ignored, .timeout = 10)
+{
+	const char *ex = "1 n3 10.0.0.3#3 1099511627776 1 2";
+
+	excl_world(3, 2, 3, 2, 60, 5);
+	fkv_put(&W.kv, "crun/job1/excluded", ex, strlen(ex));
+	start_all();
+	cr_assert(run_until(all_rounds, 2000), "a far until kept n3 out");
+	for (int i = 0; i < 3; i++)
+		assert_formed(&W.n[i], 0, i, 3, i, 3);
+	cr_assert_eq(W.n[2].self_excl, 0);
+	world_close();
+}
+
 /* ---- the parsers ----------------------------------------------------------- */
 
 #define S2(s) s, strlen(s)
