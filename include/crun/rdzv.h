@@ -37,7 +37,8 @@
  * failure: "<round> <unix_ms> <why of its F end>") and "crun/job" (the run
  * id of the endpoint's job). `crun status` reads them (rdzv_status.h).
  *
- * Leaving out a failing node (exclude_after K > 0; rdzv_records.h parses):
+ * Leaving out a failing node (exclude_after K > 0; rdzv_records.h parses;
+ * each <addr> below is "<addr>#<id>", the id this agent drew at start):
  *   r<R>/failed  "<group rank> <host> <addr>" of the node whose failure
  *                ended round R: the node whose "F" end was recorded first
  *                writes it (the end record's text names the host as well)

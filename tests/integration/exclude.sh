@@ -2,8 +2,8 @@
 # Leaving out a failing node (issue 14, --rdzv_conf=exclude_after=K,
 # exclude_for=S) on loopback: three agents a (store host), b, c, one worker
 # each, --nnodes=2:3 unless said otherwise. c's worker fails at once (exit 3)
-# whenever it runs; a's and b's succeed after a while. Agents on one machine
-# are told apart by --local_addr (a node is its host name and address).
+# whenever it runs; a's and b's succeed after a while. Most scenarios give each
+# agent its own --local_addr (named in the messages); 7 runs without.
 #   0. without the option (the behaviour of 71b9a66): c fails every restart
 #      and the job fails after --max_restarts, everywhere with c's status.
 #   1. exclude_after=2: c is left out after 2 failures (it says why, once),
