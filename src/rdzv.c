@@ -1147,17 +1147,32 @@ static void on_join_state(int status, const struct crun_store_reply *rep,
 	}
 }
 
-/* This node's descriptor, from the options and the fingerprint so far. */
+/*
+ * This node's descriptor, from the options and the fingerprint so far.
+ * The ip= list gives way to the rest: as many whole addresses as fit in
+ * RDZV_MAX_RECORD.
+ */
 static void descr_build(struct crun_rdzv *r)
 {
 	const struct rdzv_opts *o = &r->o;
+	const char *ips = o->ips ? o->ips : "";
+	int base, room, n = (int)strlen(ips);
 
-	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s%s%s%s%s",
+	base = snprintf(
+	    NULL, 0, "%d %d %d %d %s %s %s%s%s", o->is_store_host ? 1 : 0,
+	    o->static_rank >= 0 ? o->static_rank : 0, o->nproc, (int)getpid(),
+	    o->host, o->addr, o->role, *r->fp ? " env=" : "", r->fp);
+	room = RDZV_MAX_RECORD - base - 4; /* " ip=" */
+	while (n > room) {
+		const char *c = memrchr(ips, ',', (size_t)n);
+
+		n = c ? (int)(c - ips) : 0;
+	}
+	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s%s%.*s%s%s",
 		 o->is_store_host ? 1 : 0,
 		 o->static_rank >= 0 ? o->static_rank : 0, o->nproc,
-		 (int)getpid(), o->host, o->addr, o->role,
-		 o->ips && *o->ips ? " ip=" : "", o->ips ? o->ips : "",
-		 *r->fp ? " env=" : "", r->fp);
+		 (int)getpid(), o->host, o->addr, o->role, n > 0 ? " ip=" : "",
+		 n, ips, *r->fp ? " env=" : "", r->fp);
 }
 
 /* Write the descriptor that waited for the fingerprint, if still wanted. */
