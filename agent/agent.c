@@ -35,6 +35,7 @@
 
 #include "crun/auth.h"
 #include "crun/err.h"
+#include "crun/netif.h"
 #include "crun/peers.h"
 #include "crun/rdzv.h"
 #include "crun/rdzv_etcd.h"
@@ -95,7 +96,9 @@ struct agent {
 	struct rdzv_result res;
 	int peer_kind; /* why another node ended the round */
 	char peer_why[512];
-	char addr[256]; /* this node's address for MASTER_ADDR */
+	char addr[256];		      /* this node's address for MASTER_ADDR */
+	char ips[RDZV_MAX_FIELD + 1]; /* its interface addresses (peers.h) */
+	int name_unresolved;	      /* the host name does not resolve */
 	int own_status; /* the root failure's status on this node */
 	struct crun_failure *pending_report;
 	int npending;
@@ -1248,6 +1251,14 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 				       &port) == 0)
 			snprintf(a->addr, sizeof(a->addr), "%s", h);
 	}
+	peers_own_addrs(a->ips, sizeof(a->ips));
+	/*
+	 * A name that does not resolve (containers, pods) cannot be the
+	 * MASTER_ADDR of other hosts' workers: this node's first address is.
+	 */
+	if (!is_host && !cfg->local_addr && a->name_unresolved && *a->ips)
+		snprintf(a->addr, sizeof(a->addr), "%.*s",
+			 (int)strcspn(a->ips, ","), a->ips);
 	memset(&o, 0, sizeof(o));
 	o.run_id = cfg->rdzv_id;
 	o.min_nodes = cfg->nnodes_min;
@@ -1257,6 +1268,7 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 	o.max_restarts = cfg->max_restarts;
 	o.host = a->host;
 	o.addr = a->addr;
+	o.ips = a->ips;
 	o.is_store_host = is_host;
 	o.nproc = cfg->nproc_per_node;
 	o.role = cfg->role;
@@ -1627,8 +1639,15 @@ int agent_run(struct crun_cfg *cfg)
 	}
 	if (initdiag_new(&a, &a.loop, cfg->init_warn_after, a.ev, &a.diag))
 		agent_finish(&a, 1);
-	if (a.multi && a.state != A_DONE)
+	if (a.multi && a.state != A_DONE) {
+		char first[64];
+
+		/* Blocking (getaddrinfo): before the loop runs. */
+		a.name_unresolved =
+		    netif_name_state(a.host, first, sizeof(first)) ==
+		    NETIF_NAME_UNRESOLVED;
 		agent_check_ifname(&a, a.host);
+	}
 	if (a.state == A_DONE) {
 		/* the event log could not be opened */
 	} else if (agent_start_metrics(&a)) {

@@ -1,17 +1,19 @@
 /*
- * The allow list of a round's workers' store (see peers.h): the resolved
- * addresses of the round's nodes plus this machine's interface addresses,
+ * The allow list of a round's workers' store (see peers.h): the addresses
+ * the round's nodes announced plus this machine's interface addresses,
  * kept as 16-byte IPv6 forms (IPv4 as ::ffff:a.b.c.d) and compared by
- * value; loopback always passes. Resolution is blocking getaddrinfo, once
- * per round, before the store's address is published.
+ * value; loopback always passes. Only address literals are taken: host
+ * names often resolve nowhere (containers, pods) and resolving them would
+ * block the loop, so every node announces its own addresses instead
+ * (peers_own_addrs).
  *
- * Failure modes: a name that does not resolve is left out (errmsg names
+ * Failure modes: a field that is not an address is left out (errmsg names
  * it); out of memory.
  */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
-#include <netdb.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,23 +89,23 @@ int peers_new(const char *addrs, struct crun_peers **out, char *errmsg,
 	copy = addrs ? strdup(addrs) : NULL;
 	if (addrs && copy == NULL)
 		rc = UV_ENOMEM;
-	for (tok = copy ? strtok_r(copy, " \t", &save) : NULL;
-	     tok != NULL && rc == 0; tok = strtok_r(NULL, " \t", &save)) {
-		struct addrinfo hints, *ai = NULL;
+	for (tok = copy ? strtok_r(copy, " \t,", &save) : NULL;
+	     tok != NULL && rc == 0; tok = strtok_r(NULL, " \t,", &save)) {
+		struct sockaddr_in6 in6;
+		struct sockaddr_in in;
 
-		memset(&hints, 0, sizeof(hints));
-		hints.ai_socktype = SOCK_STREAM;
-		if (getaddrinfo(tok, NULL, &hints, &ai) != 0) {
-			if (off < errlen)
-				off += (size_t)snprintf(
-				    errmsg + off, errlen - off, "%s'%s'",
-				    off ? ", " : "cannot resolve ", tok);
-			continue;
-		}
-		for (struct addrinfo *x = ai; x != NULL && rc == 0;
-		     x = x->ai_next)
-			rc = peers_add(p, x->ai_addr);
-		freeaddrinfo(ai);
+		memset(&in, 0, sizeof(in));
+		memset(&in6, 0, sizeof(in6));
+		in.sin_family = AF_INET;
+		in6.sin6_family = AF_INET6;
+		if (inet_pton(AF_INET, tok, &in.sin_addr) == 1)
+			rc = peers_add(p, (struct sockaddr *)&in);
+		else if (inet_pton(AF_INET6, tok, &in6.sin6_addr) == 1)
+			rc = peers_add(p, (struct sockaddr *)&in6);
+		else if (off < errlen)
+			off += (size_t)snprintf(
+			    errmsg + off, errlen - off, "%s'%s'",
+			    off ? ", " : "not an address: ", tok);
 	}
 	free(copy);
 	if (rc != 0) {
@@ -112,6 +114,69 @@ int peers_new(const char *addrs, struct crun_peers **out, char *errmsg,
 	}
 	*out = p;
 	return 0;
+}
+
+/* Whether a is loopback or link-local (of no use to another host). */
+static int peers_local_only(const struct sockaddr *a)
+{
+	if (a->sa_family == AF_INET) {
+		uint32_t v =
+		    ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr);
+
+		return (v >> 24) == 127 || (v >> 16) == 0xa9fe || v == 0;
+	}
+	if (a->sa_family == AF_INET6) {
+		const struct in6_addr *v =
+		    &((const struct sockaddr_in6 *)a)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(v) || IN6_IS_ADDR_LINKLOCAL(v) ||
+		       IN6_IS_ADDR_UNSPECIFIED(v);
+	}
+	return 1;
+}
+
+size_t peers_own_addrs(char *out, size_t len)
+{
+	struct ifaddrs *ifs = NULL;
+	size_t off = 0, n = 0;
+
+	if (len)
+		out[0] = '\0';
+	if (len == 0 || getifaddrs(&ifs) != 0)
+		return 0;
+	/* IPv4 first: what gloo and most clusters use. */
+	for (int fam = 0; fam < 2; fam++) {
+		for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next) {
+			char lit[INET6_ADDRSTRLEN];
+			const struct sockaddr *a = i->ifa_addr;
+			const void *bin;
+			size_t l;
+
+			if (a == NULL ||
+			    a->sa_family != (fam == 0 ? AF_INET : AF_INET6) ||
+			    peers_local_only(a))
+				continue;
+			bin =
+			    fam == 0
+				? (const void *)&((const struct sockaddr_in *)a)
+				      ->sin_addr
+				: (const void *)&(
+				      (const struct sockaddr_in6 *)a)
+				      ->sin6_addr;
+			if (inet_ntop(a->sa_family, bin, lit, sizeof(lit)) ==
+			    NULL)
+				continue;
+			l = strlen(lit);
+			if (off + (off > 0) + l + 1 > len)
+				goto done; /* as many as fit */
+			off += (size_t)snprintf(out + off, len - off, "%s%s",
+						off ? "," : "", lit);
+			n++;
+		}
+	}
+done:
+	freeifaddrs(ifs);
+	return n;
 }
 
 void peers_free(struct crun_peers *p)

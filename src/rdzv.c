@@ -15,12 +15,14 @@
  * "L"). Replies that arrive for an old round are recognised by the round
  * number carried in each request and dropped.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,6 +105,12 @@ struct crun_rdzv {
 	int excl_tries;	 /* compare-and-set retries of "excluded" */
 	int excl_round;	 /* the round that left us out (names our keys) */
 	int over_kind;	 /* how the job ended while we sat out */
+	/*
+	 * Who this node is in those records (rdzv_records.h): its address,
+	 * cut to leave room for "#<id>", and the id its agent drew.
+	 */
+	char xaddr[RDZV_MAX_FIELD - RDZV_MAX_ID];
+	char id[RDZV_MAX_ID + 1];
 	char over_why[512];
 };
 
@@ -657,6 +665,7 @@ struct nd {
 	char host[256];
 	char addr[256];
 	char role[128];
+	char ips[RDZV_MAX_FIELD + 1];
 	struct crun_fingerprint fp;
 };
 
@@ -789,6 +798,15 @@ static int env_compare(struct crun_rdzv *r, const struct nd *v, int n,
 	return 0;
 }
 
+/* Whether s is an IPv4 or IPv6 literal. */
+static int is_literal(const char *s)
+{
+	unsigned char bin[16];
+
+	return inet_pton(AF_INET, s, bin) == 1 ||
+	       inet_pton(AF_INET6, s, bin) == 1;
+}
+
 /* The closer: read all N descriptors, order them, write every assignment. */
 static void on_descriptors(int status, const struct crun_store_reply *rep,
 			   void *arg)
@@ -825,7 +843,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 	kp = calloc(2 * (size_t)n + 2, sizeof(*kp));
 	vp = calloc(2 * (size_t)n + 2, sizeof(*vp));
 	lens = calloc(2 * (size_t)n + 2, sizeof(*lens));
-	addrs = calloc((size_t)n, 257);
+	addrs = calloc((size_t)n, RDZV_MAX_ADDRS_FIELD + 1);
 	if (!v || !info || !rks || !keys || !vals || !kp || !vp || !lens ||
 	    !addrs)
 		abort();
@@ -846,6 +864,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 			memcpy(v[i].host, d.host, sizeof(v[i].host));
 			memcpy(v[i].addr, d.addr, sizeof(v[i].addr));
 			memcpy(v[i].role, d.role, sizeof(v[i].role));
+			memcpy(v[i].ips, d.ips, sizeof(v[i].ips));
 			v[i].fp = d.fp;
 			total += d.nproc;
 			continue;
@@ -907,10 +926,19 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 		vp[n + g] = v[g].host;
 		lens[n + g] = strlen(v[g].host);
 	}
-	/* The nodes' addresses, for the workers' store's allow list. */
-	for (int g = 0; g < n; g++)
-		alen += (size_t)snprintf(addrs + alen, (size_t)n * 257 - alen,
-					 "%s%s", g ? " " : "", v[g].addr);
+	/*
+	 * The nodes' addresses, for the workers' store's allow list: literals
+	 * only (host names may resolve nowhere), the address when it is one.
+	 */
+	for (int g = 0; g < n; g++) {
+		size_t cap = (size_t)n * (RDZV_MAX_ADDRS_FIELD + 1) - alen;
+		int lit = is_literal(v[g].addr);
+
+		alen += (size_t)snprintf(addrs + alen, cap, "%s%s%s%s",
+					 g ? " " : "",
+					 lit || !*v[g].ips ? v[g].addr : "",
+					 lit && *v[g].ips ? "," : "", v[g].ips);
+	}
 	snprintf(keys + 2 * n * ks, ks, "%sr%d/addrs", r->prefix, r->round);
 	kp[2 * n] = keys + 2 * n * ks;
 	vp[2 * n] = addrs;
@@ -1119,16 +1147,32 @@ static void on_join_state(int status, const struct crun_store_reply *rep,
 	}
 }
 
-/* This node's descriptor, from the options and the fingerprint so far. */
+/*
+ * This node's descriptor, from the options and the fingerprint so far.
+ * The ip= list gives way to the rest: as many whole addresses as fit in
+ * RDZV_MAX_RECORD.
+ */
 static void descr_build(struct crun_rdzv *r)
 {
 	const struct rdzv_opts *o = &r->o;
+	const char *ips = o->ips ? o->ips : "";
+	int base, room, n = (int)strlen(ips);
 
-	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s%s%s",
+	base = snprintf(
+	    NULL, 0, "%d %d %d %d %s %s %s%s%s", o->is_store_host ? 1 : 0,
+	    o->static_rank >= 0 ? o->static_rank : 0, o->nproc, (int)getpid(),
+	    o->host, o->addr, o->role, *r->fp ? " env=" : "", r->fp);
+	room = RDZV_MAX_RECORD - base - 4; /* " ip=" */
+	while (n > room) {
+		const char *c = memrchr(ips, ',', (size_t)n);
+
+		n = c ? (int)(c - ips) : 0;
+	}
+	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s%s%.*s%s%s",
 		 o->is_store_host ? 1 : 0,
 		 o->static_rank >= 0 ? o->static_rank : 0, o->nproc,
-		 (int)getpid(), o->host, o->addr, o->role,
-		 *r->fp ? " env=" : "", r->fp);
+		 (int)getpid(), o->host, o->addr, o->role, n > 0 ? " ip=" : "",
+		 n, ips, *r->fp ? " env=" : "", r->fp);
 }
 
 /* Write the descriptor that waited for the fingerprint, if still wanted. */
@@ -2075,6 +2119,9 @@ static void end_chain_done(struct crun_rdzv *r)
 
 /* --- vanished nodes (store host only) ---------------------------------- */
 
+static void on_gone_count(int status, const struct crun_store_reply *rep,
+			  void *arg);
+
 static void on_vanished_done(int status, const struct crun_store_reply *rep,
 			     void *arg)
 {
@@ -2084,8 +2131,18 @@ static void on_vanished_done(int status, const struct crun_store_reply *rep,
 	if (r == NULL || status ||
 	    (r->state != R_RUNNING && r->state != R_FINISHING))
 		return;
-	if (reply_is(rep, PEEK))
+	if (reply_is(rep, PEEK)) {
+		char k[KEYMAX];
+
+		/*
+		 * Its connection closed: it will never leave by itself. Count
+		 * it as left, so that the store host does not wait
+		 * close_timeout for it at the end.
+		 */
+		key(r, k, "r%d/left", r->round);
+		r->ops->add(r->kv, k, 1, on_gone_count, op_new(r, 0));
 		return declare_dead(r, g, "disconnected");
+	}
 	/*
 	 * It finished and left. If it was the last one out and died before
 	 * its "all_left" and end marks, nobody else would write them: a store
@@ -2097,6 +2154,19 @@ static void on_vanished_done(int status, const struct crun_store_reply *rep,
 		key(r, k, "r%d/finished", r->round);
 		r->ops->add(r->kv, k, 0, on_finished_count, r);
 	}
+}
+
+/* A vanished node counted as left: the last one out releases the host. */
+static void on_gone_count(int status, const struct crun_store_reply *rep,
+			  void *arg)
+{
+	struct crun_rdzv *r = op_take(arg, NULL, NULL);
+	char k[KEYMAX];
+
+	if (r == NULL || status || reply_int(rep) < r->gworld)
+		return;
+	key(r, k, "r%d/all_left", r->round);
+	r->ops->set(r->kv, k, "1", 1, NULL, NULL);
 }
 
 static void on_vanished_end(int status, const struct crun_store_reply *rep,
@@ -2161,19 +2231,35 @@ static int64_t wall_ms(void)
 }
 
 static int excl_is_self(const struct crun_rdzv *r, const char *host,
-			const char *addr)
+			const char *addr, const char *id)
 {
-	return strcmp(host, r->o.host) == 0 && strcmp(addr, r->o.addr) == 0;
+	return strcmp(host, r->o.host) == 0 && strcmp(addr, r->xaddr) == 0 &&
+	       strcmp(id, r->id) == 0;
 }
 
-/* "HH:MM:SS UTC" of an epoch second, for messages. */
+/* Two entries name the same node. */
+static int excl_same(const struct rdzv_exclusion *a,
+		     const struct rdzv_exclusion *b)
+{
+	return strcmp(a->host, b->host) == 0 && strcmp(a->addr, b->addr) == 0 &&
+	       strcmp(a->id, b->id) == 0;
+}
+
+/*
+ * "HH:MM:SS UTC" of an epoch second, for messages; with the date when it
+ * is not within the next day.
+ */
 static const char *excl_clock(int64_t t, char *buf, size_t len)
 {
 	time_t tt = (time_t)t;
+	int64_t ahead = t - wall_ms() / 1000;
 	struct tm tm;
 
 	if (gmtime_r(&tt, &tm) == NULL ||
-	    strftime(buf, len, "%H:%M:%S UTC", &tm) == 0)
+	    strftime(buf, len,
+		     ahead >= 0 && ahead < 86400 ? "%H:%M:%S UTC"
+						 : "%Y-%m-%d %H:%M:%S UTC",
+		     &tm) == 0)
 		snprintf(buf, len, "%lld", (long long)t);
 	return buf;
 }
@@ -2185,10 +2271,37 @@ static size_t excl_format(const struct rdzv_exclusion *x, int n, char *buf,
 	size_t o = (size_t)snprintf(buf, len, "%d", n);
 
 	for (int i = 0; i < n && o < len; i++)
-		o += (size_t)snprintf(
-		    buf + o, len - o, " %s %s %lld %d %d", x[i].host, x[i].addr,
-		    (long long)x[i].until, x[i].round, x[i].fails);
+		o += (size_t)snprintf(buf + o, len - o, " %s %s%s%s %lld %d %d",
+				      x[i].host, x[i].addr, *x[i].id ? "#" : "",
+				      x[i].id, (long long)x[i].until,
+				      x[i].round, x[i].fails);
 	return o < len ? o : len - 1;
+}
+
+/*
+ * An entry's until can lie at most exclude_for ahead (rounded up, and
+ * EXCL_SKEW_S for the clocks of other nodes): a later one is forged, or
+ * from a job with other settings. why gets the reason, or "".
+ */
+#define EXCL_SKEW_S 60
+static void excl_in_range(const struct crun_rdzv *r,
+			  const struct rdzv_exclusion *x, int n, char *why,
+			  size_t wlen)
+{
+	int64_t now = wall_ms() / 1000,
+		max = now + (int64_t)r->o.exclude_for + 1 + EXCL_SKEW_S;
+
+	why[0] = '\0';
+	for (int i = 0; i < n; i++)
+		if (x[i].until > max) {
+			snprintf(
+			    why, wlen,
+			    "%.64s (%.64s) is left out %lld s ahead, more than "
+			    "exclude_for=%g s allows",
+			    x[i].host, x[i].addr, (long long)(x[i].until - now),
+			    r->o.exclude_for);
+			return;
+		}
 }
 
 /*
@@ -2202,10 +2315,13 @@ static int excl_parse(struct crun_rdzv *r, const struct crun_store_reply *rep,
 	char why[200], k[KEYMAX];
 	int n = 0;
 
+	why[0] = '\0';
 	if (rep->value == NULL || reply_is(rep, PEEK))
 		return 0;
 	if (rdzv_parse_excluded(rep->value, rep->len, x, RDZV_MAX_EXCLUDED, &n,
-				why, sizeof(why))) {
+				why, sizeof(why)) == 0)
+		excl_in_range(r, x, n, why, sizeof(why));
+	if (*why) {
 		key(r, k, "excluded");
 		fprintf(stderr,
 			"crun: malformed rendezvous record '%s': %s: read as "
@@ -2221,7 +2337,8 @@ static void excl_notify(struct crun_rdzv *r, const struct rdzv_exclusion *x,
 {
 	if (r->o.on_exclusion)
 		r->o.on_exclusion(r->o.data, x, readmitted,
-				  excl_is_self(r, x->host, x->addr), why);
+				  excl_is_self(r, x->host, x->addr, x->id),
+				  why);
 }
 
 /* A new reading of "excluded": tell about the changes, keep it. */
@@ -2234,9 +2351,8 @@ static void excl_update(struct crun_rdzv *r, const struct rdzv_exclusion *x,
 		int seen = 0;
 
 		for (int j = 0; j < r->nexcl && !seen; j++)
-			seen = strcmp(x[i].host, r->excl[j].host) == 0 &&
-			       strcmp(x[i].addr, r->excl[j].addr) == 0;
-		if (seen || excl_is_self(r, x[i].host, x[i].addr))
+			seen = excl_same(&x[i], &r->excl[j]);
+		if (seen || excl_is_self(r, x[i].host, x[i].addr, x[i].id))
 			continue;
 		snprintf(why, sizeof(why),
 			 "the last %d failure-ended rounds failed first on it",
@@ -2247,9 +2363,9 @@ static void excl_update(struct crun_rdzv *r, const struct rdzv_exclusion *x,
 		int kept = 0;
 
 		for (int i = 0; i < n && !kept; i++)
-			kept = strcmp(x[i].host, r->excl[j].host) == 0 &&
-			       strcmp(x[i].addr, r->excl[j].addr) == 0;
-		if (!kept && !excl_is_self(r, r->excl[j].host, r->excl[j].addr))
+			kept = excl_same(&x[i], &r->excl[j]);
+		if (!kept && !excl_is_self(r, r->excl[j].host, r->excl[j].addr,
+					   r->excl[j].id))
 			excl_notify(r, &r->excl[j], 1, "its cooldown ended");
 	}
 	memcpy(r->excl, x, (size_t)n * sizeof(*x));
@@ -2288,7 +2404,8 @@ static void on_sitout_over(int status, const struct crun_store_reply *rep,
 	/* Tell the store host we read it (it waits for that), then go. */
 	r->over_kind = kind;
 	snprintf(r->over_why, sizeof(r->over_why), "%s", text);
-	key(r, k, "over_seen/%s/%s/%d", r->o.host, r->o.addr, r->excl_round);
+	key(r, k, "over_seen/%s/%s#%s/%d", r->o.host, r->xaddr, r->id,
+	    r->excl_round);
 	if (r->ops->set(r->kv, k, "1", 1, on_over_seen, op_new(r, 0)))
 		on_over_seen(0, NULL, op_new(r, 0));
 }
@@ -2336,9 +2453,20 @@ static void excl_sit_out(struct crun_rdzv *r, const struct rdzv_exclusion *x)
 	r->sitting_out = 1;
 	r->excl_round = x->round;
 	/* Our own copy of "over": the store host can tell if we vanish. */
-	key(r, k, "over/%s/%s/%d", r->o.host, r->o.addr, x->round);
+	key(r, k, "over/%s/%s#%s/%d", r->o.host, r->xaddr, r->id, x->round);
 	if (watch1(r, k, ms > 0 ? ms : 1, on_sitout_over, op_new(r, 0)))
 		store_error(r, CRUN_ECLOSED);
+}
+
+/* How many of the n entries are still left out now. */
+static int excl_active(const struct rdzv_exclusion *x, int n)
+{
+	int64_t now = wall_ms();
+	int k = 0;
+
+	for (int i = 0; i < n; i++)
+		k += x[i].until * 1000 > now;
+	return k;
 }
 
 static void on_excl_check(int status, const struct crun_store_reply *rep,
@@ -2355,8 +2483,16 @@ static void on_excl_check(int status, const struct crun_store_reply *rep,
 	n = excl_parse(r, rep, x);
 	excl_update(r, x, n);
 	for (int i = 0; i < n; i++) {
-		if (!excl_is_self(r, x[i].host, x[i].addr))
+		if (!excl_is_self(r, x[i].host, x[i].addr, x[i].id))
 			continue;
+		if (x[i].until * 1000 > wall_ms() &&
+		    excl_active(x, n) > r->o.max_nodes - r->o.min_nodes)
+			return round_fail(
+			    r, CRUN_ERDZV_CLOSED,
+			    "%d of at most %d nodes are left out of the "
+			    "rounds: the others cannot reach the minimum of "
+			    "%d, the job cannot go on",
+			    excl_active(x, n), r->o.max_nodes, r->o.min_nodes);
 		if (x[i].until * 1000 > wall_ms())
 			return excl_sit_out(r, &x[i]);
 		/* Listed, but its time is up (a restarted agent). */
@@ -2412,7 +2548,8 @@ static void on_readmit_cas(int status, const struct crun_store_reply *rep,
 	}
 	free(want);
 	for (int i = 0; i < r->nexcl; i++) {
-		if (!excl_is_self(r, r->excl[i].host, r->excl[i].addr))
+		if (!excl_is_self(r, r->excl[i].host, r->excl[i].addr,
+				  r->excl[i].id))
 			continue;
 		self = r->excl[i];
 		r->excl[i] = r->excl[--r->nexcl];
@@ -2449,7 +2586,7 @@ static void on_readmit_read(int status, const struct crun_store_reply *rep,
 	r->nexcl = n;
 	r->excl_known = 1;
 	for (int i = 0; i < n; i++)
-		if (!excl_is_self(r, x[i].host, x[i].addr))
+		if (!excl_is_self(r, x[i].host, x[i].addr, x[i].id))
 			x[m++] = x[i];
 	excl_format(x, m, next, sizeof(next));
 	o = op_new(r, 0);
@@ -2497,8 +2634,8 @@ static void on_host_excluded(int status, const struct crun_store_reply *rep,
 		return finish_done(r);
 	n = excl_parse(r, rep, x);
 	for (int i = 0; i < n; i++) {
-		key(r, keys[i], "over_seen/%s/%s/%d", x[i].host, x[i].addr,
-		    x[i].round);
+		key(r, keys[i], "over_seen/%s/%s#%s/%d", x[i].host, x[i].addr,
+		    x[i].id, x[i].round);
 		kp[i] = keys[i];
 	}
 	/* Bounded by close_timeout (the deadline timer runs meanwhile). */
@@ -2540,8 +2677,8 @@ static void excl_over(struct crun_rdzv *r, int kind, const char *why)
 	/* A copy for each node left out (as of our last join): what it waits
 	 * on. */
 	for (int i = 0; i < r->nexcl; i++) {
-		key(r, k, "over/%s/%s/%d", r->excl[i].host, r->excl[i].addr,
-		    r->excl[i].round);
+		key(r, k, "over/%s/%s#%s/%d", r->excl[i].host, r->excl[i].addr,
+		    r->excl[i].id, r->excl[i].round);
 		r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL,
 				    NULL);
 	}
@@ -2586,9 +2723,9 @@ static void decide_put_fails(struct decide *d, int first, int n)
 	size_t o = (size_t)snprintf(buf, sizeof(buf), "%d", n);
 
 	for (int i = first; i < first + n && o < sizeof(buf); i++)
-		o +=
-		    (size_t)snprintf(buf + o, sizeof(buf) - o, " %d %s %s",
-				     d->f[i].round, d->f[i].host, d->f[i].addr);
+		o += (size_t)snprintf(buf + o, sizeof(buf) - o, " %d %s %s%s%s",
+				      d->f[i].round, d->f[i].host, d->f[i].addr,
+				      *d->f[i].id ? "#" : "", d->f[i].id);
 	key(r, k, "fails");
 	r->ops->set(r->kv, k, buf, strlen(buf), NULL, NULL);
 }
@@ -2642,7 +2779,7 @@ static void on_decide_excl_read(int status, const struct crun_store_reply *rep,
 		clen = rep->len;
 	}
 	for (int i = 0; i < n; i++)
-		if (!excl_is_self(r, x[i].host, x[i].addr))
+		if (!excl_is_self(r, x[i].host, x[i].addr, x[i].id))
 			x[m++] = x[i];
 	if (m >= RDZV_MAX_EXCLUDED) {
 		fprintf(stderr,
@@ -2653,7 +2790,8 @@ static void on_decide_excl_read(int status, const struct crun_store_reply *rep,
 		return decide_done(d);
 	}
 	snprintf(x[m].host, sizeof(x[m].host), "%s", r->o.host);
-	snprintf(x[m].addr, sizeof(x[m].addr), "%s", r->o.addr);
+	snprintf(x[m].addr, sizeof(x[m].addr), "%s", r->xaddr);
+	snprintf(x[m].id, sizeof(x[m].id), "%s", r->id);
 	/* Rounded up: the cooldown is never shorter than exclude_for. */
 	x[m].until =
 	    (wall_ms() + (int64_t)(r->o.exclude_for * 1000) + 999) / 1000;
@@ -2708,13 +2846,14 @@ static void on_decide_fails(int status, const struct crun_store_reply *rep,
 		d->nf = 0;
 	d->f[d->nf].round = d->round;
 	snprintf(d->f[d->nf].host, sizeof(d->f[0].host), "%s", r->o.host);
-	snprintf(d->f[d->nf].addr, sizeof(d->f[0].addr), "%s", r->o.addr);
+	snprintf(d->f[d->nf].addr, sizeof(d->f[0].addr), "%s", r->xaddr);
+	snprintf(d->f[d->nf].id, sizeof(d->f[0].id), "%s", r->id);
 	d->nf++;
 	first = d->nf > k ? d->nf - k : 0;
 	memmove(d->f, d->f + first, (size_t)(d->nf - first) * sizeof(d->f[0]));
 	d->nf -= first;
 	for (int i = 0; i < d->nf; i++)
-		same += excl_is_self(r, d->f[i].host, d->f[i].addr);
+		same += excl_is_self(r, d->f[i].host, d->f[i].addr, d->f[i].id);
 	if (same < k) {
 		decide_put_fails(d, 0, d->nf);
 		return decide_done(d);
@@ -2745,7 +2884,8 @@ static void excl_decide(struct crun_rdzv *r, int round, int64_t restarts)
 	d->gworld = r->gworld;
 	/* Who ended round R: attribution for status and metrics. */
 	key(r, k, "r%d/failed", round);
-	snprintf(v, sizeof(v), "%d %s %s", r->grank, r->o.host, r->o.addr);
+	snprintf(v, sizeof(v), "%d %s %s#%s", r->grank, r->o.host, r->xaddr,
+		 r->id);
 	r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
 	key(r, k, "fails");
 	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
@@ -2754,6 +2894,25 @@ static void excl_decide(struct crun_rdzv *r, int round, int64_t restarts)
 }
 
 /* --- life cycle --------------------------------------------------------- */
+
+/*
+ * The id of this agent in the exclusion records: random, so that several
+ * agents on one machine (one host name, one address) are told apart.
+ */
+static void rdzv_node_id(char *id, size_t len)
+{
+	unsigned char b[RDZV_MAX_ID / 2];
+	size_t n = 0;
+
+	if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+		uint64_t v = (uint64_t)getpid() << 32 ^ (uint64_t)wall_ms() ^
+			     (uint64_t)(uintptr_t)id;
+
+		memcpy(b, &v, sizeof(b) < sizeof(v) ? sizeof(b) : sizeof(v));
+	}
+	for (size_t i = 0; i < sizeof(b) && n + 2 < len; i++)
+		n += (size_t)snprintf(id + n, len - n, "%02x", b[i]);
+}
 
 int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	     const struct rdzv_kv_ops *ops, void *kv, rdzv_end_cb on_end,
@@ -2774,6 +2933,11 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	snprintf(r->run_id, sizeof(r->run_id), "%s",
 		 o->run_id ? o->run_id : "");
 	r->fp_pending = -1;
+	snprintf(r->xaddr, sizeof(r->xaddr), "%s", o->addr ? o->addr : "");
+	if (o->node_id)
+		snprintf(r->id, sizeof(r->id), "%s", o->node_id);
+	else
+		rdzv_node_id(r->id, sizeof(r->id));
 	descr_build(r);
 	snprintf(r->config, sizeof(r->config), "nnodes=%d:%d backend=%s",
 		 o->min_nodes, o->max_nodes,

@@ -5,6 +5,7 @@
  * outside its world, or a sum that overflows. Failure modes: any syntax or
  * range error returns CRUN_EPROTO with a one-line reason naming the field.
  */
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,29 @@ static int next_str(struct cur *c, const char *what, char *dst, size_t size,
 	return 0;
 }
 
+/* A node's "<addr>[#<id>]" field (rdzv_records.h): split at the last '#'. */
+static int next_node(struct cur *c, char *addr, size_t asize, char *id,
+		     char *why, size_t wlen)
+{
+	char *h;
+	int rc;
+
+	if ((rc = next_str(c, "address", addr, asize, why, wlen)) != 0)
+		return rc;
+	id[0] = '\0';
+	if ((h = strrchr(addr, '#')) == NULL)
+		return 0;
+	if (h == addr || strlen(h + 1) == 0 || strlen(h + 1) > RDZV_MAX_ID ||
+	    strspn(h + 1, "0123456789abcdef") != strlen(h + 1))
+		return reason(why, wlen,
+			      "node '%.64s' is not <address>#<id of 1..%d hex "
+			      "digits>",
+			      addr, RDZV_MAX_ID);
+	memcpy(id, h + 1, strlen(h + 1) + 1);
+	*h = '\0';
+	return 0;
+}
+
 static int check_len(size_t len, char *why, size_t wlen)
 {
 	if (len == 0)
@@ -174,6 +198,39 @@ int rdzv_parse_int(const void *p, size_t len, int64_t lo, int64_t hi,
 	return 0;
 }
 
+/* A descriptor's "ip=" list: comma-separated IPv4 or IPv6 literals. */
+static int parse_ips(const char *f, size_t n, char *out, char *why, size_t wlen)
+{
+	size_t i = 0;
+
+	if (n == 0 || n > RDZV_MAX_FIELD)
+		return reason(why, wlen, "ip= list of %zu bytes (1..%d)", n,
+			      RDZV_MAX_FIELD);
+	while (i <= n) {
+		size_t e = i;
+		char lit[INET6_ADDRSTRLEN];
+		unsigned char bin[16];
+
+		while (e < n && f[e] != ',')
+			e++;
+		if (e - i == 0 || e - i >= sizeof(lit))
+			return reason(why, wlen,
+				      "ip= list '%.*s' has an empty "
+				      "or overlong field",
+				      (int)(n > 64 ? 64 : n), f);
+		memcpy(lit, f + i, e - i);
+		lit[e - i] = '\0';
+		if (inet_pton(AF_INET, lit, bin) != 1 &&
+		    inet_pton(AF_INET6, lit, bin) != 1)
+			return reason(why, wlen,
+				      "ip= field '%s' is not an address", lit);
+		i = e + 1;
+	}
+	memcpy(out, f, n);
+	out[n] = '\0';
+	return 0;
+}
+
 int rdzv_parse_descr(const void *p, size_t len, int max_nodes,
 		     struct rdzv_descr *d, char *why, size_t wlen)
 {
@@ -206,6 +263,17 @@ int rdzv_parse_descr(const void *p, size_t len, int max_nodes,
 			   wlen)) ||
 	    (rc = next_str(&c, "role", d->role, sizeof(d->role), why, wlen)))
 		return rc;
+	if (!cur_done(&c)) {
+		struct cur ip = c;
+		const char *f;
+		size_t n = cur_field(&ip, &f);
+
+		if (n >= 3 && memcmp(f, "ip=", 3) == 0) {
+			if ((rc = parse_ips(f + 3, n - 3, d->ips, why, wlen)))
+				return rc;
+			c = ip;
+		}
+	}
 	if (!cur_done(&c)) {
 		const char *f;
 		size_t n = cur_field(&c, &f);
@@ -313,12 +381,13 @@ int rdzv_parse_addrs(const void *p, size_t len, int nodes, char **out,
 		     char *why, size_t wlen)
 {
 	struct cur c = {p, (const char *)p + len};
-	char field[RDZV_MAX_FIELD + 1];
+	char field[RDZV_MAX_ADDRS_FIELD + 1];
 	char *copy;
 	int rc;
 
 	*out = NULL;
-	if (len == 0 || nodes < 1 || len > (size_t)nodes * (RDZV_MAX_FIELD + 1))
+	if (len == 0 || nodes < 1 ||
+	    len > (size_t)nodes * (RDZV_MAX_ADDRS_FIELD + 1))
 		return reason(why, wlen, "%zu bytes for %d addresses", len,
 			      nodes);
 	for (int i = 0; i < nodes; i++)
@@ -660,8 +729,8 @@ int rdzv_parse_fails(const void *p, size_t len, struct rdzv_fail *f, int max,
 				   wlen)) ||
 		    (rc = next_str(&c, "host", f[i].host, sizeof(f[i].host),
 				   why, wlen)) ||
-		    (rc = next_str(&c, "address", f[i].addr, sizeof(f[i].addr),
-				   why, wlen)))
+		    (rc = next_node(&c, f[i].addr, sizeof(f[i].addr), f[i].id,
+				    why, wlen)))
 			return rc;
 		if (i > 0 && f[i].round <= f[i - 1].round)
 			return reason(why, wlen,
@@ -691,8 +760,8 @@ int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
 
 		if ((rc = next_str(&c, "host", x[i].host, sizeof(x[i].host),
 				   why, wlen)) ||
-		    (rc = next_str(&c, "address", x[i].addr, sizeof(x[i].addr),
-				   why, wlen)))
+		    (rc = next_node(&c, x[i].addr, sizeof(x[i].addr), x[i].id,
+				    why, wlen)))
 			return rc;
 		fn = cur_field(&c, &fp);
 		if (fn == 0 ||
@@ -707,7 +776,8 @@ int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
 			return rc;
 		for (int j = 0; j < i; j++)
 			if (strcmp(x[j].host, x[i].host) == 0 &&
-			    strcmp(x[j].addr, x[i].addr) == 0)
+			    strcmp(x[j].addr, x[i].addr) == 0 &&
+			    strcmp(x[j].id, x[i].id) == 0)
 				return reason(why, wlen, "%s %s listed twice",
 					      x[i].host, x[i].addr);
 	}

@@ -60,6 +60,8 @@ struct crun_rdzv_status {
 	int *hb_slot;	     /* node of each heartbeat slot */
 	uint64_t hb_wait_ms; /* the sampling window */
 	uint64_t hb_poll_ms;
+	int form_n;    /* forming: arrival indexes the join counter names */
+	int form_next; /* the next one to read */
 	char errmsg[900];
 };
 
@@ -410,6 +412,70 @@ static void on_nodes(struct crun_rdzv_status *s)
 	batch_end(s);
 }
 
+/*
+ * A forming round: the join counter says how many arrived, but anyone can
+ * write it (a forged 1M cost 400 MB and 8 s). Descriptors are read
+ * FORM_CHUNK at a time, kept only when present, and the read stops at a
+ * chunk without any: memory follows the nodes that described themselves.
+ */
+#define FORM_CHUNK 256
+
+static void on_forming(struct crun_rdzv_status *s);
+
+static void forming_read(struct crun_rdzv_status *s)
+{
+	int m = s->form_n - s->form_next;
+
+	if (m > FORM_CHUNK)
+		m = FORM_CHUNK;
+	if (m <= 0)
+		return finish(s, 0, NULL);
+	batch_begin(s, (size_t)m, on_forming);
+	for (int i = 0; i < m; i++)
+		peek(s, (size_t)i, "r%d/node/%d", s->st.round,
+		     s->form_next + i + 1);
+	batch_end(s);
+}
+
+static void on_forming(struct crun_rdzv_status *s)
+{
+	struct rdzv_status *st = &s->st;
+	size_t m = s->nslots;
+	int present = 0;
+	struct rdzv_status_node *nn;
+	char k[64], why[200];
+
+	for (size_t i = 0; i < m; i++)
+		present += s->slots[i].present;
+	nn = realloc(st->nodes,
+		     ((size_t)st->nnodes + (size_t)present + 1) * sizeof(*nn));
+	if (nn == NULL)
+		abort();
+	st->nodes = nn;
+	for (size_t i = 0; i < m; i++) {
+		struct rdzv_status_node *nd = &st->nodes[st->nnodes];
+		struct slot *d = &s->slots[i];
+
+		if (!d->present)
+			continue; /* joined, not described yet */
+		memset(nd, 0, sizeof(*nd));
+		nd->index = s->form_next + (int)i + 1;
+		nd->group_rank = -1;
+		nd->hb = -1;
+		nd->hb_age = -1;
+		snprintf(k, sizeof(k), "r%d/node/%d", st->round, nd->index);
+		if (rdzv_parse_descr(d->v, d->len, st->max_nodes, &nd->d, why,
+				     sizeof(why)))
+			return bad(s, k, why);
+		st->nnodes++;
+	}
+	memset(&st->nodes[st->nnodes], 0, sizeof(*st->nodes));
+	s->form_next += (int)m;
+	if (present == 0)
+		return finish(s, 0, NULL); /* no node wrote these */
+	forming_read(s);
+}
+
 /* ---- the round ---------------------------------------------------------- */
 
 enum { R_JOIN, R_CLOSED, R_ASSIGNED, R_END, R_MASTER, R_NSLOTS };
@@ -469,6 +535,15 @@ static void on_round(struct crun_rdzv_status *s)
 	n = st->state == RDZV_STATUS_RUNNING ? (int)closed
 	    : joined > st->max_nodes	     ? st->max_nodes
 					     : (int)joined;
+	if (st->state == RDZV_STATUS_FORMING) {
+		s->form_n = n;
+		s->form_next = 0;
+		st->nnodes = 0;
+		st->nodes = calloc(1, sizeof(*st->nodes));
+		if (st->nodes == NULL)
+			abort();
+		return forming_read(s);
+	}
 	st->nnodes = n;
 	st->nodes = calloc((size_t)n + 1, sizeof(*st->nodes));
 	if (st->nodes == NULL)

@@ -21,8 +21,11 @@
  *               node g watches, so the store host learns at once when g's
  *               watching connection vanishes (an agent that died)
  *   host/<g>    the host name of group rank g, for messages
- *   addrs       the nodes' addresses by group rank, blank-separated (the
- *               workers' store accepts only them and loopback)
+ *   addrs       the nodes' addresses by group rank, blank-separated, each
+ *               node's "addr,ip,..." literals (its address when that is
+ *               one, then the ip= list of its descriptor; its address alone
+ *               when it announced none): the workers' store accepts only
+ *               them and loopback
  *   envcheck    how the nodes' fingerprints differ, one line per item, or
  *               "-": written with the assignments, printed by every node
  *   done/<g>    node g finished and left: its silence is not a death
@@ -34,7 +37,8 @@
  * failure: "<round> <unix_ms> <why of its F end>") and "crun/job" (the run
  * id of the endpoint's job). `crun status` reads them (rdzv_status.h).
  *
- * Leaving out a failing node (exclude_after K > 0; rdzv_records.h parses):
+ * Leaving out a failing node (exclude_after K > 0; rdzv_records.h parses;
+ * each <addr> below is "<addr>#<id>", the id this agent drew at start):
  *   r<R>/failed  "<group rank> <host> <addr>" of the node whose failure
  *                ended round R: the node whose "F" end was recorded first
  *                writes it (the end record's text names the host as well)
@@ -145,8 +149,19 @@ struct rdzv_opts {
 	int min_nodes, max_nodes;
 	int static_rank; /* >= 0: static backend with this node rank */
 	int max_restarts;
-	const char *host;  /* this node's name (hostname or --local_addr) */
-	const char *addr;  /* this node's address for MASTER_ADDR */
+	const char *host; /* this node's name (hostname or --local_addr) */
+	const char *addr; /* this node's address for MASTER_ADDR */
+	/*
+	 * This node's interface addresses, literals separated by commas
+	 * (peers_own_addrs), or NULL: announced in the descriptor for the
+	 * workers' store's allow list, which resolves no host name.
+	 */
+	const char *ips;
+	/*
+	 * This agent's id in the exclusion records (1..RDZV_MAX_ID lower-case
+	 * hex digits), or NULL: drawn at random (tests fix it).
+	 */
+	const char *node_id;
 	int is_store_host; /* this node hosts the store: group rank 0 */
 	int nproc;
 	const char *role;

@@ -36,8 +36,10 @@
 
 /*
  * A node's descriptor: "is_host node_rank nproc pid host addr role", then
- * optionally "env=<fingerprint>" (fingerprint.h; absent when the node does
- * not check, or its fingerprint was not ready in time).
+ * optionally "ip=<a>[,<b>...]" (the node's interface addresses, IPv4 or
+ * IPv6 literals: what the workers' store admits, for host names may
+ * resolve nowhere) and "env=<fingerprint>" (fingerprint.h; absent when the
+ * node does not check, or its fingerprint was not ready in time).
  */
 struct rdzv_descr {
 	int is_host;
@@ -47,7 +49,8 @@ struct rdzv_descr {
 	char host[RDZV_MAX_FIELD + 1];
 	char addr[RDZV_MAX_FIELD + 1];
 	char role[128];
-	struct crun_fingerprint fp; /* all "" (unknown) when absent */
+	char ips[RDZV_MAX_FIELD + 1]; /* "a,b,...", "" when absent */
+	struct crun_fingerprint fp;   /* all "" (unknown) when absent */
 };
 
 /**
@@ -90,10 +93,14 @@ int rdzv_parse_master(const void *p, size_t len, char *addr, size_t alen,
 int rdzv_parse_end(const void *p, size_t len, int *kind, char *text,
 		   size_t tlen, char *why, size_t wlen);
 
+/* Largest field of the addresses record: "addr,ip,..." of one node. */
+#define RDZV_MAX_ADDRS_FIELD (2 * RDZV_MAX_FIELD + 1)
+
 /**
  * The addresses record of a round of nodes participants: exactly that many
- * blank-separated fields of 1..RDZV_MAX_FIELD printable bytes. *out gets a
- * malloc'd NUL-terminated copy.
+ * blank-separated fields of 1..RDZV_MAX_ADDRS_FIELD printable bytes (each
+ * node's addresses, comma-separated). *out gets a malloc'd NUL-terminated
+ * copy.
  */
 int rdzv_parse_addrs(const void *p, size_t len, int nodes, char **out,
 		     char *why, size_t wlen);
@@ -178,9 +185,13 @@ int rdzv_parse_diag(const void *p, size_t len, int nodes, int world,
 
 /*
  * Leaving out a failing node (--rdzv_conf=exclude_after=K,exclude_for=S).
- * A node is known by its host name and address (the descriptor's fields),
- * so two agents on one machine are told apart by --local_addr.
+ * A node is known by its host name, its address and the id its agent drew
+ * at start (several agents on one machine share the first two): the
+ * records write the address field as "<addr>#<id>". A field without '#'
+ * (an older crun) has an empty id, which is no agent's.
  */
+/* Longest node id (lower-case hex). */
+#define RDZV_MAX_ID 16
 /* Largest exclude_after, and most entries of the failure history. */
 #define RDZV_MAX_FAILS 32
 /* Most nodes left out at once. */
@@ -193,12 +204,14 @@ struct rdzv_fail {
 	int round;
 	char host[RDZV_MAX_FIELD + 1];
 	char addr[RDZV_MAX_FIELD + 1];
+	char id[RDZV_MAX_ID + 1];
 };
 
 /* One node left out of the rounds (see rdzv.h, "excluded"). */
 struct rdzv_exclusion {
 	char host[RDZV_MAX_FIELD + 1];
 	char addr[RDZV_MAX_FIELD + 1];
+	char id[RDZV_MAX_ID + 1];
 	int64_t until; /* epoch seconds (the excluded node's own clock) */
 	int round;     /* the round whose failure left it out */
 	int fails;     /* how many failure-ended rounds in a row were its */

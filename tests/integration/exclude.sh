@@ -2,8 +2,8 @@
 # Leaving out a failing node (issue 14, --rdzv_conf=exclude_after=K,
 # exclude_for=S) on loopback: three agents a (store host), b, c, one worker
 # each, --nnodes=2:3 unless said otherwise. c's worker fails at once (exit 3)
-# whenever it runs; a's and b's succeed after a while. Agents on one machine
-# are told apart by --local_addr (a node is its host name and address).
+# whenever it runs; a's and b's succeed after a while. Most scenarios give each
+# agent its own --local_addr (named in the messages); 7 runs without.
 #   0. without the option (the behaviour of 71b9a66): c fails every restart
 #      and the job fails after --max_restarts, everywhere with c's status.
 #   1. exclude_after=2: c is left out after 2 failures (it says why, once),
@@ -20,6 +20,8 @@
 #      rendezvous, the others finish, it exits 0.
 #   6. the node left out is killed while it sits out: the store host does
 #      not wait close_timeout for it at the end.
+#   7. three agents on one machine without --local_addr (one host name, b and
+#      c one address): only c is left out, a and b finish in a round of 2.
 . tests/integration/lib.sh
 
 FAST="last_call_timeout=1,join_timeout=30"
@@ -31,7 +33,7 @@ BAD="$FAKE_WORKER append $T/runs bad sleep 200 exit 3"
 agent() {
 	_n=$1 _la=$2 _nn=$3 _conf=$4; shift 4
 	"$CRUN" --nnodes="$_nn" --nproc_per_node=1 --max_restarts=3 --rdzv_backend=c10d \
-		--rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id="$JOB" --local_addr="$_la" \
+		--rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id="$JOB" ${_la:+--local_addr="$_la"} \
 		--rdzv_conf="$_conf" --event_log="$T/$JOB.$_n.ev" $EXTRA "$@" >"$T/$JOB.$_n.out" 2>&1 &
 	eval "pid_$_n=\$!"
 	at_exit "kill -KILL \$pid_$_n"
@@ -186,4 +188,22 @@ status a 0
 ms=$(( $(now_ms) - t_b ))
 [ "$ms" -le 10000 ] || fail "gone: the store host left $ms ms after b, waiting for the killed node (want <= 10000)"
 note "6. a node left out killed meanwhile: the store host left $ms ms after the others"
+
+# 7. Several agents per machine are normal: without --local_addr b and c
+#    announce the same host name and address. Only c, whose worker fails,
+#    may be left out: b must not take c's exclusion for its own.
+PORT=$(free_port) JOB=same
+: >"$T/runs"
+agent a "" 2:3 "$FAST,exclude_after=2" $GOOD
+wait_for 10 listening "$PORT" || { cat "$T/same.a.out" >&2; fail "same: no store host"; }
+agent b "" 2:3 "$FAST,exclude_after=2" $GOOD
+agent c "" 2:3 "$FAST,exclude_after=2" $BAD
+for n in a b c; do status $n 0; done
+expect_eq "same: rounds that c failed" "$(count '^bad' "$T/runs")" 2
+expect_grep "same: c says why" "is left out until .*waits as a spare" "$T/same.c.out"
+expect_nogrep "same: b is not left out" "waits as a spare" "$T/same.b.out"
+for n in a b; do
+	expect_grep "same: $n ran round 2 with 2 nodes" "round 2: group rank . of 2" "$T/same.$n.out"
+done
+note "7. three agents on one machine: only c left out, a and b finished in a round of 2"
 exit 0

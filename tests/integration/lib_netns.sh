@@ -15,7 +15,8 @@
 #                          NETNS_OWN_NAME=loopback makes each host see its own
 #                          name at 127.0.1.1 (Debian's default /etc/hosts), =none
 #                          makes it unresolvable (containers); other hosts' names
-#                          keep resolving.
+#                          keep resolving. =nowhere: no host name resolves on any
+#                          host (pods, cloud VMs without DNS): only localhost.
 #   netns_exec HOST CMD... run CMD (a program, not a shell function; use sh -c for
 #                          pipelines) in HOST, in the foreground. Environment and
 #                          working directory are inherited.
@@ -296,13 +297,14 @@ netns_setup() { # N
 		_i=1; while [ $_i -le "$_n" ]; do printf '%s.%s\th%s\n' "$NETNS_SUBNET" $_i $_i; _i=$((_i+1)); done
 	} >"$NETNS_DIR/hosts"
 	# NETNS_OWN_NAME=loopback: each host finds its own name at 127.0.1.1
-	# (Debian's default /etc/hosts); =none: its own name does not resolve.
-	case "${NETNS_OWN_NAME:-}" in loopback|none)
+	# (Debian's default /etc/hosts); =none: its own name does not resolve;
+	# =nowhere: no host's name resolves anywhere.
+	case "${NETNS_OWN_NAME:-}" in loopback|none|nowhere)
 		_i=1; while [ $_i -le "$_n" ]; do
 			{
 				printf '127.0.0.1\tlocalhost\n'
 				[ "$NETNS_OWN_NAME" = loopback ] && printf '127.0.1.1\th%s\n' $_i
-				_j=1; while [ $_j -le "$_n" ]; do
+				_j=1; while [ "$NETNS_OWN_NAME" != nowhere ] && [ $_j -le "$_n" ]; do
 					[ $_j -eq $_i ] || printf '%s.%s\th%s\n' "$NETNS_SUBNET" $_j $_j
 					_j=$((_j+1))
 				done

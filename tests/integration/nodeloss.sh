@@ -14,6 +14,9 @@
 #   6. SIGUSR1 to one node reaches every node's workers.
 #   7. SIGTERM of a store host whose workers succeeded, while it serves the
 #      others until they leave: it stops waiting and exits 143 (one signal).
+#   8. kill -9 of the only other node (--nnodes=2, close_timeout=20): the
+#      store host, below the minimum, exits 1 at once, not after waiting
+#      close_timeout for the dead node to leave.
 . tests/integration/lib.sh
 
 FAST="--rdzv_conf=last_call_timeout=1,join_timeout=20"
@@ -143,4 +146,19 @@ expect_status a 143 10
 expect_grep "a says why it stops waiting" "received SIGTERM while waiting for the other nodes to leave" "$T/a.out"
 expect_failed b
 note "7. SIGTERM of a store host waiting for the others to leave: exits at once"
+
+# 8. kill -9 of the only other node: the store host is below the minimum and
+# stops. The dead node's connection closed: it will never leave by itself,
+# so the store host must not wait close_timeout (20 s here) for it.
+PORT=$(free_port) JOB=alone
+agent a 1 2 --rdzv_conf=last_call_timeout=1,join_timeout=20,close_timeout=20 "$FAKE_WORKER" pid "$T/pids_alone" hang
+wait_for 10 listening $PORT || fail "alone: no store host"
+agent b 1 2 --rdzv_conf=last_call_timeout=1,join_timeout=20,close_timeout=20 "$FAKE_WORKER" pid "$T/pids_alone" hang
+wait_for 20 lines "$T/pids_alone" 2 || { cat "$T"/[ab].out >&2; fail "alone: round 0 never ran 2 workers"; }
+kill -KILL $pid_b
+a_gone() { exited $pid_a; }
+ms=$(ms_until 5000 a_gone) || { cat "$T/a.out" >&2; fail "alone: the store host exited $ms ms after its peer's kill -9, want <= 5000 (close_timeout is 20 s)"; }
+expect_status a 1
+expect_grep "alone: a names the dead node" "disconnected" "$T/a.out"
+note "8. kill -9 of the only other node: the store host exited 1 after $ms ms"
 exit 0

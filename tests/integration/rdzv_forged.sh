@@ -93,6 +93,19 @@ forged_running running "Qnonsense" 1 r0/end
 # 12. A mark that carries an end of an unknown kind itself.
 forged_running marked "Xsomething" "Qnonsense" r0/end/0
 
+# 13. A forged join counter of 1M nodes (with a config allowing them):
+# `crun status` reads only the descriptors that exist. Before, it held one
+# slot per counted node (400 MB, 8 s); under a 150 MB address-space limit it
+# aborted. Now it answers in bounded time and memory, listing the one node.
+$RAW 127.0.0.1 $PORT set crun/job bigjoin set crun/bigjoin/config "nnodes=1:1000000 backend=c10d proto=3" \
+	set crun/bigjoin/r0/join 1000000 set crun/bigjoin/r0/node/1 "0 0 1 7 hx 10.0.0.1 default" >/dev/null ||
+	fail "bigjoin: cannot seed the store"
+( ulimit -v 150000; exec timeout 10 "$CRUN" status --rdzv_endpoint="127.0.0.1:$PORT" ) >"$T/bigjoin.out" 2>&1
+rc=$?
+[ $rc = 0 ] || { cat "$T/bigjoin.out" >&2; fail "bigjoin: crun status exited $rc under a 150 MB limit"; }
+expect_grep "bigjoin: the described node is listed" "hx .*10.0.0.1 .*joining" "$T/bigjoin.out"
+note "bigjoin: a forged 1M join counter: crun status answered within 150 MB"
+
 # The store survived every forged job and still serves a clean one.
 $RAW 127.0.0.1 $PORT set crun/job clean >/dev/null || fail "cannot reset crun/job"
 timeout 30 "$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \

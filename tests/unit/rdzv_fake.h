@@ -592,7 +592,7 @@ static void fkv_free(struct fkv *s)
 struct node {
 	struct world *w;
 	int id;
-	char host[16], addr[32], role[32];
+	char host[16], addr[32], role[32], nid[12];
 	struct rdzv_opts o;
 	struct fcli *kv;
 	struct crun_rdzv *r;
@@ -700,6 +700,8 @@ static struct node *node_add(int id, int nproc, int store_host, int min, int max
 	n->id = id;
 	snprintf(n->host, sizeof(n->host), "n%d", id);
 	snprintf(n->addr, sizeof(n->addr), "10.0.0.%d", id);
+	snprintf(n->nid, sizeof(n->nid), "%x", id);
+	n->o.node_id = n->nid;
 	snprintf(n->role, sizeof(n->role), "default");
 	n->o.run_id = "job1";
 	n->o.min_nodes = min;

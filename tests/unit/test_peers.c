@@ -1,7 +1,7 @@
 /*
  * The workers' store allow list (src/peers.c): loopback always passes,
- * the round's addresses (literals and names) and this machine's own pass,
- * anything else is refused; a name that does not resolve is reported.
+ * the round's address literals and this machine's own pass, anything else
+ * is refused; a name is reported, never resolved.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -60,14 +60,28 @@ Test(peers, round_members_only, .timeout = 10)
 Test(peers, names_and_failures, .timeout = 10)
 {
 	struct crun_peers *p;
-	char err[256];
+	char err[256], own[256];
 
 	cr_assert_eq(peers_new("localhost no-such-host.invalid", &p, err,
 			       sizeof(err)),
 		     0);
 	cr_assert(strstr(err, "no-such-host.invalid") != NULL, "%s", err);
-	cr_assert_not(allow4(p, "203.0.113.1"));
+	cr_assert(strstr(err, "'localhost'") != NULL, "%s", err);
 	peers_free(p);
+	/* A node's field lists its addresses, comma-separated. */
+	cr_assert_eq(peers_new("pod-a,10.9.0.1,2001:db8::9 10.9.0.2", &p, err,
+			       sizeof(err)),
+		     0);
+	cr_assert(allow4(p, "10.9.0.1"));
+	cr_assert(allow4(p, "10.9.0.2"));
+	cr_assert(allow6(p, "2001:db8::9"));
+	cr_assert(strstr(err, "'pod-a'") != NULL, "%s", err);
+	peers_free(p);
+	/* Our own addresses: no loopback, each a literal, bounded. */
+	peers_own_addrs(own, sizeof(own));
+	cr_assert(strstr(own, "127.0.0.1") == NULL, "%s", own);
+	cr_assert_leq(peers_own_addrs(own, 8), 1, "%s", own);
+	cr_assert(strlen(own) < 8);
 	/* No round (one node): loopback and our own addresses only. */
 	cr_assert_eq(peers_new(NULL, &p, err, sizeof(err)), 0);
 	cr_assert(allow4(p, "127.0.0.1"));

@@ -114,15 +114,15 @@ Test(rdzv_exclude, left_out_after_k_failures, .timeout = 10)
 	start_all();
 	cr_assert(run_until(all_rounds, 2000));
 	fail_round(2, 1);
-	cr_assert_str_eq(kv("crun/job1/r0/failed"), "2 n3 10.0.0.3");
-	cr_assert_str_eq(kv("crun/job1/fails"), "1 0 n3 10.0.0.3");
+	cr_assert_str_eq(kv("crun/job1/r0/failed"), "2 n3 10.0.0.3#3");
+	cr_assert_str_eq(kv("crun/job1/fails"), "1 0 n3 10.0.0.3#3");
 	cr_assert_null(fkv_get(&W.kv, "crun/job1/excluded"), "left out after one failure");
 	next_all();
 	cr_assert(run_until(all_rounds, 2000));
 	assert_formed(bad, 1, 2, 3, 2, 3);
 	fail_round(2, 1);
 	/* The second failure in a row on n3: it is left out, the history restarts. */
-	cr_assert_str_eq(kv("crun/job1/r1/failed"), "2 n3 10.0.0.3");
+	cr_assert_str_eq(kv("crun/job1/r1/failed"), "2 n3 10.0.0.3#3");
 	cr_assert_str_eq(kv("crun/job1/fails"), "0");
 	cr_assert_str_eq(kv("crun/job1/r2/expect"), "2");
 	{
@@ -134,7 +134,7 @@ Test(rdzv_exclude, left_out_after_k_failures, .timeout = 10)
 		cr_assert_eq(sscanf(e, "1 %15s %31s %lld %d %d", host, addr, &until, &round, &k), 5,
 			     "excluded: %s", e);
 		cr_assert_str_eq(host, "n3");
-		cr_assert_str_eq(addr, "10.0.0.3");
+		cr_assert_str_eq(addr, "10.0.0.3#3");
 		cr_assert(until >= t0 + 60 && until <= t0 + 62, "until %lld, now %lld", until,
 			  (long long)t0);
 		cr_assert_eq(round, 1);
@@ -198,8 +198,58 @@ Test(rdzv_exclude, left_out_node_ends_with_the_job, .timeout = 10)
 		      strstr(bad->errmsg, "all nodes finished"),
 		  "%s", bad->errmsg);
 	cr_assert_str_eq(kv("crun/job1/over"), "S all nodes finished");
-	cr_assert_str_eq(kv("crun/job1/over/n3/10.0.0.3/1"), "S all nodes finished");
-	cr_assert_str_eq(kv("crun/job1/over_seen/n3/10.0.0.3/1"), "1");
+	cr_assert_str_eq(kv("crun/job1/over/n3/10.0.0.3#3/1"), "S all nodes finished");
+	cr_assert_str_eq(kv("crun/job1/over_seen/n3/10.0.0.3#3/1"), "1");
+	world_close();
+}
+
+/*
+ * Several agents on one machine: n2 and n3 announce the same host name and
+ * address, told apart only by their ids. n3 fails twice: it alone sits out.
+ */
+Test(rdzv_exclude, same_host_and_address, .timeout = 10)
+{
+	struct node *bad;
+
+	excl_world(3, 2, 3, 2, 60, 3);
+	for (int i = 1; i < 3; i++) {
+		snprintf(W.n[i].host, sizeof(W.n[i].host), "vm");
+		snprintf(W.n[i].addr, sizeof(W.n[i].addr), "vm");
+	}
+	bad = &W.n[2];
+	leave_out_n3();
+	cr_assert_eq(bad->nround, 0);
+	cr_assert_eq(bad->self_excl, 1);
+	cr_assert_eq(W.n[1].self_excl, 0, "n2 took n3's exclusion for its own");
+	assert_formed(&W.n[1], 2, 1, 2, 1, 2);
+	cr_assert(strncmp(kv("crun/job1/excluded"), "1 vm vm#3 ", 10) == 0, "%s",
+		  kv("crun/job1/excluded"));
+	world_close();
+}
+
+/*
+ * Records that leave too few nodes (forged, or from a crun that told
+ * agents on one machine apart by host and address only): a node that
+ * finds itself left out with the others below MIN ends, saying why.
+ */
+Test(rdzv_exclude, too_many_left_out_ends, .timeout = 10)
+{
+	char ex[200];
+	long long until = (long long)time(NULL) + 60;
+
+	excl_world(2, 2, 3, 2, 60, 3);
+	snprintf(ex, sizeof(ex), "2 n1 10.0.0.1#1 %lld 1 2 n2 10.0.0.2#2 %lld 1 2", until,
+		 until);
+	fkv_put(&W.kv, "crun/job1/excluded", ex, strlen(ex));
+	start_all();
+	cr_assert(run_until(all_rounds, 2000), "nodes left out below MIN waited");
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(W.n[i].status, CRUN_ERDZV_CLOSED, "%s: %s", W.n[i].host,
+			     crun_err_name(W.n[i].status));
+		cr_assert(strstr(W.n[i].errmsg, "2 of at most 3 nodes are left out") &&
+			      strstr(W.n[i].errmsg, "minimum of 2"),
+			  "%s", W.n[i].errmsg);
+	}
 	world_close();
 }
 
@@ -284,11 +334,11 @@ Test(rdzv_exclude, another_node_breaks_the_run, .timeout = 10)
 	next_all();
 	cr_assert(run_until(all_rounds, 2000));
 	fail_round(1, 1);
-	cr_assert_str_eq(kv("crun/job1/fails"), "2 0 n3 10.0.0.3 1 n2 10.0.0.2");
+	cr_assert_str_eq(kv("crun/job1/fails"), "2 0 n3 10.0.0.3#3 1 n2 10.0.0.2#2");
 	next_all();
 	cr_assert(run_until(all_rounds, 2000));
 	fail_round(2, 1);
-	cr_assert_str_eq(kv("crun/job1/fails"), "2 1 n2 10.0.0.2 2 n3 10.0.0.3");
+	cr_assert_str_eq(kv("crun/job1/fails"), "2 1 n2 10.0.0.2#2 2 n3 10.0.0.3#3");
 	cr_assert_null(fkv_get(&W.kv, "crun/job1/excluded"));
 	next_all();
 	cr_assert(run_until(all_rounds, 2000));
@@ -313,7 +363,7 @@ Test(rdzv_exclude, not_below_min, .timeout = 10)
 	for (int i = 0; i < 3; i++)
 		assert_formed(&W.n[i], 2, i, 3, i, 3);
 	cr_assert_null(fkv_get(&W.kv, "crun/job1/excluded"));
-	cr_assert_str_eq(kv("crun/job1/fails"), "2 0 n3 10.0.0.3 1 n3 10.0.0.3");
+	cr_assert_str_eq(kv("crun/job1/fails"), "2 0 n3 10.0.0.3#3 1 n3 10.0.0.3#3");
 	world_close();
 }
 
@@ -367,11 +417,31 @@ Test(rdzv_exclude, forged_records_are_ignored, .timeout = 10)
 	for (int i = 0; i < 3; i++)
 		assert_formed(&W.n[i], 0, i, 3, i, 3);
 	fail_round(2, 1);
-	cr_assert_str_eq(kv("crun/job1/fails"), "1 0 n3 10.0.0.3");
+	cr_assert_str_eq(kv("crun/job1/fails"), "1 0 n3 10.0.0.3#3");
+	world_close();
+}
+
+/*
+ * A well-formed entry whose until lies far beyond exclude_for (2^40 with
+ * exclude_for=60): forged, read as no node left out, n3 joins round 0.
+ */
+Test(rdzv_exclude, until_beyond_exclude_for_is_ignored, .timeout = 10)
+{
+	const char *ex = "1 n3 10.0.0.3#3 1099511627776 1 2";
+
+	excl_world(3, 2, 3, 2, 60, 5);
+	fkv_put(&W.kv, "crun/job1/excluded", ex, strlen(ex));
+	start_all();
+	cr_assert(run_until(all_rounds, 2000), "a far until kept n3 out");
+	for (int i = 0; i < 3; i++)
+		assert_formed(&W.n[i], 0, i, 3, i, 3);
+	cr_assert_eq(W.n[2].self_excl, 0);
 	world_close();
 }
 
 /* ---- the parsers ----------------------------------------------------------- */
+
+#define S2(s) s, strlen(s)
 
 Test(rdzv_exclude_records, fails)
 {
@@ -421,6 +491,12 @@ Test(rdzv_exclude_records, excluded)
 	cr_assert_eq(n, 2);
 	cr_assert_eq(x[0].until, 1800000000);
 	cr_assert_eq(x[1].fails, 32);
+	/* Two agents on one machine: one host, one address, two ids. */
+	cr_assert_eq(rdzv_parse_excluded(S2("2 vm vm#0a1 1 1 1 vm vm#0a2 1 1 1"), x,
+					 RDZV_MAX_EXCLUDED, &n, why, sizeof(why)),
+		     0, "%s", why);
+	cr_assert_str_eq(x[1].addr, "vm");
+	cr_assert_str_eq(x[1].id, "0a2");
 	static const struct {
 		const char *rec, *why;
 	} bad[] = {
@@ -431,6 +507,10 @@ Test(rdzv_exclude_records, excluded)
 	    {"2 h a 1 1 1 h a 2 2 2", "listed twice"},
 	    {"1 h a 1 -2 1", "round '-2'"},
 	    {"1 h\001 a 1 1 1", "control character"},
+	    {"1 h a#XY 1 1 1", "is not <address>#<id"},
+	    {"1 h #ab 1 1 1", "is not <address>#<id"},
+	    {"1 h a# 1 1 1", "is not <address>#<id"},
+	    {"2 h a#1 1 1 1 h a#1 2 2 2", "listed twice"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cr_assert_eq(rdzv_parse_excluded(bad[i].rec, strlen(bad[i].rec), x,

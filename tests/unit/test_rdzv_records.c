@@ -74,6 +74,34 @@ Test(rdzv_records, descriptor, .timeout = 10)
 		     CRUN_EPROTO);
 }
 
+Test(rdzv_records, descriptor_addresses, .timeout = 10)
+{
+	struct rdzv_descr d;
+	char why[200];
+
+	/* The node's own addresses, before the fingerprint or alone. */
+	cr_assert_eq(rdzv_parse_descr(S("0 0 1 7 pod-b pod-b r "
+					"ip=10.1.0.2,2001:db8::2"),
+				      8, &d, why, sizeof(why)),
+		     0, "%s", why);
+	cr_assert_str_eq(d.ips, "10.1.0.2,2001:db8::2");
+	cr_assert_eq(rdzv_parse_descr(S("0 0 1 7 pod-b pod-b r"), 8, &d, why,
+				      sizeof(why)),
+		     0, "%s", why);
+	cr_assert_str_eq(d.ips, "");
+	/* Names, empty fields and junk are refused: nothing gets resolved. */
+	cr_assert_eq(rdzv_parse_descr(S("0 0 1 7 h a r ip=pod-b"), 8, &d,
+				      why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert(strstr(why, "pod-b") != NULL, "%s", why);
+	cr_assert_eq(rdzv_parse_descr(S("0 0 1 7 h a r ip=10.0.0.1,"), 8, &d,
+				      why, sizeof(why)),
+		     CRUN_EPROTO);
+	cr_assert_eq(rdzv_parse_descr(S("0 0 1 7 h a r ip="), 8, &d, why,
+				      sizeof(why)),
+		     CRUN_EPROTO);
+}
+
 Test(rdzv_records, assignment, .timeout = 10)
 {
 	struct crun_ranks k;
