@@ -261,6 +261,38 @@ static char **build_argv(const struct crun_cfg *cfg, int local_rank)
 	return argv;
 }
 
+/*
+ * Why exec of prog said ENOENT when prog exists: its "#!" interpreter does
+ * not. Puts the interpreter's path in out and returns 1, or 0 (prog is
+ * missing, or not a script). Reads one small line; never blocks on a FIFO.
+ */
+static int missing_interpreter(const char *prog, char *out, size_t len)
+{
+	char line[256], *p;
+	struct stat st;
+	ssize_t n;
+	size_t k;
+	int fd;
+
+	if (strchr(prog, '/') == NULL ||
+	    (fd = open(prog, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
+		return 0;
+	n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+		? read(fd, line, sizeof(line) - 1)
+		: -1;
+	close(fd);
+	if (n < 3 || line[0] != '#' || line[1] != '!')
+		return 0;
+	line[n] = '\0';
+	p = line + 2 + strspn(line + 2, " \t");
+	k = strcspn(p, " \t\r\n");
+	if (k == 0 || k >= len)
+		return 0;
+	memcpy(out, p, k);
+	out[k] = '\0';
+	return access(out, F_OK) != 0;
+}
+
 static void free_argv(char **argv)
 {
 	for (int i = 0; argv && argv[i]; i++)
@@ -588,8 +620,17 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 		goto fail;
 	}
 	if (rc) {
-		snprintf(errmsg, errlen, "cannot execute '%s': %s", argv[0],
-			 crun_strerror(rc));
+		char interp[PATH_MAX];
+
+		if (rc == UV_ENOENT &&
+		    missing_interpreter(argv[0], interp, sizeof(interp)))
+			snprintf(errmsg, errlen,
+				 "cannot execute '%s': its interpreter '%s' "
+				 "does not exist",
+				 argv[0], interp);
+		else
+			snprintf(errmsg, errlen, "cannot execute '%s': %s",
+				 argv[0], crun_strerror(rc));
 		goto fail;
 	}
 	w->pid = proc_pid(w->proc);
