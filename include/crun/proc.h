@@ -66,9 +66,10 @@ struct proc_opts {
 int procs_new(uv_loop_t *loop, struct crun_procs **out);
 
 /**
- * Close the registry once every child has been reaped; cb (may be NULL) runs
- * when its handle is closed and the registry freed. Live children are not
- * signalled: stop them first (procs_kill_all).
+ * Close the registry once every proc has ended (procs_live 0: done_cb ran,
+ * not only exit_cb); cb (may be NULL) runs when its handle is closed and the
+ * registry freed. Live children are not signalled: stop them first
+ * (procs_kill_all).
  */
 void procs_close(struct crun_procs *r, void (*cb)(void *), void *arg);
 

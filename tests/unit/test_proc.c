@@ -51,7 +51,7 @@ static int run(char **argv, pid_t *pid)
 	errno = 0;
 	cr_assert(getpgid(*pid) == *pid || errno == ESRCH,
 		  "the child leads its own group");
-	while (got_status < 0)
+	while (got_status < 0 || procs_live(r) > 0)
 		uv_run(&loop, UV_RUN_ONCE);
 	procs_close(r, NULL, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
