@@ -16,7 +16,7 @@ count() {
 	done
 	echo $_n
 }
-at_exit "pkill -KILL -f 'sleep 33[0-9]$M'"
+at_exit "pkill -KILL -f 'sleep 333[0-9]$M'"
 
 # Each of two workers starts 30 children in sessions of their own (five of
 # them ignoring SIGTERM) and exits 0 before they do.
