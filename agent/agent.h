@@ -38,6 +38,8 @@ struct wgroup {
 	int active; /* the timer handle is open */
 	int killed; /* SIGKILL sent */
 	uint64_t deadline;
+	struct crun_proc *rest; /* the worker's proc until its leftovers in
+				   other groups are gone too (proc.h) */
 };
 
 struct worker {
@@ -48,7 +50,7 @@ struct worker {
 	int exited, status, signal;
 	int stopped;		/* the agent signalled it */
 	double exit_time;
-	int handles;		/* open uv handles (pipes) */
+	int handles;		/* open uv handles (pipes), its proc */
 	struct wstream out, err;
 	struct crun_tail tail;	/* last bytes of stderr */
 	char *dir;		/* <attempt>/<local_rank>, or NULL */

@@ -1,23 +1,35 @@
 /*
  * --env_check in the agent (see envcheck.h). The fingerprint is computed on
- * libuv's thread pool while the agent opens the rendezvous store, so it is
+ * a thread of its own while the agent opens the rendezvous store, so it is
  * normally ready before the descriptor is written; the rendezvous waits for
  * it at most --env_check_timeout. Failure modes: a fingerprint that comes
- * too late is used from the next round on; none of this stops the job
- * except env_check=strict, which the closer of the round enforces.
+ * too late is used from the next round on; a read that never ends (a hung
+ * mount on the workers' python path) is abandoned with one line, and one
+ * still pending when the rendezvous goes is abandoned silently, so neither
+ * holds the agent; none of this stops the job except env_check=strict,
+ * which the closer of the round enforces.
  */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "crun/err.h"
 #include "agent.h"
 #include "envcheck.h"
 
-static void envcheck_on_ready(const struct crun_fingerprint *fp, void *data)
+static void envcheck_on_ready(const struct crun_fingerprint *fp, int status,
+			      void *data)
 {
 	struct envcheck *ec = data;
 	char text[FP_MAX_TEXT + 1];
 
+	ec->read = NULL;
+	if (status == UV_ETIMEDOUT)
+		agent_say(NULL,
+			  "env check: reading the fingerprint of '%s' did not "
+			  "end within %.1f s: going without it",
+			  ec->python ? ec->python : "the driver",
+			  ec->abandon_after);
 	ec->fp = *fp;
 	ec->state = 2;
 	fingerprint_format(&ec->fp, text, sizeof(text));
@@ -33,17 +45,16 @@ void envcheck_start(struct envcheck *ec, uv_loop_t *loop,
 	memset(ec, 0, sizeof(*ec));
 	if (cfg->env_check == CRUN_ENV_CHECK_OFF)
 		return;
-	if (cfg->python == NULL) {
-		/* The driver alone: two small files under /proc and /sys, read
-		 * at once rather than waking the thread pool. */
-		fingerprint_collect(NULL, environ, 0, &ec->fp);
-		ec->state = 2;
-		return;
-	}
 	/* The interpreter gets at least a second: a late answer still
-	 * serves the next rounds. */
-	if (fingerprint_start(loop, cfg->python, (int)((t > 1 ? t : 1) * 1000),
-			      envcheck_on_ready, ec) == 0)
+	 * serves the next rounds. Even the driver alone (two small files) is
+	 * read off the loop: CRUN_NVIDIA_PROC may lie on any mount. */
+	t = t > 1 ? t : 1;
+	if (t > 3600)
+		t = 3600;
+	ec->python = cfg->python;
+	ec->abandon_after = t + FP_ABANDON_AFTER_MS / 1000.0;
+	if (fingerprint_start(loop, cfg->python, (int)(t * 1000),
+			      envcheck_on_ready, ec, &ec->read) == 0)
 		ec->state = 1;
 }
 
@@ -57,6 +68,8 @@ void envcheck_attach(struct envcheck *ec, struct crun_rdzv *r)
 	char text[FP_MAX_TEXT + 1];
 
 	ec->rdzv = r;
+	if (r == NULL && ec->read) /* going: nothing waits for it now */
+		fingerprint_cancel(ec->read);
 	if (r && ec->state == 2) {
 		fingerprint_format(&ec->fp, text, sizeof(text));
 		rdzv_set_fingerprint(r, text);

@@ -18,6 +18,9 @@ struct envcheck {
 	struct crun_rdzv *rdzv; /* the rendezvous, once it exists */
 	struct crun_fingerprint fp;
 	int state; /* 0 not computed, 1 computing, 2 ready */
+	struct crun_fp_read *read; /* while computing */
+	const char *python;	   /* the workers' interpreter, or NULL */
+	double abandon_after;	   /* seconds: the read's deadline */
 };
 
 /** Start computing the fingerprint (nothing when env_check is off). */
@@ -27,7 +30,7 @@ void envcheck_start(struct envcheck *ec, uv_loop_t *loop,
 /** The wait to put in rdzv_opts.fingerprint_wait (0: none). */
 double envcheck_wait(const struct envcheck *ec, const struct crun_cfg *cfg);
 
-/** The rendezvous exists (r) or is gone (NULL). */
+/** The rendezvous exists (r) or is gone (NULL: a pending read is dropped). */
 void envcheck_attach(struct envcheck *ec, struct crun_rdzv *r);
 
 /**

@@ -10,12 +10,15 @@
  * a time, so lines from different workers never mix. stderr always feeds a
  * bounded tail for the failure report (from the pipe, or later from the file).
  *
- * A worker is done when its process has been reaped, its pipes closed and
- * its process group is empty. At exit the pipes are drained synchronously,
- * but only of the bytes already in them, so nothing the worker wrote before
- * exiting is lost and a grandchild that keeps writing (`yes &`) cannot keep
- * the agent in the drain. The group's survivors (`sleep 987 &`) then get
- * SIGTERM, and SIGKILL after --shutdown_timeout (group.c).
+ * A worker is done when its process has been reaped, its pipes closed, its
+ * process group is empty and whatever else it left behind (in sessions of
+ * their own: `setsid sleep &`) is gone, which its proc's guard sees to
+ * (proc.c). At exit the pipes are drained synchronously, but only of the
+ * bytes already in them, so nothing the worker wrote before exiting is lost
+ * and a grandchild that keeps writing (`yes &`) cannot keep the agent in the
+ * drain. The survivors (`sleep 987 &`) then get SIGTERM, and SIGKILL after
+ * --shutdown_timeout (group.c for the worker's group, the guard for the
+ * others).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -172,6 +175,8 @@ static void worker_on_exit(struct crun_proc *p, int status, int sig)
 	struct worker *w = proc_data(p);
 
 	w->proc = NULL;
+	w->grp.rest = p; /* until worker_on_done */
+	w->handles++;
 	w->exited = 1;
 	w->status = status;
 	w->signal = sig;
@@ -184,6 +189,15 @@ static void worker_on_exit(struct crun_proc *p, int status, int sig)
 	agent_on_worker_exit(w->a, w);
 	if (w->handles == 0)
 		agent_on_worker_done(w->a, w);
+}
+
+/* Nothing the worker left behind lives any more. */
+static void worker_on_done(struct crun_proc *p)
+{
+	struct worker *w = proc_data(p);
+
+	w->grp.rest = NULL;
+	worker_handle_closed(w);
 }
 
 static char *path_join(const char *dir, const char *name)
@@ -245,6 +259,38 @@ static char **build_argv(const struct crun_cfg *cfg, int local_rank)
 	for (int i = 0; i < cfg->argc; i++)
 		argv[n++] = subst_local_rank(cfg->argv[i], local_rank);
 	return argv;
+}
+
+/*
+ * Why exec of prog said ENOENT when prog exists: its "#!" interpreter does
+ * not. Puts the interpreter's path in out and returns 1, or 0 (prog is
+ * missing, or not a script). Reads one small line; never blocks on a FIFO.
+ */
+static int missing_interpreter(const char *prog, char *out, size_t len)
+{
+	char line[256], *p;
+	struct stat st;
+	ssize_t n;
+	size_t k;
+	int fd;
+
+	if (strchr(prog, '/') == NULL ||
+	    (fd = open(prog, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
+		return 0;
+	n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+		? read(fd, line, sizeof(line) - 1)
+		: -1;
+	close(fd);
+	if (n < 3 || line[0] != '#' || line[1] != '!')
+		return 0;
+	line[n] = '\0';
+	p = line + 2 + strspn(line + 2, " \t");
+	k = strcspn(p, " \t\r\n");
+	if (k == 0 || k >= len)
+		return 0;
+	memcpy(out, p, k);
+	out[k] = '\0';
+	return access(out, F_OK) != 0;
 }
 
 static void free_argv(char **argv)
@@ -542,7 +588,11 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 	po.fd_err = err_fd;
 	po.pdeath_signal = SIGKILL;
 	po.own_group = 1;
+	po.rest_grace_ms = cfg->shutdown_timeout < INT_MAX / 1000
+			       ? (int)(cfg->shutdown_timeout * 1000)
+			       : INT_MAX;
 	po.exit_cb = worker_on_exit;
+	po.done_cb = worker_on_done;
 	po.data = w;
 	bind = agent_binding(a);
 	if (bind && local_rank < bind->n) {
@@ -570,8 +620,17 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 		goto fail;
 	}
 	if (rc) {
-		snprintf(errmsg, errlen, "cannot execute '%s': %s", argv[0],
-			 crun_strerror(rc));
+		char interp[PATH_MAX];
+
+		if (rc == UV_ENOENT &&
+		    missing_interpreter(argv[0], interp, sizeof(interp)))
+			snprintf(errmsg, errlen,
+				 "cannot execute '%s': its interpreter '%s' "
+				 "does not exist",
+				 argv[0], interp);
+		else
+			snprintf(errmsg, errlen, "cannot execute '%s': %s",
+				 argv[0], crun_strerror(rc));
 		goto fail;
 	}
 	w->pid = proc_pid(w->proc);
@@ -600,9 +659,11 @@ fail:
 void worker_signal(struct worker *w, int sig)
 {
 	if (w->proc == NULL) {
-		/* Exited: its group's survivors get the signal (a second
-		 * SIGINT's SIGKILL, say). */
+		/* Exited: its survivors get the signal (a second SIGINT's
+		 * SIGKILL, say). */
 		group_signal(w, sig);
+		if (w->grp.rest)
+			proc_kill(w->grp.rest, sig);
 		return;
 	}
 	w->stopped = 1;

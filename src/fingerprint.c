@@ -1,8 +1,8 @@
 /*
  * A node's fingerprint (see include/crun/fingerprint.h).
  *
- * Happy path: the agent calls fingerprint_start as it starts; on libuv's
- * thread pool the driver's version file is read, the interpreter's path is
+ * Happy path: the agent calls fingerprint_start as it starts; on a thread
+ * of its own the driver's version file is read, the interpreter's path is
  * derived from its real name ("python3.11") and PYTHONPATH as Python would
  * build it (no process: well under a millisecond), and along that path
  * torch/version.py and the nvidia-nccl dist-info are read; the callback
@@ -14,12 +14,19 @@
  * 20 ms idle, killed after the timeout); a missing file is "-" (absent); an
  * interpreter that does not answer leaves the python items unknown (""),
  * and values outside the wire's character set are cut at the first bad
- * byte. Nothing here fails the job; the comparison just has less to compare.
+ * byte. Only regular files are read, opened without blocking (a FIFO named
+ * torch/version.py is "-"); a read that still does not end (a hung NFS or
+ * FUSE mount) is abandoned after the timeout and one more second: the
+ * callback runs with UV_ETIMEDOUT, the loop no longer waits for it, and the
+ * thread frees what it holds if it ever returns. Nothing here fails the job;
+ * the comparison just has less to compare.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -383,10 +390,26 @@ int fingerprint_scan_nccl(const char *p, size_t len, char *out, size_t olen)
 	return -1;
 }
 
+/*
+ * A regular file opened for reading, or -1: never blocks on a FIFO or a
+ * device (O_NONBLOCK; S_ISREG checked on the open file).
+ */
+static int open_regular(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+
+	if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 /* A small file as a NUL-terminated string (malloc'd), or NULL. */
 static char *slurp(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open_regular(path);
 	char *buf;
 	size_t got = 0;
 	ssize_t k;
@@ -503,7 +526,7 @@ static int lib_nccl(const char *dir, char *out, size_t len)
 		    strstr(de->d_name, ".so") == NULL)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		if ((fd = open_regular(path)) < 0)
 			continue;
 		buf = malloc((1 << 20) + 128);
 		/* Chunks overlapping by 128 bytes, so no string is split. */
@@ -727,74 +750,188 @@ void fingerprint_collect(const char *python, char **envp, int timeout_ms,
 		collect_python(python, envp, timeout_ms, fp);
 }
 
-/* --- on the thread pool -------------------------------------------------- */
+/* --- on a thread of its own -------------------------------------------- */
 
-struct fp_work {
-	uv_work_t req;
+/*
+ * What the thread and the loop share. Each holds a reference; the last to
+ * let go frees it. The loop side sets abandoned (under mu) before it closes
+ * the async handle, so the thread never signals a closed handle.
+ */
+struct fp_shared {
+	pthread_mutex_t mu;
+	int refs;
+	int abandoned;
 	char *python;
 	char **envp; /* a copy: the loop thread may setenv meanwhile */
 	int timeout_ms;
 	struct crun_fingerprint fp;
+	uv_async_t *async;
+};
+
+struct crun_fp_read {
+	uv_async_t async;
+	uv_timer_t timer;
+	int handles; /* open: freed when 0 */
+	int reported;
+	struct fp_shared *sh;
 	fingerprint_cb cb;
 	void *data;
 };
 
-static void fp_work_free(struct fp_work *w)
+static void fp_shared_unref(struct fp_shared *sh)
 {
-	for (char **e = w->envp; e && *e; e++)
+	int last;
+
+	pthread_mutex_lock(&sh->mu);
+	last = --sh->refs == 0;
+	pthread_mutex_unlock(&sh->mu);
+	if (!last)
+		return;
+	for (char **e = sh->envp; e && *e; e++)
 		free(*e);
-	free(w->envp);
-	free(w->python);
-	free(w);
+	free(sh->envp);
+	free(sh->python);
+	pthread_mutex_destroy(&sh->mu);
+	free(sh);
 }
 
-static void fingerprint_on_work(uv_work_t *req)
+static void *fingerprint_thread(void *arg)
 {
-	struct fp_work *w = req->data;
+	struct fp_shared *sh = arg;
+	struct crun_fingerprint fp;
 
-	fingerprint_collect(w->python, w->envp, w->timeout_ms, &w->fp);
+	fingerprint_collect(sh->python, sh->envp, sh->timeout_ms, &fp);
+	pthread_mutex_lock(&sh->mu);
+	if (!sh->abandoned) {
+		sh->fp = fp;
+		uv_async_send(sh->async);
+	}
+	pthread_mutex_unlock(&sh->mu);
+	fp_shared_unref(sh);
+	return NULL;
 }
 
-static void fingerprint_on_done(uv_work_t *req, int status)
+static void fp_read_on_close(uv_handle_t *h)
 {
-	struct fp_work *w = req->data;
+	struct crun_fp_read *r = h->data;
 
-	if (status) /* canceled: nothing was read */
-		memset(&w->fp, 0, sizeof(w->fp));
-	w->cb(&w->fp, w->data);
-	fp_work_free(w);
+	if (--r->handles == 0)
+		free(r);
+}
+
+/* Report status once (fp when 0), let go of the thread, close the handles. */
+static void fp_read_end(struct crun_fp_read *r, int status)
+{
+	struct crun_fingerprint fp;
+
+	if (r->reported)
+		return;
+	r->reported = 1;
+	pthread_mutex_lock(&r->sh->mu);
+	r->sh->abandoned = 1;
+	fp = r->sh->fp;
+	pthread_mutex_unlock(&r->sh->mu);
+	fp_shared_unref(r->sh);
+	r->sh = NULL;
+	uv_close((uv_handle_t *)&r->async, fp_read_on_close);
+	uv_close((uv_handle_t *)&r->timer, fp_read_on_close);
+	if (status)
+		memset(&fp, 0, sizeof(fp));
+	r->cb(&fp, status, r->data);
+}
+
+static void fp_read_on_async(uv_async_t *h)
+{
+	fp_read_end(h->data, 0);
+}
+
+static void fp_read_on_timeout(uv_timer_t *t)
+{
+	fp_read_end(t->data, UV_ETIMEDOUT);
+}
+
+void fingerprint_cancel(struct crun_fp_read *r)
+{
+	fp_read_end(r, CRUN_ECANCELED);
+}
+
+/* The thread, detached, with every signal blocked (the loop takes them). */
+static int fp_thread_start(struct fp_shared *sh)
+{
+	pthread_attr_t attr;
+	pthread_t tid;
+	sigset_t all, old;
+	int rc;
+
+	if ((rc = pthread_attr_init(&attr)))
+		return -rc;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&tid, &attr, fingerprint_thread, sh);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return -rc;
 }
 
 int fingerprint_start(uv_loop_t *loop, const char *python, int timeout_ms,
-		      fingerprint_cb cb, void *data)
+		      fingerprint_cb cb, void *data, struct crun_fp_read **out)
 {
-	struct fp_work *w = calloc(1, sizeof(*w));
+	struct crun_fp_read *r = calloc(1, sizeof(*r));
+	struct fp_shared *sh = calloc(1, sizeof(*sh));
 	size_t n = 0;
-	int rc;
+	int rc = UV_ENOMEM;
 
-	if (w == NULL)
-		return UV_ENOMEM;
+	if (sh) {
+		pthread_mutex_init(&sh->mu, NULL);
+		sh->refs = 1;
+	}
+	if (r == NULL || sh == NULL)
+		goto fail;
 	while (environ && environ[n])
 		n++;
-	w->envp = calloc(n + 1, sizeof(*w->envp));
-	w->python = python ? strdup(python) : NULL;
-	if (w->envp == NULL || (python && w->python == NULL))
+	sh->envp = calloc(n + 1, sizeof(*sh->envp));
+	sh->python = python ? strdup(python) : NULL;
+	if (sh->envp == NULL || (python && sh->python == NULL))
 		goto fail;
 	for (size_t i = 0; i < n; i++)
-		if ((w->envp[i] = strdup(environ[i])) == NULL)
+		if ((sh->envp[i] = strdup(environ[i])) == NULL)
 			goto fail;
-	w->timeout_ms = timeout_ms;
-	w->cb = cb;
-	w->data = data;
-	w->req.data = w;
-	rc = uv_queue_work(loop, &w->req, fingerprint_on_work,
-			   fingerprint_on_done);
-	if (rc) {
-		fp_work_free(w);
-		return rc;
+	sh->timeout_ms = timeout_ms;
+	sh->async = &r->async;
+	if ((rc = uv_async_init(loop, &r->async, fp_read_on_async)))
+		goto fail;
+	r->handles++;
+	r->async.data = r;
+	r->sh = sh;
+	r->cb = cb;
+	r->data = data;
+	if ((rc = uv_timer_init(loop, &r->timer)))
+		goto fail_handles;
+	r->handles++;
+	r->timer.data = r;
+	sh->refs++; /* the thread's */
+	if ((rc = fp_thread_start(sh))) {
+		sh->refs--;
+		goto fail_handles;
 	}
+	uv_timer_start(&r->timer, fp_read_on_timeout,
+		       (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) +
+			   FP_ABANDON_AFTER_MS,
+		       0);
+	*out = r;
 	return 0;
+fail_handles:
+	/* Handles are open: close them; the callback never runs. */
+	r->reported = 1;
+	uv_close((uv_handle_t *)&r->async, fp_read_on_close);
+	if (r->handles == 2)
+		uv_close((uv_handle_t *)&r->timer, fp_read_on_close);
+	fp_shared_unref(sh);
+	return rc;
 fail:
-	fp_work_free(w);
-	return UV_ENOMEM;
+	if (sh)
+		fp_shared_unref(sh);
+	free(r);
+	return rc;
 }

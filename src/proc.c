@@ -9,27 +9,31 @@
  * (relative to the guard), joins a new process group of its own, wires fds
  * 0/1/2 and execs. The guard learns the exec's outcome from a close-on-exec
  * pipe (EOF: exec succeeded, four bytes: the child's errno) and tells the
- * agent {errno, child pid} on another. The guard then closes every fd, waits
- * for the child, reaps the orphaned descendants that are handed to it as
- * subreaper, and exits with the child's status (dying of the same signal
- * when the child was killed), so the registry's SIGCHLD watcher sees the
- * child's own status.
+ * agent {errno, child pid} on another. The guard then closes every fd and
+ * waits for the child. When the child exits, the guard writes its status to
+ * a page it shares with the agent and sends the agent SIGCHLD: the exit is
+ * reported at once (exit_cb). Whatever the child left behind is by then the
+ * guard's (it is their subreaper, whatever their session or process group):
+ * the guard sends them SIGTERM (each as it is handed over), SIGKILL after
+ * the grace the caller gave, reaps them, and exits with the child's status
+ * (dying of the same signal when the child was killed). Its reaping is the
+ * proc's end (done_cb): nothing of the child is left.
  *
  * Why a guard: PR_SET_PDEATHSIG reaches only the direct child. When the agent
  * is SIGKILLed, the guard gets GUARD_DEATH_SIG and SIGKILLs the child's
  * process group and then every process reparented to it (descendants whose
  * parents died, including ones that called setsid), until it has no child
  * left. It needs no privileges. It does not cover descendants that escape
- * the subtree (a double fork through another subreaper) or that are still
- * alive after the guard exits (the guard exits with the child: the agent
- * kills the child's group then; see worker.c).
+ * the subtree (a double fork through another subreaper).
  *
  * Failure modes: fork or pipe fails (no child, error returned); exec fails
  * (child exits 127 after reporting errno; the guard passes the errno on and
  * exits; it is reaped right here and the error returned, so exit_cb never
  * runs for it); the cpu binding or memory policy is refused (the child
  * exits 127 after reporting CRUN_ECPUBIND or CRUN_EMEMBIND: the spawn fails
- * with that code, never a worker running unbound).
+ * with that code, never a worker running unbound); a leftover stuck in the
+ * kernel survives SIGKILL (the guard gives up on it after REST_KILL_WAIT_MS
+ * and exits: the proc ends all the same).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,9 +43,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crun/binding.h"
@@ -50,6 +56,20 @@
 
 /* The guard's parent-death signal; it never reaches the child's group. */
 #define GUARD_DEATH_SIG (SIGRTMIN + 2)
+/* The agent asks the guard to pass a signal (its value) to the leftovers. */
+#define GUARD_PASS_SIG (SIGRTMIN + 3)
+/* How long the guard waits for SIGKILLed leftovers before it gives up. */
+#define REST_KILL_WAIT_MS 5000
+/* The guard looks for newly handed-over leftovers this often. */
+#define REST_SCAN_MS 50
+/* Leftovers told SIGTERM are remembered (more are told again: harmless). */
+#define REST_MAX_TOLD 4096
+
+/* The page a guard shares with the agent: the child's end, once it came. */
+struct proc_shared {
+	int exited; /* 1 once status is set (written last, atomically) */
+	int status; /* the child's wait status */
+};
 
 struct crun_proc {
 	struct crun_procs *reg;
@@ -57,9 +77,35 @@ struct crun_proc {
 	pid_t pid;  /* the guard: what the registry reaps */
 	pid_t wpid; /* the child proper: its pid and process group */
 	int own_group;
+	int exited; /* exit_cb has run */
+	struct proc_shared *sh;
 	proc_exit_cb exit_cb;
+	proc_done_cb done_cb;
 	void *data;
 };
+
+/* exit_cb's status and signal from a wait status. */
+static void decode_status(int st, int *status, int *sig)
+{
+	*sig = 0;
+	if (WIFSIGNALED(st)) {
+		*sig = WTERMSIG(st);
+		*status = 128 + *sig;
+	} else
+		*status = WIFEXITED(st) ? WEXITSTATUS(st) : 127;
+}
+
+/* Report the child's exit once: from the shared page, or from the guard's. */
+static void proc_report_exit(struct crun_proc *p, int st)
+{
+	int status, sig;
+
+	if (p->exited)
+		return;
+	p->exited = 1;
+	decode_status(st, &status, &sig);
+	p->exit_cb(p, status, sig);
+}
 
 struct crun_procs {
 	uv_signal_t sigchld;
@@ -70,7 +116,10 @@ struct crun_procs {
 	void *close_arg;
 };
 
-/* Reap every registered child that has exited; runs on each SIGCHLD. */
+/*
+ * Report every registered child that has exited, and end every proc whose
+ * guard has exited (reaped); runs on each SIGCHLD.
+ */
 static void procs_on_sigchld(uv_signal_t *h, int signum)
 {
 	struct crun_procs *r = h->data;
@@ -79,9 +128,12 @@ static void procs_on_sigchld(uv_signal_t *h, int signum)
 	(void)signum;
 	while (*pp) {
 		struct crun_proc *p = *pp;
-		int st, status, sig = 0;
+		int st;
 		pid_t w;
 
+		if (!p->exited &&
+		    __atomic_load_n(&p->sh->exited, __ATOMIC_ACQUIRE))
+			proc_report_exit(p, p->sh->status);
 		do
 			w = waitpid(p->pid, &st, WNOHANG);
 		while (w < 0 && errno == EINTR);
@@ -90,16 +142,16 @@ static void procs_on_sigchld(uv_signal_t *h, int signum)
 			continue;
 		}
 		if (w < 0)
-			status = 127; /* someone else reaped it; cannot happen
-					 here */
-		else if (WIFSIGNALED(st)) {
-			sig = WTERMSIG(st);
-			status = 128 + sig;
-		} else
-			status = WEXITSTATUS(st);
+			st = 127 << 8; /* someone else reaped it; cannot happen
+					  here */
+		/* The guard exits as the child did, so its status stands in
+		 * when the child's never came (the guard was killed). */
+		proc_report_exit(p, st);
 		*pp = p->next;
 		r->live--;
-		p->exit_cb(p, status, sig);
+		if (p->done_cb)
+			p->done_cb(p);
+		munmap(p->sh, sizeof(*p->sh));
 		free(p);
 	}
 }
@@ -226,57 +278,6 @@ report:
 	_exit(127);
 }
 
-/* SIGKILL pid's process group and the guard's children, until none is left. */
-static void guard_kill_all(pid_t pgid)
-{
-	char path[64], buf[4096];
-
-	kill(-pgid, SIGKILL);
-	/* Bounded: each pass kills every process handed to us so far. */
-	for (int pass = 0; pass < 1000; pass++) {
-		int fd, n = 0;
-		long pid = 0, len;
-		char *q;
-
-		/* Our children: the group and whatever was reparented to us. */
-		q = path;
-		memcpy(q, "/proc/self/task/", 16);
-		q += 16;
-		len = (long)syscall(SYS_gettid);
-		{
-			char num[24];
-			int k = 0;
-
-			do
-				num[k++] = (char)('0' + len % 10);
-			while ((len /= 10) > 0);
-			while (k > 0)
-				*q++ = num[--k];
-		}
-		memcpy(q, "/children", 10);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			n = (int)read(fd, buf, sizeof(buf) - 1);
-			close(fd);
-		}
-		for (int i = 0; i < n; i++) {
-			if (buf[i] >= '0' && buf[i] <= '9') {
-				pid = pid * 10 + (buf[i] - '0');
-				continue;
-			}
-			if (pid > 0) {
-				kill((pid_t)pid, SIGKILL);
-				kill(-(pid_t)pid, SIGKILL);
-			}
-			pid = 0;
-		}
-		kill(-pgid, SIGKILL);
-		/* Reap one (blocking: SIGKILL is never ignored); none: done. */
-		if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD)
-			return;
-	}
-}
-
 /* Exit the way the child did: its code, or death by its signal. */
 static void guard_exit_as(int st)
 {
@@ -296,11 +297,141 @@ static void guard_exit_as(int st)
 	_exit(128 + sig);
 }
 
+/* Monotonic milliseconds (async-signal-safe). */
+static long long guard_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static pid_t told[REST_MAX_TOLD];
+static int ntold;
+
+/* Has pid been told SIGTERM already? Remembers it if not (while room). */
+static int guard_told(pid_t pid)
+{
+	for (int i = 0; i < ntold; i++)
+		if (told[i] == pid)
+			return 1;
+	if (ntold < REST_MAX_TOLD)
+		told[ntold++] = pid;
+	return 0;
+}
+
+/*
+ * Send sig to each of the guard's children, the ones handed to it as
+ * subreaper included, and to the groups they lead; with SIGTERM each is told
+ * once, and the child's own group (wpid) is left to the agent, which stops
+ * it itself. Returns how many children there are (zombies included: they
+ * are reaped next).
+ */
+static int guard_signal_children(int sig, pid_t wpid)
+{
+	char path[64], buf[4096], num[24], *q;
+	long len, pid = 0;
+	int fd, n, k = 0, count = 0;
+
+	/* Our children: /proc/self/task/<tid>/children, read whole. */
+	q = path;
+	memcpy(q, "/proc/self/task/", 16);
+	q += 16;
+	len = (long)syscall(SYS_gettid);
+	do
+		num[k++] = (char)('0' + len % 10);
+	while ((len /= 10) > 0);
+	while (k > 0)
+		*q++ = num[--k];
+	memcpy(q, "/children", 10);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1; /* cannot tell: assume some */
+	while ((n = (int)read(fd, buf, sizeof(buf))) > 0 ||
+	       (n < 0 && errno == EINTR)) {
+		for (int i = 0; i < n; i++) {
+			if (buf[i] >= '0' && buf[i] <= '9') {
+				pid = pid * 10 + (buf[i] - '0');
+				continue;
+			}
+			if (pid <= 0)
+				continue;
+			count++;
+			if (sig == SIGTERM) {
+				if (getpgid((pid_t)pid) != wpid &&
+				    !guard_told((pid_t)pid))
+					kill((pid_t)pid, sig);
+			} else {
+				kill((pid_t)pid, sig);
+				kill(-(pid_t)pid, sig);
+			}
+			pid = 0;
+		}
+	}
+	close(fd);
+	return count;
+}
+
+/*
+ * The child exited with wait status st: stop what it left behind with sig
+ * (SIGTERM, then SIGKILL after grace_ms, or at once when the agent dies or
+ * asks; or SIGKILL from the start), then exit as the child did. Bounded: a
+ * leftover that survives SIGKILL for REST_KILL_WAIT_MS is given up on.
+ */
+static void guard_end(pid_t parent, pid_t wpid, int st, int sig, int grace_ms)
+{
+	long long deadline =
+	    guard_now_ms() + (sig == SIGKILL ? REST_KILL_WAIT_MS : grace_ms);
+	sigset_t want;
+
+	sigemptyset(&want);
+	sigaddset(&want, SIGCHLD);
+	sigaddset(&want, GUARD_DEATH_SIG);
+	sigaddset(&want, GUARD_PASS_SIG);
+	for (;;) {
+		struct timespec ts;
+		siginfo_t si;
+		long long left;
+		int got;
+
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		if (sig == SIGKILL)
+			kill(-wpid, SIGKILL);
+		if (guard_signal_children(sig, wpid) == 0)
+			break;
+		left = deadline - guard_now_ms();
+		if (left <= 0) {
+			if (sig == SIGKILL)
+				break; /* stuck in the kernel: give up */
+			sig = SIGKILL;
+			deadline = guard_now_ms() + REST_KILL_WAIT_MS;
+			continue;
+		}
+		if (left > REST_SCAN_MS)
+			left = REST_SCAN_MS;
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)left * 1000000;
+		got = sigtimedwait(&want, &si, &ts);
+		if ((got == GUARD_DEATH_SIG && getppid() != parent) ||
+		    (got == GUARD_PASS_SIG &&
+		     si.si_value.sival_int == SIGKILL)) {
+			if (sig != SIGKILL)
+				deadline = guard_now_ms() + REST_KILL_WAIT_MS;
+			sig = SIGKILL;
+		} else if (got == GUARD_PASS_SIG) {
+			guard_signal_children(si.si_value.sival_int, 0);
+		}
+	}
+	guard_exit_as(st);
+}
+
 /*
  * The guard, in the fork of the agent (never execs: async-signal-safe calls
  * only). Tells the agent {errno, child pid} on errfd, then waits.
  */
-static void guard(const struct proc_opts *o, pid_t parent, int errfd)
+static void guard(const struct proc_opts *o, struct proc_shared *sh,
+		  pid_t parent, int errfd)
 {
 	sigset_t all, want;
 	int pipefd[2], msg[2] = {0, 0}, st, sig;
@@ -360,13 +491,19 @@ report:
 	sigaddset(&want, SIGCHLD);
 	sigaddset(&want, GUARD_DEATH_SIG);
 	for (;;) {
-		while ((got = waitpid(-1, &st, WNOHANG)) > 0)
-			if (got == wpid)
-				guard_exit_as(st);
+		while ((got = waitpid(-1, &st, WNOHANG)) > 0) {
+			if (got != wpid)
+				continue;
+			/* Tell the agent now; the leftovers take a while. */
+			sh->status = st;
+			__atomic_store_n(&sh->exited, 1, __ATOMIC_RELEASE);
+			kill(parent, SIGCHLD);
+			guard_end(parent, wpid, st, SIGTERM, o->rest_grace_ms);
+		}
 		sig = sigwaitinfo(&want, NULL);
 		if (sig == GUARD_DEATH_SIG && getppid() != parent) {
-			guard_kill_all(wpid);
-			_exit(128 + SIGKILL);
+			kill(-wpid, SIGKILL);
+			guard_end(parent, wpid, SIGKILL, SIGKILL, 0);
 		}
 	}
 }
@@ -384,6 +521,13 @@ int proc_spawn(struct crun_procs *r, const struct proc_opts *o,
 	p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return UV_ENOMEM;
+	p->sh = mmap(NULL, sizeof(*p->sh), PROT_READ | PROT_WRITE,
+		     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p->sh == MAP_FAILED) {
+		p->sh = NULL;
+		rc = -errno;
+		goto fail;
+	}
 	if (pipe2(pipefd, O_CLOEXEC)) {
 		rc = -errno;
 		goto fail;
@@ -395,7 +539,7 @@ int proc_spawn(struct crun_procs *r, const struct proc_opts *o,
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
-		guard(o, parent, pipefd[1]);
+		guard(o, p->sh, parent, pipefd[1]);
 	}
 	close(pipefd[1]);
 	pipefd[1] = -1;
@@ -416,6 +560,7 @@ int proc_spawn(struct crun_procs *r, const struct proc_opts *o,
 	p->wpid = msg[1];
 	p->own_group = o->own_group;
 	p->exit_cb = o->exit_cb;
+	p->done_cb = o->done_cb;
 	p->data = o->data;
 	p->next = r->head;
 	r->head = p;
@@ -427,13 +572,23 @@ fail:
 		close(pipefd[0]);
 	if (pipefd[1] >= 0)
 		close(pipefd[1]);
+	if (p->sh)
+		munmap(p->sh, sizeof(*p->sh));
 	free(p);
 	return rc;
 }
 
 int proc_kill(struct crun_proc *p, int sig)
 {
-	int rc = p->own_group ? kill(-p->wpid, sig) : kill(p->wpid, sig);
+	int rc;
+
+	if (p->exited) {
+		/* The guard passes it to the child's leftovers. */
+		union sigval v = {.sival_int = sig};
+
+		return sigqueue(p->pid, GUARD_PASS_SIG, v) ? -errno : 0;
+	}
+	rc = p->own_group ? kill(-p->wpid, sig) : kill(p->wpid, sig);
 
 	/* The group may be gone while the leader is a zombie: try it alone. */
 	if (rc && p->own_group)

@@ -98,16 +98,31 @@ int fingerprint_scan_nccl(const char *p, size_t len, char *out, size_t olen);
 void fingerprint_collect(const char *python, char **envp, int timeout_ms,
 			 struct crun_fingerprint *fp);
 
-/** Called on the loop with the fingerprint (valid during the call). */
-typedef void (*fingerprint_cb)(const struct crun_fingerprint *fp, void *data);
+struct crun_fp_read;
+
+/* A read still running this long after its timeout is abandoned. */
+#define FP_ABANDON_AFTER_MS 1000
 
 /**
- * fingerprint_collect on libuv's thread pool. The environment is copied
- * before this returns. Returns 0 and cb runs exactly once on the loop, or an
- * error and cb never runs. data must outlive the call (the loop does not
- * end while it is pending).
+ * Called on the loop with the fingerprint (valid during the call) and a
+ * status: 0; UV_ETIMEDOUT when the read had not ended timeout_ms plus
+ * FP_ABANDON_AFTER_MS after it started (it is abandoned: a hung file system);
+ * or CRUN_ECANCELED (fingerprint_cancel). fp is empty unless status is 0.
+ */
+typedef void (*fingerprint_cb)(const struct crun_fingerprint *fp, int status,
+			       void *data);
+
+/**
+ * fingerprint_collect on a thread of its own. The environment is copied
+ * before this returns. Returns 0 with *out set (valid until cb runs), and cb
+ * runs exactly once on the loop; or an error, and cb never runs. The loop
+ * waits for the read at most until its deadline; a thread that never comes
+ * back (blocked in the kernel) holds nothing of the caller's.
  */
 int fingerprint_start(uv_loop_t *loop, const char *python, int timeout_ms,
-		      fingerprint_cb cb, void *data);
+		      fingerprint_cb cb, void *data, struct crun_fp_read **out);
+
+/** Abandon a pending read: cb runs now with CRUN_ECANCELED. */
+void fingerprint_cancel(struct crun_fp_read *r);
 
 #endif

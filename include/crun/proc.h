@@ -8,7 +8,11 @@
  * a tiny guard process (a fork of the caller that never execs) that is a
  * child subreaper: when the caller is SIGKILLed, the guard SIGKILLs the
  * child's process group and every descendant handed to it, so grandchildren
- * do not outlive the caller either. The guard exits with the child's status.
+ * do not outlive the caller either. When the child exits, its exit is
+ * reported at once, and the guard stops what it left behind (SIGTERM, then
+ * SIGKILL after rest_grace_ms), in whatever session or process group; the
+ * proc ends when nothing of it is left. The guard exits with the child's
+ * status.
  */
 #ifndef CRUN_PROC_H
 #define CRUN_PROC_H
@@ -21,11 +25,19 @@ struct crun_procs;
 struct crun_proc;
 
 /**
- * Called once when the child has exited and been reaped. status is the exit
- * code, or 128+N when the child died of signal N (term_signal is then N,
- * otherwise 0). After the callback the crun_proc is freed.
+ * Called once when the child has exited. status is the exit code, or 128+N
+ * when the child died of signal N (term_signal is then N, otherwise 0). The
+ * crun_proc stays valid until done_cb: proc_kill then signals what the child
+ * left behind.
  */
 typedef void (*proc_exit_cb)(struct crun_proc *p, int status, int term_signal);
+
+/**
+ * Called once after exit_cb, when everything the child left behind (its
+ * descendants, in any session or process group) is gone too. After the
+ * callback the crun_proc is freed.
+ */
+typedef void (*proc_done_cb)(struct crun_proc *p);
 
 struct proc_opts {
 	char **argv;	 /* argv[0] is looked up in PATH if it has no '/' */
@@ -42,7 +54,11 @@ struct proc_opts {
 	const unsigned long *mpol_nodes; /* its nodemask */
 	unsigned long mpol_maxnode;	 /* bits in mpol_nodes */
 	int mpol_first;			 /* MPOL_PREFERRED fallback node */
+	/* What the child leaves behind gets SIGTERM at its exit, SIGKILL
+	 * this much later (0: at once). */
+	int rest_grace_ms;
 	proc_exit_cb exit_cb;
+	proc_done_cb done_cb; /* NULL: none */
 	void *data;
 };
 
@@ -50,28 +66,32 @@ struct proc_opts {
 int procs_new(uv_loop_t *loop, struct crun_procs **out);
 
 /**
- * Close the registry once every child has been reaped; cb (may be NULL) runs
- * when its handle is closed and the registry freed. Live children are not
- * signalled: stop them first (procs_kill_all).
+ * Close the registry once every proc has ended (procs_live 0: done_cb ran,
+ * not only exit_cb); cb (may be NULL) runs when its handle is closed and the
+ * registry freed. Live children are not signalled: stop them first
+ * (procs_kill_all).
  */
 void procs_close(struct crun_procs *r, void (*cb)(void *), void *arg);
 
 /**
  * Fork and exec opts->argv. Returns 0 with *out set (owned by the registry
- * until exit_cb returns), or a negative error, e.g. UV_ENOENT when the
+ * until done_cb returns), or a negative error, e.g. UV_ENOENT when the
  * program cannot be executed; on error exit_cb never runs. The caller keeps
  * ownership of its fds and may close them after the call.
  */
 int proc_spawn(struct crun_procs *r, const struct proc_opts *opts,
 	       struct crun_proc **out);
 
-/** Send sig to the child's process group (or to the child alone). */
+/**
+ * Send sig to the child's process group (or to the child alone); once the
+ * child has exited, to what it left behind (SIGKILL: stop it now).
+ */
 int proc_kill(struct crun_proc *p, int sig);
 
 /** Signal every live child of the registry (their groups). */
 void procs_kill_all(struct crun_procs *r, int sig);
 
-/** Number of children not yet reaped. */
+/** Number of procs not yet ended (done_cb not yet run). */
 int procs_live(const struct crun_procs *r);
 
 /** The child's pid (also its process group with own_group), not the guard's. */

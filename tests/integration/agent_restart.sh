@@ -55,7 +55,7 @@ t_before=$(date +%Y-%m-%d_%H:%M:%S)
 rc=$?
 t_after=$(date +%Y-%m-%d_%H:%M:%S)
 expect_eq "exec failure status" "$rc" 127
-expect_grep "exec failure reason" "cannot execute '$T/badexec': no such file or directory" "$T/out5"
+expect_grep "exec failure reason" "cannot execute '$T/badexec': its interpreter '/nonexistent/interpreter' does not exist" "$T/out5"
 # The failure's time is the local time of the failure, to the second.
 ts=$(sed -n 's/^  time      : //p' "$T/out5" | head -n 1)
 case "$ts" in [0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]_[0-9][0-9]:[0-9][0-9]:[0-9][0-9]) ;; *) fail "exec failure time '$ts' is not YYYY-MM-DD_HH:MM:SS" ;; esac

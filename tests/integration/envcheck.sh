@@ -141,6 +141,19 @@ expect_eq "slow: exit statuses" "$rc_a $rc_b" "0 0"
 expect_grep "slow: b says so" "fingerprint was not ready after 0.5 s" "$T/slow.b.out"
 [ "$el" -lt 15000 ] || fail "slow: the job took $el ms (the interpreter's 20 s were waited for)"
 
+# 6b. torch/version.py on the workers' path is a FIFO nobody writes (a hung
+# NFS or FUSE mount blocks a read the same way): it is not waited for, the
+# job succeeds and both nodes exit at once (they used to hang after success).
+mkdir -p "$T/fifo/proc/driver/nvidia/gpus" "$T/fifo/site/torch"
+mkfifo "$T/fifo/site/torch/version.py"
+JOB=fifo; t0=$(now_ms)
+pair fifo fifo
+el=$(( $(now_ms) - t0 ))
+note "a FIFO on the path: the job took $el ms"
+expect_eq "fifo: exit statuses" "$rc_a $rc_b" "0 0"
+expect_grep "fifo: a's worker succeeded" "succeeded" "$T/fifo.a.out"
+[ "$el" -lt 20000 ] || fail "fifo: the job took $el ms"
+
 # 7. Forged records in a store anyone can write: refused with the key named.
 "$CRUN" store --port 0 --host 127.0.0.1 2>"$T/store.err" &
 spid=$!

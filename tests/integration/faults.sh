@@ -32,6 +32,8 @@ expect_eq "1: status of a worker that cannot start (1 node of 1:2)" $rc 127
 expect_grep "1: the restart is spent" "restart 1 of 1 after a worker failure" "$T/1a.out"
 run_bounded 30 "$T/1s.out" --standalone --max_restarts=1 "$T/bad.sh"
 expect_eq "1: status of a worker that cannot start (standalone)" $rc 127
+# The message names what is missing: the interpreter, not the script.
+expect_grep "1: the missing interpreter is named" "cannot execute '$T/bad.sh': its interpreter '/nonexistent/interpreter' does not exist" "$T/1s.out"
 
 # ... and on two nodes: the store host cannot start its worker; the other
 # node's worker (which would hang) is stopped and both exit 127.

@@ -467,7 +467,7 @@ static int spawn_bound(const cpu_set_t *set, int mpol,
 	o.mpol_first = 0;
 	*status = -1;
 	rc = proc_spawn(r, &o, &p);
-	while (rc == 0 && *status < 0)
+	while (rc == 0 && (*status < 0 || procs_live(r) > 0))
 		uv_run(&loop, UV_RUN_ONCE);
 	procs_close(r, NULL, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);

@@ -374,3 +374,70 @@ Test(fingerprint, collect_fake_trees, .timeout = 10)
 	snprintf(p, sizeof(p), "rm -rf '%s'", root);
 	cr_assert_eq(system(p), 0);
 }
+
+/*
+ * torch/version.py on the path is a FIFO nobody writes (a hung mount does
+ * the same to a read): the collection neither blocks on it nor reads it,
+ * and the torch found there has no version ("-").
+ */
+Test(fingerprint, fifo_on_the_path_is_not_waited_for, .timeout = 10)
+{
+	char root[] = "/tmp/crun-fp-XXXXXX", p[512], e1[600], e2[600];
+	char *envp[] = {e1, e2, NULL};
+	struct crun_fingerprint fp;
+
+	cr_assert_not_null(mkdtemp(root));
+	snprintf(p, sizeof(p), "%s/site", root);
+	cr_assert_eq(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/site/torch", root);
+	cr_assert_eq(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/site/torch/version.py", root);
+	cr_assert_eq(mkfifo(p, 0644), 0);
+	snprintf(e1, sizeof(e1), "PYTHONPATH=%s/site", root);
+	snprintf(e2, sizeof(e2), "CRUN_NVIDIA_PROC=%s/site/torch/x", root);
+	/* the driver's file is that FIFO too */
+	snprintf(p, sizeof(p), "%s/site/torch/version", root);
+	cr_assert_eq(mkfifo(p, 0644), 0);
+
+	fingerprint_collect("/nonexistent/python3", envp, 10000, &fp);
+	cr_assert_str_eq(fp.v[FP_TORCH], "-");
+	cr_assert_str_eq(fp.v[FP_DRIVER], "-");
+
+	snprintf(p, sizeof(p), "rm -rf '%s'", root);
+	cr_assert_eq(system(p), 0);
+}
+
+static int fp_status = 1;
+static struct crun_fingerprint fp_got;
+
+static void on_fp(const struct crun_fingerprint *fp, int status, void *data)
+{
+	(void)data;
+	fp_got = *fp;
+	fp_status = status;
+}
+
+/* fingerprint_start reports once on the loop, which then closes cleanly. */
+Test(fingerprint, start_reports_on_the_loop, .timeout = 10)
+{
+	struct crun_fp_read *r;
+	uv_loop_t loop;
+
+	setenv("CRUN_NVIDIA_PROC", "/nonexistent/gpus", 1);
+	setenv("CRUN_SYSFS", "/nonexistent", 1);
+	cr_assert_eq(uv_loop_init(&loop), 0);
+	cr_assert_eq(fingerprint_start(&loop, NULL, 1000, on_fp, NULL, &r), 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_assert_eq(fp_status, 0);
+	cr_assert_str_eq(fp_got.v[FP_DRIVER], "-");
+	cr_assert_eq(uv_loop_close(&loop), 0);
+
+	/* canceled at once: the callback says so, and the loop closes */
+	fp_status = 1;
+	cr_assert_eq(uv_loop_init(&loop), 0);
+	cr_assert_eq(fingerprint_start(&loop, NULL, 1000, on_fp, NULL, &r), 0);
+	fingerprint_cancel(r);
+	cr_assert_eq(fp_status, CRUN_ECANCELED);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_assert_eq(uv_loop_close(&loop), 0);
+}

@@ -2,8 +2,9 @@
  * The init diagnosis (agent/initdiag.c, compiled in here: it is private to
  * agent/): rows of /proc/net/tcp and tcp6 from fixture text, rank range
  * compression, the warning line, the per-node record and its parser
- * (src/rdzv_records.c), the judgement over a group's records, and one real
- * scan of a worker's grandchild holding a connection.
+ * (src/rdzv_records.c), the judgement over a group's records, one real
+ * scan of a worker's grandchild holding a connection, and the bytes a scan
+ * reads on a host with many unrelated sockets.
  */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
@@ -12,6 +13,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -562,5 +565,122 @@ Test(initdiag, scan_finds_a_grandchilds_connection, .timeout = 20)
 	waitpid(child, NULL, 0);
 	waitpid(other, NULL, 0);
 	close(ls);
+	free(d);
+}
+
+/* Bytes this process has read so far (/proc/self/io rchar: every read(2)). */
+static unsigned long long rchar(void)
+{
+	unsigned long long v = 0;
+	char line[128];
+	FILE *f = fopen("/proc/self/io", "r");
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "rchar: %llu", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/* A listening socket on 127.0.0.1, port 0; its port in *port. */
+static int listener(int *port)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(ls, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	cr_assert_eq(listen(ls, 1024), 0);
+	cr_assert_eq(getsockname(ls, (struct sockaddr *)&sin, &len), 0);
+	*port = ntohs(sin.sin_port);
+	return ls;
+}
+
+static int connect_to(int port)
+{
+	struct sockaddr_in sin;
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin.sin_port = htons((unsigned short)port);
+	cr_assert_eq(connect(s, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	return s;
+}
+
+/*
+ * 1500 unrelated established connections on the host (3000 rows of
+ * /proc/net/tcp, about 450 KB) and one worker connected to the store: a
+ * scan finds the worker and reads a few KB, not the host's tables (counted
+ * in bytes read, not time).
+ */
+Test(initdiag, scan_work_is_bounded_by_the_workers_sockets, .timeout = 60)
+{
+	enum { UNRELATED = 1500 };
+	struct rlimit rl;
+	struct worker w[1];
+	struct initdiag *d = calloc(1, sizeof(*d));
+	int sport, oport, ls = -1, other, p[2], *fds;
+	unsigned long long before, cost;
+	pid_t child;
+	char c;
+
+	cr_assert_not_null(d);
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 2 * UNRELATED + 64)
+		cr_skip_test("RLIMIT_NOFILE %llu too low",
+			     (unsigned long long)rl.rlim_max);
+	rl.rlim_cur = 2 * UNRELATED + 64;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	ls = listener(&sport);
+	other = listener(&oport);
+	cr_assert_eq(pipe(p), 0);
+	child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* even when an assert fails */
+		connect_to(sport);
+		if (write(p[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	cr_assert_eq(read(p[0], &c, 1), 1);
+	fds = calloc(2 * UNRELATED, sizeof(*fds));
+	cr_assert_not_null(fds);
+	for (int i = 0; i < UNRELATED; i++) {
+		fds[2 * i] = connect_to(oport);
+		fds[2 * i + 1] = accept(other, NULL, NULL);
+		cr_assert_geq(fds[2 * i + 1], 0);
+	}
+
+	memset(w, 0, sizeof(w));
+	w[0].pid = child;
+	d->r.workers = w;
+	d->r.nproc = 1;
+	d->r.store_port = sport;
+	v4(d->addrs[0], "127.0.0.1");
+	d->naddrs = 1;
+	before = rchar();
+	scan_own(d);
+	cost = rchar() - before;
+	cr_log_info("one scan read %llu bytes", cost);
+	cr_assert_eq(d->conn[0], 1, "the worker's connection is found");
+	cr_assert_lt(cost, 64 * 1024,
+		     "one scan read %llu bytes with %d unrelated connections",
+		     cost, UNRELATED);
+
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	for (int i = 0; i < 2 * UNRELATED; i++)
+		close(fds[i]);
+	free(fds);
+	close(ls);
+	close(other);
 	free(d);
 }

@@ -51,7 +51,7 @@ static int run(char **argv, pid_t *pid)
 	errno = 0;
 	cr_assert(getpgid(*pid) == *pid || errno == ESRCH,
 		  "the child leads its own group");
-	while (got_status < 0)
+	while (got_status < 0 || procs_live(r) > 0)
 		uv_run(&loop, UV_RUN_ONCE);
 	procs_close(r, NULL, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
@@ -175,4 +175,63 @@ Test(proc, grandchildren_die_with_a_killed_spawner, .timeout = 20)
 		cr_assert(!survived, "pid %d outlived the spawner",
 			  (int)pids[i]);
 	}
+}
+
+static int got_done;
+
+static void on_done_cb(struct crun_proc *p)
+{
+	(void)p;
+	got_done = 1;
+}
+
+/*
+ * The child exits 0 and leaves a process in a session of its own that
+ * ignores SIGTERM: the exit is reported at once, and the proc ends (done_cb)
+ * only once the guard has SIGKILLed the leftover after the grace.
+ */
+Test(proc, leftovers_in_other_sessions_are_stopped_before_done, .timeout = 20)
+{
+	uv_loop_t loop;
+	struct crun_procs *r;
+	struct crun_proc *p;
+	struct proc_opts o;
+	char *argv[] = {S("/bin/sh"), S("-c"),
+			S("setsid sh -c 'trap \"\" TERM; exec sleep 100' & "
+			  "echo $!; exit 0"),
+			NULL};
+	int fds[2];
+	pid_t left;
+	FILE *f;
+
+	cr_assert_eq(pipe(fds), 0);
+	cr_assert_eq(uv_loop_init(&loop), 0);
+	cr_assert_eq(procs_new(&loop, &r), 0);
+	memset(&o, 0, sizeof(o));
+	o.argv = argv;
+	o.fd_in = o.fd_err = -1;
+	o.fd_out = fds[1];
+	o.own_group = 1;
+	o.rest_grace_ms = 1000;
+	o.exit_cb = on_exit_cb;
+	o.done_cb = on_done_cb;
+	got_status = got_signal = -1;
+	got_done = 0;
+	cr_assert_eq(proc_spawn(r, &o, &p), 0);
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	cr_assert_eq(fscanf(f, "%d", &left), 1);
+	fclose(f);
+	while (got_status < 0)
+		uv_run(&loop, UV_RUN_ONCE);
+	cr_assert_eq(got_status, 0);
+	cr_assert(!got_done, "done before the leftover was stopped");
+	cr_assert_eq(procs_live(r), 1);
+	while (!got_done)
+		uv_run(&loop, UV_RUN_ONCE);
+	cr_assert(!alive(left), "pid %d outlived its proc", (int)left);
+	cr_assert_eq(procs_live(r), 0);
+	procs_close(r, NULL, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_assert_eq(uv_loop_close(&loop), 0);
 }
