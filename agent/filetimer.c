@@ -6,9 +6,10 @@
  * whole lines (a client writes at most PIPE_BUF bytes at once, so lines of
  * different workers never mix), are parsed with jansson and kept in a small
  * table keyed by (pid, scope); one uv timer is armed for the earliest
- * expiration. When it fires, every expired timer's process gets its signal
- * (the first expired timer with a signal > 0, as torch does) and that pid's
- * timers are dropped.
+ * expiration (at most FT_MAX_WAIT_MS ahead: expirations are doubles, and
+ * one far away is looked at again then). When it fires, every expired timer's
+ * process gets its signal (the first expired timer with a signal > 0, as torch
+ * does) and that pid's timers are dropped.
  *
  * Failure modes: a line that is not such a request (bad JSON, missing or
  * mistyped fields, a line longer than PIPE_BUF) is ignored with one notice;
@@ -35,6 +36,9 @@
 
 #define MAX_TIMERS 4096
 #define SCOPE_MAX 256
+/* The longest the timer is armed for: a later expiration (up to 1e308 s
+ * away, which no integer holds) is looked at again after this. */
+#define FT_MAX_WAIT_MS (3600.0 * 1000)
 
 struct ftimer {
 	pid_t pid;
@@ -108,6 +112,8 @@ static void rearm(struct filetimer *ft)
 		return;
 	}
 	wait = (first - now_epoch()) * 1000;
+	if (wait > FT_MAX_WAIT_MS)
+		wait = FT_MAX_WAIT_MS;
 	uv_timer_start(&ft->timer, filetimer_on_timer,
 		       wait <= 0 ? 0 : (uint64_t)wait + 1, 0);
 }

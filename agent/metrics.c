@@ -13,7 +13,9 @@
  *
  * Failure modes: the port is taken or the address does not resolve (an
  * error from metrics_new, nothing listening); a client that connects and
- * says nothing, or dribbles, is closed after idle_timeout seconds; clients
+ * says nothing is closed after idle_timeout seconds by libmicrohttpd, and
+ * one whose request is not in whole idle_timeout seconds after it connected
+ * (or after its previous request), a dribbler, by the tick; clients
  * beyond max_conns are closed at once (the daemon's CONNECTION_LIMIT), and
  * each connection's memory is bounded (CONNECTION_MEMORY_LIMIT: an
  * oversized request line or header gets an error reply and a close);
@@ -49,6 +51,17 @@
 #define CRUN_VERSION "?"
 #endif
 
+/*
+ * One client connection, from libmicrohttpd's STARTED notice to its CLOSED
+ * one: the time by which its next request must have arrived whole.
+ */
+struct metrics_conn {
+	struct metrics_conn *prev, *next; /* metrics.conns */
+	int fd;
+	int shut;	   /* its deadline passed: shut down */
+	uint64_t deadline; /* CLOCK_MONOTONIC ms */
+};
+
 struct metrics {
 	uv_timer_t tick;
 	struct MHD_Daemon *daemon;
@@ -61,7 +74,22 @@ struct metrics {
 	int last_exit_code;
 	pthread_mutex_t lock; /* guards pub */
 	struct metrics_snap pub;
+	/* The open connections (guarded by conns_lock): libmicrohttpd's own
+	 * timeout restarts on every byte, so a client dribbling one header
+	 * byte now and then would hold a slot for ever; the tick shuts down
+	 * those whose request is not in whole by their deadline. */
+	pthread_mutex_t conns_lock;
+	struct metrics_conn *conns;
+	uint64_t idle_ms;
 };
+
+static uint64_t metrics_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static const char *const metrics_states[] = {"rendezvous", "running",
 					     "stopping", "failed", "done"};
@@ -343,6 +371,78 @@ static char *dup_text(const char *s, size_t *len)
 	return strdup(s);
 }
 
+/*
+ * A connection opened or closed, on the daemon's thread. Its socket is
+ * closed only after CLOSED, so the tick never shuts down a reused fd.
+ */
+static void metrics_on_conn(void *cls, struct MHD_Connection *conn,
+			    void **socket_context,
+			    enum MHD_ConnectionNotificationCode toe)
+{
+	struct metrics *m = cls;
+	struct metrics_conn *mc = *socket_context;
+	const union MHD_ConnectionInfo *ci;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		ci = MHD_get_connection_info(conn,
+					     MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci == NULL || (mc = calloc(1, sizeof(*mc))) == NULL)
+			return; /* only libmicrohttpd's timeout then */
+		mc->fd = ci->connect_fd;
+		mc->deadline = metrics_now_ms() + m->idle_ms;
+		pthread_mutex_lock(&m->conns_lock);
+		mc->next = m->conns;
+		if (m->conns != NULL)
+			m->conns->prev = mc;
+		m->conns = mc;
+		pthread_mutex_unlock(&m->conns_lock);
+		*socket_context = mc;
+		return;
+	}
+	if (mc == NULL)
+		return;
+	pthread_mutex_lock(&m->conns_lock);
+	if (mc->prev != NULL)
+		mc->prev->next = mc->next;
+	else
+		m->conns = mc->next;
+	if (mc->next != NULL)
+		mc->next->prev = mc->prev;
+	pthread_mutex_unlock(&m->conns_lock);
+	free(mc);
+	*socket_context = NULL;
+}
+
+/* A request arrived whole on conn: the next one has idle_timeout again. */
+static void metrics_conn_renew(struct metrics *m, struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct metrics_conn *mc = ci != NULL ? ci->socket_context : NULL;
+
+	if (mc == NULL)
+		return;
+	pthread_mutex_lock(&m->conns_lock);
+	mc->deadline = metrics_now_ms() + m->idle_ms;
+	pthread_mutex_unlock(&m->conns_lock);
+}
+
+/* On the loop: shut down the connections past their deadline (at most
+ * max_conns of them; libmicrohttpd then sees the end and closes them). */
+static void metrics_reap(struct metrics *m)
+{
+	uint64_t now = metrics_now_ms();
+	struct metrics_conn *mc;
+
+	pthread_mutex_lock(&m->conns_lock);
+	for (mc = m->conns; mc != NULL; mc = mc->next)
+		if (!mc->shut && now >= mc->deadline) {
+			shutdown(mc->fd, SHUT_RDWR);
+			mc->shut = 1;
+		}
+	pthread_mutex_unlock(&m->conns_lock);
+}
+
 /* One request, on the daemon's thread: answer from the published copy. */
 static enum MHD_Result
 metrics_on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -358,6 +458,7 @@ metrics_on_request(void *cls, struct MHD_Connection *conn, const char *url,
 	(void)upload_data;
 	(void)upload_size;
 	(void)req_cls;
+	metrics_conn_renew(m, conn);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) &&
 	    strcmp(method, MHD_HTTP_METHOD_HEAD))
 		return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
@@ -433,6 +534,7 @@ void metrics_update(struct metrics *m)
 static void metrics_on_tick(uv_timer_t *t)
 {
 	metrics_update(t->data);
+	metrics_reap(t->data);
 }
 
 void metrics_note_failure(struct metrics *m, int code, double t, int local)
@@ -523,6 +625,8 @@ int metrics_new(uv_loop_t *loop, const struct metrics_opts *o,
 	if (family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->conns_lock, NULL);
+	m->idle_ms = (uint64_t)o->idle_timeout * 1000;
 	metrics_update(m);
 	/* The daemon's thread takes no signal: they belong to the loop. */
 	sigfillset(&all);
@@ -532,7 +636,8 @@ int metrics_new(uv_loop_t *loop, const struct metrics_opts *o,
 	    MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned)o->max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned)o->idle_timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-	    (size_t)METRICS_CONN_MEMORY, MHD_OPTION_END);
+	    (size_t)METRICS_CONN_MEMORY, MHD_OPTION_NOTIFY_CONNECTION,
+	    metrics_on_conn, m, MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (m->daemon == NULL) {
 		snprintf(errmsg, errlen,
@@ -540,6 +645,7 @@ int metrics_new(uv_loop_t *loop, const struct metrics_opts *o,
 			 m->port);
 		rc = UV_EIO;
 		pthread_mutex_destroy(&m->lock);
+		pthread_mutex_destroy(&m->conns_lock);
 		goto fail;
 	}
 	uv_timer_init(loop, &m->tick);
@@ -560,6 +666,7 @@ static void metrics_on_closed(uv_handle_t *h)
 	struct metrics *m = h->data;
 
 	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->conns_lock);
 	free(m);
 }
 

@@ -3,9 +3,11 @@
  * an agent that never joins. It connects to the c10d store (with the
  * rendezvous secret when one is given) or to etcd, reads the job's keys
  * with rdzv_status_read, prints them as text or JSON (--json) and exits:
- * 0 the job runs (or re-forms after a restart), 1 no such job (nothing at
- * the endpoint, another run id, or the job ended), 2 a usage error, 3 the
- * store could not be read (a malformed record, a refused secret).
+ * 0 the job runs (or re-forms after a restart), 1 no such job (nothing
+ * listening on a c10d endpoint, another run id, or the job ended), 2 a
+ * usage error, 3 the rendezvous could not be reached or read (an endpoint
+ * that does not answer, with either backend; a malformed record, a refused
+ * secret).
  *
  * Every wait is bounded: connecting and every read by --timeout, the
  * heartbeat sampling by --hb_wait, and the whole command by their sum
@@ -63,9 +65,11 @@ static const char status_usage[] =
     "  -h, --help             show this help\n"
     "\n"
     "Exit status: 0 the job runs (or re-forms to restart), 1 no such job\n"
-    "(nothing at the endpoint, another run id, or the job ended), 2 usage\n"
-    "error, 3 the rendezvous could not be read (a malformed record, a\n"
-    "secret refused, the store lost).\n";
+    "(nothing listening on a c10d endpoint, another run id, or the job\n"
+    "ended), 2 usage error, 3 the rendezvous could not be reached or read\n"
+    "(an endpoint that does not answer within --timeout, an etcd that\n"
+    "cannot be reached, a malformed record, a secret refused, the store\n"
+    "lost).\n";
 
 struct cmd_status {
 	uv_loop_t loop;
@@ -443,11 +447,25 @@ static void on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
 
 	cs->rs = rs; /* maybe called before rdzv_store_open returned */
 	if (status) {
-		/* Nothing there is "not found"; anything else an error. */
-		if (status == CRUN_ETIMEDOUT || status == UV_ECONNREFUSED) {
+		/* Nothing listening is "not found" (the store goes with the
+		 * job); an endpoint that does not answer, like an etcd that
+		 * does not, is one that cannot be reached; anything else an
+		 * error. rdzv_store gives up on both with CRUN_ETIMEDOUT and
+		 * names the last connection error in its message. */
+		if (status == UV_ECONNREFUSED ||
+		    (status == CRUN_ETIMEDOUT &&
+		     strstr(rdzv_store_errmsg(rs),
+			    crun_strerror(UV_ECONNREFUSED)) != NULL)) {
 			fprintf(stderr, "crun status: no job at %s: %s\n",
 				cs->endpoint, rdzv_store_errmsg(rs));
 			return status_close(cs, 1);
+		}
+		if (status == CRUN_ETIMEDOUT) {
+			fprintf(stderr,
+				"crun status: cannot reach the rendezvous at "
+				"%s: %s\n",
+				cs->endpoint, rdzv_store_errmsg(rs));
+			return status_close(cs, 3);
 		}
 		if (status == CRUN_EADDRINUSE_OTHER) {
 			fprintf(stderr,

@@ -48,6 +48,10 @@
 
 /* The largest job file read: a job file is a page of settings. */
 #define CFG_INI_MAX_BYTES (1024 * 1024)
+/* The longest value after ${} expansion, and the most that expanding the
+ * whole file may produce: a few ${X} of a large X must not become gigabytes. */
+#define CFG_INI_MAX_VALUE (1024 * 1024)
+#define CFG_INI_MAX_EXPANSION (4 * 1024 * 1024)
 
 extern char **environ;
 
@@ -127,7 +131,8 @@ struct ini_state {
 	int cur_sec;	     /* from the last header; -1 unknown, -2 none yet */
 	struct ini_entry *v;
 	int n, cap_v;
-	int err_line; /* first error: line (0: none yet) and message */
+	size_t expanded; /* bytes of the values expanded so far */
+	int err_line;	 /* first error: line (0: none yet) and message */
 	char err[512];
 	int read_errno;
 };
@@ -371,7 +376,31 @@ static void put(char **out, size_t *len, size_t *cap, const char *s, size_t n)
 	(*out)[*len] = '\0';
 }
 
-/* ${NAME}, ${NAME:-default} and $$ in e->value, into e->xval. */
+/*
+ * Whether n more bytes fit e's expansion, now len bytes long: within
+ * CFG_INI_MAX_VALUE, and the file's within CFG_INI_MAX_EXPANSION.
+ */
+static int expand_fits(struct ini_state *st, const struct ini_entry *e,
+		       size_t len, size_t n)
+{
+	if (len + n > CFG_INI_MAX_VALUE) {
+		note(st, e->line,
+		     "%s: value longer than %d KiB after ${} expansion", e->key,
+		     CFG_INI_MAX_VALUE / 1024);
+		return 0;
+	}
+	if (st->expanded + len + n > CFG_INI_MAX_EXPANSION) {
+		note(
+		    st, e->line,
+		    "%s: the job file's values pass %d KiB after ${} expansion",
+		    e->key, CFG_INI_MAX_EXPANSION / 1024);
+		return 0;
+	}
+	return 1;
+}
+
+/* ${NAME}, ${NAME:-default} and $$ in e->value, into e->xval, bounded by
+ * expand_fits. */
 static int expand(struct ini_state *st, struct ini_entry *e)
 {
 	const char *p = e->value, *name, *dflt = NULL, *v, *end;
@@ -426,18 +455,23 @@ static int expand(struct ini_state *st, struct ini_entry *e)
 		}
 		v = envp_get(st->envp, name, nlen);
 		if (dflt && (v == NULL || *v == '\0'))
-			put(&out, &len, &cap, dflt, (size_t)(end - dflt));
-		else if (v)
-			put(&out, &len, &cap, v, strlen(v));
-		else {
+			v = NULL;
+		else if (v == NULL) {
 			note(st, e->line,
 			     "%s: undefined variable '%.*s' (set it, or write "
 			     "${%.*s:-default})",
 			     e->key, (int)nlen, name, (int)nlen, name);
 			goto fail;
 		}
+		if (v == NULL)
+			v = dflt;
+		nlen = v == dflt ? (size_t)(end - dflt) : strlen(v);
+		if (!expand_fits(st, e, len, nlen))
+			goto fail;
+		put(&out, &len, &cap, v, nlen);
 		p = end + 1;
 	}
+	st->expanded += len;
 	e->xval = out;
 	return 0;
 fail:

@@ -38,6 +38,8 @@ static struct {
 	enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int,
 					  struct MHD_Response *);
 	void (*destroy_response)(struct MHD_Response *);
+	const union MHD_ConnectionInfo *(*get_connection_info)(
+	    struct MHD_Connection *, enum MHD_ConnectionInfoType, ...);
 } dl;
 
 /* Resolve name into *slot; 0 or -1 (and one line saying which). */
@@ -73,7 +75,8 @@ static int mhd_dl_load(void)
 		       "MHD_create_response_from_buffer") ||
 	    mhd_dl_sym(&dl.add_response_header, "MHD_add_response_header") ||
 	    mhd_dl_sym(&dl.queue_response, "MHD_queue_response") ||
-	    mhd_dl_sym(&dl.destroy_response, "MHD_destroy_response")) {
+	    mhd_dl_sym(&dl.destroy_response, "MHD_destroy_response") ||
+	    mhd_dl_sym(&dl.get_connection_info, "MHD_get_connection_info")) {
 		dlclose(dl.h);
 		dl.h = NULL;
 		return -1;
@@ -131,4 +134,14 @@ void MHD_destroy_response(struct MHD_Response *response)
 {
 	if (dl.h != NULL)
 		dl.destroy_response(response);
+}
+
+/* Only the kinds that take no further argument (CONNECTION_FD,
+ * SOCKET_CONTEXT, ...): the wrapper passes none on. */
+const union MHD_ConnectionInfo *
+MHD_get_connection_info(struct MHD_Connection *connection,
+			enum MHD_ConnectionInfoType info_type, ...)
+{
+	return dl.h != NULL ? dl.get_connection_info(connection, info_type)
+			    : NULL;
 }

@@ -16,10 +16,14 @@
  * uv_try_write, the rest going through uv_write. Before a request runs, the
  * size of its reply is known (MULTI_GET and LIST_KEYS add up their values and
  * keys first): a reply larger than max_output is refused, and a connection
- * whose unsent replies would pass max_output stops being read (backpressure:
+ * whose unsent replies would pass its share stops being read (backpressure:
  * its unparsed bytes wait in its input buffer) until the kernel has taken
- * half of them. Pushed output (WATCH_KEY notifications) that would pass a
- * connection's max_output closes that connection instead.
+ * half of them. A connection's share is max_output, but at most half of
+ * max_memory divided among the connections that have unsent replies, so
+ * that clients which pipeline without reading leave room for everyone
+ * else's replies; a connection with nothing unsent may always take one
+ * reply. Pushed output (WATCH_KEY notifications) that would pass a
+ * connection's share closes that connection instead.
  *
  * Memory: srv->mem counts everything a client can make the process hold:
  * keys, values, queue items, entries, input and output buffers (by their
@@ -179,6 +183,7 @@ struct store_conn {
 	struct store_conn *dirty_next;
 	int dirty;
 	int paused; /* not reading: too many unsent replies */
+	int busy;   /* has unsent replies (counted in srv->nbusy) */
 	int nobufs; /* the last read buffer was refused by max_memory */
 	int closing;
 	int authed;		/* passed the rendezvous secret (auth.h) */
@@ -220,6 +225,7 @@ struct crun_store_server {
 	unsigned long log_skipped; /* closes not logged since */
 	struct store_conn *conns;
 	size_t nconns;
+	size_t nbusy; /* connections with unsent replies */
 	struct store_conn *dirty;
 	size_t ndirty;		     /* connections on the dirty list */
 	struct store_fanout *fanout; /* its helper thread, once needed */
@@ -391,8 +397,23 @@ static void store_conn_dirty(struct store_conn *c)
 static void store_conn_account(struct store_conn *c);
 
 /*
+ * The unsent replies c may hold: max_output, but no more than its share of
+ * half of max_memory among the connections that have unsent replies (c
+ * included), so that clients that do not read cannot take the memory the
+ * others need for theirs.
+ */
+static size_t store_conn_share(const struct store_conn *c)
+{
+	const struct crun_store_server *srv = c->srv;
+	size_t share = srv->lim.max_memory / 2 / (srv->nbusy + !c->busy);
+
+	return share < srv->lim.max_output ? share : srv->lim.max_output;
+}
+
+/*
  * Whether c may get n more bytes of output now: its unsent replies stay
- * within max_output and the process within max_memory.
+ * within max_output and, unless it has none, the buffers that hold them
+ * within its share (store_conn_share); the process stays within max_memory.
  */
 static int store_conn_fits(const struct store_conn *c, size_t n)
 {
@@ -400,9 +421,11 @@ static int store_conn_fits(const struct store_conn *c, size_t n)
 	size_t cap = store_buf_grown_cap(&c->out, n);
 	/* srv->mem counts c's buffers as of its last store_conn_account. */
 	size_t mem = srv->mem - c->charged + c->in.cap + c->qcap;
+	size_t pending = c->out.len + c->queued;
 
-	return c->out.len + c->queued + n <= srv->lim.max_output &&
-	       cap != SIZE_MAX && mem + cap <= srv->lim.max_memory;
+	return pending + n <= srv->lim.max_output && cap != SIZE_MAX &&
+	       (pending == 0 || cap + c->qcap <= store_conn_share(c)) &&
+	       mem + cap <= srv->lim.max_memory;
 }
 
 /* Have c closed at the next flush (not now: a list may be walking it). */
@@ -415,7 +438,8 @@ static void store_conn_doom(struct store_conn *c, const char *why)
 
 /*
  * Push a WATCH_KEY notification to every watcher of e. A watcher that would
- * pass max_output (it does not read) or max_memory is closed instead.
+ * pass its share (store_conn_share: it does not read) or max_memory is
+ * closed instead.
  */
 static void store_notify(struct store_entry *e, unsigned kind, const void *old,
 			 size_t olen, const void *new, size_t nlen)
@@ -428,7 +452,8 @@ static void store_notify(struct store_entry *e, unsigned kind, const void *old,
 			continue;
 		if (!store_conn_fits(w->c, n)) {
 			store_conn_doom(w->c, "watch notifications would pass "
-					      "max-output or max-memory");
+					      "its share of max-output or "
+					      "max-memory");
 			continue;
 		}
 		store_buf_u8(&w->c->out, kind);
@@ -602,8 +627,8 @@ static int store_waiter_hit(struct store_waiter *w)
 		else if (!store_conn_fits(c,
 					  1 + store_values_size(c->srv, w->list,
 								w->list_len)))
-			store_conn_doom(c, "wait_get reply would pass "
-					   "max-output or max-memory");
+			store_conn_doom(c, "wait_get reply would pass its "
+					   "share of max-output or max-memory");
 		else
 			store_reply_wait_get(c, w->list, w->list_len);
 		store_conn_account(c);
@@ -1114,13 +1139,16 @@ static int store_exec(struct store_conn *c, const struct store_req *req,
 static void store_server_maybe_free(struct crun_store_server *srv);
 static void store_flush_dirty(struct crun_store_server *srv);
 
-/* Bring srv->mem up to date with the buffers c holds now. */
+/* Bring srv->mem and srv->nbusy up to date with what c holds now. */
 static void store_conn_account(struct store_conn *c)
 {
 	size_t now = c->in.cap + c->out.cap + c->qcap;
+	int busy = !c->closing && c->out.len + c->queued > 0;
 
 	c->srv->mem = c->srv->mem - c->charged + now;
 	c->charged = now;
+	c->srv->nbusy = c->srv->nbusy - (size_t)c->busy + (size_t)busy;
+	c->busy = busy;
 }
 
 /* Free c once its handle is closed (its writes have been cancelled). */
@@ -1206,6 +1234,7 @@ static void store_conn_close(struct store_conn *c, const char *reason)
 	if (c->closing)
 		return;
 	c->closing = 1;
+	store_conn_account(c); /* no longer busy */
 	if (reason != NULL && !srv->quiet) {
 		now = uv_now(srv->loop);
 		if (srv->log_at == 0 || now - srv->log_at >= 1000) {
@@ -1356,7 +1385,8 @@ static void store_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 /*
- * c's replies have drained to half of max_output: run the requests waiting
+ * c's replies have drained (their buffers to half of its share): run the
+ * requests waiting
  * in its input, and read again unless that paused it anew.
  */
 static void store_conn_resume(struct store_conn *c)
@@ -1364,7 +1394,8 @@ static void store_conn_resume(struct store_conn *c)
 	size_t used;
 
 	if (!c->paused || c->closing ||
-	    c->out.len + c->queued > c->srv->lim.max_output / 2)
+	    (c->out.len + c->queued > 0 &&
+	     c->out.cap + c->qcap > store_conn_share(c) / 2))
 		return;
 	c->paused = 0;
 	used = store_conn_parse(c, c->in.data, c->in.len);

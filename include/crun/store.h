@@ -45,7 +45,9 @@ typedef void (*store_close_cb)(void *data);
  * reply larger than max_output, and anything that would take the process past
  * max_memory (which counts keys, values, queue items, waiters, watches and
  * every connection's input and output buffers). A client whose unsent replies
- * reach max_output is not read until they drain; one that holds a partial
+ * reach its share (max_output, but at most half of max_memory divided among
+ * the connections with unsent replies) is not read until they drain; one
+ * that holds a partial
  * request or unsent replies for idle_timeout seconds without progress is
  * closed. A connection accepted beyond max_conns is closed at once.
  */

@@ -160,6 +160,27 @@ join_timeout = x"
 bad "2: 'RANK' is set by crun for each worker" "[env]
 RANK = 1"
 
+# Issue 23.15: 114,001 ${X} of a 20 KB X (a 576 KB file) would expand to
+# 2.3 GB; it is refused at the line where the file's expansion passes 4 MiB,
+# in bounded memory (ulimit -v: the unbounded expansion took 4.4 GB).
+"$PYTHON" -c '
+import sys
+lines = ["[job]", "entrypoint = x", "[env]"]
+n = 0
+while n < 114001:
+    k = min(40, 114001 - n)
+    lines.append("V%d = %s" % (len(lines), "${X}" * k))
+    n += k
+sys.stdout.write("\n".join(lines) + "\n")
+' >"$T/expand.ini"
+X=$(printf "%020000d" 0) && export X
+(ulimit -v 1048576; exec "$CRUN" --config "$T/expand.ini" /bin/true) \
+	>"$T/o" 2>"$T/e"; rc=$?
+unset X
+expect_eq "status for an expansion past the limit" "$rc" 2
+expect_grep "expansion limit named" \
+	"expand.ini:[0-9]*: V[0-9]*: the job file's values pass 4096 KiB after \${} expansion" "$T/e"
+
 "$CRUN" --config "$T/missing.ini" /bin/true >"$T/o" 2>"$T/e"; rc=$?
 expect_eq "status for a missing job file" "$rc" 2
 expect_grep "missing job file" "$T/missing.ini: cannot open job file: No such file" "$T/e"

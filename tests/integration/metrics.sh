@@ -15,7 +15,9 @@
 #     or oversized headers; the agent holds at most --metrics_max_conns of
 #     them, closes the idle ones after --metrics_idle_timeout, /healthz
 #     answers again while the flood's sockets are still open, and the job
-#     is untouched (same generation, no node lost);
+#     is untouched (same generation, no node lost); 32 clients that dribble
+#     one header byte a second are closed after --metrics_idle_timeout all
+#     the same, and /healthz answers;
 #   generation 2: agent b is killed (-9); a re-forms alone without spending
 #     a restart: a node loss, group world size 1.
 . tests/integration/lib.sh
@@ -268,6 +270,41 @@ touch "$T/flood.done"
 wait_pid 60 "$FLOOD" "$T/flood.out"
 note "$(tail -n 1 "$T/flood.out")"
 grep -q 'held 200 closed by the server 200 ' "$T/flood.out" || fail "flood: $(tail -n 3 "$T/flood.out")"
+
+# --- dribblers (issue 23.14): 32 clients (the default cap), one header byte
+# a second each, which restarts libmicrohttpd's own timeout every time: each
+# must be closed once its request has not come in whole in idle_timeout
+# (2 s), and /healthz must answer again.
+"$PYTHON" - "${HA%:*}" "${HA##*:}" >"$T/dribble.out" 2>&1 <<'PY'
+import socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+req = b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"a" * 64
+socks = [socket.create_connection((host, port), timeout=5) for _ in range(32)]
+for s in socks:
+    s.setblocking(False)
+t0, sent, open_ = time.time(), 0, list(socks)
+while open_ and time.time() < t0 + 12:
+    still = []
+    for s in open_:
+        try:
+            if s.recv(4096) == b"":
+                continue
+        except BlockingIOError:
+            pass
+        except OSError:
+            continue
+        try:
+            s.send(req[sent:sent + 1])
+        except OSError:
+            continue
+        still.append(s)
+    open_, sent = still, sent + 1
+    time.sleep(1)
+print("dribblers 32 closed by the server %d in %.1f s" % (32 - len(open_), time.time() - t0))
+PY
+note "$(tail -n 1 "$T/dribble.out")"
+grep -q 'dribblers 32 closed by the server 32 ' "$T/dribble.out" || fail "dribblers: $(tail -n 3 "$T/dribble.out")"
+wait_for 10 is_code "$UA/healthz" 200 || fail "healthz of a unreachable after the dribblers"
 
 # --- a node loss: b killed, a re-forms alone ------------------------------
 kill -9 "$pid_b"

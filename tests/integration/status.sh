@@ -4,6 +4,7 @@
 # 0, heartbeats); after a worker failure and restart, generation, restarts
 # and the last failure (rank, exit code); a forged record named, not a
 # crash; a wrong run id, nothing on the endpoint and an ended job exit 1;
+# an endpoint that accepts and never answers exits 3 with either backend;
 # the rendezvous secret (without it a clean refusal, with it the job); and
 # the etcd backend on a real etcd member.
 . tests/integration/lib.sh
@@ -63,17 +64,48 @@ expect_grep "nothing there: says so" "no job at 127.0.0.1:$PORT" "$T/st.err"
 expect_eq "nothing there: one line" "$(wc -l <"$T/st.err")" 1
 [ $(( $(now_ms) - t0 )) -lt 5000 ] || fail "status took $(( $(now_ms) - t0 )) ms with --timeout=1"
 
-# Something else on the port (an HTTP server): not a job either.
+# Something else on the port (an HTTP server): it waits for the end of an
+# HTTP request and never answers a store's frame, so like any silent
+# endpoint it cannot be reached: exit 3.
 HPORT=$(free_port)
 "$PYTHON" -m http.server "$HPORT" --bind 127.0.0.1 >/dev/null 2>&1 &
 hpid=$!
 at_exit "kill $hpid 2>/dev/null"
 wait_for 10 listening "$HPORT" || fail "the HTTP server never listened"
 "$CRUN" status --rdzv_endpoint="127.0.0.1:$HPORT" --timeout=2 >"$T/st.out" 2>"$T/st.err"
-expect_eq "http there: exit 1" $? 1
-expect_grep "http there: says so" "no job at 127.0.0.1:$HPORT: " "$T/st.err"
+expect_eq "http there: exit 3" $? 3
+expect_grep "http there: says so" "cannot reach the rendezvous at 127.0.0.1:$HPORT: " "$T/st.err"
 expect_eq "http there: one line" "$(wc -l <"$T/st.err")" 1
 kill $hpid
+
+# An endpoint that accepts and never answers cannot be reached: exit 3 with
+# either backend (issue 23.17: c10d said 1, "no job", and etcd 3).
+SPORT=$(free_port)
+"$PYTHON" -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(64)
+held, end = [], time.time() + 60
+s.settimeout(1)
+while time.time() < end:
+    try:
+        held.append(s.accept()[0])
+    except socket.timeout:
+        pass
+' "$SPORT" >/dev/null 2>&1 &
+spid=$!
+at_exit "kill $spid 2>/dev/null"
+wait_for 10 listening "$SPORT" || fail "the silent server never listened"
+for b in c10d etcd; do
+	t0=$(now_ms)
+	"$CRUN" status --rdzv_backend=$b --rdzv_endpoint="127.0.0.1:$SPORT" --timeout=1 >"$T/st.out" 2>"$T/st.err"
+	expect_eq "silent $b endpoint: exit 3" $? 3
+	expect_eq "silent $b endpoint: one line" "$(wc -l <"$T/st.err")" 1
+	[ $(( $(now_ms) - t0 )) -lt 5000 ] || fail "silent $b: status took $(( $(now_ms) - t0 )) ms with --timeout=1"
+	[ $b = etcd ] || expect_grep "silent c10d endpoint: says so" "cannot reach the rendezvous at 127.0.0.1:$SPORT" "$T/st.err"
+done
+kill $spid
 
 # 2. A running job: a (2 workers, the store host) and b (1 worker).
 note "2. c10d job on 127.0.0.1:$PORT"

@@ -59,7 +59,7 @@ start=$(date +%s)
 scenario pipelined_gets
 scenario multi_get_fanout "closing connection from 127.0.0.1.*exceeds max-output"
 scenario list_keys
-scenario watch "watch notifications would pass max-output"
+scenario watch "watch notifications would pass its share of max-output"
 scenario partial_frames "partial request would pass max-memory"
 scenario parked_waits "wait refused: it would pass max-memory"
 scenario sigpipe
@@ -67,6 +67,11 @@ scenario queue_wakeups
 scenario incremental
 scenario wrong_magic "validate with a wrong magic 0x12345678"
 scenario idle "no progress for idle-timeout 2 s with a partial request"
+
+# Issue 23.4: a non-reading client under a low ceiling, max-output at its
+# default (64M, past the ceiling): its share of max-memory bounds it.
+LIMITS="--max-memory 16M" MEM_MB=16
+scenario unread_share
 
 # The hash key is per process: two stores order the same keys differently.
 start_store "$T/h1.log"

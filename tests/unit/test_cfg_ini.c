@@ -872,3 +872,73 @@ Test(cfg_ini, entrypoint_relative_to_the_job_file)
 	load_ok("[job]\nentrypoint = pkg.train\nmodule = true\n", NULL, NULL);
 	cr_expect_str_eq(cfg.argv[0], "pkg.train");
 }
+
+/*
+ * ${X} expansion is bounded: per value (CFG_INI_MAX_VALUE, 1 MiB) and for
+ * the whole file (CFG_INI_MAX_EXPANSION, 4 MiB), each failing with the
+ * file:line and the limit rather than growing without end (a 576 KB file of
+ * ${X} with a 20 KB X took 4.4 GB).
+ */
+static char *big_x_env[2];
+
+static void expansion_bad(const char *text, int line, const char *want)
+{
+	char prefix[200];
+	static char x[2 + 20000 + 1];
+	int rc;
+
+	memset(x, 'a', sizeof(x) - 1);
+	memcpy(x, "X=", 2);
+	x[sizeof(x) - 1] = '\0';
+	big_x_env[0] = x;
+	rc = run(text, NULL, big_x_env);
+	cr_assert_eq(rc, CRUN_EUSAGE, "no error for %zu bytes of job file",
+		     strlen(text));
+	snprintf(prefix, sizeof(prefix), "%s:%d: ", path, line);
+	cr_assert(strncmp(err, prefix, strlen(prefix)) == 0,
+		  "error '%s' does not start with '%s'", err, prefix);
+	cr_assert_not_null(strstr(err, want), "error '%s' lacks '%s'", err, want);
+}
+
+/* n indented lines of 20 "${X}" each, after "KEY =" on one line. */
+static void put_refs(char *text, size_t cap, const char *key, int n)
+{
+	size_t len = strlen(text);
+
+	len += (size_t)snprintf(text + len, cap - len, "%s =\n", key);
+	for (int i = 0; i < n; i++) {
+		len += (size_t)snprintf(text + len, cap - len, " ");
+		for (int j = 0; j < 20; j++)
+			len += (size_t)snprintf(text + len, cap - len, "${X}");
+		len += (size_t)snprintf(text + len, cap - len, "\n");
+	}
+}
+
+Test(cfg_ini, error_expanded_value_too_long)
+{
+	static char text[16384];
+
+	/* 60 x 20 KB = 1.2 MB in one value. */
+	snprintf(text, sizeof(text), "[job]\nentrypoint = x\n");
+	put_refs(text, sizeof(text), "args", 3);
+	expansion_bad(text, 3, "args: value longer than 1024 KiB after ${} "
+			       "expansion");
+}
+
+Test(cfg_ini, error_expansion_too_large)
+{
+	static char text[65536];
+	char key[16];
+
+	/* Five values of 50 x 20 KB (under 1 MiB each), 5 MB in all: the
+	 * fifth passes 4 MiB. */
+	snprintf(text, sizeof(text), "[job]\nentrypoint = x\n[env]\n");
+	for (int i = 1; i <= 5; i++) {
+		snprintf(key, sizeof(key), "V%d", i);
+		put_refs(text, sizeof(text), key, 2);
+		strcat(text, " ${X}${X}${X}${X}${X}${X}${X}${X}${X}${X}\n");
+	}
+	expansion_bad(text, 4 + 4 * 4,
+		      "V5: the job file's values pass 4096 KiB after ${} "
+		      "expansion");
+}

@@ -3,13 +3,18 @@
  * agent/): the Prometheus text a snapshot renders to (families declared
  * once, before their samples, contiguous; labels escaped; optional series
  * only when they mean something), /healthz's JSON and status, and the
- * server itself on a loopback port: routes, methods, a busy port.
+ * server itself on a loopback port: routes, methods, a busy port, clients
+ * that dribble.
  */
 #include <criterion/criterion.h>
 #include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "../../agent/metrics.c"
 #include "crun/store.h"
@@ -408,4 +413,106 @@ Test(metrics, store_ops_by_kind, .timeout = 30)
 	}
 	cr_assert_null(st.none.name);
 	cr_assert_eq(uv_loop_close(&st.loop), 0);
+}
+
+/* ---- Clients that dribble ----------------------------------------------- */
+
+struct dribble_loop {
+	uv_loop_t loop;
+	uv_async_t stop;
+	struct metrics *m;
+};
+
+static void dribble_on_stop(uv_async_t *h)
+{
+	struct dribble_loop *d = h->data;
+
+	metrics_close(d->m);
+	uv_close((uv_handle_t *)h, NULL);
+}
+
+static void *dribble_run(void *data)
+{
+	struct dribble_loop *d = data;
+
+	uv_run(&d->loop, UV_RUN_DEFAULT);
+	return NULL;
+}
+
+/* Whether the server has closed fd (EOF or an error; not just quiet). */
+static int peer_closed(int fd)
+{
+	char b[256];
+	ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/*
+ * max_conns clients each send one header byte every 300 ms, which restarts
+ * libmicrohttpd's own timeout every time: each must still be closed once
+ * its request has not come in whole within idle_timeout (2 s), and /healthz
+ * must then answer.
+ */
+Test(metrics, dribblers_closed, .timeout = 30)
+{
+	enum { N = 4 };
+	struct metrics_opts o = {"127.0.0.1", 0, N, 2, fill, NULL};
+	static const char req[] = "GET /healthz HTTP/1.1\r\nX-Slow: ";
+	struct dribble_loop d;
+	struct sockaddr_in sa;
+	char err[256] = "", url[128], *body = NULL;
+	int fd[N], open_n = N, sent = 0;
+	pthread_t th;
+
+	fill_state = "running";
+	memset(&d, 0, sizeof(d));
+	cr_assert_eq(uv_loop_init(&d.loop), 0);
+	cr_assert_eq(metrics_new(&d.loop, &o, &d.m, err, sizeof(err)), 0,
+		     "%s", err);
+	uv_async_init(&d.loop, &d.stop, dribble_on_stop);
+	d.stop.data = &d;
+	cr_assert_eq(pthread_create(&th, NULL, dribble_run, &d), 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)metrics_port(d.m));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (int i = 0; i < N; i++) {
+		fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		cr_assert_eq(connect(fd[i], (struct sockaddr *)&sa, sizeof(sa)),
+			     0);
+	}
+	/* Up to 8 s (4 x idle_timeout): one byte each per 300 ms. */
+	for (int t = 0; t < 8000 / 300 && open_n > 0; t++) {
+		char c = sent < (int)sizeof(req) - 1 ? req[sent] : 'a';
+
+		sent++;
+		open_n = 0;
+		for (int i = 0; i < N; i++) {
+			if (fd[i] < 0)
+				continue;
+			if (peer_closed(fd[i]) ||
+			    send(fd[i], &c, 1, MSG_NOSIGNAL) != 1) {
+				close(fd[i]);
+				fd[i] = -1;
+				continue;
+			}
+			open_n++;
+		}
+		usleep(300 * 1000);
+	}
+	for (int i = 0; i < N; i++)
+		if (fd[i] >= 0)
+			close(fd[i]);
+	cr_expect_eq(open_n, 0,
+		     "%d of %d dribbling clients still open after 8 s "
+		     "(idle_timeout 2 s)",
+		     open_n, N);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/healthz",
+		 metrics_port(d.m));
+	cr_expect_eq(http("GET", url, &body), 200);
+	free(body);
+	uv_async_send(&d.stop);
+	pthread_join(th, NULL);
+	cr_assert_eq(uv_loop_close(&d.loop), 0);
 }

@@ -893,6 +893,67 @@ Test(store_server, unread_replies, .timeout = 30)
 	run_scenario(unread_replies, &lim);
 }
 
+/*
+ * Four 256 KiB values, max_memory 8 MiB and max_output at its default
+ * (64 MiB, far above max_memory): a client pipelining 200 GETs of them (50
+ * MiB of replies) without reading is paused at its share (half of
+ * max_memory), not at the ceiling, so another client's GET of a value is
+ * still answered; once it reads, it gets all 200 replies in order.
+ */
+static const char *unread_share(int port)
+{
+	enum { VLEN = 256 * 1024, NGET = 200 };
+	static char val[VLEN], req[11 * NGET], got[8 + VLEN];
+	char get[] = "\x02\x02\0\0\0\0\0\0\0/0", key[] = "/0";
+	struct crun_store_client *c;
+	int fd, i;
+	void *v;
+	size_t len;
+
+	CHECK_RC(store_connect("127.0.0.1", port, 5000, &c), 0);
+	for (i = 0; i < 4; i++) {
+		memset(val, 'a' + i, sizeof(val));
+		key[1] = (char)('0' + i);
+		CHECK_RC(store_set(c, key, val, sizeof(val)), 0);
+	}
+	CHECK_RC(store_get(c, "/3", 5000, &v, &len), 0); /* the SETs are in */
+	free(v);
+	fd = raw_connect_rcvbuf(port, 4096);
+	CHECK(fd >= 0);
+	for (i = 0; i < NGET; i++) {
+		get[10] = (char)('0' + i % 4);
+		memcpy(req + 11 * i, get, 11);
+	}
+	CHECK(send(fd, req, sizeof(req), MSG_NOSIGNAL) == (ssize_t)sizeof(req));
+	WAIT_STATS(paused, ==, 1, 5000);
+	/* The values, its share and one reply over it, buffers. */
+	CHECK(get_stats().memory < 4 * (VLEN + 64) + (4u << 20) + 2 * VLEN +
+				       4 * 65536);
+	CHECK_RC(store_get(c, "/3", 5000, &v, &len), 0);
+	CHECK(len == VLEN && ((char *)v)[VLEN - 1] == 'd');
+	free(v);
+	CHECK(get_stats().conns == 2);
+	for (i = 0; i < NGET; i++) {
+		CHECK(raw_read(fd, got, sizeof(got), 5000) == (int)sizeof(got));
+		CHECK(got[0] == 0 && got[1] == 0 && got[2] == 4); /* 256 KiB */
+		CHECK(got[8] == 'a' + i % 4 && got[8 + VLEN - 1] == 'a' + i % 4);
+	}
+	WAIT_STATS(paused, ==, 0, 5000);
+	close(fd);
+	store_close(c);
+	return NULL;
+}
+
+Test(store_server, unread_share, .timeout = 60)
+{
+	struct crun_store_limits lim;
+
+	store_limits_default(&lim);
+	lim.max_memory = 8u << 20;
+	capture_log = 1;
+	run_scenario(unread_share, &lim);
+}
+
 /* Parked waiters are charged to max_memory, and given back on close. */
 static const char *waiter_accounting(int port)
 {
@@ -1150,7 +1211,7 @@ static const char *wait_get_limit(int port)
 	CHECK_RC(store_set(c, "/big", big, sizeof(big)), 0);
 	CHECK(raw_closed(fd));
 	close(fd);
-	CHECK(log_has("wait_get reply would pass max-output"));
+	CHECK(log_has("wait_get reply would pass its share of max-output"));
 	fd = raw_connect(port);
 	CHECK(fd >= 0);
 	CHECK(send(fd, hello, 5, 0) == 5);

@@ -203,6 +203,45 @@ def pipelined_gets(port, pid):
     return "3 x 1500 pipelined GETs of 1 MiB, never read"
 
 
+def unread_share(port, pid):
+    """Issue 23.4: with max-memory 16M and max-output at its default (64M),
+    one client pipelines 600 GETs of 1 MiB values and does not read: it must
+    not take the memory an innocent client's GET needs, and once it reads it
+    gets every reply, in order."""
+    c = conn(port)
+    for k, fill in ((b"/u0", b"x"), (b"/u1", b"y")):
+        c.sendall(op(G0_SET, k, fill * (1 << 20)))
+    c.sendall(op(G0_GET, b"/u1"))  # SET has no reply: this says they are in
+    if recv_exact(c, 8 + (1 << 20)) != s8(b"y" * (1 << 20)):
+        fail("the values were not stored")
+    h = conn(port)  # a default receive buffer: a 4 KiB one reads too slowly
+    n = 600
+    h.sendall(b"".join(op(G0_GET, b"/u%d" % (i % 2)) for i in range(n)))
+    settle()
+    g = conn(port)
+    g.sendall(op(G0_GET, b"/u0"))
+    got = recv_exact(g, 8 + (1 << 20))
+    if got is None or got[8:16] != b"x" * 8:
+        fail("an innocent client's GET was not answered while another does not read")
+    g.close()
+    buf = bytearray(8 + (1 << 20))
+    view = memoryview(buf)
+    h.settimeout(10)
+    for i in range(n):
+        have = 0
+        while have < len(buf):
+            k = h.recv_into(view[have:])
+            if k == 0:
+                fail("the stalled client was closed after %d of %d replies" % (i, n))
+            have += k
+        want = b"xy"[i % 2]
+        if buf[:8] != struct.pack("<Q", 1 << 20) or buf[8] != want or buf[-1] != want:
+            fail("the stalled client's reply %d is not /u%d's value" % (i, i % 2))
+    h.close()
+    c.close()
+    return "600 pipelined GETs of 1 MiB unread; another GET answered; all 600 then read in order"
+
+
 def multi_get_fanout(port, pid):
     """Issue 9.1: one MULTI_GET naming a 1 MiB key 512 times (a 512 MiB reply)."""
     c = conn(port, g3=True)
@@ -436,6 +475,7 @@ def hash_order(port, pid, port2):
 
 SCENARIOS = {
     "pipelined_gets": pipelined_gets,
+    "unread_share": unread_share,
     "multi_get_fanout": multi_get_fanout,
     "list_keys": list_keys,
     "watch": watch,
