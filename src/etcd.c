@@ -31,6 +31,11 @@
 #define CONNECT_MS 1000	  /* connecting to one endpoint */
 #define TURN_PAUSE_MS 200 /* after every endpoint failed once */
 #define MAX_BODY (64u << 20)
+#define MAX_MSG (8u << 20) /* one message of a stream (a watch) */
+/* What one transfer may take in one loop turn; the rest waits (paused) for
+ * the next turn, so a fast stream cannot hold up timers and signals. */
+#define TURN_BYTES (256u << 10)
+#define TURN_MSGS 128
 
 struct etcd {
 	uv_loop_t *loop;
@@ -46,6 +51,7 @@ struct etcd {
 	int authing;		 /* an authenticate call is out */
 	struct etcd_req *reqs;	 /* every request, in any state */
 	uv_timer_t tick;	 /* retries after a pause */
+	uv_idle_t turn;		 /* the next loop turn: budgets renewed */
 	double timeout;
 	int closing;
 	void (*close_cb)(void *);
@@ -72,6 +78,11 @@ struct etcd_req {
 	void *arg;
 	char *buf;
 	size_t len, cap;
+	size_t scanned; /* streams: bytes of buf known to hold no newline */
+	size_t taken;	/* bytes taken in this loop turn */
+	unsigned nmsgs; /* stream messages handed on in this loop turn */
+	int paused;	/* the transfer waits for the next turn */
+	const char *refused; /* why on_write refused the answer */
 	char lasterr[256];
 };
 
@@ -353,13 +364,71 @@ int etcd_parse_endpoints(const char *list, int https, char (*urls)[300],
 
 /* --- requests ----------------------------------------------------------- */
 
+static void on_turn(uv_idle_t *t);
+
+/*
+ * Budgets are renewed at the next loop turn: an idle handle runs once a
+ * turn (a 0 ms timer restarted from its own callback would run again in
+ * the same turn), and the poll in between does not block.
+ */
+static void next_turn(struct etcd *e)
+{
+	if (!e->closing)
+		uv_idle_start(&e->turn, on_turn);
+}
+
+static int over_budget(const struct etcd_req *q)
+{
+	return q->taken >= TURN_BYTES || q->nmsgs >= TURN_MSGS;
+}
+
+/*
+ * Hand on the complete lines of a stream, within this turn's budget. Bytes
+ * scanned once are never scanned again (a huge line costs its length).
+ */
+static void stream_lines(struct etcd_req *q)
+{
+	size_t off = 0; /* the start of the next line */
+	char *nl;
+
+	while (q->nmsgs < TURN_MSGS &&
+	       (nl = memchr(q->buf + q->scanned, '\n', q->len - q->scanned))) {
+		size_t end = (size_t)(nl - q->buf);
+		json_t *m = json_loadb(q->buf + off, end - off, 0, NULL);
+
+		off = q->scanned = end + 1;
+		q->nmsgs++;
+		if (m) {
+			q->msg(m, q->arg);
+			json_decref(m);
+		}
+	}
+	if (q->nmsgs < TURN_MSGS)
+		q->scanned = q->len;
+	if (off) {
+		memmove(q->buf, q->buf + off, q->len - off);
+		q->len -= off;
+		q->scanned -= off;
+		q->buf[q->len] = '\0';
+	}
+}
+
 static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 {
 	struct etcd_req *q = arg;
 	size_t n = size * nmemb;
 
-	if (q->len + n + 1 > MAX_BODY)
+	next_turn(q->e);
+	if (over_budget(q)) {
+		/* curl keeps p and hands it again once unpaused. */
+		q->paused = 1;
+		return CURL_WRITEFUNC_PAUSE;
+	}
+	if (q->len + n + 1 > (q->msg ? MAX_MSG : MAX_BODY)) {
+		q->refused = q->msg ? "a watch message over 8 MiB"
+				    : "an answer over 64 MiB";
 		return 0;
+	}
 	if (q->len + n + 1 > q->cap) {
 		size_t cap = (q->cap ? q->cap * 2 : 4096);
 		char *b;
@@ -375,26 +444,32 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 	memcpy(q->buf + q->len, p, n);
 	q->len += n;
 	q->buf[q->len] = '\0';
-	if (q->msg) {
-		/* A stream: hand on every complete line. */
-		char *nl;
+	q->taken += n;
+	if (q->msg)
+		stream_lines(q);
+	return n;
+}
 
-		while ((nl = memchr(q->buf, '\n', q->len)) != NULL) {
-			size_t k = (size_t)(nl - q->buf) + 1;
-			json_t *m;
+/* A new loop turn: new budgets; lines left over first, then curl again. */
+static void on_turn(uv_idle_t *t)
+{
+	struct etcd *e = t->data;
+	struct etcd_req *q;
 
-			*nl = '\0';
-			m = json_loads(q->buf, JSON_DISABLE_EOF_CHECK, NULL);
-			memmove(q->buf, q->buf + k, q->len - k);
-			q->len -= k;
-			q->buf[q->len] = '\0';
-			if (m) {
-				q->msg(m, q->arg);
-				json_decref(m);
-			}
+	uv_idle_stop(t);
+	for (q = e->reqs; q; q = q->next) {
+		q->taken = 0;
+		q->nmsgs = 0;
+		if (q->msg && q->len)
+			stream_lines(q);
+		if (over_budget(q)) {
+			next_turn(e);
+		} else if (q->paused && q->easy) {
+			q->paused = 0;
+			/* May call on_write at once (and pause again). */
+			curl_easy_pause(q->easy, CURLPAUSE_CONT);
 		}
 	}
-	return n;
 }
 
 static void req_unlink(struct etcd_req *q)
@@ -500,11 +575,14 @@ static void on_done(CURL *easy, CURLcode res, void *arg)
 	if (q->msg) {
 		/* A stream ended. */
 		if (res != CURLE_OK)
-			return req_failover(q, curl_easy_strerror(res));
+			return req_failover(q, q->refused
+						   ? q->refused
+						   : curl_easy_strerror(res));
 		return req_done(q, http == 200 ? 0 : CRUN_EETCD, NULL);
 	}
 	if (res != CURLE_OK)
-		return req_failover(q, curl_easy_strerror(res));
+		return req_failover(q, q->refused ? q->refused
+						  : curl_easy_strerror(res));
 	j = json_loads(q->buf ? q->buf : "", 0, NULL);
 	if (http == 200 && j) {
 		req_done(q, 0, j);
@@ -558,7 +636,9 @@ static void req_start(struct etcd_req *q)
 		curl_uv_remove(e->cu, q->easy);
 		curl_easy_cleanup(q->easy);
 	}
-	q->len = 0;
+	q->len = q->scanned = 0;
+	q->paused = 0;
+	q->refused = NULL;
 	q->state = Q_RUNNING;
 	q->ep = e->cur;
 	q->easy = curl_easy_init();
@@ -797,6 +877,8 @@ int etcd_new(uv_loop_t *loop, const struct etcd_opts *o, char *errmsg,
 	}
 	uv_timer_init(loop, &e->tick);
 	e->tick.data = e;
+	uv_idle_init(loop, &e->turn);
+	e->turn.data = e;
 	*out = e;
 	return 0;
 }
@@ -809,11 +891,18 @@ static void on_cu_closed(void *data)
 		e->close_cb(e->close_data);
 }
 
-static void on_tick_closed(uv_handle_t *h)
+static void on_turn_closed(uv_handle_t *h)
 {
 	struct etcd *e = h->data;
 
 	curl_uv_close(e->cu, on_cu_closed, e);
+}
+
+static void on_tick_closed(uv_handle_t *h)
+{
+	struct etcd *e = h->data;
+
+	uv_close((uv_handle_t *)&e->turn, on_turn_closed);
 }
 
 void etcd_close(struct etcd *e, void (*cb)(void *data), void *data)
