@@ -27,9 +27,10 @@
 #include "crun/err.h"
 #include "crun/etcd.h"
 
-#define ATTEMPT_MS 3000	  /* one try at one endpoint */
-#define CONNECT_MS 1000	  /* connecting to one endpoint */
-#define TURN_PAUSE_MS 200 /* after every endpoint failed once */
+#define ATTEMPT_MS 3000	    /* one try at one endpoint */
+#define CONNECT_MS 1000	    /* connecting to one endpoint */
+#define BACKOFF_MS 100	    /* the first pause before a retry */
+#define BACKOFF_MAX_MS 2000 /* the longest (doubling in between) */
 #define MAX_BODY (64u << 20)
 #define MAX_MSG (8u << 20) /* one message of a stream (a watch) */
 /* What one transfer may take in one loop turn; the rest waits (paused) for
@@ -47,6 +48,7 @@ struct etcd {
 	char cacert[512], cert[512], key[512];
 	char user[256], password[256];
 	char *token;		 /* "Authorization" header, once known */
+	unsigned token_gen;	 /* bumped with every new token */
 	struct curl_slist *hdrs; /* with the token */
 	int authing;		 /* an authenticate call is out */
 	struct etcd_req *reqs;	 /* every request, in any state */
@@ -68,11 +70,13 @@ struct etcd_req {
 	char *body;
 	CURL *easy;
 	enum qstate state;
-	int ep;		  /* endpoint of the running attempt */
-	int tried;	  /* endpoints tried in this turn */
-	uint64_t started; /* loop time of the first attempt */
-	uint64_t due;	  /* paused until */
-	int is_auth;	  /* the authenticate call itself */
+	int ep;		    /* endpoint of the running attempt */
+	int tried;	    /* endpoints tried in this turn */
+	int retries;	    /* pauses so far (each twice the last) */
+	unsigned token_gen; /* of the token the attempt carried */
+	uint64_t started;   /* loop time of the first attempt */
+	uint64_t due;	    /* paused until */
+	int is_auth;	    /* the authenticate call itself */
 	etcd_cb cb;
 	etcd_msg_cb msg; /* streams only */
 	void *arg;
@@ -523,6 +527,38 @@ static void wait_auth(struct etcd_req *q)
 	authenticate(q->e);
 }
 
+uint64_t etcd_backoff_ms(int retries)
+{
+	uint64_t ms = BACKOFF_MS;
+
+	while (retries-- > 0 && ms < BACKOFF_MAX_MS)
+		ms *= 2;
+	return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
+}
+
+static int past_deadline(const struct etcd_req *q)
+{
+	return uv_now(q->e->loop) - q->started >=
+	       (uint64_t)(q->e->timeout * 1000);
+}
+
+/*
+ * etcd answered at q->ep that it cannot serve q now (why): try again after
+ * a pause that doubles each time, until the timeout, then fail q saying so.
+ */
+static void req_retry(struct etcd_req *q, const char *why)
+{
+	struct etcd *e = q->e;
+
+	if (past_deadline(q)) {
+		snprintf(e->errmsg, sizeof(e->errmsg),
+			 "etcd at %s: %s (retried for %.0f s)", e->urls[q->ep],
+			 why, e->timeout);
+		return req_done(q, CRUN_EETCD, NULL);
+	}
+	pause_req(q, etcd_backoff_ms(q->retries++));
+}
+
 /* The attempt at q->ep failed with why: next endpoint, or give up. */
 static void req_failover(struct etcd_req *q, const char *why)
 {
@@ -558,7 +594,7 @@ static void req_failover(struct etcd_req *q, const char *why)
 	}
 	if (++q->tried >= e->n) {
 		q->tried = 0;
-		return pause_req(q, TURN_PAUSE_MS);
+		return pause_req(q, etcd_backoff_ms(q->retries++));
 	}
 	req_start(q);
 }
@@ -578,6 +614,16 @@ static void on_done(CURL *easy, CURLcode res, void *arg)
 			return req_failover(q, q->refused
 						   ? q->refused
 						   : curl_easy_strerror(res));
+		if (http != 200) {
+			json_t *m = json_loads(q->buf ? q->buf : "", 0, NULL);
+			const char *why =
+			    json_string_value(json_object_get(m, "message"));
+
+			snprintf(e->errmsg, sizeof(e->errmsg),
+				 "etcd at %s: HTTP %ld %s", e->urls[q->ep],
+				 http, why ? why : "");
+			json_decref(m);
+		}
 		return req_done(q, http == 200 ? 0 : CRUN_EETCD, NULL);
 	}
 	if (res != CURLE_OK)
@@ -591,6 +637,18 @@ static void on_done(CURL *easy, CURLcode res, void *arg)
 	}
 	err = j;
 	code = (int)json_integer_value(json_object_get(err, "code"));
+	if (http == 429 || code == 8) {
+		/* ResourceExhausted ("too many requests"): slow down. */
+		char why[300];
+
+		snprintf(
+		    why, sizeof(why), "%s",
+		    json_string_value(json_object_get(err, "message"))
+			? json_string_value(json_object_get(err, "message"))
+			: "too many requests");
+		json_decref(j);
+		return req_retry(q, why);
+	}
 	if (http >= 500 || code == 14 || (j == NULL && http != 404)) {
 		char why[300];
 
@@ -603,11 +661,23 @@ static void on_done(CURL *easy, CURLcode res, void *arg)
 		return req_failover(q, why);
 	}
 	if (code == 16 && !q->is_auth && *e->user) {
-		/* The token expired: get a new one, then try again. */
+		/*
+		 * The token expired: get a new one (unless another request
+		 * did), then try again; a fresh token refused again means
+		 * pauses, doubling, up to the timeout (each authenticate is
+		 * a bcrypt check on etcd's side).
+		 */
 		json_decref(j);
+		if (q->token_gen != e->token_gen)
+			return req_start(q);
 		free(e->token);
 		e->token = NULL;
-		return wait_auth(q);
+		if (q->retries == 0 && !past_deadline(q)) {
+			q->retries++;
+			return wait_auth(q);
+		}
+		return req_retry(q, "every new auth token is refused (invalid "
+				    "auth token)");
 	}
 	snprintf(e->errmsg, sizeof(e->errmsg), "etcd at %s: %s%s",
 		 e->urls[q->ep],
@@ -671,6 +741,7 @@ static void req_start(struct etcd_req *q)
 		curl_easy_setopt(q->easy, CURLOPT_SSLKEY, e->key);
 	if (!q->is_auth && e->hdrs)
 		curl_easy_setopt(q->easy, CURLOPT_HTTPHEADER, e->hdrs);
+	q->token_gen = e->token_gen;
 	rc = curl_uv_add(e->cu, q->easy, on_done, q);
 	if (rc)
 		req_done(q, rc, NULL);
@@ -741,6 +812,7 @@ static void on_auth(int status, json_t *resp, void *arg)
 	if (status == 0 && tok) {
 		free(e->token);
 		e->token = strdup(tok);
+		e->token_gen++;
 		curl_slist_free_all(e->hdrs);
 		snprintf(h, sizeof(h), "Authorization: %s", tok);
 		e->hdrs = curl_slist_append(NULL, h);

@@ -37,6 +37,7 @@
 #define CHUNK 64      /* operations per txn (etcd allows 128) */
 #define CLOSE_MS 3000 /* revoking at exit, at most */
 #define CACHE_MAX 512
+#define WATCH_STABLE_MS 5000 /* a watch that lived this long worked */
 
 enum optype { OP_ADD, OP_SET, OP_CAS, OP_MGET, OP_MSET, OP_WATCH };
 
@@ -89,8 +90,11 @@ struct crun_rdzv_etcd {
 	uv_timer_t mtimer, wtimer, ka, restart, btimer;
 	int timers;
 	struct etcd_req *stream;
-	int64_t rev; /* last revision seen on the watch */
-	int reopen;  /* the stream must be replaced */
+	int64_t rev;	  /* last revision seen on the watch */
+	uint64_t wopened; /* loop time the watch was last opened */
+	uint64_t wsince;  /* first of the watch's ends in a row (0: none) */
+	int wtries;	  /* its ends in a row */
+	int reopen;	  /* the stream must be replaced */
 	unsigned stream_failovers;
 	int failed;
 	int closing;
@@ -116,6 +120,7 @@ static void kick(struct crun_rdzv_etcd *s);
 static void step(struct kop *o);
 static void watch_open(struct crun_rdzv_etcd *s);
 static void on_restart(uv_timer_t *t);
+static void watch_retry(struct crun_rdzv_etcd *s, const char *why);
 
 /* --- small helpers ------------------------------------------------------ */
 
@@ -921,8 +926,7 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 	if (res == NULL)
 		return; /* an error: the stream ends and is reopened */
 	hrev = etcd_int(json_object_get(res, "header"), "revision");
-	if (etcd_int(res, "compact_revision") > 0 ||
-	    json_is_true(json_object_get(res, "canceled"))) {
+	if (etcd_int(res, "compact_revision") > 0) {
 		/*
 		 * Compacted past us: watch again from the oldest revision
 		 * etcd still has and read every wait again, so a PUT lands
@@ -934,9 +938,21 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 			"crun: etcd compacted past revision %lld of this "
 			"node's watch; reading every wait again\n",
 			(long long)s->rev + 1);
-		s->rev = c > 0 ? c - 1 : 0;
+		s->rev = c - 1;
 		s->reopen = 1;
 		uv_timer_start(&s->restart, on_restart, 0, 0);
+		recheck_all(s);
+		return;
+	}
+	if (json_is_true(json_object_get(res, "canceled"))) {
+		const char *why =
+		    json_string_value(json_object_get(res, "cancel_reason"));
+		char m[300];
+
+		snprintf(m, sizeof(m), "etcd canceled this node's watch (%s)",
+			 why && *why ? why : "no reason given");
+		s->reopen = 1;
+		watch_retry(s, m);
 		recheck_all(s);
 		return;
 	}
@@ -944,6 +960,8 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 	    hrev > 0)
 		s->rev = hrev;
 	evs = json_object_get(res, "events");
+	if (json_array_size(evs))
+		s->wtries = 0, s->wsince = 0; /* the watch works */
 	json_array_foreach(evs, i, ev) on_event(s, ev);
 }
 
@@ -994,19 +1012,54 @@ static void on_restart(uv_timer_t *t)
 static void on_watch_end(int status, json_t *resp, void *arg)
 {
 	struct crun_rdzv_etcd *s = arg;
+	char m[1200];
 
 	(void)resp;
 	s->stream = NULL;
-	if (status == CRUN_ECANCELED || s->closing || s->failed)
-		return;
-	/* Reopen from where we were, soon (at once after a failover). */
-	uv_timer_start(&s->restart, on_restart, 100, 0);
+	if (status != CRUN_ECANCELED && json_array_size(s->pending)) {
+		/* Its last messages first (they may say why it ended). */
+		uv_timer_stop(&s->evtimer);
+		on_evtimer(&s->evtimer);
+	}
+	if (status == CRUN_ECANCELED || s->closing || s->failed ||
+	    (s->reopen && uv_is_active((uv_handle_t *)&s->restart)))
+		return; /* (a cancel already set the reopening) */
+	/* Reopen from where we were, after a pause. */
+	snprintf(m, sizeof(m), "this node's etcd watch ended (%s)",
+		 status ? etcd_errmsg(s->etcd) : "closed by etcd");
+	watch_retry(s, m);
+}
+
+/*
+ * The watch ended or was canceled (why): open it again after a pause that
+ * doubles; saying why once for each run of ends, and giving up (fatal)
+ * once they went on for the timeout. A watch that lived a while before
+ * ending starts a new run.
+ */
+static void watch_retry(struct crun_rdzv_etcd *s, const char *why)
+{
+	uint64_t now = uv_now(s->loop);
+	char m[1400];
+
+	if (s->wsince == 0 || now - s->wopened >= WATCH_STABLE_MS) {
+		s->wsince = now;
+		s->wtries = 0;
+		fprintf(stderr, "crun: %s; opening it again\n", why);
+	}
+	if (now - s->wsince >= (uint64_t)(s->timeout * 1000)) {
+		snprintf(m, sizeof(m), "%s, again and again for %.0f s", why,
+			 s->timeout);
+		return fail_all(s, CRUN_EETCD, m);
+	}
+	uv_timer_start(&s->restart, on_restart, etcd_backoff_ms(s->wtries++),
+		       0);
 }
 
 static void watch_open(struct crun_rdzv_etcd *s)
 {
 	int rc;
 
+	s->wopened = uv_now(s->loop);
 	s->stream_failovers = etcd_failovers(s->etcd);
 	rc = etcd_stream(s->etcd, "/v3/watch",
 			 etcd_watch_req(s->ns, s->rev ? s->rev + 1 : 0),

@@ -84,6 +84,8 @@ json_t *etcd_b64(const void *p, size_t n);
 int etcd_unb64(const json_t *s, char **out, size_t *len);
 /** An int64 field that etcd sends as a string, a number, or leaves out. */
 int64_t etcd_int(const json_t *obj, const char *field);
+/** The pause before retry number retries+1: 100 ms doubling, at most 2 s. */
+uint64_t etcd_backoff_ms(int retries);
 /** The end of the range of every key under prefix (last byte + 1). */
 int etcd_prefix_end(const char *prefix, char *out, size_t len);
 

@@ -71,4 +71,57 @@ c=$(cpu_s $pid_a)
 [ "$c" -le 3 ] || fail "the huge line cost $c s of CPU"
 note "   $c s of CPU, $(after hl hugeline-start /v3/lease/keepalive) keepalives after the huge line"
 stops_within 2000 a
+
+SHORT="last_call_timeout=1,join_timeout=30,lease_ttl=$TTL,read_timeout=3"
+# ends_within MS NAME WANT PATTERN: the agent exits WANT within MS, with
+# exactly one line matching PATTERN.
+ends_within() {
+	eval "_p=\$pid_$2"
+	_ms=$(ms_until "$1" exited "$_p") || { cat "$T/$2.out" >&2; fail "$2 still running after ${_ms} ms (bound $1 ms)"; }
+	wait "$_p"; _rc=$?
+	[ $_rc = "$3" ] || { cat "$T/$2.out" >&2; fail "$2 exited $_rc, want $3"; }
+	expect_eq "lines saying '$4'" "$(grep -c -e "$4" "$T/$2.out")" 1
+	note "   exit $_rc after $_ms ms: $(grep -e "$4" "$T/$2.out")"
+}
+
+# 6. A token refused as soon as it is issued: pauses between the
+#    authentications, exit 1 within read_timeout, one line.
+note "6. every token refused: bounded authentications, exit 1 within read_timeout"
+fake au authbad
+echo secret >"$T/pw"
+node a 2 --rdzv_conf=$SHORT,user=u,password_file=$T/pw
+ends_within 6000 a 1 "invalid auth token"
+n=$(count au /v3/auth/authenticate)
+[ "$n" -le 20 ] || fail "$n authentications in one read_timeout (3 s)"
+note "   $n authentications"
+
+# 9a. A watch canceled as soon as it is created: reopened after pauses,
+#     the reason said, the node gives up after read_timeout.
+note "9a. a watch canceled at once: backoff, the real reason, exit 1"
+fake wc canceled
+node a 2 --rdzv_conf=$SHORT
+ends_within 6000 a 1 "canceled this node's watch (.*future revision), again and again"
+expect_nogrep "no compaction claimed" "compacted past" "$T/a.out"
+n=$(count wc /v3/watch)
+[ "$n" -le 20 ] || fail "$n watches opened in one read_timeout (3 s)"
+note "   $n watches opened"
+
+# 9b. "too many requests" for ever: retried after pauses, then exit 1.
+note "9b. too many requests (HTTP 429): retried with backoff, exit 1 within read_timeout"
+fake tm 429
+node a 2 --rdzv_conf=$SHORT
+ends_within 6000 a 1 "too many requests (retried for 3 s)"
+n=$(wc -l <"$T/tm.log")
+[ "$n" -le 20 ] || fail "$n requests in one read_timeout (3 s)"
+note "   $n requests"
+
+# 9c. ... and for 2 s only: the job goes on and succeeds.
+note "9c. too many requests for 2 s: the job succeeds"
+fake tn 429 --for 2
+"$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint="127.0.0.1:$FPORT" \
+	--rdzv_id=hostile --rdzv_conf=$SHORT "$FAKE_WORKER" exit 0 >"$T/b.out" 2>&1 &
+pid_b=$!
+at_exit "kill -9 $pid_b 2>/dev/null"
+wait_pid 20 $pid_b "$T/b.out"
+expect_eq "exit status after 2 s of 429" $? 0
 exit 0

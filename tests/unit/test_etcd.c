@@ -295,3 +295,12 @@ Test(etcd, rdzv_conf_bad_values)
 		cfg_rdzv_conf_release(&c);
 	}
 }
+
+Test(etcd, backoff_doubles_up_to_two_seconds)
+{
+	cr_assert_eq(etcd_backoff_ms(0), 100);
+	cr_assert_eq(etcd_backoff_ms(1), 200);
+	cr_assert_eq(etcd_backoff_ms(4), 1600);
+	cr_assert_eq(etcd_backoff_ms(5), 2000);
+	cr_assert_eq(etcd_backoff_ms(1000), 2000);
+}
