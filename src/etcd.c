@@ -33,6 +33,9 @@
 #define BACKOFF_MAX_MS 2000 /* the longest (doubling in between) */
 #define MAX_BODY (64u << 20)
 #define MAX_MSG (8u << 20) /* one message of a stream (a watch) */
+/* JSON objects and arrays in one answer or message: parsed, each costs
+ * ~80 times the 3 bytes of "{}," (crun's largest answers hold ~500). */
+#define MAX_NODES 65536
 /* What one transfer may take in one loop turn; the rest waits (paused) for
  * the next turn, so a fast stream cannot hold up timers and signals. */
 #define TURN_BYTES (256u << 10)
@@ -366,9 +369,40 @@ int etcd_parse_endpoints(const char *list, int https, char (*urls)[300],
 	return rc ? rc : n;
 }
 
+size_t etcd_json_nodes(const char *p, size_t n, size_t stop)
+{
+	size_t k = 0;
+	int in_str = 0;
+
+	for (size_t i = 0; i < n && k <= stop; i++) {
+		if (in_str) {
+			if (p[i] == '\\')
+				i++;
+			else if (p[i] == '"')
+				in_str = 0;
+		} else if (p[i] == '"') {
+			in_str = 1;
+		} else if (p[i] == '{' || p[i] == '[') {
+			k++;
+		}
+	}
+	return k;
+}
+
+/* Parse p unless it holds more than MAX_NODES objects and arrays. */
+static json_t *parse_bounded(const char *p, size_t n, int *toobig)
+{
+	*toobig = etcd_json_nodes(p, n, MAX_NODES) > MAX_NODES;
+	return *toobig ? NULL : json_loadb(p, n, 0, NULL);
+}
+
+#define TOO_MANY_NODES                                                         \
+	"more than 65536 JSON objects and arrays (etcd sends far fewer)"
+
 /* --- requests ----------------------------------------------------------- */
 
 static void on_turn(uv_idle_t *t);
+static void req_failover(struct etcd_req *q, const char *why);
 
 /*
  * Budgets are renewed at the next loop turn: an idle handle runs once a
@@ -395,10 +429,14 @@ static void stream_lines(struct etcd_req *q)
 	size_t off = 0; /* the start of the next line */
 	char *nl;
 
-	while (q->nmsgs < TURN_MSGS &&
+	while (q->nmsgs < TURN_MSGS && !q->refused &&
 	       (nl = memchr(q->buf + q->scanned, '\n', q->len - q->scanned))) {
 		size_t end = (size_t)(nl - q->buf);
-		json_t *m = json_loadb(q->buf + off, end - off, 0, NULL);
+		int toobig;
+		json_t *m = parse_bounded(q->buf + off, end - off, &toobig);
+
+		if (toobig)
+			q->refused = "a watch message with " TOO_MANY_NODES;
 
 		off = q->scanned = end + 1;
 		q->nmsgs++;
@@ -451,22 +489,25 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 	q->taken += n;
 	if (q->msg)
 		stream_lines(q);
-	return n;
+	return q->refused ? 0 : n;
 }
 
 /* A new loop turn: new budgets; lines left over first, then curl again. */
 static void on_turn(uv_idle_t *t)
 {
 	struct etcd *e = t->data;
-	struct etcd_req *q;
+	struct etcd_req *q, *next;
 
 	uv_idle_stop(t);
-	for (q = e->reqs; q; q = q->next) {
+	for (q = e->reqs; q; q = next) {
+		next = q->next;
 		q->taken = 0;
 		q->nmsgs = 0;
-		if (q->msg && q->len)
+		if (q->msg && q->len && !q->refused)
 			stream_lines(q);
-		if (over_budget(q)) {
+		if (q->refused && q->msg) {
+			req_failover(q, q->refused); /* a stream: it ends */
+		} else if (over_budget(q)) {
 			next_turn(e);
 		} else if (q->paused && q->easy) {
 			q->paused = 0;
@@ -605,7 +646,7 @@ static void on_done(CURL *easy, CURLcode res, void *arg)
 	struct etcd *e = q->e;
 	long http = 0;
 	json_t *j = NULL, *err;
-	int code;
+	int code, toobig;
 
 	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &http);
 	if (q->msg) {
@@ -624,12 +665,19 @@ static void on_done(CURL *easy, CURLcode res, void *arg)
 				 http, why ? why : "");
 			json_decref(m);
 		}
-		return req_done(q, http == 200 ? 0 : CRUN_EETCD, NULL);
+		return req_done(q, http == 200 ? 0 : CRUN_EPROTO, NULL);
 	}
 	if (res != CURLE_OK)
 		return req_failover(q, q->refused ? q->refused
 						  : curl_easy_strerror(res));
-	j = json_loads(q->buf ? q->buf : "", 0, NULL);
+	j = parse_bounded(q->buf ? q->buf : "", q->len, &toobig);
+	if (toobig) {
+		snprintf(
+		    e->errmsg, sizeof(e->errmsg),
+		    "etcd at %s: an answer of %zu bytes with " TOO_MANY_NODES,
+		    e->urls[q->ep], q->len);
+		return req_done(q, CRUN_EPROTO, NULL);
+	}
 	if (http == 200 && j) {
 		req_done(q, 0, j);
 		json_decref(j);

@@ -120,7 +120,8 @@ static void kick(struct crun_rdzv_etcd *s);
 static void step(struct kop *o);
 static void watch_open(struct crun_rdzv_etcd *s);
 static void on_restart(uv_timer_t *t);
-static void watch_retry(struct crun_rdzv_etcd *s, const char *why);
+static void watch_retry(struct crun_rdzv_etcd *s, const char *why,
+			int may_give_up);
 
 /* --- small helpers ------------------------------------------------------ */
 
@@ -952,7 +953,7 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 		snprintf(m, sizeof(m), "etcd canceled this node's watch (%s)",
 			 why && *why ? why : "no reason given");
 		s->reopen = 1;
-		watch_retry(s, m);
+		watch_retry(s, m, 1);
 		recheck_all(s);
 		return;
 	}
@@ -1027,7 +1028,8 @@ static void on_watch_end(int status, json_t *resp, void *arg)
 	/* Reopen from where we were, after a pause. */
 	snprintf(m, sizeof(m), "this node's etcd watch ended (%s)",
 		 status ? etcd_errmsg(s->etcd) : "closed by etcd");
-	watch_retry(s, m);
+	/* No answer at all: the other requests tell (naming endpoints). */
+	watch_retry(s, m, status != CRUN_EETCD);
 }
 
 /*
@@ -1036,7 +1038,8 @@ static void on_watch_end(int status, json_t *resp, void *arg)
  * once they went on for the timeout. A watch that lived a while before
  * ending starts a new run.
  */
-static void watch_retry(struct crun_rdzv_etcd *s, const char *why)
+static void watch_retry(struct crun_rdzv_etcd *s, const char *why,
+			int may_give_up)
 {
 	uint64_t now = uv_now(s->loop);
 	char m[1400];
@@ -1046,7 +1049,7 @@ static void watch_retry(struct crun_rdzv_etcd *s, const char *why)
 		s->wtries = 0;
 		fprintf(stderr, "crun: %s; opening it again\n", why);
 	}
-	if (now - s->wsince >= (uint64_t)(s->timeout * 1000)) {
+	if (may_give_up && now - s->wsince >= (uint64_t)(s->timeout * 1000)) {
 		snprintf(m, sizeof(m), "%s, again and again for %.0f s", why,
 			 s->timeout);
 		return fail_all(s, CRUN_EETCD, m);
@@ -1060,6 +1063,7 @@ static void watch_open(struct crun_rdzv_etcd *s)
 	int rc;
 
 	s->wopened = uv_now(s->loop);
+
 	s->stream_failovers = etcd_failovers(s->etcd);
 	rc = etcd_stream(s->etcd, "/v3/watch",
 			 etcd_watch_req(s->ns, s->rev ? s->rev + 1 : 0),

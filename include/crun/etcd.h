@@ -59,8 +59,9 @@ typedef void (*etcd_msg_cb)(json_t *msg, void *arg);
 
 /**
  * Open a stream (one attempt at the current endpoint, no time limit); end
- * runs once when it ends for any reason (status 0: closed by the server),
- * unless cancelled with etcd_req_cancel first.
+ * runs once when it ends for any reason (status 0: closed by the server;
+ * CRUN_EPROTO: etcd answered with an error; CRUN_EETCD: no answer, the
+ * connection failed), unless cancelled with etcd_req_cancel first.
  */
 int etcd_stream(struct etcd *e, const char *path, json_t *body, etcd_msg_cb msg,
 		etcd_cb end, void *arg, struct etcd_req **out);
@@ -86,6 +87,9 @@ int etcd_unb64(const json_t *s, char **out, size_t *len);
 int64_t etcd_int(const json_t *obj, const char *field);
 /** The pause before retry number retries+1: 100 ms doubling, at most 2 s. */
 uint64_t etcd_backoff_ms(int retries);
+/** JSON objects and arrays in p[0..n) (outside strings), counted up to
+ * stop + 1. */
+size_t etcd_json_nodes(const char *p, size_t n, size_t stop);
 /** The end of the range of every key under prefix (last byte + 1). */
 int etcd_prefix_end(const char *prefix, char *out, size_t len);
 

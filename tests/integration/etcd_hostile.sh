@@ -124,4 +124,17 @@ pid_b=$!
 at_exit "kill -9 $pid_b 2>/dev/null"
 wait_pid 20 $pid_b "$T/b.out"
 expect_eq "exit status after 2 s of 429" $? 0
+
+# 8. Ranges answered with 12 MB of empty kvs ("[{},{},...]", 4 million of
+#    them): refused before parsing; memory stays near the answer's size.
+note "8. a range of 12 MB of empty kvs: refused, bounded memory"
+fake in inflate --mb 12
+/usr/bin/time -f "%M" -o "$T/rss" "$CRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=etcd \
+	--rdzv_endpoint="127.0.0.1:$FPORT" --rdzv_id=hostile --rdzv_conf=$SHORT "$FAKE_WORKER" exit 0 >"$T/c.out" 2>&1 &
+pid_c=$!
+at_exit "kill -9 $pid_c 2>/dev/null"
+ends_within 10000 c 1 "JSON objects and arrays"
+rss=$(tail -1 "$T/rss")
+[ "$rss" -le 120000 ] || fail "peak RSS $rss KiB for 12 MB answers"
+note "   peak RSS $rss KiB"
 exit 0

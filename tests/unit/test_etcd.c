@@ -304,3 +304,13 @@ Test(etcd, backoff_doubles_up_to_two_seconds)
 	cr_assert_eq(etcd_backoff_ms(5), 2000);
 	cr_assert_eq(etcd_backoff_ms(1000), 2000);
 }
+
+Test(etcd, json_nodes_counts_containers_outside_strings)
+{
+	const char *j = "{\"a\":[{},{}],\"s\":\"{[\\\"{\"}";
+
+	cr_assert_eq(etcd_json_nodes(j, strlen(j), 100), 4);
+	cr_assert_eq(etcd_json_nodes("[{},{},{},{}]", 13, 2), 3,
+		     "stops counting past stop");
+	cr_assert_eq(etcd_json_nodes("\"[[[\"", 5, 100), 0);
+}
