@@ -38,6 +38,7 @@
 #define CLOSE_MS 3000 /* revoking at exit, at most */
 #define CACHE_MAX 512
 #define WATCH_STABLE_MS 5000 /* a watch that lived this long worked */
+#define CREATED_MS 2000	     /* etcd confirms a new watch within this */
 
 enum optype { OP_ADD, OP_SET, OP_CAS, OP_MGET, OP_MSET, OP_WATCH };
 
@@ -94,6 +95,7 @@ struct crun_rdzv_etcd {
 	uint64_t wopened; /* loop time the watch was last opened */
 	uint64_t wsince;  /* first of the watch's ends in a row (0: none) */
 	int wtries;	  /* its ends in a row */
+	int wcreated;	  /* etcd confirmed the watch open now */
 	int reopen;	  /* the stream must be replaced */
 	unsigned stream_failovers;
 	int failed;
@@ -957,6 +959,8 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 		recheck_all(s);
 		return;
 	}
+	if (json_is_true(json_object_get(res, "created")))
+		s->wcreated = 1;
 	if (json_is_true(json_object_get(res, "created")) && s->rev == 0 &&
 	    hrev > 0)
 		s->rev = hrev;
@@ -1063,7 +1067,7 @@ static void watch_open(struct crun_rdzv_etcd *s)
 	int rc;
 
 	s->wopened = uv_now(s->loop);
-
+	s->wcreated = 0;
 	s->stream_failovers = etcd_failovers(s->etcd);
 	rc = etcd_stream(s->etcd, "/v3/watch",
 			 etcd_watch_req(s->ns, s->rev ? s->rev + 1 : 0),
@@ -1115,6 +1119,16 @@ static void on_ka_tick(uv_timer_t *t)
 		return;
 	keepalive(s, s->node);
 	keepalive(s, s->job);
+	if (s->stream && !s->wcreated &&
+	    uv_now(s->loop) - s->wopened >= CREATED_MS) {
+		/* Without it this node would never see the others' writes. */
+		etcd_req_cancel(s->stream);
+		s->stream = NULL;
+		return watch_retry(s,
+				   "etcd accepted this node's watch but never "
+				   "confirmed it (no answer in 2 s)",
+				   1);
+	}
 	/* After a failover the watch moves to the endpoint that answers. */
 	if (s->stream && etcd_failovers(s->etcd) != s->stream_failovers) {
 		etcd_req_cancel(s->stream);

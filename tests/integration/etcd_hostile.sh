@@ -137,4 +137,16 @@ ends_within 10000 c 1 "JSON objects and arrays"
 rss=$(tail -1 "$T/rss")
 [ "$rss" -le 120000 ] || fail "peak RSS $rss KiB for 12 MB answers"
 note "   peak RSS $rss KiB"
+
+# 18b. A watch accepted and never answered (not even "created"): the node
+#      cannot see the others' writes; it says so and gives up after
+#      read_timeout (it timed out the join claiming "still missing 0").
+note "18b. a silent watch: named, exit 1 after read_timeout"
+fake sw silentwatch
+"$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint="127.0.0.1:$FPORT" \
+	--rdzv_id=hostile --rdzv_conf=$SHORT "$FAKE_WORKER" exit 0 >"$T/d.out" 2>&1 &
+pid_d=$!
+at_exit "kill -9 $pid_d 2>/dev/null"
+ends_within 10000 d 1 "never confirmed it (no answer in 2 s), again and again for 3 s"
+expect_nogrep "no misleading join timeout" "still missing 0" "$T/d.out"
 exit 0
