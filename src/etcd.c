@@ -58,6 +58,7 @@ struct etcd {
 	uv_timer_t tick;	 /* retries after a pause */
 	uv_idle_t turn;		 /* the next loop turn: budgets renewed */
 	double timeout;
+	uint64_t attempt_ms; /* one try at one endpoint */
 	int closing;
 	void (*close_cb)(void *);
 	void *close_data;
@@ -768,12 +769,14 @@ static void req_start(struct etcd_req *q)
 	curl_easy_setopt(q->easy, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(q->easy, CURLOPT_WRITEDATA, q);
 	curl_easy_setopt(q->easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(q->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
+	curl_easy_setopt(
+	    q->easy, CURLOPT_CONNECTTIMEOUT_MS,
+	    (long)(e->attempt_ms < CONNECT_MS ? e->attempt_ms : CONNECT_MS));
 	if (!q->msg) {
 		left = (uint64_t)(e->timeout * 1000) -
 		       (uv_now(e->loop) - q->started);
-		if (left > ATTEMPT_MS || left == 0)
-			left = ATTEMPT_MS;
+		if (left > e->attempt_ms || left == 0)
+			left = e->attempt_ms;
 		curl_easy_setopt(q->easy, CURLOPT_TIMEOUT_MS, (long)left);
 	} else {
 		/* A silent watch is normal; a dead peer resets it. */
@@ -983,6 +986,8 @@ int etcd_new(uv_loop_t *loop, const struct etcd_opts *o, char *errmsg,
 	e->n = rc;
 	e->loop = loop;
 	e->timeout = o->timeout > 0 ? o->timeout : 60;
+	e->attempt_ms =
+	    o->attempt > 0 ? (uint64_t)(o->attempt * 1000) : ATTEMPT_MS;
 	snprintf(e->cacert, sizeof(e->cacert), "%s",
 		 o->cacert ? o->cacert : "");
 	snprintf(e->cert, sizeof(e->cert), "%s", o->cert ? o->cert : "");

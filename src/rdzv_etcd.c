@@ -37,6 +37,7 @@
 #define CHUNK 64      /* operations per txn (etcd allows 128) */
 #define CLOSE_MS 3000 /* revoking at exit, at most */
 #define CACHE_MAX 512
+#define LEASE_MIN_S 2 /* the shortest lease_ttl that survives a failover */
 #define WATCH_STABLE_MS 5000 /* a watch that lived this long worked */
 #define CREATED_MS 2000	     /* etcd confirms a new watch within this */
 
@@ -1315,6 +1316,13 @@ static void grant_node(struct crun_rdzv_etcd *s)
 
 /* --- open and close ----------------------------------------------------- */
 
+double rdzv_etcd_attempt(double lease_ttl)
+{
+	double a = lease_ttl / 4;
+
+	return a < 0.5 ? 0.5 : a > 3 ? 3 : a;
+}
+
 static int read_password(const char *path, char *out, size_t len, char *errmsg,
 			 size_t errlen)
 {
@@ -1359,6 +1367,10 @@ int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
 	eo.user = o->user;
 	eo.password = pw;
 	eo.timeout = o->timeout;
+	/* A hung member must not cost this node its lease: a keepalive
+	 * (every lease_ttl/3) that waits lease_ttl/4 on it, then fails over,
+	 * lands in time. */
+	eo.attempt = rdzv_etcd_attempt(o->lease_ttl > 0 ? o->lease_ttl : 10);
 	rc = etcd_new(loop, &eo, o->errmsg, o->errlen, &s->etcd);
 	memset(pw, 0, sizeof(pw));
 	if (rc) {
@@ -1367,6 +1379,14 @@ int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
 	}
 	s->loop = loop;
 	s->ttl = o->lease_ttl > 0 ? o->lease_ttl : 10;
+	if (!o->readonly && s->ttl < LEASE_MIN_S)
+		fprintf(
+		    stderr,
+		    "crun: warning: lease_ttl=%g s may not survive a failover "
+		    "between etcd members (a keepalive every %.1f s, %.1f s "
+		    "on a hung member): this node may be counted lost; use "
+		    "lease_ttl=%d or more\n",
+		    s->ttl, s->ttl / 3, eo.attempt, LEASE_MIN_S);
 	s->timeout = o->timeout > 0 ? o->timeout : 60;
 	snprintf(s->ns, sizeof(s->ns), "%s/%s/", o->prefix ? o->prefix : "",
 		 o->run_id);

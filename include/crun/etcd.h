@@ -25,6 +25,7 @@ struct etcd_opts {
 	const char *user;		 /* etcd auth, or NULL */
 	const char *password;
 	double timeout; /* s: give up once no endpoint answered this long */
+	double attempt; /* s: one try at one endpoint (0: 3 s) */
 };
 
 /**

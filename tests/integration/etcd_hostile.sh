@@ -149,4 +149,15 @@ pid_d=$!
 at_exit "kill -9 $pid_d 2>/dev/null"
 ends_within 10000 d 1 "never confirmed it (no answer in 2 s), again and again for 3 s"
 expect_nogrep "no misleading join timeout" "still missing 0" "$T/d.out"
+
+# 7. A lease too short to outlive one failover between members is named.
+note "7. lease_ttl=1: a warning naming it"
+fake nm normal
+"$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint="127.0.0.1:$FPORT" \
+	--rdzv_id=short --rdzv_conf=last_call_timeout=1,lease_ttl=1 "$FAKE_WORKER" exit 0 >"$T/e.out" 2>&1 &
+pid_e=$!
+at_exit "kill -9 $pid_e 2>/dev/null"
+wait_pid 20 $pid_e "$T/e.out"
+expect_eq "exit status with lease_ttl=1" $? 0
+expect_eq "one warning" "$(grep -c "warning: lease_ttl=1 s may not survive a failover" "$T/e.out")" 1
 exit 0

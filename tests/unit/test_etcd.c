@@ -12,6 +12,7 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/etcd.h"
+#include "crun/rdzv_etcd.h"
 
 static char *dump(json_t *j)
 {
@@ -313,4 +314,12 @@ Test(etcd, json_nodes_counts_containers_outside_strings)
 	cr_assert_eq(etcd_json_nodes("[{},{},{},{}]", 13, 2), 3,
 		     "stops counting past stop");
 	cr_assert_eq(etcd_json_nodes("\"[[[\"", 5, 100), 0);
+}
+
+Test(etcd, attempt_scales_with_the_lease)
+{
+	cr_assert_float_eq(rdzv_etcd_attempt(3), 0.75, 1e-9);
+	cr_assert_float_eq(rdzv_etcd_attempt(10), 2.5, 1e-9);
+	cr_assert_float_eq(rdzv_etcd_attempt(60), 3, 1e-9);
+	cr_assert_float_eq(rdzv_etcd_attempt(1), 0.5, 1e-9);
 }
