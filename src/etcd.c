@@ -10,11 +10,19 @@
  * Failure modes: a transfer that fails (refused, reset, no answer within
  * the attempt timeout) or that etcd answers "unavailable" (no leader,
  * leader changed) moves every later request to the next endpoint and is
- * retried there; after each full turn of the list it waits a little. A
- * request no endpoint answered within the timeout fails with CRUN_EETCD
- * and a message naming the endpoints tried. An expired token (gRPC code 16)
- * authenticates again and retries; a refused password fails every request
- * waiting for the token. Other etcd errors go to the caller as they are.
+ * retried there; after each full turn of the list it pauses (100 ms,
+ * doubling up to 2 s). A request no endpoint answered within the timeout
+ * fails with CRUN_EETCD and a message naming the endpoints tried. "Too
+ * many requests" (HTTP 429, code 8) is retried after such pauses up to the
+ * timeout. An expired token (gRPC code 16) authenticates again and
+ * retries; a new token refused again is retried after pauses, up to the
+ * timeout; a refused password fails every request waiting for the token.
+ * Other etcd errors go to the caller as they are.
+ *
+ * Bounds: one transfer takes at most TURN_BYTES and TURN_MSGS per loop
+ * turn (then it is paused until the next turn), an answer at most
+ * MAX_BODY, a stream message MAX_MSG, and neither is parsed when it holds
+ * more than MAX_NODES objects and arrays.
  */
 #include <assert.h>
 #include <ctype.h>

@@ -20,8 +20,11 @@
  * line naming the endpoints, then every request fails). The watch stream
  * is reopened from the last revision seen (from now, re-reading every
  * waiter, when that revision was compacted), and on the new endpoint after
- * a failover. A node lease that expired is granted again (the others
- * already saw this node vanish); the job's lease expiring is fatal.
+ * a failover. A watch that etcd ends, cancels or never confirms is
+ * reopened after pauses (doubling, up to 2 s); after read_timeout of that
+ * the backend fails, saying what etcd did. A node lease that expired is
+ * granted again (the others already saw this node vanish); the job's lease
+ * expiring is fatal.
  */
 #include <errno.h>
 #include <inttypes.h>
