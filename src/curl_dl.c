@@ -33,6 +33,7 @@ static struct {
 	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
 	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
 	const char *(*easy_strerror)(CURLcode);
+	CURLcode (*easy_pause)(CURL *, int);
 	CURLM *(*multi_init)(void);
 	CURLMcode (*multi_cleanup)(CURLM *);
 	CURLMcode (*multi_add_handle)(CURLM *, CURL *);
@@ -79,6 +80,7 @@ static int curl_dl_load(void)
 	    curl_dl_sym(&dl.easy_setopt, "curl_easy_setopt") ||
 	    curl_dl_sym(&dl.easy_getinfo, "curl_easy_getinfo") ||
 	    curl_dl_sym(&dl.easy_strerror, "curl_easy_strerror") ||
+	    curl_dl_sym(&dl.easy_pause, "curl_easy_pause") ||
 	    curl_dl_sym(&dl.multi_init, "curl_multi_init") ||
 	    curl_dl_sym(&dl.multi_cleanup, "curl_multi_cleanup") ||
 	    curl_dl_sym(&dl.multi_add_handle, "curl_multi_add_handle") ||
@@ -163,6 +165,11 @@ CURLcode curl_easy_getinfo(CURL *h, CURLINFO info, ...)
 const char *curl_easy_strerror(CURLcode rc)
 {
 	return dl.h != NULL ? dl.easy_strerror(rc) : dl.err;
+}
+
+CURLcode curl_easy_pause(CURL *h, int bitmask)
+{
+	return dl.h != NULL ? dl.easy_pause(h, bitmask) : CURLE_FAILED_INIT;
 }
 
 CURLM *curl_multi_init(void)

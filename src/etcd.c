@@ -10,11 +10,19 @@
  * Failure modes: a transfer that fails (refused, reset, no answer within
  * the attempt timeout) or that etcd answers "unavailable" (no leader,
  * leader changed) moves every later request to the next endpoint and is
- * retried there; after each full turn of the list it waits a little. A
- * request no endpoint answered within the timeout fails with CRUN_EETCD
- * and a message naming the endpoints tried. An expired token (gRPC code 16)
- * authenticates again and retries; a refused password fails every request
- * waiting for the token. Other etcd errors go to the caller as they are.
+ * retried there; after each full turn of the list it pauses (100 ms,
+ * doubling up to 2 s). A request no endpoint answered within the timeout
+ * fails with CRUN_EETCD and a message naming the endpoints tried. "Too
+ * many requests" (HTTP 429, code 8) is retried after such pauses up to the
+ * timeout. An expired token (gRPC code 16) authenticates again and
+ * retries; a new token refused again is retried after pauses, up to the
+ * timeout; a refused password fails every request waiting for the token.
+ * Other etcd errors go to the caller as they are.
+ *
+ * Bounds: one transfer takes at most TURN_BYTES and TURN_MSGS per loop
+ * turn (then it is paused until the next turn), an answer at most
+ * MAX_BODY, a stream message MAX_MSG, and neither is parsed when it holds
+ * more than MAX_NODES objects and arrays.
  */
 #include <assert.h>
 #include <ctype.h>
@@ -27,10 +35,19 @@
 #include "crun/err.h"
 #include "crun/etcd.h"
 
-#define ATTEMPT_MS 3000	  /* one try at one endpoint */
-#define CONNECT_MS 1000	  /* connecting to one endpoint */
-#define TURN_PAUSE_MS 200 /* after every endpoint failed once */
+#define ATTEMPT_MS 3000	    /* one try at one endpoint */
+#define CONNECT_MS 1000	    /* connecting to one endpoint */
+#define BACKOFF_MS 100	    /* the first pause before a retry */
+#define BACKOFF_MAX_MS 2000 /* the longest (doubling in between) */
 #define MAX_BODY (64u << 20)
+#define MAX_MSG (8u << 20) /* one message of a stream (a watch) */
+/* JSON objects and arrays in one answer or message: parsed, each costs
+ * ~80 times the 3 bytes of "{}," (crun's largest answers hold ~500). */
+#define MAX_NODES 65536
+/* What one transfer may take in one loop turn; the rest waits (paused) for
+ * the next turn, so a fast stream cannot hold up timers and signals. */
+#define TURN_BYTES (256u << 10)
+#define TURN_MSGS 128
 
 struct etcd {
 	uv_loop_t *loop;
@@ -42,11 +59,14 @@ struct etcd {
 	char cacert[512], cert[512], key[512];
 	char user[256], password[256];
 	char *token;		 /* "Authorization" header, once known */
+	unsigned token_gen;	 /* bumped with every new token */
 	struct curl_slist *hdrs; /* with the token */
 	int authing;		 /* an authenticate call is out */
 	struct etcd_req *reqs;	 /* every request, in any state */
 	uv_timer_t tick;	 /* retries after a pause */
+	uv_idle_t turn;		 /* the next loop turn: budgets renewed */
 	double timeout;
+	uint64_t attempt_ms; /* one try at one endpoint */
 	int closing;
 	void (*close_cb)(void *);
 	void *close_data;
@@ -62,16 +82,23 @@ struct etcd_req {
 	char *body;
 	CURL *easy;
 	enum qstate state;
-	int ep;		  /* endpoint of the running attempt */
-	int tried;	  /* endpoints tried in this turn */
-	uint64_t started; /* loop time of the first attempt */
-	uint64_t due;	  /* paused until */
-	int is_auth;	  /* the authenticate call itself */
+	int ep;		    /* endpoint of the running attempt */
+	int tried;	    /* endpoints tried in this turn */
+	int retries;	    /* pauses so far (each twice the last) */
+	unsigned token_gen; /* of the token the attempt carried */
+	uint64_t started;   /* loop time of the first attempt */
+	uint64_t due;	    /* paused until */
+	int is_auth;	    /* the authenticate call itself */
 	etcd_cb cb;
 	etcd_msg_cb msg; /* streams only */
 	void *arg;
 	char *buf;
 	size_t len, cap;
+	size_t scanned; /* streams: bytes of buf known to hold no newline */
+	size_t taken;	/* bytes taken in this loop turn */
+	unsigned nmsgs; /* stream messages handed on in this loop turn */
+	int paused;	/* the transfer waits for the next turn */
+	const char *refused; /* why on_write refused the answer */
 	char lasterr[256];
 };
 
@@ -351,15 +378,108 @@ int etcd_parse_endpoints(const char *list, int https, char (*urls)[300],
 	return rc ? rc : n;
 }
 
+size_t etcd_json_nodes(const char *p, size_t n, size_t stop)
+{
+	size_t k = 0;
+	int in_str = 0;
+
+	for (size_t i = 0; i < n && k <= stop; i++) {
+		if (in_str) {
+			if (p[i] == '\\')
+				i++;
+			else if (p[i] == '"')
+				in_str = 0;
+		} else if (p[i] == '"') {
+			in_str = 1;
+		} else if (p[i] == '{' || p[i] == '[') {
+			k++;
+		}
+	}
+	return k;
+}
+
+/* Parse p unless it holds more than MAX_NODES objects and arrays. */
+static json_t *parse_bounded(const char *p, size_t n, int *toobig)
+{
+	*toobig = etcd_json_nodes(p, n, MAX_NODES) > MAX_NODES;
+	return *toobig ? NULL : json_loadb(p, n, 0, NULL);
+}
+
+#define TOO_MANY_NODES                                                         \
+	"more than 65536 JSON objects and arrays (etcd sends far fewer)"
+
 /* --- requests ----------------------------------------------------------- */
+
+static void on_turn(uv_idle_t *t);
+static void req_failover(struct etcd_req *q, const char *why);
+
+/*
+ * Budgets are renewed at the next loop turn: an idle handle runs once a
+ * turn (a 0 ms timer restarted from its own callback would run again in
+ * the same turn), and the poll in between does not block.
+ */
+static void next_turn(struct etcd *e)
+{
+	if (!e->closing)
+		uv_idle_start(&e->turn, on_turn);
+}
+
+static int over_budget(const struct etcd_req *q)
+{
+	return q->taken >= TURN_BYTES || q->nmsgs >= TURN_MSGS;
+}
+
+/*
+ * Hand on the complete lines of a stream, within this turn's budget. Bytes
+ * scanned once are never scanned again (a huge line costs its length).
+ */
+static void stream_lines(struct etcd_req *q)
+{
+	size_t off = 0; /* the start of the next line */
+	char *nl;
+
+	while (q->nmsgs < TURN_MSGS && !q->refused &&
+	       (nl = memchr(q->buf + q->scanned, '\n', q->len - q->scanned))) {
+		size_t end = (size_t)(nl - q->buf);
+		int toobig;
+		json_t *m = parse_bounded(q->buf + off, end - off, &toobig);
+
+		if (toobig)
+			q->refused = "a watch message with " TOO_MANY_NODES;
+
+		off = q->scanned = end + 1;
+		q->nmsgs++;
+		if (m) {
+			q->msg(m, q->arg);
+			json_decref(m);
+		}
+	}
+	if (q->nmsgs < TURN_MSGS)
+		q->scanned = q->len;
+	if (off) {
+		memmove(q->buf, q->buf + off, q->len - off);
+		q->len -= off;
+		q->scanned -= off;
+		q->buf[q->len] = '\0';
+	}
+}
 
 static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 {
 	struct etcd_req *q = arg;
 	size_t n = size * nmemb;
 
-	if (q->len + n + 1 > MAX_BODY)
+	next_turn(q->e);
+	if (over_budget(q)) {
+		/* curl keeps p and hands it again once unpaused. */
+		q->paused = 1;
+		return CURL_WRITEFUNC_PAUSE;
+	}
+	if (q->len + n + 1 > (q->msg ? MAX_MSG : MAX_BODY)) {
+		q->refused = q->msg ? "a watch message over 8 MiB"
+				    : "an answer over 64 MiB";
 		return 0;
+	}
 	if (q->len + n + 1 > q->cap) {
 		size_t cap = (q->cap ? q->cap * 2 : 4096);
 		char *b;
@@ -375,26 +495,35 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 	memcpy(q->buf + q->len, p, n);
 	q->len += n;
 	q->buf[q->len] = '\0';
-	if (q->msg) {
-		/* A stream: hand on every complete line. */
-		char *nl;
+	q->taken += n;
+	if (q->msg)
+		stream_lines(q);
+	return q->refused ? 0 : n;
+}
 
-		while ((nl = memchr(q->buf, '\n', q->len)) != NULL) {
-			size_t k = (size_t)(nl - q->buf) + 1;
-			json_t *m;
+/* A new loop turn: new budgets; lines left over first, then curl again. */
+static void on_turn(uv_idle_t *t)
+{
+	struct etcd *e = t->data;
+	struct etcd_req *q, *next;
 
-			*nl = '\0';
-			m = json_loads(q->buf, JSON_DISABLE_EOF_CHECK, NULL);
-			memmove(q->buf, q->buf + k, q->len - k);
-			q->len -= k;
-			q->buf[q->len] = '\0';
-			if (m) {
-				q->msg(m, q->arg);
-				json_decref(m);
-			}
+	uv_idle_stop(t);
+	for (q = e->reqs; q; q = next) {
+		next = q->next;
+		q->taken = 0;
+		q->nmsgs = 0;
+		if (q->msg && q->len && !q->refused)
+			stream_lines(q);
+		if (q->refused && q->msg) {
+			req_failover(q, q->refused); /* a stream: it ends */
+		} else if (over_budget(q)) {
+			next_turn(e);
+		} else if (q->paused && q->easy) {
+			q->paused = 0;
+			/* May call on_write at once (and pause again). */
+			curl_easy_pause(q->easy, CURLPAUSE_CONT);
 		}
 	}
-	return n;
 }
 
 static void req_unlink(struct etcd_req *q)
@@ -448,6 +577,38 @@ static void wait_auth(struct etcd_req *q)
 	authenticate(q->e);
 }
 
+uint64_t etcd_backoff_ms(int retries)
+{
+	uint64_t ms = BACKOFF_MS;
+
+	while (retries-- > 0 && ms < BACKOFF_MAX_MS)
+		ms *= 2;
+	return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
+}
+
+static int past_deadline(const struct etcd_req *q)
+{
+	return uv_now(q->e->loop) - q->started >=
+	       (uint64_t)(q->e->timeout * 1000);
+}
+
+/*
+ * etcd answered at q->ep that it cannot serve q now (why): try again after
+ * a pause that doubles each time, until the timeout, then fail q saying so.
+ */
+static void req_retry(struct etcd_req *q, const char *why)
+{
+	struct etcd *e = q->e;
+
+	if (past_deadline(q)) {
+		snprintf(e->errmsg, sizeof(e->errmsg),
+			 "etcd at %s: %s (retried for %.0f s)", e->urls[q->ep],
+			 why, e->timeout);
+		return req_done(q, CRUN_EETCD, NULL);
+	}
+	pause_req(q, etcd_backoff_ms(q->retries++));
+}
+
 /* The attempt at q->ep failed with why: next endpoint, or give up. */
 static void req_failover(struct etcd_req *q, const char *why)
 {
@@ -483,7 +644,7 @@ static void req_failover(struct etcd_req *q, const char *why)
 	}
 	if (++q->tried >= e->n) {
 		q->tried = 0;
-		return pause_req(q, TURN_PAUSE_MS);
+		return pause_req(q, etcd_backoff_ms(q->retries++));
 	}
 	req_start(q);
 }
@@ -494,18 +655,38 @@ static void on_done(CURL *easy, CURLcode res, void *arg)
 	struct etcd *e = q->e;
 	long http = 0;
 	json_t *j = NULL, *err;
-	int code;
+	int code, toobig;
 
 	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &http);
 	if (q->msg) {
 		/* A stream ended. */
 		if (res != CURLE_OK)
-			return req_failover(q, curl_easy_strerror(res));
-		return req_done(q, http == 200 ? 0 : CRUN_EETCD, NULL);
+			return req_failover(q, q->refused
+						   ? q->refused
+						   : curl_easy_strerror(res));
+		if (http != 200) {
+			json_t *m = json_loads(q->buf ? q->buf : "", 0, NULL);
+			const char *why =
+			    json_string_value(json_object_get(m, "message"));
+
+			snprintf(e->errmsg, sizeof(e->errmsg),
+				 "etcd at %s: HTTP %ld %s", e->urls[q->ep],
+				 http, why ? why : "");
+			json_decref(m);
+		}
+		return req_done(q, http == 200 ? 0 : CRUN_EPROTO, NULL);
 	}
 	if (res != CURLE_OK)
-		return req_failover(q, curl_easy_strerror(res));
-	j = json_loads(q->buf ? q->buf : "", 0, NULL);
+		return req_failover(q, q->refused ? q->refused
+						  : curl_easy_strerror(res));
+	j = parse_bounded(q->buf ? q->buf : "", q->len, &toobig);
+	if (toobig) {
+		snprintf(
+		    e->errmsg, sizeof(e->errmsg),
+		    "etcd at %s: an answer of %zu bytes with " TOO_MANY_NODES,
+		    e->urls[q->ep], q->len);
+		return req_done(q, CRUN_EPROTO, NULL);
+	}
 	if (http == 200 && j) {
 		req_done(q, 0, j);
 		json_decref(j);
@@ -513,6 +694,18 @@ static void on_done(CURL *easy, CURLcode res, void *arg)
 	}
 	err = j;
 	code = (int)json_integer_value(json_object_get(err, "code"));
+	if (http == 429 || code == 8) {
+		/* ResourceExhausted ("too many requests"): slow down. */
+		char why[300];
+
+		snprintf(
+		    why, sizeof(why), "%s",
+		    json_string_value(json_object_get(err, "message"))
+			? json_string_value(json_object_get(err, "message"))
+			: "too many requests");
+		json_decref(j);
+		return req_retry(q, why);
+	}
 	if (http >= 500 || code == 14 || (j == NULL && http != 404)) {
 		char why[300];
 
@@ -525,11 +718,23 @@ static void on_done(CURL *easy, CURLcode res, void *arg)
 		return req_failover(q, why);
 	}
 	if (code == 16 && !q->is_auth && *e->user) {
-		/* The token expired: get a new one, then try again. */
+		/*
+		 * The token expired: get a new one (unless another request
+		 * did), then try again; a fresh token refused again means
+		 * pauses, doubling, up to the timeout (each authenticate is
+		 * a bcrypt check on etcd's side).
+		 */
 		json_decref(j);
+		if (q->token_gen != e->token_gen)
+			return req_start(q);
 		free(e->token);
 		e->token = NULL;
-		return wait_auth(q);
+		if (q->retries == 0 && !past_deadline(q)) {
+			q->retries++;
+			return wait_auth(q);
+		}
+		return req_retry(q, "every new auth token is refused (invalid "
+				    "auth token)");
 	}
 	snprintf(e->errmsg, sizeof(e->errmsg), "etcd at %s: %s%s",
 		 e->urls[q->ep],
@@ -558,7 +763,9 @@ static void req_start(struct etcd_req *q)
 		curl_uv_remove(e->cu, q->easy);
 		curl_easy_cleanup(q->easy);
 	}
-	q->len = 0;
+	q->len = q->scanned = 0;
+	q->paused = 0;
+	q->refused = NULL;
 	q->state = Q_RUNNING;
 	q->ep = e->cur;
 	q->easy = curl_easy_init();
@@ -570,12 +777,14 @@ static void req_start(struct etcd_req *q)
 	curl_easy_setopt(q->easy, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(q->easy, CURLOPT_WRITEDATA, q);
 	curl_easy_setopt(q->easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(q->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
+	curl_easy_setopt(
+	    q->easy, CURLOPT_CONNECTTIMEOUT_MS,
+	    (long)(e->attempt_ms < CONNECT_MS ? e->attempt_ms : CONNECT_MS));
 	if (!q->msg) {
 		left = (uint64_t)(e->timeout * 1000) -
 		       (uv_now(e->loop) - q->started);
-		if (left > ATTEMPT_MS || left == 0)
-			left = ATTEMPT_MS;
+		if (left > e->attempt_ms || left == 0)
+			left = e->attempt_ms;
 		curl_easy_setopt(q->easy, CURLOPT_TIMEOUT_MS, (long)left);
 	} else {
 		/* A silent watch is normal; a dead peer resets it. */
@@ -591,6 +800,7 @@ static void req_start(struct etcd_req *q)
 		curl_easy_setopt(q->easy, CURLOPT_SSLKEY, e->key);
 	if (!q->is_auth && e->hdrs)
 		curl_easy_setopt(q->easy, CURLOPT_HTTPHEADER, e->hdrs);
+	q->token_gen = e->token_gen;
 	rc = curl_uv_add(e->cu, q->easy, on_done, q);
 	if (rc)
 		req_done(q, rc, NULL);
@@ -661,6 +871,7 @@ static void on_auth(int status, json_t *resp, void *arg)
 	if (status == 0 && tok) {
 		free(e->token);
 		e->token = strdup(tok);
+		e->token_gen++;
 		curl_slist_free_all(e->hdrs);
 		snprintf(h, sizeof(h), "Authorization: %s", tok);
 		e->hdrs = curl_slist_append(NULL, h);
@@ -783,6 +994,8 @@ int etcd_new(uv_loop_t *loop, const struct etcd_opts *o, char *errmsg,
 	e->n = rc;
 	e->loop = loop;
 	e->timeout = o->timeout > 0 ? o->timeout : 60;
+	e->attempt_ms =
+	    o->attempt > 0 ? (uint64_t)(o->attempt * 1000) : ATTEMPT_MS;
 	snprintf(e->cacert, sizeof(e->cacert), "%s",
 		 o->cacert ? o->cacert : "");
 	snprintf(e->cert, sizeof(e->cert), "%s", o->cert ? o->cert : "");
@@ -797,6 +1010,8 @@ int etcd_new(uv_loop_t *loop, const struct etcd_opts *o, char *errmsg,
 	}
 	uv_timer_init(loop, &e->tick);
 	e->tick.data = e;
+	uv_idle_init(loop, &e->turn);
+	e->turn.data = e;
 	*out = e;
 	return 0;
 }
@@ -809,11 +1024,18 @@ static void on_cu_closed(void *data)
 		e->close_cb(e->close_data);
 }
 
-static void on_tick_closed(uv_handle_t *h)
+static void on_turn_closed(uv_handle_t *h)
 {
 	struct etcd *e = h->data;
 
 	curl_uv_close(e->cu, on_cu_closed, e);
+}
+
+static void on_tick_closed(uv_handle_t *h)
+{
+	struct etcd *e = h->data;
+
+	uv_close((uv_handle_t *)&e->turn, on_turn_closed);
 }
 
 void etcd_close(struct etcd *e, void (*cb)(void *data), void *data)

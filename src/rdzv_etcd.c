@@ -20,8 +20,11 @@
  * line naming the endpoints, then every request fails). The watch stream
  * is reopened from the last revision seen (from now, re-reading every
  * waiter, when that revision was compacted), and on the new endpoint after
- * a failover. A node lease that expired is granted again (the others
- * already saw this node vanish); the job's lease expiring is fatal.
+ * a failover. A watch that etcd ends, cancels or never confirms is
+ * reopened after pauses (doubling, up to 2 s); after read_timeout of that
+ * the backend fails, saying what etcd did. A node lease that expired is
+ * granted again (the others already saw this node vanish); the job's lease
+ * expiring is fatal.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,6 +40,9 @@
 #define CHUNK 64      /* operations per txn (etcd allows 128) */
 #define CLOSE_MS 3000 /* revoking at exit, at most */
 #define CACHE_MAX 512
+#define LEASE_MIN_S 2 /* the shortest lease_ttl that survives a failover */
+#define WATCH_STABLE_MS 5000 /* a watch that lived this long worked */
+#define CREATED_MS 2000	     /* etcd confirms a new watch within this */
 
 enum optype { OP_ADD, OP_SET, OP_CAS, OP_MGET, OP_MSET, OP_WATCH };
 
@@ -89,8 +95,12 @@ struct crun_rdzv_etcd {
 	uv_timer_t mtimer, wtimer, ka, restart, btimer;
 	int timers;
 	struct etcd_req *stream;
-	int64_t rev; /* last revision seen on the watch */
-	int reopen;  /* the stream must be replaced */
+	int64_t rev;	  /* last revision seen on the watch */
+	uint64_t wopened; /* loop time the watch was last opened */
+	uint64_t wsince;  /* first of the watch's ends in a row (0: none) */
+	int wtries;	  /* its ends in a row */
+	int wcreated;	  /* etcd confirmed the watch open now */
+	int reopen;	  /* the stream must be replaced */
 	unsigned stream_failovers;
 	int failed;
 	int closing;
@@ -116,6 +126,8 @@ static void kick(struct crun_rdzv_etcd *s);
 static void step(struct kop *o);
 static void watch_open(struct crun_rdzv_etcd *s);
 static void on_restart(uv_timer_t *t);
+static void watch_retry(struct crun_rdzv_etcd *s, const char *why,
+			int may_give_up);
 
 /* --- small helpers ------------------------------------------------------ */
 
@@ -921,8 +933,7 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 	if (res == NULL)
 		return; /* an error: the stream ends and is reopened */
 	hrev = etcd_int(json_object_get(res, "header"), "revision");
-	if (etcd_int(res, "compact_revision") > 0 ||
-	    json_is_true(json_object_get(res, "canceled"))) {
+	if (etcd_int(res, "compact_revision") > 0) {
 		/*
 		 * Compacted past us: watch again from the oldest revision
 		 * etcd still has and read every wait again, so a PUT lands
@@ -934,16 +945,32 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 			"crun: etcd compacted past revision %lld of this "
 			"node's watch; reading every wait again\n",
 			(long long)s->rev + 1);
-		s->rev = c > 0 ? c - 1 : 0;
+		s->rev = c - 1;
 		s->reopen = 1;
 		uv_timer_start(&s->restart, on_restart, 0, 0);
 		recheck_all(s);
 		return;
 	}
+	if (json_is_true(json_object_get(res, "canceled"))) {
+		const char *why =
+		    json_string_value(json_object_get(res, "cancel_reason"));
+		char m[300];
+
+		snprintf(m, sizeof(m), "etcd canceled this node's watch (%s)",
+			 why && *why ? why : "no reason given");
+		s->reopen = 1;
+		watch_retry(s, m, 1);
+		recheck_all(s);
+		return;
+	}
+	if (json_is_true(json_object_get(res, "created")))
+		s->wcreated = 1;
 	if (json_is_true(json_object_get(res, "created")) && s->rev == 0 &&
 	    hrev > 0)
 		s->rev = hrev;
 	evs = json_object_get(res, "events");
+	if (json_array_size(evs))
+		s->wtries = 0, s->wsince = 0; /* the watch works */
 	json_array_foreach(evs, i, ev) on_event(s, ev);
 }
 
@@ -994,19 +1021,57 @@ static void on_restart(uv_timer_t *t)
 static void on_watch_end(int status, json_t *resp, void *arg)
 {
 	struct crun_rdzv_etcd *s = arg;
+	char m[1200];
 
 	(void)resp;
 	s->stream = NULL;
-	if (status == CRUN_ECANCELED || s->closing || s->failed)
-		return;
-	/* Reopen from where we were, soon (at once after a failover). */
-	uv_timer_start(&s->restart, on_restart, 100, 0);
+	if (status != CRUN_ECANCELED && json_array_size(s->pending)) {
+		/* Its last messages first (they may say why it ended). */
+		uv_timer_stop(&s->evtimer);
+		on_evtimer(&s->evtimer);
+	}
+	if (status == CRUN_ECANCELED || s->closing || s->failed ||
+	    (s->reopen && uv_is_active((uv_handle_t *)&s->restart)))
+		return; /* (a cancel already set the reopening) */
+	/* Reopen from where we were, after a pause. */
+	snprintf(m, sizeof(m), "this node's etcd watch ended (%s)",
+		 status ? etcd_errmsg(s->etcd) : "closed by etcd");
+	/* No answer at all: the other requests tell (naming endpoints). */
+	watch_retry(s, m, status != CRUN_EETCD);
+}
+
+/*
+ * The watch ended or was canceled (why): open it again after a pause that
+ * doubles; saying why once for each run of ends, and giving up (fatal)
+ * once they went on for the timeout. A watch that lived a while before
+ * ending starts a new run.
+ */
+static void watch_retry(struct crun_rdzv_etcd *s, const char *why,
+			int may_give_up)
+{
+	uint64_t now = uv_now(s->loop);
+	char m[1400];
+
+	if (s->wsince == 0 || now - s->wopened >= WATCH_STABLE_MS) {
+		s->wsince = now;
+		s->wtries = 0;
+		fprintf(stderr, "crun: %s; opening it again\n", why);
+	}
+	if (may_give_up && now - s->wsince >= (uint64_t)(s->timeout * 1000)) {
+		snprintf(m, sizeof(m), "%s, again and again for %.0f s", why,
+			 s->timeout);
+		return fail_all(s, CRUN_EETCD, m);
+	}
+	uv_timer_start(&s->restart, on_restart, etcd_backoff_ms(s->wtries++),
+		       0);
 }
 
 static void watch_open(struct crun_rdzv_etcd *s)
 {
 	int rc;
 
+	s->wopened = uv_now(s->loop);
+	s->wcreated = 0;
 	s->stream_failovers = etcd_failovers(s->etcd);
 	rc = etcd_stream(s->etcd, "/v3/watch",
 			 etcd_watch_req(s->ns, s->rev ? s->rev + 1 : 0),
@@ -1058,6 +1123,16 @@ static void on_ka_tick(uv_timer_t *t)
 		return;
 	keepalive(s, s->node);
 	keepalive(s, s->job);
+	if (s->stream && !s->wcreated &&
+	    uv_now(s->loop) - s->wopened >= CREATED_MS) {
+		/* Without it this node would never see the others' writes. */
+		etcd_req_cancel(s->stream);
+		s->stream = NULL;
+		return watch_retry(s,
+				   "etcd accepted this node's watch but never "
+				   "confirmed it (no answer in 2 s)",
+				   1);
+	}
 	/* After a failover the watch moves to the endpoint that answers. */
 	if (s->stream && etcd_failovers(s->etcd) != s->stream_failovers) {
 		etcd_req_cancel(s->stream);
@@ -1244,6 +1319,13 @@ static void grant_node(struct crun_rdzv_etcd *s)
 
 /* --- open and close ----------------------------------------------------- */
 
+double rdzv_etcd_attempt(double lease_ttl)
+{
+	double a = lease_ttl / 4;
+
+	return a < 0.5 ? 0.5 : a > 3 ? 3 : a;
+}
+
 static int read_password(const char *path, char *out, size_t len, char *errmsg,
 			 size_t errlen)
 {
@@ -1288,6 +1370,10 @@ int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
 	eo.user = o->user;
 	eo.password = pw;
 	eo.timeout = o->timeout;
+	/* A hung member must not cost this node its lease: a keepalive
+	 * (every lease_ttl/3) that waits lease_ttl/4 on it, then fails over,
+	 * lands in time. */
+	eo.attempt = rdzv_etcd_attempt(o->lease_ttl > 0 ? o->lease_ttl : 10);
 	rc = etcd_new(loop, &eo, o->errmsg, o->errlen, &s->etcd);
 	memset(pw, 0, sizeof(pw));
 	if (rc) {
@@ -1296,6 +1382,14 @@ int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
 	}
 	s->loop = loop;
 	s->ttl = o->lease_ttl > 0 ? o->lease_ttl : 10;
+	if (!o->readonly && s->ttl < LEASE_MIN_S)
+		fprintf(
+		    stderr,
+		    "crun: warning: lease_ttl=%g s may not survive a failover "
+		    "between etcd members (a keepalive every %.1f s, %.1f s "
+		    "on a hung member): this node may be counted lost; use "
+		    "lease_ttl=%d or more\n",
+		    s->ttl, s->ttl / 3, eo.attempt, LEASE_MIN_S);
 	s->timeout = o->timeout > 0 ? o->timeout : 60;
 	snprintf(s->ns, sizeof(s->ns), "%s/%s/", o->prefix ? o->prefix : "",
 		 o->run_id);

@@ -25,6 +25,7 @@ struct etcd_opts {
 	const char *user;		 /* etcd auth, or NULL */
 	const char *password;
 	double timeout; /* s: give up once no endpoint answered this long */
+	double attempt; /* s: one try at one endpoint (0: 3 s) */
 };
 
 /**
@@ -59,8 +60,9 @@ typedef void (*etcd_msg_cb)(json_t *msg, void *arg);
 
 /**
  * Open a stream (one attempt at the current endpoint, no time limit); end
- * runs once when it ends for any reason (status 0: closed by the server),
- * unless cancelled with etcd_req_cancel first.
+ * runs once when it ends for any reason (status 0: closed by the server;
+ * CRUN_EPROTO: etcd answered with an error; CRUN_EETCD: no answer, the
+ * connection failed), unless cancelled with etcd_req_cancel first.
  */
 int etcd_stream(struct etcd *e, const char *path, json_t *body, etcd_msg_cb msg,
 		etcd_cb end, void *arg, struct etcd_req **out);
@@ -84,6 +86,11 @@ json_t *etcd_b64(const void *p, size_t n);
 int etcd_unb64(const json_t *s, char **out, size_t *len);
 /** An int64 field that etcd sends as a string, a number, or leaves out. */
 int64_t etcd_int(const json_t *obj, const char *field);
+/** The pause before retry number retries+1: 100 ms doubling, at most 2 s. */
+uint64_t etcd_backoff_ms(int retries);
+/** JSON objects and arrays in p[0..n) (outside strings), counted up to
+ * stop + 1. */
+size_t etcd_json_nodes(const char *p, size_t n, size_t stop);
 /** The end of the range of every key under prefix (last byte + 1). */
 int etcd_prefix_end(const char *prefix, char *out, size_t len);
 

@@ -48,6 +48,10 @@ int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
 		   struct crun_rdzv_etcd **out);
 const char *rdzv_etcd_errmsg(const struct crun_rdzv_etcd *s);
 
+/** One try at one etcd member, in s, for a lease of lease_ttl s: a
+ * quarter of it, within 0.5-3 s. */
+double rdzv_etcd_attempt(double lease_ttl);
+
 /**
  * Fail pending requests (CRUN_ECANCELED, synchronously), revoke this
  * node's lease (and the job's when no node is left), bounded by a few

@@ -77,4 +77,25 @@ expect_eq "both ranks ran once, generation 0" "$(sort "$T/c" | tr '\n' ' ')" "ru
 cat "$T/a.out" "$T/b.out" >"$T/c.out"
 expect_grep "the watch saw the compaction" "etcd compacted past revision" "$T/c.out"
 note "   job done $(( $(now_ms) - t0 )) ms after the compaction (at revision $rev)"
+
+# The member the agents talk to freezes (SIGSTOP) during the run with a
+# short lease (lease_ttl=3): each try at it costs lease_ttl/4, not 3 s, so
+# the keepalives fail over in time, no node is counted lost, and the
+# workers' own exit status (3) is the job's. (A frozen leader is kinder:
+# the new leader renews every lease.)
+etcd_cluster 3
+pick follower; JOB=hung-member
+note "freeze $V (SIGSTOP) during the run, lease_ttl=3: the workers' status is the job's"
+H="last_call_timeout=1,join_timeout=30,lease_ttl=3,read_timeout=10"
+agent a 1 2 --rdzv_conf=$H "$FAKE_WORKER" sleep 10000 exit 3
+agent b 1 2 --rdzv_conf=$H "$FAKE_WORKER" sleep 10000 exit 3
+wait_for 20 sh -c "grep -q 'round 0' '$T/a.out' && grep -q 'round 0' '$T/b.out'" || fail "round 0 never formed"
+sleep 1
+etcd_kill $V STOP
+at_exit "kill -CONT \$_etcd_pid_$V 2>/dev/null"
+expect_status a 3
+expect_status b 3
+eval "kill -CONT \$_etcd_pid_$V"
+cat "$T/a.out" "$T/b.out" >"$T/h.out"
+expect_nogrep "no node counted lost" "disconnected\|lease expired" "$T/h.out"
 exit 0

@@ -12,6 +12,7 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/etcd.h"
+#include "crun/rdzv_etcd.h"
 
 static char *dump(json_t *j)
 {
@@ -294,4 +295,31 @@ Test(etcd, rdzv_conf_bad_values)
 		cr_assert(strstr(e, "invalid value"), "%s: %s", bad[i], e);
 		cfg_rdzv_conf_release(&c);
 	}
+}
+
+Test(etcd, backoff_doubles_up_to_two_seconds)
+{
+	cr_assert_eq(etcd_backoff_ms(0), 100);
+	cr_assert_eq(etcd_backoff_ms(1), 200);
+	cr_assert_eq(etcd_backoff_ms(4), 1600);
+	cr_assert_eq(etcd_backoff_ms(5), 2000);
+	cr_assert_eq(etcd_backoff_ms(1000), 2000);
+}
+
+Test(etcd, json_nodes_counts_containers_outside_strings)
+{
+	const char *j = "{\"a\":[{},{}],\"s\":\"{[\\\"{\"}";
+
+	cr_assert_eq(etcd_json_nodes(j, strlen(j), 100), 4);
+	cr_assert_eq(etcd_json_nodes("[{},{},{},{}]", 13, 2), 3,
+		     "stops counting past stop");
+	cr_assert_eq(etcd_json_nodes("\"[[[\"", 5, 100), 0);
+}
+
+Test(etcd, attempt_scales_with_the_lease)
+{
+	cr_assert_float_eq(rdzv_etcd_attempt(3), 0.75, 1e-9);
+	cr_assert_float_eq(rdzv_etcd_attempt(10), 2.5, 1e-9);
+	cr_assert_float_eq(rdzv_etcd_attempt(60), 3, 1e-9);
+	cr_assert_float_eq(rdzv_etcd_attempt(1), 0.5, 1e-9);
 }
