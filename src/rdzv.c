@@ -1103,6 +1103,23 @@ static int peek_count(struct crun_rdzv *r, const struct crun_store_reply *rep,
 	return 0;
 }
 
+/*
+ * MIN nodes are in and MAX is not: wait last_call_timeout for more. The
+ * node that made MIN says so, or a lone node of an elastic range (and the
+ * first of every larger one) would wait 30 s without a word.
+ */
+static void last_call_start(struct crun_rdzv *r)
+{
+	if (r->index == r->o.min_nodes && r->o.last_call_timeout >= 1)
+		fprintf(stderr,
+			"crun: round %d: %d of %d-%d nodes have joined: "
+			"waiting up to %.0f s for more (last_call_timeout)\n",
+			r->round, r->index, r->o.min_nodes, r->o.max_nodes,
+			r->o.last_call_timeout);
+	uv_timer_start(&r->last_call, on_last_call,
+		       (uint64_t)(r->o.last_call_timeout * 1000), 0);
+}
+
 /* After ADD join, one peek: participant, late joiner, or stale round. */
 static void on_join_state(int status, const struct crun_store_reply *rep,
 			  void *arg)
@@ -1141,9 +1158,7 @@ static void on_join_state(int status, const struct crun_store_reply *rep,
 		    (r->expect > 0 && r->index >= r->expect))
 			try_close(r);
 		else
-			uv_timer_start(
-			    &r->last_call, on_last_call,
-			    (uint64_t)(r->o.last_call_timeout * 1000), 0);
+			last_call_start(r);
 	}
 }
 

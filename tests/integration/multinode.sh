@@ -180,4 +180,11 @@ agent a 1 2 "$FAKE_WORKER" exit 0
 expect_status a 1
 expect_grep "names port and holder" "port $PORT of 127.0.0.1 is in use by another program, pid $squatter (python3) that is not a crun store" "$T/a.out"
 kill $squatter; wait_pid 5 $squatter 2>/dev/null
+# A lone node of an elastic range waits last_call_timeout for a second one,
+# as torchrun's c10d does, and says so (it waited 30 s without a word), then
+# runs and exits at once after its worker.
+PORT=$(free_port) JOB=lone
+agent a 1 1:2 --rdzv_conf=last_call_timeout=2,close_timeout=20 "$FAKE_WORKER" exit 0
+expect_status a 0 15
+expect_grep "lone node's last call" "round 0: 1 of 1-2 nodes have joined: waiting up to 2 s for more (last_call_timeout)" "$T/a.out"
 exit 0
