@@ -107,8 +107,10 @@ struct crun_rdzv_etcd {
 	int opening;
 	int kicking, rekick;
 	int close_started;
-	int readonly;	 /* rdzv_etcd_opts.readonly */
-	json_t *pending; /* watch messages not yet handled */
+	int calls_out;	    /* the operations' calls not yet answered */
+	int revoke_pending; /* closing: revoke once they are */
+	int readonly;	    /* rdzv_etcd_opts.readonly */
+	json_t *pending;    /* watch messages not yet handled */
 	uv_timer_t evtimer;
 	struct cache *cache;
 	int ncache;
@@ -309,11 +311,18 @@ static void fail_all(struct crun_rdzv_etcd *s, int status, const char *why)
  * Account for a finished call: NULL when the op no longer wants it (then
  * freed if it was the last call out).
  */
+static void revoke_node(struct crun_rdzv_etcd *s);
+
 static struct kop *call_back(void *arg)
 {
 	struct kop *o = arg;
+	struct crun_rdzv_etcd *s = o->s;
 
 	o->inflight--;
+	if (--s->calls_out == 0 && s->revoke_pending) {
+		s->revoke_pending = 0;
+		revoke_node(s);
+	}
 	if (o->dead) {
 		if (o->inflight == 0)
 			op_free(o);
@@ -326,8 +335,10 @@ static int call(struct kop *o, const char *path, json_t *body, etcd_cb cb)
 {
 	int rc = etcd_call(o->s->etcd, path, body, cb, o);
 
-	if (rc == 0)
+	if (rc == 0) {
 		o->inflight++;
+		o->s->calls_out++;
+	}
 	return rc;
 }
 
@@ -1520,14 +1531,26 @@ void rdzv_etcd_close(struct crun_rdzv_etcd *s, void (*cb)(void *data),
 	}
 	uv_timer_stop(&s->ka);
 	uv_timer_stop(&s->restart);
-	if (*s->node && !s->failed &&
-	    etcd_call(s->etcd, "/v3/lease/revoke",
-		      json_pack("{s:s}", "ID", s->node), on_node_revoked,
-		      s) == 0) {
-		uv_timer_start(&s->mtimer, on_close_timeout, CLOSE_MS, 0);
-		return;
-	}
-	close_now(s);
+	if (!*s->node || s->failed)
+		return close_now(s);
+	uv_timer_start(&s->mtimer, on_close_timeout, CLOSE_MS, 0);
+	/*
+	 * Writes already sent (a last one out's end marks, the "over" of
+	 * the nodes left out) land before this node's lease goes: with it
+	 * the job's keys may go, and a close would abort them.
+	 */
+	if (s->calls_out > 0)
+		s->revoke_pending = 1;
+	else
+		revoke_node(s);
+}
+
+/* Closing: this node's lease goes, then maybe the job's (bounded). */
+static void revoke_node(struct crun_rdzv_etcd *s)
+{
+	if (etcd_call(s->etcd, "/v3/lease/revoke",
+		      json_pack("{s:s}", "ID", s->node), on_node_revoked, s))
+		close_now(s);
 }
 
 void rdzv_etcd_free(struct crun_rdzv_etcd *s)
