@@ -381,6 +381,15 @@ static void on_deadline_names(int status, const struct crun_store_reply *rep,
 					      "%s%s (%d workers)",
 					      n ? ", " : "", host, np);
 	}
+	if ((int)(rep ? rep->nvalues : 0) >= r->o.min_nodes)
+		/* Enough nodes: the round never closed, or we never heard. */
+		return round_fail(
+		    r, CRUN_ERDZV_TIMEOUT,
+		    "rendezvous '%s' timed out after %.0f s: %zu nodes "
+		    "joined (at least %d needed: %s) but this node never "
+		    "received its assignment",
+		    r->run_id, r->o.join_timeout, rep->nvalues, r->o.min_nodes,
+		    *names ? names : "none readable");
 	round_fail(
 	    r, CRUN_ERDZV_TIMEOUT,
 	    "rendezvous '%s' timed out after %.0f s with %zu of at least %d "

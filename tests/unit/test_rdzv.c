@@ -331,6 +331,28 @@ Test(rdzv, join_timeout_names_who_joined, .timeout = 10)
 	world_close();
 }
 
+/* Enough nodes joined but the round never closed (here: the last call
+ * outlasts join_timeout): the message says so, not "still missing 0". */
+Test(rdzv, join_timeout_with_enough_nodes_says_so, .timeout = 10)
+{
+	world_init();
+	node_add(1, 1, 1, 2, 3);
+	node_add(2, 1, 0, 2, 3);
+	W.n[0].o.last_call_timeout = W.n[1].o.last_call_timeout = 5.0;
+	start_all();
+	cr_assert(run_until(all_rounds, 4000));
+	for (int i = 0; i < 2; i++) {
+		struct node *n = &W.n[i];
+
+		cr_assert_eq(n->status, CRUN_ERDZV_TIMEOUT, "%s: %s", n->host,
+			     crun_err_name(n->status));
+		cr_assert(strstr(n->errmsg, "2 nodes joined (at least 2 needed"),
+			  "%s", n->errmsg);
+		cr_assert(!strstr(n->errmsg, "still missing"), "%s", n->errmsg);
+	}
+	world_close();
+}
+
 /* ---- ending and restarting ---------------------------------------------- */
 
 Test(rdzv, failure_restarts_then_exhausts, .timeout = 10)
