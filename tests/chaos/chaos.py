@@ -80,9 +80,11 @@ again):
                    one header byte a second: each is closed within two
                    metrics_idle_timeout (2 s) + 5 s, /healthz answers 200
                    then, while the job runs, and the job exits 0.
-  store_unread     `crun store --max-memory 16M|24M`, one client pipelines 600
-                   or 1500 GETs of 1 MiB values and never reads: an innocent
-                   client's GET is answered; SIGTERM then stops the store, 0.
+  store_unread     `crun store --max-memory 16M|24M`, or a lone agent's workers'
+                   store (--store_max_memory likewise): one client pipelines
+                   600 or 1500 GETs of 1 MiB values and never reads: an
+                   innocent client's GET is answered; then SIGTERM stops the
+                   store, 0, or the job succeeds, 0.
 Bounds: each scenario states how long after its last fault every agent must
 have ended (BOUND); ORPHAN_BOUND (3 s) after that no tagged process may remain.
 """
@@ -1069,37 +1071,51 @@ def recv_n(s, n, seconds):
 
 def sc_store_unread(r):
     # A client that pipelines GETs of 1 MiB values and never reads its
-    # replies, against `crun store` with a low memory ceiling.
+    # replies, against `crun store` or the workers' store of a lone agent,
+    # with a low memory ceiling (the unsent-reply cap at its default, 64M).
     mem = r.rng.choice([16, 24])
     n = r.rng.choice([600, 1500])
-    r.agent_argv("a", [CRUN, "store", "--host", "127.0.0.1", "--port", str(r.port),
-                       "--max-memory", "%dM" % mem])
-    r.wait_listening()
+    where = r.rng.choice(["crun store", "workers' store"])
+    if where == "crun store":
+        r.agent_argv("a", [CRUN, "store", "--host", "127.0.0.1", "--port", str(r.port),
+                           "--max-memory", "%dM" % mem])
+        r.wait_listening()
+        port = r.port
+    else:
+        done = r.path("done")
+        w = sh("echo $MASTER_PORT >%s; while [ ! -e %s ]; do sleep 0.1; done; exit 0" % (
+            q(r.path("port")), q(done)))
+        r.agent("a", None, 1, w, ["--store_max_memory=%dM" % mem])
+        r.wait_lines("port", 1)
+        port = int(lines(r.path("port"))[0])
     G0_SET, G0_GET = 0, 2
     big = 1 << 20
-    c = socket.create_connection(("127.0.0.1", r.port), timeout=10)
+    c = socket.create_connection(("127.0.0.1", port), timeout=10)
     for k, fill in ((b"/u0", b"x"), (b"/u1", b"y")):
         c.sendall(store_op(G0_SET, k, fill * big))
     c.sendall(store_op(G0_GET, b"/u1"))
     r.check(recv_n(c, 8 + big, 10) is not None, "the values were not stored")
-    hog = socket.create_connection(("127.0.0.1", r.port), timeout=10)
+    hog = socket.create_connection(("127.0.0.1", port), timeout=10)
     hog.sendall(b"".join(store_op(G0_GET, b"/u%d" % (i % 2)) for i in range(n)))
     r.sleep(1)
-    r.desc = "crun store --max-memory %dM, one client pipelines %d GETs of 1 MiB unread" % (mem, n)
+    r.desc = "%s, %dM of memory, one client pipelines %d GETs of 1 MiB unread" % (where, mem, n)
     r.fault()
-    g = socket.create_connection(("127.0.0.1", r.port), timeout=10)
+    g = socket.create_connection(("127.0.0.1", port), timeout=10)
     g.sendall(store_op(G0_GET, b"/u0"))
     got = recv_n(g, 8 + big, 5)
     for s in (g, hog, c):
         s.close()
-    r.agents["a"].signal(signal.SIGTERM)
-    # PROMISE: the innocent client's GET is answered; the store stays up
-    # until told to stop (SIGTERM: a clean stop, 0).
+    if where == "crun store":
+        r.agents["a"].signal(signal.SIGTERM)
+    else:
+        with open(done, "w"):
+            pass
+    # PROMISE: the innocent client's GET is answered; `crun store` stops
+    # cleanly on SIGTERM (0), the job succeeds (0).
     r.expect["a"] = {0}
     r.after.append(lambda: None if got is not None and got[8:16] == b"x" * 8 else
                    "an innocent client's GET was not answered while another does not read")
     r.bound = 10
-
 
 SCENARIOS = [
     ("worker_kill9", sc_worker_kill9, False),
