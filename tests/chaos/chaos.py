@@ -60,14 +60,41 @@ again):
                    on every agent (it is the store host's); or a signal during
                    a stop after a worker failure with no restarts left: the
                    worker's status (3) or 128+N, on every agent.
+  unresolved       (netns) no host name resolves anywhere (an /etc/hosts with
+                   localhost only), the endpoint is h1's address, 2 or 3
+                   hosts whose workers set and read a key in the workers'
+                   store: every agent exits 0, no node refused or unresolved.
+  same_host        3 agents on one host (one host name, no --local_addr),
+                   --nnodes=2:3, c's worker always exits 3: with
+                   exclude_after=2 only c is left out (a spare) and every
+                   agent exits 0; without it, restarts used up, all exit 3.
+  lone_elastic     a lone agent of --nnodes=1:2 (last_call_timeout 1 or 2 s,
+                   close_timeout 30 s): the worker's status (0, 3, or 127 for
+                   a missing interpreter) within last_call_timeout + 8 s, with
+                   one line saying it waits for more.
+  etcd_hostile     a hostile etcd endpoint (tests/helpers/fake_etcd.py: every
+                   token refused, the watch canceled at once, HTTP 429 for
+                   ever, a silent watch): exit 1 within read_timeout (3 s) +
+                   7 s, with one line naming what etcd did.
+  dribbler         32 or 40 clients (the default cap is 32) send /metrics_port
+                   one header byte a second: each is closed within two
+                   metrics_idle_timeout (2 s) + 5 s, /healthz answers 200
+                   then, while the job runs, and the job exits 0.
+  store_unread     `crun store --max-memory 16M|24M`, or a lone agent's workers'
+                   store (--store_max_memory likewise): one client pipelines
+                   600 or 1500 GETs of 1 MiB values and never reads: an
+                   innocent client's GET is answered; then SIGTERM stops the
+                   store, 0, or the job succeeds, 0.
 Bounds: each scenario states how long after its last fault every agent must
 have ended (BOUND); ORPHAN_BOUND (3 s) after that no tagged process may remain.
 """
 import os
 import random
+import re
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -155,23 +182,36 @@ def netns_sh(func, *args):
     subprocess.run(["sh", "-c", pre + func + ' "$@"', "sh"] + list(args), check=True)
 
 
+def netns_addr(i):
+    """Host hI's address (lib_netns.sh: 10.<ifid>.0.I, read from its interface)."""
+    ns = "%s-%s-h%d" % (os.environ["CHAOS_NETNS_PREFIX"], os.environ["CHAOS_NETNS_RID"], i)
+    out = subprocess.run(["ip", "-n", ns, "-4", "-o", "addr", "show", "scope", "global"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return out[out.index("inet") + 1].split("/")[0]
+
+
+def netns_argv(host, netns_dir, argv):
+    """argv run on host hI (lib_netns.sh's wrap: its name, its /etc/hosts
+    from netns_dir or the run's)."""
+    return ["ip", "netns", "exec", "%s-%s-h%s" % (os.environ["CHAOS_NETNS_PREFIX"],
+                                                  os.environ["CHAOS_NETNS_RID"], host[1:]),
+            "unshare", "--uts", "sh", "-c", os.environ["CHAOS_NETNS_WRAP"],
+            "sh", host, netns_dir or os.environ["CHAOS_NETNS_DIR"]] + list(argv)
+
+
 class Failure(Exception):
     pass
 
 
 class Agent:
-    def __init__(self, run, name, argv, host, stdout):
+    def __init__(self, run, name, argv, host, stdout, netns_dir=None):
         self.name = name
         self.host = host
         self.log = os.path.join(run.dir, name + ".out")
         env = dict(os.environ, CHAOS_TAG=run.tag, PYTHON=PYTHON)
         env.pop("CHAOS_HELPER", None)
         if host:
-            i = host[1:]
-            argv = ["ip", "netns", "exec", "%s-%s-h%s" % (os.environ["CHAOS_NETNS_PREFIX"],
-                                                          os.environ["CHAOS_NETNS_RID"], i),
-                    "unshare", "--uts", "sh", "-c", os.environ["CHAOS_NETNS_WRAP"],
-                    "sh", host, os.environ["CHAOS_NETNS_DIR"]] + argv
+            argv = netns_argv(host, netns_dir, argv)
         self.logf = open(self.log, "w")
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      stdout=stdout if stdout is not None else self.logf,
@@ -226,27 +266,37 @@ class Run:
         self.hangs = 0
         self.orphans = 0
         self.time_to_end = 0.0
+        self.netns_dir = None  # a directory with other hosts/resolv.conf files
+        self.after = []  # checks run once every agent has ended: each returns a problem or None
 
     # --- building blocks -------------------------------------------------
     def path(self, name):
         return os.path.join(self.dir, name)
 
     def endpoint(self):
-        return ("h1:%d" if self.net == "netns" else "127.0.0.1:%d") % self.port
+        if self.net == "netns":
+            return ("%s:%d" % (netns_addr(1), self.port)) if self.netns_dir else "h1:%d" % self.port
+        return "127.0.0.1:%d" % self.port
 
-    def agent(self, name, nnodes, nproc, worker, extra=(), host=None, stdout=None):
+    def agent(self, name, nnodes, nproc, worker, extra=(), host=None, stdout=None, rdzv=None):
         if self.net == "netns" and host is None:
             host = "h%d" % (ord(name) - ord("a") + 1)
         argv = [CRUN, "--nproc_per_node=%d" % nproc]
         if nnodes is None:
             argv.append("--standalone")
         else:
-            argv += ["--nnodes=%s" % nnodes, "--rdzv_backend=c10d",
-                     "--rdzv_endpoint=" + self.endpoint(), "--rdzv_id=chaos" + self.tag, RDZV]
+            argv += ["--nnodes=%s" % nnodes]
+            argv += rdzv or ["--rdzv_backend=c10d", "--rdzv_endpoint=" + self.endpoint()]
+            argv += ["--rdzv_id=chaos" + self.tag, RDZV]
         argv += list(extra) + list(worker)
-        a = Agent(self, name, argv, host, stdout)
+        a = Agent(self, name, argv, host, stdout, self.netns_dir)
         self.agents[name] = a
         return a
+
+    def agent_argv(self, name, argv):
+        """An agent that is not a job (e.g. `crun store`): argv as given."""
+        self.agents[name] = Agent(self, name, argv, None, None)
+        return self.agents[name]
 
     def helper(self, argv, **kw):
         env = dict(os.environ, CHAOS_HELPER=self.tag)
@@ -323,6 +373,10 @@ class Run:
             if a.status not in want and not (self.hangs and a.status == 137):
                 self.problems.append("agent %s exited %s, want %s" % (
                     name, a.status, " or ".join(str(w) for w in sorted(want))))
+        for check in self.after:
+            problem = check()
+            if problem:
+                self.problems.append(problem)
         # Orphans: anything still tagged ORPHAN_BOUND s after the last agent.
         last = max(ends) if ends else now()
         wait_for(max(0.0, last + ORPHAN_BOUND - now()), lambda: not tagged_pids("CHAOS_TAG", self.tag))
@@ -738,6 +792,331 @@ def sc_signal_stop(r):
     r.bound = 3 + 10
 
 
+# A worker that sets its key in the workers' store (MASTER_ADDR:MASTER_PORT,
+# TCPStore's wire format) and reads it back: exit 0, or 1 when refused.
+STORE_PROBE = r"""
+import os, socket, struct, sys
+def s8(b):
+    return struct.pack("<Q", len(b)) + b
+k = ("chaos/" + os.environ["RANK"]).encode()
+try:
+    s = socket.create_connection((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])), timeout=15)
+    s.sendall(bytes([0]) + s8(k) + s8(b"ok") + bytes([2]) + s8(k))
+    got = b""
+    while len(got) < 10:
+        c = s.recv(10 - len(got))
+        if not c:
+            break
+        got += c
+except OSError as e:
+    sys.exit("store probe: %s" % e)
+sys.exit(0 if got == s8(b"ok") else "store probe: read %r" % got)
+"""
+
+
+def sc_unresolved(r):
+    # Hosts as containers and pods are: no host name resolves anywhere (an
+    # /etc/hosts with localhost only, a resolver that answers nothing); the
+    # endpoint is h1's address.
+    d = r.path("nameless")
+    os.makedirs(d)
+    with open(os.path.join(d, "hosts"), "w") as f:
+        f.write("127.0.0.1\tlocalhost\n")
+    with open(os.path.join(d, "resolv.conf"), "w") as f:
+        f.write("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    r.netns_dir = d
+    for h in ("h1", "h2"):
+        r.check(subprocess.run(netns_argv(h, d, ["getent", "hosts", "h1"]),
+                               capture_output=True).returncode != 0, "h1 resolves on %s" % h)
+    n = r.rng.choice([2, 3])
+    nn = r.rng.choice(["%d" % n, "2:3"])
+    # Each worker sets and reads back a key in the workers' store.
+    w = [PYTHON, "-c", STORE_PROBE]
+    r.agent("a", nn, r.rng.choice([1, 2]), w)
+    r.wait_listening()
+    for x in "bc"[:n - 1]:
+        r.agent(x, nn, 1, w)
+    r.desc = "%d nameless netns hosts (%s), endpoint %s" % (n, nn, r.endpoint())
+    r.fault()
+    # PROMISE: every agent exits 0; no node refused for a name that does
+    # not resolve.
+    for x in r.agents:
+        r.expect[x] = {0}
+
+    def refused():
+        for a in r.agents.values():
+            for l in a.output().splitlines():
+                if "not a node of this round" in l or "cannot resolve" in l:
+                    return "agent %s: %s" % (a.name, l.strip())
+        return None
+    r.after.append(refused)
+    r.bound = 30
+
+
+def sc_same_host(r):
+    # Several agents per machine: one host name, no --local_addr; c's
+    # worker always fails, exclude_after=2 leaves it out.
+    runs = r.path("runs")
+    good = fake("append", runs, "ok", "sleep", 4000, "exit", 0)
+    bad = fake("append", runs, "bad", "sleep", 200, "exit", 3)
+    conf = "--rdzv_conf=exclude_after=2"
+    shape = r.rng.choice(["exclude", "no-exclude"])
+    extra = ["--max_restarts=3"] + ([conf] if shape == "exclude" else [])
+    r.agent("a", "2:3", 1, good, extra)
+    r.wait_listening()
+    r.agent("b", "2:3", 1, good, extra)
+    r.agent("c", "2:3", 1, bad, extra)
+    r.desc = "3 agents (2:3) on one host, c's worker always exits 3, %s" % (
+        "exclude_after=2" if shape == "exclude" else "no exclusion, max_restarts=3")
+    r.fault()
+    if shape == "exclude":
+        # PROMISE: only c is left out (a spare); a and b finish a round of
+        # 2 and every agent exits 0, none hangs.
+        r.expect = {"a": {0}, "b": {0}, "c": {0}}
+
+        def left_out():
+            if "waits as a spare" in r.agents["b"].output():
+                return "agent b took c's exclusion for its own"
+            if "waits as a spare" not in r.agents["c"].output():
+                return "agent c was not left out"
+            return None
+        r.after.append(left_out)
+    else:
+        # PROMISE: c's failure ends every round; restarts used up, every
+        # agent exits c's status, 3.
+        r.expect = {"a": {3}, "b": {3}, "c": {3}}
+    r.bound = 45
+
+
+def sc_lone_elastic(r):
+    # A lone node of an elastic range --nnodes=1:2: nobody else is coming.
+    how = r.rng.choice(["exit0", "exit3", "noexec"])
+    if how == "exit0":
+        w, want = fake("exit", 0), 0
+    elif how == "exit3":
+        w, want = fake("exit", 3), 3
+    else:
+        bad = r.path("bad.sh")
+        with open(bad, "w") as f:
+            f.write("#!/nonexistent/chaos-interpreter\n")
+        os.chmod(bad, 0o755)
+        w, want = [bad], 127
+    lct = r.rng.choice([1, 2])
+    r.agent("a", "1:2", r.rng.choice([1, 2]), w,
+            ["--max_restarts=0", "--rdzv_conf=last_call_timeout=%d,close_timeout=30" % lct])
+    r.desc = "a lone agent of --nnodes=1:2 (last_call_timeout=%d), worker %s" % (lct, how)
+    r.fault()
+    # PROMISE: the worker's status (0, 3, 127 when it cannot start) right
+    # after last_call_timeout and the run: no wait for nodes that never
+    # came (close_timeout); the wait for more is said, once.
+    r.expect["a"] = {want}
+    said = "1 of 1-2 nodes have joined: waiting up to %d s for more (last_call_timeout)" % lct
+
+    def last_call():
+        n = sum(said in l for l in r.agents["a"].output().splitlines())
+        return None if n == 1 else "%d lines saying '%s', want 1" % (n, said)
+    r.after.append(last_call)
+    r.bound = lct + 8
+
+
+ETCD_MODES = {
+    # mode: (the one line crun ends with, --nnodes)
+    "authbad": ("invalid auth token", "2"),
+    "canceled": ("canceled this node's watch (.*future revision), again and again", "2"),
+    "429": ("too many requests (retried for 3 s)", "2"),
+    "silentwatch": ("never confirmed it (no answer in 2 s), again and again for 3 s", "1:2"),
+}
+
+
+def sc_etcd_hostile(r):
+    mode = r.rng.choice(sorted(ETCD_MODES))
+    pattern, nn = ETCD_MODES[mode]
+    rt = 3
+    out = open(r.path("etcd.port"), "w")
+    r.helper([PYTHON, os.path.join(TOP, "tests", "helpers", "fake_etcd.py"), "--mode", mode,
+              "--log", r.path("etcd.log")], stdout=out, stderr=subprocess.DEVNULL)
+    out.close()
+    r.wait_lines("etcd.port", 1)
+    port = int(lines(r.path("etcd.port"))[0])
+    conf = "--rdzv_conf=lease_ttl=3,read_timeout=%d,join_timeout=30" % rt
+    if mode == "authbad":
+        with open(r.path("pw"), "w") as f:
+            f.write("secret\n")
+        conf += ",user=u,password_file=" + r.path("pw")
+    r.agent("a", nn, 1, fake("sleep", 60000, "exit", 0), [conf],
+            rdzv=["--rdzv_backend=etcd", "--rdzv_endpoint=127.0.0.1:%d" % port])
+    r.desc = "a hostile etcd endpoint (fake_etcd.py --mode %s), read_timeout=%d" % (mode, rt)
+    r.fault()
+    # PROMISE: exit 1 within read_timeout + slack, with one line naming
+    # what etcd did; never a hang.
+    r.expect["a"] = {1}
+
+    def one_line():
+        n = sum(bool(re.search(re.escape(pattern).replace(r"\.\*", ".*"), l))
+                for l in r.agents["a"].output().splitlines())
+        return None if n == 1 else "%d lines saying '%s', want 1" % (n, pattern)
+    r.after.append(one_line)
+    r.bound = rt + 7  # silentwatch: 2 s per try, then read_timeout
+
+
+def http_code(url, timeout=2.0):
+    host, _, rest = url[len("http://"):].partition("/")
+    h, _, p = host.rpartition(":")
+    try:
+        s = socket.create_connection((h, int(p)), timeout=timeout)
+        s.sendall(b"GET /" + rest.encode() + b" HTTP/1.0\r\n\r\n")
+        head = s.recv(64)
+        s.close()
+        return int(head.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def sc_dribbler(r):
+    # Clients that send one header byte a second against --metrics_port, as
+    # many as the connection cap: each restarts the server's own timeout.
+    idle = 2
+    n = r.rng.choice([32, 40])
+    done = r.path("done")
+    w = sh("while [ ! -e %s ]; do sleep 0.1; done; exit 0" % q(done))
+    r.agent("a", None, 1, w, ["--metrics_port=0", "--metrics_addr=127.0.0.1",
+                              "--metrics_idle_timeout=%d" % idle])
+    url = []
+
+    def health():
+        for l in r.agents["a"].output().splitlines():
+            if "health on http://" in l:
+                url.append(l.split("health on ")[1].split()[0].rstrip(","))
+                return True
+        return False
+    r.wait(10, health, "the agent's health URL")
+    h = url[0][len("http://"):].split("/")[0].rpartition(":")
+    socks = []
+    for _ in range(n):
+        try:
+            s = socket.create_connection((h[0], int(h[2])), timeout=5)
+            s.setblocking(False)
+            socks.append(s)
+        except OSError:
+            break
+    r.desc = "%d clients dribbling one header byte a second, metrics_idle_timeout=%d" % (len(socks), idle)
+    r.fault()
+    req = b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"a" * 64
+    # Over the cap, the last ones are accepted only once the first are
+    # closed: two idle timeouts, and slack.
+    close_by = 2 * idle + 5
+    t0, sent, open_ = now(), 0, list(socks)
+    while open_ and now() < t0 + close_by:
+        still = []
+        for s in open_:
+            try:
+                if s.recv(4096) == b"":
+                    s.close()
+                    continue
+            except BlockingIOError:
+                pass
+            except OSError:
+                s.close()
+                continue
+            try:
+                s.send(req[sent:sent + 1])
+            except OSError:
+                s.close()
+                continue
+            still.append(s)
+        open_, sent = still, sent + 1
+        r.sleep(1)
+    left = len(open_)
+    # /healthz, asked only now: a probe must not be what frees the server.
+    code = [None]
+
+    def healthy():
+        code[0] = http_code(url[0])
+        return code[0] == 200
+    wait_for(5, healthy, step=0.5)
+    for s in open_:
+        s.close()
+    with open(done, "w"):
+        pass
+    # PROMISE: the dribblers are closed within two metrics_idle_timeouts
+    # (+5 s), /healthz then answers 200 while the job runs, and it exits 0.
+    r.expect["a"] = {0}
+    r.after.append(lambda: None if left == 0 else
+                   "%d of %d dribblers still open %d s after they began" % (left, len(socks), close_by))
+    r.after.append(lambda: None if code[0] == 200 else
+                   "/healthz answered %s after the dribblers, want 200" % code[0])
+    r.bound = close_by + 5 + 10
+
+
+def store_op(code, *strs):
+    return bytes([code]) + b"".join(struct.pack("<Q", len(x)) + x for x in strs)
+
+
+def recv_n(s, n, seconds):
+    buf = bytearray()
+    end = now() + seconds
+    while len(buf) < n and now() < end:
+        s.settimeout(max(0.01, end - now()))
+        try:
+            c = s.recv(n - len(buf))
+        except socket.timeout:
+            break
+        except OSError:
+            return None
+        if not c:
+            return None
+        buf += c
+    return bytes(buf) if len(buf) == n else None
+
+
+def sc_store_unread(r):
+    # A client that pipelines GETs of 1 MiB values and never reads its
+    # replies, against `crun store` or the workers' store of a lone agent,
+    # with a low memory ceiling (the unsent-reply cap at its default, 64M).
+    mem = r.rng.choice([16, 24])
+    n = r.rng.choice([600, 1500])
+    where = r.rng.choice(["crun store", "workers' store"])
+    if where == "crun store":
+        r.agent_argv("a", [CRUN, "store", "--host", "127.0.0.1", "--port", str(r.port),
+                           "--max-memory", "%dM" % mem])
+        r.wait_listening()
+        port = r.port
+    else:
+        done = r.path("done")
+        w = sh("echo $MASTER_PORT >%s; while [ ! -e %s ]; do sleep 0.1; done; exit 0" % (
+            q(r.path("port")), q(done)))
+        r.agent("a", None, 1, w, ["--store_max_memory=%dM" % mem])
+        r.wait_lines("port", 1)
+        port = int(lines(r.path("port"))[0])
+    G0_SET, G0_GET = 0, 2
+    big = 1 << 20
+    c = socket.create_connection(("127.0.0.1", port), timeout=10)
+    for k, fill in ((b"/u0", b"x"), (b"/u1", b"y")):
+        c.sendall(store_op(G0_SET, k, fill * big))
+    c.sendall(store_op(G0_GET, b"/u1"))
+    r.check(recv_n(c, 8 + big, 10) is not None, "the values were not stored")
+    hog = socket.create_connection(("127.0.0.1", port), timeout=10)
+    hog.sendall(b"".join(store_op(G0_GET, b"/u%d" % (i % 2)) for i in range(n)))
+    r.sleep(1)
+    r.desc = "%s, %dM of memory, one client pipelines %d GETs of 1 MiB unread" % (where, mem, n)
+    r.fault()
+    g = socket.create_connection(("127.0.0.1", port), timeout=10)
+    g.sendall(store_op(G0_GET, b"/u0"))
+    got = recv_n(g, 8 + big, 5)
+    for s in (g, hog, c):
+        s.close()
+    if where == "crun store":
+        r.agents["a"].signal(signal.SIGTERM)
+    else:
+        with open(done, "w"):
+            pass
+    # PROMISE: the innocent client's GET is answered; `crun store` stops
+    # cleanly on SIGTERM (0), the job succeeds (0).
+    r.expect["a"] = {0}
+    r.after.append(lambda: None if got is not None and got[8:16] == b"x" * 8 else
+                   "an innocent client's GET was not answered while another does not read")
+    r.bound = 10
+
 SCENARIOS = [
     ("worker_kill9", sc_worker_kill9, False),
     ("agent_kill9", sc_agent_kill9, True),
@@ -753,8 +1132,14 @@ SCENARIOS = [
     ("signal_rdzv", sc_signal_rdzv, True),
     ("signal_run", sc_signal_run, True),
     ("signal_stop", sc_signal_stop, False),
+    ("unresolved", sc_unresolved, True),
+    ("same_host", sc_same_host, False),
+    ("lone_elastic", sc_lone_elastic, False),
+    ("etcd_hostile", sc_etcd_hostile, False),
+    ("dribbler", sc_dribbler, False),
+    ("store_unread", sc_store_unread, False),
 ]
-NETNS_ONLY = {"link_cut"}
+NETNS_ONLY = {"link_cut", "unresolved"}
 
 
 def draw(seed, runs, only):
