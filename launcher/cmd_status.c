@@ -668,6 +668,10 @@ int cmd_status_main(int argc, char **argv)
 		eo.run_id = run_id ? run_id : "none";
 		eo.lease_ttl = 10;
 		eo.timeout = timeout;
+		eo.lim.turn_bytes = conf.etcd_turn_bytes;
+		eo.lim.turn_msgs = conf.etcd_turn_messages;
+		eo.lim.max_message = conf.etcd_max_message;
+		eo.lim.max_json_items = conf.etcd_max_json_items;
 		eo.readonly = 1;
 		eo.errmsg = errmsg;
 		eo.errlen = sizeof(errmsg);

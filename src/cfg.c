@@ -474,7 +474,37 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 		DUR("lease_ttl", lease_ttl, CFG_MAX_SECONDS)
 		DUR("exclude_for", exclude_for, CFG_MAX_SECONDS)
 #undef DUR
-		if (strcmp(k, "exclude_after") == 0) {
+#define SIZE(name, field, lo, hi)                                              \
+	if (strcmp(k, name) == 0) {                                            \
+		size_t z;                                                      \
+		if (cfg_parse_size(v, &z) || z < (lo) || z > (hi)) {           \
+			rc = cfg__err(errmsg, errlen,                          \
+				      "rdzv_conf: '%s' for '%s' is out of "    \
+				      "range (%lu..%lu bytes)",                \
+				      v, k, (unsigned long)(lo),               \
+				      (unsigned long)(hi));                    \
+			goto out;                                              \
+		}                                                              \
+		conf->field = z;                                               \
+		continue;                                                      \
+	}
+		SIZE("etcd_turn_bytes", etcd_turn_bytes, 4096, 1ul << 30)
+		SIZE("etcd_max_message", etcd_max_message, 4096, 1ul << 30)
+#undef SIZE
+		if (strcmp(k, "etcd_max_json_items") == 0 ||
+		    strcmp(k, "etcd_turn_messages") == 0) {
+			if (parse_long(v, 1, 100000000, &l)) {
+				rc = cfg__err(errmsg, errlen,
+					      "rdzv_conf: '%s' for '%s' is not "
+					      "a count in 1..100000000",
+					      v, k);
+				goto out;
+			}
+			if (strcmp(k, "etcd_max_json_items") == 0)
+				conf->etcd_max_json_items = (size_t)l;
+			else
+				conf->etcd_turn_messages = (unsigned)l;
+		} else if (strcmp(k, "exclude_after") == 0) {
 			if (parse_long(v, 0, RDZV_MAX_FAILS, &l)) {
 				rc = cfg__err(errmsg, errlen,
 					      "rdzv_conf: '%s' for "
@@ -1365,6 +1395,10 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	cfg->rdzv.timeout = 0; /* static backend: 0 means join_timeout */
 	cfg->rdzv.is_host = -1;
 	cfg->rdzv.lease_ttl = 10;
+	cfg->rdzv.etcd_turn_bytes = ETCD_TURN_BYTES;
+	cfg->rdzv.etcd_turn_messages = ETCD_TURN_MSGS;
+	cfg->rdzv.etcd_max_message = ETCD_MAX_MESSAGE;
+	cfg->rdzv.etcd_max_json_items = ETCD_MAX_JSON_ITEMS;
 	cfg->rdzv.exclude_for = 300; /* exclude_after=0: off */
 	set_str(&cfg->rdzv.etcd_prefix, "/crun");
 	set_str(&cfg->rdzv_conf_str, RAW(rdzv_conf));

@@ -88,6 +88,10 @@ static const char *const conf_keys[] = {
     "user",
     "password_file",
     "lease_ttl",
+    "etcd_turn_bytes",
+    "etcd_turn_messages",
+    "etcd_max_message",
+    "etcd_max_json_items",
 };
 #define NCONF ((int)(sizeof(conf_keys) / sizeof(conf_keys[0])))
 

@@ -36,7 +36,8 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	X(rdzv_id, "rdzv_id", 0, STR, "rendezvous", NULL, CFG_ENV_PET, G_RDZV, \
 	  "job id shared by all nodes (default: a fresh unique id)")           \
 	X(rdzv_conf, "rdzv_conf", 0, STR, "rendezvous", "", CFG_ENV_PET,      \
-	  G_RDZV, "key=value,...: timeouts, secret_file, store_allow, exclude_after (crun(1))") \
+	  G_RDZV, "key=value,...: timeouts, secret_file, store_allow, exclude_after, " \
+	  "etcd_* limits (crun(1))") \
 	X(rdzv_secret_file, "rdzv_secret_file", 0, STR, "rendezvous", NULL,  \
 	  CFG_ENV_CRUN, G_RDZV,                                                \
 	  "file with the rendezvous secret: agents authenticate (crun(1))")   \

@@ -1370,6 +1370,7 @@ int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
 	eo.user = o->user;
 	eo.password = pw;
 	eo.timeout = o->timeout;
+	eo.lim = o->lim;
 	/* A hung member must not cost this node its lease: a keepalive
 	 * (every lease_ttl/3) that waits lease_ttl/4 on it, then fails over,
 	 * lands in time. */

@@ -58,7 +58,10 @@ struct crun_rdzv_conf {
 	int https;	   /* protocol=https for bare endpoints */
 	char *cacert, *cert, *key;
 	char *user, *password_file;
-	double lease_ttl;    /* s: a node that stops refreshing is lost */
+	double lease_ttl; /* s: a node that stops refreshing is lost */
+	/* etcd client bounds (see etcd.h's struct etcd_limits) */
+	size_t etcd_turn_bytes, etcd_max_message, etcd_max_json_items;
+	unsigned etcd_turn_messages;
 	char *secret_file;   /* the rendezvous secret (see auth.h), or NULL */
 	int store_allow_any; /* workers' store: 1 any peer, 0 the round's */
 	int store_port;	     /* workers' store of a multi-node job, 0: free */

@@ -18,6 +18,19 @@ struct etcd_req;
 
 #define ETCD_MAX_ENDPOINTS 16
 
+/* A client's bounds (rdzv_conf etcd_*); 0 takes the default. */
+struct etcd_limits {
+	size_t turn_bytes;  /* bytes a transfer takes per loop turn: 256 KiB */
+	unsigned turn_msgs; /* stream messages per loop turn: 128 */
+	size_t max_message; /* one stream (watch) message: 8 MiB */
+	size_t max_json_items; /* JSON objects and arrays per answer: 65536 */
+};
+
+#define ETCD_TURN_BYTES (256u << 10)
+#define ETCD_TURN_MSGS 128
+#define ETCD_MAX_MESSAGE (8u << 20)
+#define ETCD_MAX_JSON_ITEMS 65536
+
 struct etcd_opts {
 	const char *endpoints; /* "h1:2379,https://h2:2379,...": see below */
 	int https;	       /* scheme for bare host[:port] entries */
@@ -26,6 +39,7 @@ struct etcd_opts {
 	const char *password;
 	double timeout; /* s: give up once no endpoint answered this long */
 	double attempt; /* s: one try at one endpoint (0: 3 s) */
+	struct etcd_limits lim;
 };
 
 /**

@@ -160,4 +160,13 @@ at_exit "kill -9 $pid_e 2>/dev/null"
 wait_pid 20 $pid_e "$T/e.out"
 expect_eq "exit status with lease_ttl=1" $? 0
 expect_eq "one warning" "$(grep -c "warning: lease_ttl=1 s may not survive a failover" "$T/e.out")" 1
+
+# The bounds are rdzv_conf keys: etcd_max_json_items=1 refuses the first
+# answer of a healthy etcd (a lease grant holds 2 objects), naming the key.
+note "etcd_max_json_items=1: the first answer is refused, naming the key"
+"$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint="127.0.0.1:$FPORT" \
+	--rdzv_id=items --rdzv_conf=last_call_timeout=1,etcd_max_json_items=1 "$FAKE_WORKER" exit 0 >"$T/f.out" 2>&1 &
+pid_f=$!
+at_exit "kill -9 $pid_f 2>/dev/null"
+ends_within 10000 f 1 "more than etcd_max_json_items JSON objects"
 exit 0

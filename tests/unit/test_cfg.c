@@ -876,6 +876,34 @@ Test(cfg, bad_rdzv_conf)
 	}
 }
 
+/* The etcd client's bounds: defaults, values, and values out of range. */
+Test(cfg, rdzv_conf_etcd_limits)
+{
+	RUN_OK(noenv, "train.py");
+	cr_expect_eq(cfg.rdzv.etcd_turn_bytes, 256u << 10);
+	cr_expect_eq(cfg.rdzv.etcd_turn_messages, 128);
+	cr_expect_eq(cfg.rdzv.etcd_max_message, 8u << 20);
+	cr_expect_eq(cfg.rdzv.etcd_max_json_items, 65536);
+	reset();
+	RUN_OK(noenv,
+	       "--rdzv_conf=etcd_turn_bytes=64K,etcd_turn_messages=7,"
+	       "etcd_max_message=1M,etcd_max_json_items=99",
+	       "train.py");
+	cr_expect_eq(cfg.rdzv.etcd_turn_bytes, 64u << 10);
+	cr_expect_eq(cfg.rdzv.etcd_turn_messages, 7);
+	cr_expect_eq(cfg.rdzv.etcd_max_message, 1u << 20);
+	cr_expect_eq(cfg.rdzv.etcd_max_json_items, 99);
+	USAGE_ERR("etcd_turn_bytes", "range", "--rdzv_conf=etcd_turn_bytes=1", "train.py");
+	USAGE_ERR("etcd_turn_bytes", "2G", "--rdzv_conf=etcd_turn_bytes=2G", "train.py");
+	USAGE_ERR("etcd_max_message", "x", "--rdzv_conf=etcd_max_message=x", "train.py");
+	USAGE_ERR("etcd_max_message", "0", "--rdzv_conf=etcd_max_message=0", "train.py");
+	USAGE_ERR("etcd_turn_messages", "0", "--rdzv_conf=etcd_turn_messages=0", "train.py");
+	USAGE_ERR("etcd_max_json_items", "-1", "--rdzv_conf=etcd_max_json_items=-1",
+		  "train.py");
+	USAGE_ERR("etcd_max_json_items", "1e9", "--rdzv_conf=etcd_max_json_items=1e9",
+		  "train.py");
+}
+
 Test(cfg, bad_rdzv_endpoint)
 {
 	USAGE_ERR("rdzv_endpoint", "host:99999", "--rdzv_backend=c10d",

@@ -316,6 +316,23 @@ Test(cfg_ini, rdzv_conf_keys)
 	}
 }
 
+/* The etcd client's bounds are keys of [rendezvous] too. */
+Test(cfg_ini, rdzv_etcd_limit_keys)
+{
+	load_ok("[job]\n"
+		"entrypoint = /bin/true\n"
+		"[rendezvous]\n"
+		"etcd_max_message = 1M\n"
+		"etcd_max_json_items = 500\n"
+		"etcd_turn_bytes = 8K\n"
+		"etcd_turn_messages = 3\n",
+		NULL, NULL);
+	cr_expect_eq(cfg.rdzv.etcd_max_message, 1u << 20);
+	cr_expect_eq(cfg.rdzv.etcd_max_json_items, 500);
+	cr_expect_eq(cfg.rdzv.etcd_turn_bytes, 8u << 10);
+	cr_expect_eq(cfg.rdzv.etcd_turn_messages, 3);
+}
+
 Test(cfg_ini, logs_section_and_aliases)
 {
 	load_ok("[job]\nentrypoint = x\nnproc_per_node = 4\n"
