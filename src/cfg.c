@@ -918,6 +918,9 @@ static int is_job_file(const char *s)
 	return n > 4 && strcmp(s + n - 4, ".ini") == 0;
 }
 
+static int get_size_max(struct crun_cfg *cfg, int id, size_t hi, size_t *out,
+			char *e, size_t l);
+
 int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 		   int *done, char *errmsg, size_t errlen)
 {
@@ -1024,6 +1027,13 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 			cfg->argv[k] = xstrdup(argv[i + k]);
 	}
 	cfg_apply_env(cfg, envp);
+	/* The job file's own bounds: from the command line or environment,
+	 * before the file is read. */
+	if (get_size_max(cfg, CFG_config_max_value, 1UL << 30,
+			 &cfg->ini_max_value, errmsg, errlen) ||
+	    get_size_max(cfg, CFG_config_max_expansion, 1UL << 30,
+			 &cfg->ini_max_expansion, errmsg, errlen))
+		return CRUN_EUSAGE;
 	if (cfg->raw[CFG_config]) {
 		int rc = cfg_load_ini(cfg, cfg->raw[CFG_config], envp, errmsg,
 				      errlen);

@@ -144,6 +144,12 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  "seconds a stalled store connection is kept")                        \
 	X(config, "config", 0, STR, "job", NULL, CFG_ENV_CRUN, G_JOB,           \
 	  "read options from an INI job file (also: crun job.ini)")            \
+	X(config_max_value, "config_max_value", 0, STR, "job", "1M",          \
+	  CFG_ENV_CRUN, G_JOB,                                                 \
+	  "longest job-file value after ${} expansion (not settable in the file)") \
+	X(config_max_expansion, "config_max_expansion", 0, STR, "job", "4M",  \
+	  CFG_ENV_CRUN, G_JOB,                                                 \
+	  "most a job file's values may hold after ${} expansion")             \
 	X(print_config, "print_config", 0, BOOL, "job", NULL, CFG_ENV_NONE,     \
 	  G_JOB, "print the effective configuration and its sources, then exit") \
 	X(slurm, "slurm", 0, BOOL, "job", NULL, CFG_ENV_CRUN, G_JOB,            \

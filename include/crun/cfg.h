@@ -143,6 +143,9 @@ struct crun_cfg {
 	/* crun's own. */
 	int agent_store; /* 1: the agent hosts the workers' store */
 	struct crun_store_limits store;
+	/* --config_max_value, --config_max_expansion: bounds of the job
+	 * file's ${} expansion (0 until parsed: the defaults) */
+	size_t ini_max_value, ini_max_expansion;
 	char *config_file;
 	int print_config;
 	int slurm; /* -1 auto, 0 off, 1 on */

@@ -238,6 +238,8 @@ static const char *sample_value(int id)
 	case CFG_store_idle_timeout: return "20";
 	case CFG_console_buffer: return "1M";
 	case CFG_config: return "job.ini";
+	case CFG_config_max_value: return "2M";
+	case CFG_config_max_expansion: return "8M";
 	default: return "value";
 	}
 }
