@@ -669,6 +669,9 @@ int cmd_status_main(int argc, char **argv)
 		eo.lim.turn_msgs = conf.etcd_turn_messages;
 		eo.lim.max_message = conf.etcd_max_message;
 		eo.lim.max_json_items = conf.etcd_max_json_items;
+		eo.lim.backoff_ms = (unsigned)(conf.etcd_backoff * 1000 + 0.5);
+		eo.lim.backoff_max_ms =
+		    (unsigned)(conf.etcd_backoff_max * 1000 + 0.5);
 		eo.readonly = 1;
 		eo.errmsg = errmsg;
 		eo.errlen = sizeof(errmsg);

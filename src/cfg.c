@@ -473,6 +473,8 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 		DUR("timeout", timeout, CFG_MAX_SECONDS)
 		DUR("lease_ttl", lease_ttl, CFG_MAX_SECONDS)
 		DUR("exclude_for", exclude_for, CFG_MAX_SECONDS)
+		DUR("etcd_backoff", etcd_backoff, 60)
+		DUR("etcd_backoff_max", etcd_backoff_max, 600)
 #undef DUR
 #define SIZE(name, field, lo, hi)                                              \
 	if (strcmp(k, name) == 0) {                                            \
@@ -1409,6 +1411,8 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	cfg->rdzv.etcd_turn_messages = ETCD_TURN_MSGS;
 	cfg->rdzv.etcd_max_message = ETCD_MAX_MESSAGE;
 	cfg->rdzv.etcd_max_json_items = ETCD_MAX_JSON_ITEMS;
+	cfg->rdzv.etcd_backoff = ETCD_BACKOFF_MS / 1000.0;
+	cfg->rdzv.etcd_backoff_max = ETCD_BACKOFF_MAX_MS / 1000.0;
 	cfg->rdzv.exclude_for = 300; /* exclude_after=0: off */
 	set_str(&cfg->rdzv.etcd_prefix, "/crun");
 	set_str(&cfg->rdzv_conf_str, RAW(rdzv_conf));

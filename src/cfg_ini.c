@@ -93,6 +93,8 @@ static const char *const conf_keys[] = {
     "etcd_turn_messages",
     "etcd_max_message",
     "etcd_max_json_items",
+    "etcd_backoff",
+    "etcd_backoff_max",
 };
 #define NCONF ((int)(sizeof(conf_keys) / sizeof(conf_keys[0])))
 

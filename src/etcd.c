@@ -10,11 +10,11 @@
  * Failure modes: a transfer that fails (refused, reset, no answer within
  * the attempt timeout) or that etcd answers "unavailable" (no leader,
  * leader changed) moves every later request to the next endpoint and is
- * retried there; after each full turn of the list it pauses (100 ms,
- * doubling up to 2 s). A request no endpoint answered within the timeout
- * fails with CRUN_EETCD and a message naming the endpoints tried. "Too
- * many requests" (HTTP 429, code 8) is retried after such pauses up to the
- * timeout. An expired token (gRPC code 16) authenticates again and
+ * retried there; after each full turn of the list it pauses (etcd_backoff,
+ * 100 ms, doubling up to etcd_backoff_max, 2 s). A request no endpoint answered
+ * within the timeout fails with CRUN_EETCD and a message naming the endpoints
+ * tried. "Too many requests" (HTTP 429, code 8) is retried after such pauses up
+ * to the timeout. An expired token (gRPC code 16) authenticates again and
  * retries; a new token refused again is retried after pauses, up to the
  * timeout; a refused password fails every request waiting for the token.
  * Other etcd errors go to the caller as they are.
@@ -36,10 +36,8 @@
 #include "crun/err.h"
 #include "crun/etcd.h"
 
-#define ATTEMPT_MS 3000	    /* one try at one endpoint */
-#define CONNECT_MS 1000	    /* connecting to one endpoint */
-#define BACKOFF_MS 100	    /* the first pause before a retry */
-#define BACKOFF_MAX_MS 2000 /* the longest (doubling in between) */
+#define ATTEMPT_MS 3000 /* one try at one endpoint */
+#define CONNECT_MS 1000 /* connecting to one endpoint */
 #define MAX_BODY (64u << 20)
 /* ETCD_MAX_JSON_ITEMS: JSON objects and arrays in one answer or message:
  * parsed, each costs ~80 times the 3 bytes of "{}," (crun's largest answers
@@ -579,13 +577,20 @@ static void wait_auth(struct etcd_req *q)
 	authenticate(q->e);
 }
 
-uint64_t etcd_backoff_ms(int retries)
+uint64_t etcd_backoff_ms(const struct etcd_limits *lim, int retries)
 {
-	uint64_t ms = BACKOFF_MS;
+	uint64_t ms = lim->backoff_ms ? lim->backoff_ms : ETCD_BACKOFF_MS,
+		 hi = lim->backoff_max_ms ? lim->backoff_max_ms
+					  : ETCD_BACKOFF_MAX_MS;
 
-	while (retries-- > 0 && ms < BACKOFF_MAX_MS)
+	while (retries-- > 0 && ms < hi)
 		ms *= 2;
-	return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
+	return ms < hi ? ms : hi;
+}
+
+const struct etcd_limits *etcd_limits(const struct etcd *e)
+{
+	return &e->lim;
 }
 
 static int past_deadline(const struct etcd_req *q)
@@ -608,7 +613,7 @@ static void req_retry(struct etcd_req *q, const char *why)
 			 why, e->timeout);
 		return req_done(q, CRUN_EETCD, NULL);
 	}
-	pause_req(q, etcd_backoff_ms(q->retries++));
+	pause_req(q, etcd_backoff_ms(&q->e->lim, q->retries++));
 }
 
 /* The attempt at q->ep failed with why: next endpoint, or give up. */
@@ -646,7 +651,7 @@ static void req_failover(struct etcd_req *q, const char *why)
 	}
 	if (++q->tried >= e->n) {
 		q->tried = 0;
-		return pause_req(q, etcd_backoff_ms(q->retries++));
+		return pause_req(q, etcd_backoff_ms(&q->e->lim, q->retries++));
 	}
 	req_start(q);
 }
@@ -1008,6 +1013,10 @@ int etcd_new(uv_loop_t *loop, const struct etcd_opts *o, char *errmsg,
 		e->lim.max_message = ETCD_MAX_MESSAGE;
 	if (e->lim.max_json_items == 0)
 		e->lim.max_json_items = ETCD_MAX_JSON_ITEMS;
+	if (e->lim.backoff_ms == 0)
+		e->lim.backoff_ms = ETCD_BACKOFF_MS;
+	if (e->lim.backoff_max_ms == 0)
+		e->lim.backoff_max_ms = ETCD_BACKOFF_MAX_MS;
 	snprintf(e->cacert, sizeof(e->cacert), "%s",
 		 o->cacert ? o->cacert : "");
 	snprintf(e->cert, sizeof(e->cert), "%s", o->cert ? o->cert : "");

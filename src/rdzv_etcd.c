@@ -1062,8 +1062,8 @@ static void watch_retry(struct crun_rdzv_etcd *s, const char *why,
 			 s->timeout);
 		return fail_all(s, CRUN_EETCD, m);
 	}
-	uv_timer_start(&s->restart, on_restart, etcd_backoff_ms(s->wtries++),
-		       0);
+	uv_timer_start(&s->restart, on_restart,
+		       etcd_backoff_ms(etcd_limits(s->etcd), s->wtries++), 0);
 }
 
 static void watch_open(struct crun_rdzv_etcd *s)

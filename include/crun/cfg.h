@@ -62,6 +62,7 @@ struct crun_rdzv_conf {
 	/* etcd client bounds (see etcd.h's struct etcd_limits) */
 	size_t etcd_turn_bytes, etcd_max_message, etcd_max_json_items;
 	unsigned etcd_turn_messages;
+	double etcd_backoff, etcd_backoff_max; /* s: retry pauses */
 	char *secret_file;   /* the rendezvous secret (see auth.h), or NULL */
 	int store_allow_any; /* workers' store: 1 any peer, 0 the round's */
 	int store_port;	     /* workers' store of a multi-node job, 0: free */

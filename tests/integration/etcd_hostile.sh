@@ -114,6 +114,15 @@ ends_within 6000 a 1 "too many requests (retried for 3 s)"
 n=$(wc -l <"$T/tm.log")
 [ "$n" -le 20 ] || fail "$n requests in one read_timeout (3 s)"
 note "   $n requests"
+# ... with etcd_backoff=0.01,etcd_backoff_max=0.05 the pauses are those
+#     (3 s / 50 ms: ~60 requests; the default pauses make 6).
+note "9b'. HTTP 429 with etcd_backoff=0.01,etcd_backoff_max=0.05: shorter pauses"
+fake tb 429
+node a 2 --rdzv_conf=$SHORT,etcd_backoff=0.01,etcd_backoff_max=0.05
+ends_within 6000 a 1 "too many requests (retried for 3 s)"
+n=$(wc -l <"$T/tb.log")
+[ "$n" -ge 20 ] || fail "$n requests in 3 s with pauses of at most 50 ms (want 20 or more)"
+note "   $n requests"
 
 # 9c. ... and for 2 s only: the job goes on and succeeds.
 note "9c. too many requests for 2 s: the job succeeds"

@@ -886,15 +886,23 @@ Test(cfg, rdzv_conf_etcd_limits)
 	cr_expect_eq(cfg.rdzv.etcd_turn_messages, 128);
 	cr_expect_eq(cfg.rdzv.etcd_max_message, 8u << 20);
 	cr_expect_eq(cfg.rdzv.etcd_max_json_items, 65536);
+	cr_expect_eq(cfg.rdzv.etcd_backoff, 0.1);
+	cr_expect_eq(cfg.rdzv.etcd_backoff_max, 2);
 	reset();
 	RUN_OK(noenv,
 	       "--rdzv_conf=etcd_turn_bytes=64K,etcd_turn_messages=7,"
-	       "etcd_max_message=1M,etcd_max_json_items=99",
+	       "etcd_max_message=1M,etcd_max_json_items=99,"
+	       "etcd_backoff=0.25,etcd_backoff_max=5",
 	       "train.py");
 	cr_expect_eq(cfg.rdzv.etcd_turn_bytes, 64u << 10);
 	cr_expect_eq(cfg.rdzv.etcd_turn_messages, 7);
 	cr_expect_eq(cfg.rdzv.etcd_max_message, 1u << 20);
 	cr_expect_eq(cfg.rdzv.etcd_max_json_items, 99);
+	cr_expect_eq(cfg.rdzv.etcd_backoff, 0.25);
+	cr_expect_eq(cfg.rdzv.etcd_backoff_max, 5);
+	USAGE_ERR("etcd_backoff", "range", "--rdzv_conf=etcd_backoff=61", "train.py");
+	USAGE_ERR("etcd_backoff", "'0'", "--rdzv_conf=etcd_backoff=0", "train.py");
+	USAGE_ERR("etcd_backoff_max", "x", "--rdzv_conf=etcd_backoff_max=x", "train.py");
 	USAGE_ERR("etcd_turn_bytes", "range", "--rdzv_conf=etcd_turn_bytes=1", "train.py");
 	USAGE_ERR("etcd_turn_bytes", "2G", "--rdzv_conf=etcd_turn_bytes=2G", "train.py");
 	USAGE_ERR("etcd_max_message", "x", "--rdzv_conf=etcd_max_message=x", "train.py");

@@ -326,8 +326,12 @@ Test(cfg_ini, rdzv_etcd_limit_keys)
 		"etcd_max_message = 1M\n"
 		"etcd_max_json_items = 500\n"
 		"etcd_turn_bytes = 8K\n"
-		"etcd_turn_messages = 3\n",
+		"etcd_turn_messages = 3\n"
+		"etcd_backoff = 0.5\n"
+		"etcd_backoff_max = 4\n",
 		NULL, NULL);
+	cr_expect_eq(cfg.rdzv.etcd_backoff, 0.5);
+	cr_expect_eq(cfg.rdzv.etcd_backoff_max, 4);
 	cr_expect_eq(cfg.rdzv.etcd_max_message, 1u << 20);
 	cr_expect_eq(cfg.rdzv.etcd_max_json_items, 500);
 	cr_expect_eq(cfg.rdzv.etcd_turn_bytes, 8u << 10);
