@@ -450,12 +450,9 @@ static void on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
 		/* Nothing listening is "not found" (the store goes with the
 		 * job); an endpoint that does not answer, like an etcd that
 		 * does not, is one that cannot be reached; anything else an
-		 * error. rdzv_store gives up on both with CRUN_ETIMEDOUT and
-		 * names the last connection error in its message. */
-		if (status == UV_ECONNREFUSED ||
-		    (status == CRUN_ETIMEDOUT &&
-		     strstr(rdzv_store_errmsg(rs),
-			    crun_strerror(UV_ECONNREFUSED)) != NULL)) {
+		 * error. rdzv_store gives up on the first with CRUN_EREFUSED,
+		 * on the second with CRUN_ETIMEDOUT. */
+		if (status == UV_ECONNREFUSED || status == CRUN_EREFUSED) {
 			fprintf(stderr, "crun status: no job at %s: %s\n",
 				cs->endpoint, rdzv_store_errmsg(rs));
 			return status_close(cs, 1);
@@ -668,6 +665,13 @@ int cmd_status_main(int argc, char **argv)
 		eo.run_id = run_id ? run_id : "none";
 		eo.lease_ttl = 10;
 		eo.timeout = timeout;
+		eo.lim.turn_bytes = conf.etcd_turn_bytes;
+		eo.lim.turn_msgs = conf.etcd_turn_messages;
+		eo.lim.max_message = conf.etcd_max_message;
+		eo.lim.max_json_items = conf.etcd_max_json_items;
+		eo.lim.backoff_ms = (unsigned)(conf.etcd_backoff * 1000 + 0.5);
+		eo.lim.backoff_max_ms =
+		    (unsigned)(conf.etcd_backoff_max * 1000 + 0.5);
 		eo.readonly = 1;
 		eo.errmsg = errmsg;
 		eo.errlen = sizeof(errmsg);

@@ -473,8 +473,40 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 		DUR("timeout", timeout, CFG_MAX_SECONDS)
 		DUR("lease_ttl", lease_ttl, CFG_MAX_SECONDS)
 		DUR("exclude_for", exclude_for, CFG_MAX_SECONDS)
+		DUR("etcd_backoff", etcd_backoff, 60)
+		DUR("etcd_backoff_max", etcd_backoff_max, 600)
 #undef DUR
-		if (strcmp(k, "exclude_after") == 0) {
+#define SIZE(name, field, lo, hi)                                              \
+	if (strcmp(k, name) == 0) {                                            \
+		size_t z;                                                      \
+		if (cfg_parse_size(v, &z) || z < (lo) || z > (hi)) {           \
+			rc = cfg__err(errmsg, errlen,                          \
+				      "rdzv_conf: '%s' for '%s' is out of "    \
+				      "range (%lu..%lu bytes)",                \
+				      v, k, (unsigned long)(lo),               \
+				      (unsigned long)(hi));                    \
+			goto out;                                              \
+		}                                                              \
+		conf->field = z;                                               \
+		continue;                                                      \
+	}
+		SIZE("etcd_turn_bytes", etcd_turn_bytes, 4096, 1ul << 30)
+		SIZE("etcd_max_message", etcd_max_message, 4096, 1ul << 30)
+#undef SIZE
+		if (strcmp(k, "etcd_max_json_items") == 0 ||
+		    strcmp(k, "etcd_turn_messages") == 0) {
+			if (parse_long(v, 1, 100000000, &l)) {
+				rc = cfg__err(errmsg, errlen,
+					      "rdzv_conf: '%s' for '%s' is not "
+					      "a count in 1..100000000",
+					      v, k);
+				goto out;
+			}
+			if (strcmp(k, "etcd_max_json_items") == 0)
+				conf->etcd_max_json_items = (size_t)l;
+			else
+				conf->etcd_turn_messages = (unsigned)l;
+		} else if (strcmp(k, "exclude_after") == 0) {
 			if (parse_long(v, 0, RDZV_MAX_FAILS, &l)) {
 				rc = cfg__err(errmsg, errlen,
 					      "rdzv_conf: '%s' for "
@@ -888,6 +920,9 @@ static int is_job_file(const char *s)
 	return n > 4 && strcmp(s + n - 4, ".ini") == 0;
 }
 
+static int get_size_max(struct crun_cfg *cfg, int id, size_t hi, size_t *out,
+			char *e, size_t l);
+
 int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 		   int *done, char *errmsg, size_t errlen)
 {
@@ -994,6 +1029,13 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
 			cfg->argv[k] = xstrdup(argv[i + k]);
 	}
 	cfg_apply_env(cfg, envp);
+	/* The job file's own bounds: from the command line or environment,
+	 * before the file is read. */
+	if (get_size_max(cfg, CFG_config_max_value, 1UL << 30,
+			 &cfg->ini_max_value, errmsg, errlen) ||
+	    get_size_max(cfg, CFG_config_max_expansion, 1UL << 30,
+			 &cfg->ini_max_expansion, errmsg, errlen))
+		return CRUN_EUSAGE;
 	if (cfg->raw[CFG_config]) {
 		int rc = cfg_load_ini(cfg, cfg->raw[CFG_config], envp, errmsg,
 				      errlen);
@@ -1365,6 +1407,12 @@ int cfg_finalize(struct crun_cfg *cfg, char *e, size_t l)
 	cfg->rdzv.timeout = 0; /* static backend: 0 means join_timeout */
 	cfg->rdzv.is_host = -1;
 	cfg->rdzv.lease_ttl = 10;
+	cfg->rdzv.etcd_turn_bytes = ETCD_TURN_BYTES;
+	cfg->rdzv.etcd_turn_messages = ETCD_TURN_MSGS;
+	cfg->rdzv.etcd_max_message = ETCD_MAX_MESSAGE;
+	cfg->rdzv.etcd_max_json_items = ETCD_MAX_JSON_ITEMS;
+	cfg->rdzv.etcd_backoff = ETCD_BACKOFF_MS / 1000.0;
+	cfg->rdzv.etcd_backoff_max = ETCD_BACKOFF_MAX_MS / 1000.0;
 	cfg->rdzv.exclude_for = 300; /* exclude_after=0: off */
 	set_str(&cfg->rdzv.etcd_prefix, "/crun");
 	set_str(&cfg->rdzv_conf_str, RAW(rdzv_conf));

@@ -48,8 +48,9 @@
 
 /* The largest job file read: a job file is a page of settings. */
 #define CFG_INI_MAX_BYTES (1024 * 1024)
-/* The longest value after ${} expansion, and the most that expanding the
- * whole file may produce: a few ${X} of a large X must not become gigabytes. */
+/* The defaults of --config_max_value (the longest value after ${}
+ * expansion) and --config_max_expansion (the most that expanding the whole
+ * file may produce): a few ${X} of a large X must not become gigabytes. */
 #define CFG_INI_MAX_VALUE (1024 * 1024)
 #define CFG_INI_MAX_EXPANSION (4 * 1024 * 1024)
 
@@ -88,6 +89,12 @@ static const char *const conf_keys[] = {
     "user",
     "password_file",
     "lease_ttl",
+    "etcd_turn_bytes",
+    "etcd_turn_messages",
+    "etcd_max_message",
+    "etcd_max_json_items",
+    "etcd_backoff",
+    "etcd_backoff_max",
 };
 #define NCONF ((int)(sizeof(conf_keys) / sizeof(conf_keys[0])))
 
@@ -132,7 +139,8 @@ struct ini_state {
 	struct ini_entry *v;
 	int n, cap_v;
 	size_t expanded; /* bytes of the values expanded so far */
-	int err_line;	 /* first error: line (0: none yet) and message */
+	size_t max_value, max_expansion; /* the bounds of the expansion */
+	int err_line; /* first error: line (0: none yet) and message */
 	char err[512];
 	int read_errno;
 };
@@ -378,22 +386,23 @@ static void put(char **out, size_t *len, size_t *cap, const char *s, size_t n)
 
 /*
  * Whether n more bytes fit e's expansion, now len bytes long: within
- * CFG_INI_MAX_VALUE, and the file's within CFG_INI_MAX_EXPANSION.
+ * max_value, and the file's within max_expansion.
  */
 static int expand_fits(struct ini_state *st, const struct ini_entry *e,
 		       size_t len, size_t n)
 {
-	if (len + n > CFG_INI_MAX_VALUE) {
+	if (len + n > st->max_value) {
 		note(st, e->line,
-		     "%s: value longer than %d KiB after ${} expansion", e->key,
-		     CFG_INI_MAX_VALUE / 1024);
+		     "%s: value longer than %zu bytes after ${} expansion "
+		     "(config_max_value)",
+		     e->key, st->max_value);
 		return 0;
 	}
-	if (st->expanded + len + n > CFG_INI_MAX_EXPANSION) {
-		note(
-		    st, e->line,
-		    "%s: the job file's values pass %d KiB after ${} expansion",
-		    e->key, CFG_INI_MAX_EXPANSION / 1024);
+	if (st->expanded + len + n > st->max_expansion) {
+		note(st, e->line,
+		     "%s: the job file's values pass %zu bytes after ${} "
+		     "expansion (config_max_expansion)",
+		     e->key, st->max_expansion);
 		return 0;
 	}
 	return 1;
@@ -542,7 +551,8 @@ static void lookup(struct ini_state *st, struct ini_entry *e, const char *n)
 			return;
 		}
 	if ((o = opt_named(n)) != NULL) {
-		if (o->id == CFG_config)
+		if (o->id == CFG_config || o->id == CFG_config_max_value ||
+		    o->id == CFG_config_max_expansion)
 			note(st, e->line,
 			     "'%s' cannot be set inside a job file", e->key);
 		else if (strcmp(o->section, sec_names[e->sec]) != 0)
@@ -870,6 +880,10 @@ int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 	st.path = path;
 	st.envp = envp ? envp : environ;
 	st.cur_sec = -2;
+	st.max_value =
+	    cfg->ini_max_value ? cfg->ini_max_value : CFG_INI_MAX_VALUE;
+	st.max_expansion = cfg->ini_max_expansion ? cfg->ini_max_expansion
+						  : CFG_INI_MAX_EXPANSION;
 	st.fp = fopen(path, "r");
 	if (st.fp == NULL) {
 		snprintf(errmsg, errlen, "%s: cannot open job file: %s", path,

@@ -36,7 +36,8 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	X(rdzv_id, "rdzv_id", 0, STR, "rendezvous", NULL, CFG_ENV_PET, G_RDZV, \
 	  "job id shared by all nodes (default: a fresh unique id)")           \
 	X(rdzv_conf, "rdzv_conf", 0, STR, "rendezvous", "", CFG_ENV_PET,      \
-	  G_RDZV, "key=value,...: timeouts, secret_file, store_allow, exclude_after (crun(1))") \
+	  G_RDZV, "key=value,...: timeouts, secret_file, store_allow, exclude_after, " \
+	  "etcd_* limits (crun(1))") \
 	X(rdzv_secret_file, "rdzv_secret_file", 0, STR, "rendezvous", NULL,  \
 	  CFG_ENV_CRUN, G_RDZV,                                                \
 	  "file with the rendezvous secret: agents authenticate (crun(1))")   \
@@ -143,6 +144,12 @@ enum { CFG_ENV_NONE, CFG_ENV_PET, CFG_ENV_CRUN };
 	  "seconds a stalled store connection is kept")                        \
 	X(config, "config", 0, STR, "job", NULL, CFG_ENV_CRUN, G_JOB,           \
 	  "read options from an INI job file (also: crun job.ini)")            \
+	X(config_max_value, "config_max_value", 0, STR, "job", "1M",          \
+	  CFG_ENV_CRUN, G_JOB,                                                 \
+	  "longest job-file value after ${} expansion (not settable in the file)") \
+	X(config_max_expansion, "config_max_expansion", 0, STR, "job", "4M",  \
+	  CFG_ENV_CRUN, G_JOB,                                                 \
+	  "most a job file's values may hold after ${} expansion")             \
 	X(print_config, "print_config", 0, BOOL, "job", NULL, CFG_ENV_NONE,     \
 	  G_JOB, "print the effective configuration and its sources, then exit") \
 	X(slurm, "slurm", 0, BOOL, "job", NULL, CFG_ENV_CRUN, G_JOB,            \

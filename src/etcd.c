@@ -10,19 +10,20 @@
  * Failure modes: a transfer that fails (refused, reset, no answer within
  * the attempt timeout) or that etcd answers "unavailable" (no leader,
  * leader changed) moves every later request to the next endpoint and is
- * retried there; after each full turn of the list it pauses (100 ms,
- * doubling up to 2 s). A request no endpoint answered within the timeout
- * fails with CRUN_EETCD and a message naming the endpoints tried. "Too
- * many requests" (HTTP 429, code 8) is retried after such pauses up to the
- * timeout. An expired token (gRPC code 16) authenticates again and
+ * retried there; after each full turn of the list it pauses (etcd_backoff,
+ * 100 ms, doubling up to etcd_backoff_max, 2 s). A request no endpoint answered
+ * within the timeout fails with CRUN_EETCD and a message naming the endpoints
+ * tried. "Too many requests" (HTTP 429, code 8) is retried after such pauses up
+ * to the timeout. An expired token (gRPC code 16) authenticates again and
  * retries; a new token refused again is retried after pauses, up to the
  * timeout; a refused password fails every request waiting for the token.
  * Other etcd errors go to the caller as they are.
  *
- * Bounds: one transfer takes at most TURN_BYTES and TURN_MSGS per loop
- * turn (then it is paused until the next turn), an answer at most
- * MAX_BODY, a stream message MAX_MSG, and neither is parsed when it holds
- * more than MAX_NODES objects and arrays.
+ * Bounds (struct etcd_limits, rdzv_conf etcd_*): one transfer takes at
+ * most turn_bytes and turn_msgs per loop turn (then it is paused until the
+ * next turn), an answer at most MAX_BODY, a stream message max_message,
+ * and neither is parsed when it holds more than max_json_items objects and
+ * arrays.
  */
 #include <assert.h>
 #include <ctype.h>
@@ -35,19 +36,14 @@
 #include "crun/err.h"
 #include "crun/etcd.h"
 
-#define ATTEMPT_MS 3000	    /* one try at one endpoint */
-#define CONNECT_MS 1000	    /* connecting to one endpoint */
-#define BACKOFF_MS 100	    /* the first pause before a retry */
-#define BACKOFF_MAX_MS 2000 /* the longest (doubling in between) */
+#define ATTEMPT_MS 3000 /* one try at one endpoint */
+#define CONNECT_MS 1000 /* connecting to one endpoint */
 #define MAX_BODY (64u << 20)
-#define MAX_MSG (8u << 20) /* one message of a stream (a watch) */
-/* JSON objects and arrays in one answer or message: parsed, each costs
- * ~80 times the 3 bytes of "{}," (crun's largest answers hold ~500). */
-#define MAX_NODES 65536
-/* What one transfer may take in one loop turn; the rest waits (paused) for
- * the next turn, so a fast stream cannot hold up timers and signals. */
-#define TURN_BYTES (256u << 10)
-#define TURN_MSGS 128
+/* ETCD_MAX_JSON_ITEMS: JSON objects and arrays in one answer or message:
+ * parsed, each costs ~80 times the 3 bytes of "{}," (crun's largest answers
+ * hold ~500). ETCD_TURN_*: what one transfer may take in one loop turn; the
+ * rest waits (paused) for the next turn, so a fast stream cannot hold up
+ * timers and signals. */
 
 struct etcd {
 	uv_loop_t *loop;
@@ -66,7 +62,8 @@ struct etcd {
 	uv_timer_t tick;	 /* retries after a pause */
 	uv_idle_t turn;		 /* the next loop turn: budgets renewed */
 	double timeout;
-	uint64_t attempt_ms; /* one try at one endpoint */
+	uint64_t attempt_ms;	/* one try at one endpoint */
+	struct etcd_limits lim; /* defaults filled in */
 	int closing;
 	void (*close_cb)(void *);
 	void *close_data;
@@ -398,15 +395,16 @@ size_t etcd_json_nodes(const char *p, size_t n, size_t stop)
 	return k;
 }
 
-/* Parse p unless it holds more than MAX_NODES objects and arrays. */
-static json_t *parse_bounded(const char *p, size_t n, int *toobig)
+/* Parse p unless it holds more than max objects and arrays. */
+static json_t *parse_bounded(const char *p, size_t n, size_t max, int *toobig)
 {
-	*toobig = etcd_json_nodes(p, n, MAX_NODES) > MAX_NODES;
+	*toobig = etcd_json_nodes(p, n, max) > max;
 	return *toobig ? NULL : json_loadb(p, n, 0, NULL);
 }
 
 #define TOO_MANY_NODES                                                         \
-	"more than 65536 JSON objects and arrays (etcd sends far fewer)"
+	"more than etcd_max_json_items JSON objects and arrays (etcd sends "   \
+	"far fewer)"
 
 /* --- requests ----------------------------------------------------------- */
 
@@ -426,7 +424,8 @@ static void next_turn(struct etcd *e)
 
 static int over_budget(const struct etcd_req *q)
 {
-	return q->taken >= TURN_BYTES || q->nmsgs >= TURN_MSGS;
+	return q->taken >= q->e->lim.turn_bytes ||
+	       q->nmsgs >= q->e->lim.turn_msgs;
 }
 
 /*
@@ -438,11 +437,12 @@ static void stream_lines(struct etcd_req *q)
 	size_t off = 0; /* the start of the next line */
 	char *nl;
 
-	while (q->nmsgs < TURN_MSGS && !q->refused &&
+	while (q->nmsgs < q->e->lim.turn_msgs && !q->refused &&
 	       (nl = memchr(q->buf + q->scanned, '\n', q->len - q->scanned))) {
 		size_t end = (size_t)(nl - q->buf);
 		int toobig;
-		json_t *m = parse_bounded(q->buf + off, end - off, &toobig);
+		json_t *m = parse_bounded(q->buf + off, end - off,
+					  q->e->lim.max_json_items, &toobig);
 
 		if (toobig)
 			q->refused = "a watch message with " TOO_MANY_NODES;
@@ -454,7 +454,7 @@ static void stream_lines(struct etcd_req *q)
 			json_decref(m);
 		}
 	}
-	if (q->nmsgs < TURN_MSGS)
+	if (q->nmsgs < q->e->lim.turn_msgs)
 		q->scanned = q->len;
 	if (off) {
 		memmove(q->buf, q->buf + off, q->len - off);
@@ -475,8 +475,8 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 		q->paused = 1;
 		return CURL_WRITEFUNC_PAUSE;
 	}
-	if (q->len + n + 1 > (q->msg ? MAX_MSG : MAX_BODY)) {
-		q->refused = q->msg ? "a watch message over 8 MiB"
+	if (q->len + n + 1 > (q->msg ? q->e->lim.max_message : MAX_BODY)) {
+		q->refused = q->msg ? "a watch message over etcd_max_message"
 				    : "an answer over 64 MiB";
 		return 0;
 	}
@@ -577,13 +577,20 @@ static void wait_auth(struct etcd_req *q)
 	authenticate(q->e);
 }
 
-uint64_t etcd_backoff_ms(int retries)
+uint64_t etcd_backoff_ms(const struct etcd_limits *lim, int retries)
 {
-	uint64_t ms = BACKOFF_MS;
+	uint64_t ms = lim->backoff_ms ? lim->backoff_ms : ETCD_BACKOFF_MS,
+		 hi = lim->backoff_max_ms ? lim->backoff_max_ms
+					  : ETCD_BACKOFF_MAX_MS;
 
-	while (retries-- > 0 && ms < BACKOFF_MAX_MS)
+	while (retries-- > 0 && ms < hi)
 		ms *= 2;
-	return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
+	return ms < hi ? ms : hi;
+}
+
+const struct etcd_limits *etcd_limits(const struct etcd *e)
+{
+	return &e->lim;
 }
 
 static int past_deadline(const struct etcd_req *q)
@@ -606,7 +613,7 @@ static void req_retry(struct etcd_req *q, const char *why)
 			 why, e->timeout);
 		return req_done(q, CRUN_EETCD, NULL);
 	}
-	pause_req(q, etcd_backoff_ms(q->retries++));
+	pause_req(q, etcd_backoff_ms(&q->e->lim, q->retries++));
 }
 
 /* The attempt at q->ep failed with why: next endpoint, or give up. */
@@ -644,7 +651,7 @@ static void req_failover(struct etcd_req *q, const char *why)
 	}
 	if (++q->tried >= e->n) {
 		q->tried = 0;
-		return pause_req(q, etcd_backoff_ms(q->retries++));
+		return pause_req(q, etcd_backoff_ms(&q->e->lim, q->retries++));
 	}
 	req_start(q);
 }
@@ -679,7 +686,8 @@ static void on_done(CURL *easy, CURLcode res, void *arg)
 	if (res != CURLE_OK)
 		return req_failover(q, q->refused ? q->refused
 						  : curl_easy_strerror(res));
-	j = parse_bounded(q->buf ? q->buf : "", q->len, &toobig);
+	j = parse_bounded(q->buf ? q->buf : "", q->len, e->lim.max_json_items,
+			  &toobig);
 	if (toobig) {
 		snprintf(
 		    e->errmsg, sizeof(e->errmsg),
@@ -996,6 +1004,19 @@ int etcd_new(uv_loop_t *loop, const struct etcd_opts *o, char *errmsg,
 	e->timeout = o->timeout > 0 ? o->timeout : 60;
 	e->attempt_ms =
 	    o->attempt > 0 ? (uint64_t)(o->attempt * 1000) : ATTEMPT_MS;
+	e->lim = o->lim;
+	if (e->lim.turn_bytes == 0)
+		e->lim.turn_bytes = ETCD_TURN_BYTES;
+	if (e->lim.turn_msgs == 0)
+		e->lim.turn_msgs = ETCD_TURN_MSGS;
+	if (e->lim.max_message == 0)
+		e->lim.max_message = ETCD_MAX_MESSAGE;
+	if (e->lim.max_json_items == 0)
+		e->lim.max_json_items = ETCD_MAX_JSON_ITEMS;
+	if (e->lim.backoff_ms == 0)
+		e->lim.backoff_ms = ETCD_BACKOFF_MS;
+	if (e->lim.backoff_max_ms == 0)
+		e->lim.backoff_max_ms = ETCD_BACKOFF_MAX_MS;
 	snprintf(e->cacert, sizeof(e->cacert), "%s",
 		 o->cacert ? o->cacert : "");
 	snprintf(e->cert, sizeof(e->cert), "%s", o->cert ? o->cert : "");

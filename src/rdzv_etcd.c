@@ -1073,8 +1073,8 @@ static void watch_retry(struct crun_rdzv_etcd *s, const char *why,
 			 s->timeout);
 		return fail_all(s, CRUN_EETCD, m);
 	}
-	uv_timer_start(&s->restart, on_restart, etcd_backoff_ms(s->wtries++),
-		       0);
+	uv_timer_start(&s->restart, on_restart,
+		       etcd_backoff_ms(etcd_limits(s->etcd), s->wtries++), 0);
 }
 
 static void watch_open(struct crun_rdzv_etcd *s)
@@ -1381,6 +1381,7 @@ int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
 	eo.user = o->user;
 	eo.password = pw;
 	eo.timeout = o->timeout;
+	eo.lim = o->lim;
 	/* A hung member must not cost this node its lease: a keepalive
 	 * (every lease_ttl/3) that waits lease_ttl/4 on it, then fails over,
 	 * lands in time. */

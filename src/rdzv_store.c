@@ -520,7 +520,8 @@ static void on_progress(uv_timer_t *t)
 			 "between the nodes",
 			 s->host, s->port, (double)timeout / 1000,
 			 err ? crun_strerror(err) : "no answer");
-		return open_fail(s, CRUN_ETIMEDOUT);
+		return open_fail(s, err == UV_ECONNREFUSED ? CRUN_EREFUSED
+							   : CRUN_ETIMEDOUT);
 	}
 	if (err == UV_EOF || err == UV_ECONNRESET || err == CRUN_EPROTO)
 		s->bad_ticks++;
@@ -581,6 +582,8 @@ static void main_on_connect(struct crun_store_aclient *c, int status,
 			 "the port is open between the nodes",
 			 s->host, s->port, (double)s->timeout_ms / 1000,
 			 err ? crun_strerror(err) : "no answer");
+		if (err == UV_ECONNREFUSED)
+			status = CRUN_EREFUSED;
 	} else if (status == CRUN_EAUTH) {
 		snprintf(s->errmsg, sizeof(s->errmsg),
 			 "the rendezvous host %s:%d %s: every node needs the "

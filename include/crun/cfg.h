@@ -58,7 +58,11 @@ struct crun_rdzv_conf {
 	int https;	   /* protocol=https for bare endpoints */
 	char *cacert, *cert, *key;
 	char *user, *password_file;
-	double lease_ttl;    /* s: a node that stops refreshing is lost */
+	double lease_ttl; /* s: a node that stops refreshing is lost */
+	/* etcd client bounds (see etcd.h's struct etcd_limits) */
+	size_t etcd_turn_bytes, etcd_max_message, etcd_max_json_items;
+	unsigned etcd_turn_messages;
+	double etcd_backoff, etcd_backoff_max; /* s: retry pauses */
 	char *secret_file;   /* the rendezvous secret (see auth.h), or NULL */
 	int store_allow_any; /* workers' store: 1 any peer, 0 the round's */
 	int store_port;	     /* workers' store of a multi-node job, 0: free */
@@ -140,6 +144,9 @@ struct crun_cfg {
 	/* crun's own. */
 	int agent_store; /* 1: the agent hosts the workers' store */
 	struct crun_store_limits store;
+	/* --config_max_value, --config_max_expansion: bounds of the job
+	 * file's ${} expansion (0 until parsed: the defaults) */
+	size_t ini_max_value, ini_max_expansion;
 	char *config_file;
 	int print_config;
 	int slurm; /* -1 auto, 0 off, 1 on */

@@ -20,6 +20,7 @@
 	X(EWORKER, -5011, "worker failed")                                     \
 	X(ENOTFOUND, -5012, "not found")                                       \
 	X(EADDRINUSE_OTHER, -5013, "address in use by another program")        \
+	X(EREFUSED, -5014, "connection refused until the timeout")             \
 	X(EETCD, -5040, "etcd request failed")                                 \
 	X(ECPUBIND, -5140, "the kernel refused the cpu binding")               \
 	X(EMEMBIND, -5141, "the kernel refused the memory policy")             \

@@ -12,6 +12,7 @@
 
 #include <uv.h>
 
+#include "crun/etcd.h"
 #include "crun/rdzv.h"
 
 struct crun_rdzv_etcd;
@@ -25,8 +26,9 @@ struct rdzv_etcd_opts {
 	const char *user, *password_file;
 	const char *prefix; /* etcd_prefix, "/crun" */
 	const char *run_id;
-	double lease_ttl; /* s: a lost node is noticed after this */
-	double timeout;	  /* s: read_timeout, all endpoints failing */
+	double lease_ttl;	/* s: a lost node is noticed after this */
+	double timeout;		/* s: read_timeout, all endpoints failing */
+	struct etcd_limits lim; /* rdzv_conf etcd_*; 0: the defaults */
 	/* Only read the job's keys (`crun status`): no lease of this node,
 	 * no watch, no job lease created; a job without one is
 	 * CRUN_ENOTFOUND. Writes then go to no lease: do not write. */

@@ -29,7 +29,11 @@ struct rdzv_store_opts {
 	size_t errlen;
 };
 
-/** status 0: connected (and hosting, if chosen); else see rdzv_store_errmsg. */
+/**
+ * status 0: connected (and hosting, if chosen); else see rdzv_store_errmsg.
+ * Giving up at the timeout: CRUN_EREFUSED when the last attempt was refused
+ * (nothing listens), CRUN_ETIMEDOUT otherwise (no answer).
+ */
 typedef void (*rdzv_store_open_cb)(struct crun_rdzv_store *s, int status,
 				   void *data);
 typedef void (*rdzv_store_close_cb)(void *data);

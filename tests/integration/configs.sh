@@ -179,7 +179,23 @@ X=$(printf "%020000d" 0) && export X
 unset X
 expect_eq "status for an expansion past the limit" "$rc" 2
 expect_grep "expansion limit named" \
-	"expand.ini:[0-9]*: V[0-9]*: the job file's values pass 4096 KiB after \${} expansion" "$T/e"
+	"expand.ini:[0-9]*: V[0-9]*: the job file's values pass 4194304 bytes after \${} expansion (config_max_expansion)" "$T/e"
+
+# The bounds are options read before the file: a lower one applies to it.
+X=$(printf "%02000d" 0) && export X
+printf '[job]\nentrypoint = /bin/true\nargs = ${X}\n' >"$T/small.ini"
+"$CRUN" --config "$T/small.ini" >"$T/o" 2>"$T/e"; rc=$?
+expect_eq "status for 2000 bytes of \${X} by default" "$rc" 0
+"$CRUN" --config_max_value=1K --config "$T/small.ini" >"$T/o" 2>"$T/e"; rc=$?
+expect_eq "status for 2000 bytes of \${X} with --config_max_value=1K" "$rc" 2
+expect_grep "value bound named" "small.ini:3: args: value longer than 1024 bytes after .* (config_max_value)" "$T/e"
+CRUN_CONFIG_MAX_EXPANSION=1000 "$CRUN" --config "$T/small.ini" >"$T/o" 2>"$T/e"; rc=$?
+expect_eq "status with CRUN_CONFIG_MAX_EXPANSION=1000" "$rc" 2
+expect_grep "file bound named" "(config_max_expansion)" "$T/e"
+"$CRUN" --config_max_expansion=lots --config "$T/small.ini" >"$T/o" 2>"$T/e"; rc=$?
+expect_eq "status for --config_max_expansion=lots" "$rc" 2
+expect_grep "bad bound named" "config_max_expansion.*'lots'" "$T/e"
+unset X
 
 "$CRUN" --config "$T/missing.ini" /bin/true >"$T/o" 2>"$T/e"; rc=$?
 expect_eq "status for a missing job file" "$rc" 2

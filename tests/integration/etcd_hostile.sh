@@ -114,6 +114,15 @@ ends_within 6000 a 1 "too many requests (retried for 3 s)"
 n=$(wc -l <"$T/tm.log")
 [ "$n" -le 20 ] || fail "$n requests in one read_timeout (3 s)"
 note "   $n requests"
+# ... with etcd_backoff=0.01,etcd_backoff_max=0.05 the pauses are those
+#     (3 s / 50 ms: ~60 requests; the default pauses make 6).
+note "9b'. HTTP 429 with etcd_backoff=0.01,etcd_backoff_max=0.05: shorter pauses"
+fake tb 429
+node a 2 --rdzv_conf=$SHORT,etcd_backoff=0.01,etcd_backoff_max=0.05
+ends_within 6000 a 1 "too many requests (retried for 3 s)"
+n=$(wc -l <"$T/tb.log")
+[ "$n" -ge 20 ] || fail "$n requests in 3 s with pauses of at most 50 ms (want 20 or more)"
+note "   $n requests"
 
 # 9c. ... and for 2 s only: the job goes on and succeeds.
 note "9c. too many requests for 2 s: the job succeeds"
@@ -160,4 +169,13 @@ at_exit "kill -9 $pid_e 2>/dev/null"
 wait_pid 20 $pid_e "$T/e.out"
 expect_eq "exit status with lease_ttl=1" $? 0
 expect_eq "one warning" "$(grep -c "warning: lease_ttl=1 s may not survive a failover" "$T/e.out")" 1
+
+# The bounds are rdzv_conf keys: etcd_max_json_items=1 refuses the first
+# answer of a healthy etcd (a lease grant holds 2 objects), naming the key.
+note "etcd_max_json_items=1: the first answer is refused, naming the key"
+"$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint="127.0.0.1:$FPORT" \
+	--rdzv_id=items --rdzv_conf=last_call_timeout=1,etcd_max_json_items=1 "$FAKE_WORKER" exit 0 >"$T/f.out" 2>&1 &
+pid_f=$!
+at_exit "kill -9 $pid_f 2>/dev/null"
+ends_within 10000 f 1 "more than etcd_max_json_items JSON objects"
 exit 0

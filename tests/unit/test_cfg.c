@@ -238,6 +238,8 @@ static const char *sample_value(int id)
 	case CFG_store_idle_timeout: return "20";
 	case CFG_console_buffer: return "1M";
 	case CFG_config: return "job.ini";
+	case CFG_config_max_value: return "2M";
+	case CFG_config_max_expansion: return "8M";
 	default: return "value";
 	}
 }
@@ -874,6 +876,42 @@ Test(cfg, bad_rdzv_conf)
 
 		USAGE_ERR_ENV(envp, "PET_RDZV_CONF", "last_call_timeout", "train.py");
 	}
+}
+
+/* The etcd client's bounds: defaults, values, and values out of range. */
+Test(cfg, rdzv_conf_etcd_limits)
+{
+	RUN_OK(noenv, "train.py");
+	cr_expect_eq(cfg.rdzv.etcd_turn_bytes, 256u << 10);
+	cr_expect_eq(cfg.rdzv.etcd_turn_messages, 128);
+	cr_expect_eq(cfg.rdzv.etcd_max_message, 8u << 20);
+	cr_expect_eq(cfg.rdzv.etcd_max_json_items, 65536);
+	cr_expect_eq(cfg.rdzv.etcd_backoff, 0.1);
+	cr_expect_eq(cfg.rdzv.etcd_backoff_max, 2);
+	reset();
+	RUN_OK(noenv,
+	       "--rdzv_conf=etcd_turn_bytes=64K,etcd_turn_messages=7,"
+	       "etcd_max_message=1M,etcd_max_json_items=99,"
+	       "etcd_backoff=0.25,etcd_backoff_max=5",
+	       "train.py");
+	cr_expect_eq(cfg.rdzv.etcd_turn_bytes, 64u << 10);
+	cr_expect_eq(cfg.rdzv.etcd_turn_messages, 7);
+	cr_expect_eq(cfg.rdzv.etcd_max_message, 1u << 20);
+	cr_expect_eq(cfg.rdzv.etcd_max_json_items, 99);
+	cr_expect_eq(cfg.rdzv.etcd_backoff, 0.25);
+	cr_expect_eq(cfg.rdzv.etcd_backoff_max, 5);
+	USAGE_ERR("etcd_backoff", "range", "--rdzv_conf=etcd_backoff=61", "train.py");
+	USAGE_ERR("etcd_backoff", "'0'", "--rdzv_conf=etcd_backoff=0", "train.py");
+	USAGE_ERR("etcd_backoff_max", "x", "--rdzv_conf=etcd_backoff_max=x", "train.py");
+	USAGE_ERR("etcd_turn_bytes", "range", "--rdzv_conf=etcd_turn_bytes=1", "train.py");
+	USAGE_ERR("etcd_turn_bytes", "2G", "--rdzv_conf=etcd_turn_bytes=2G", "train.py");
+	USAGE_ERR("etcd_max_message", "x", "--rdzv_conf=etcd_max_message=x", "train.py");
+	USAGE_ERR("etcd_max_message", "0", "--rdzv_conf=etcd_max_message=0", "train.py");
+	USAGE_ERR("etcd_turn_messages", "0", "--rdzv_conf=etcd_turn_messages=0", "train.py");
+	USAGE_ERR("etcd_max_json_items", "-1", "--rdzv_conf=etcd_max_json_items=-1",
+		  "train.py");
+	USAGE_ERR("etcd_max_json_items", "1e9", "--rdzv_conf=etcd_max_json_items=1e9",
+		  "train.py");
 }
 
 Test(cfg, bad_rdzv_endpoint)

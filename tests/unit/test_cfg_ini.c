@@ -170,7 +170,8 @@ Test(cfg_ini, every_option_key)
 		const struct cfg_opt *o = &cfg_opts[id];
 		char text[512], dashed[64];
 
-		if (id == CFG_config)
+		if (id == CFG_config || id == CFG_config_max_value ||
+		    id == CFG_config_max_expansion)
 			continue; /* refused inside a job file, tested below */
 		for (int spell = 0; spell < 2; spell++) {
 			snprintf(dashed, sizeof(dashed), "%s", o->name);
@@ -314,6 +315,27 @@ Test(cfg_ini, rdzv_conf_keys)
 		snprintf(origin, sizeof(origin), "%s:6: conf", path);
 		cr_expect_str_eq(cfg.origin[CFG_rdzv_conf], origin);
 	}
+}
+
+/* The etcd client's bounds are keys of [rendezvous] too. */
+Test(cfg_ini, rdzv_etcd_limit_keys)
+{
+	load_ok("[job]\n"
+		"entrypoint = /bin/true\n"
+		"[rendezvous]\n"
+		"etcd_max_message = 1M\n"
+		"etcd_max_json_items = 500\n"
+		"etcd_turn_bytes = 8K\n"
+		"etcd_turn_messages = 3\n"
+		"etcd_backoff = 0.5\n"
+		"etcd_backoff_max = 4\n",
+		NULL, NULL);
+	cr_expect_eq(cfg.rdzv.etcd_backoff, 0.5);
+	cr_expect_eq(cfg.rdzv.etcd_backoff_max, 4);
+	cr_expect_eq(cfg.rdzv.etcd_max_message, 1u << 20);
+	cr_expect_eq(cfg.rdzv.etcd_max_json_items, 500);
+	cr_expect_eq(cfg.rdzv.etcd_turn_bytes, 8u << 10);
+	cr_expect_eq(cfg.rdzv.etcd_turn_messages, 3);
 }
 
 Test(cfg_ini, logs_section_and_aliases)
@@ -921,8 +943,8 @@ Test(cfg_ini, error_expanded_value_too_long)
 	/* 60 x 20 KB = 1.2 MB in one value. */
 	snprintf(text, sizeof(text), "[job]\nentrypoint = x\n");
 	put_refs(text, sizeof(text), "args", 3);
-	expansion_bad(text, 3, "args: value longer than 1024 KiB after ${} "
-			       "expansion");
+	expansion_bad(text, 3, "args: value longer than 1048576 bytes after "
+			       "${} expansion (config_max_value)");
 }
 
 Test(cfg_ini, error_expansion_too_large)
@@ -939,6 +961,64 @@ Test(cfg_ini, error_expansion_too_large)
 		strcat(text, " ${X}${X}${X}${X}${X}${X}${X}${X}${X}${X}\n");
 	}
 	expansion_bad(text, 4 + 4 * 4,
-		      "V5: the job file's values pass 4096 KiB after ${} "
-		      "expansion");
+		      "V5: the job file's values pass 4194304 bytes after ${} "
+		      "expansion (config_max_expansion)");
+}
+
+static void again(void)
+{
+	cfg_release(&cfg);
+	cfg_init(&cfg);
+	err[0] = '\0';
+}
+
+/* The bounds are options (and CRUN_ variables) read before the file. */
+Test(cfg_ini, expansion_bounds_are_options)
+{
+	static const char text[] = "[job]\nentrypoint = x\nargs = ${X}\n"
+				   "[env]\nA = ${X}\nB = ${X}\n";
+	static const char *const small[] = {"--config_max_value=1K", "--config",
+					    "@", NULL};
+	static const char *const bad[] = {"--config_max_value=1x", "--config",
+					  "@", NULL};
+	static const char *const big[] = {"--config_max_expansion=2G",
+					  "--config", "@", NULL};
+	char xv[2 + 2000 + 1], *envp[3] = {xv, NULL, NULL};
+
+	memset(xv, 'a', sizeof(xv) - 1);
+	memcpy(xv, "X=", 2);
+	xv[sizeof(xv) - 1] = '\0';
+	/* 2000 bytes per value, 6000 in all: fine by default. Each run
+	 * starts from a fresh cfg (again()). */
+	cr_assert_eq(run(text, NULL, envp), 0, "%s", err);
+	again();
+	cr_assert_eq(run(text, small, envp), CRUN_EUSAGE);
+	cr_expect_not_null(strstr(err, "args: value longer than 1024 bytes"),
+			   "%s", err);
+	cr_expect_not_null(strstr(err, "config_max_value"), "%s", err);
+	again();
+	envp[1] = (char *)"CRUN_CONFIG_MAX_EXPANSION=5000";
+	cr_assert_eq(run(text, NULL, envp), CRUN_EUSAGE);
+	cr_expect_not_null(strstr(err, "B: the job file's values pass 5000 "
+				       "bytes after ${} expansion "
+				       "(config_max_expansion)"),
+			   "%s", err);
+	again();
+	envp[1] = NULL;
+	cr_assert_eq(run(text, bad, envp), CRUN_EUSAGE);
+	cr_expect_not_null(strstr(err, "config_max_value"), "%s", err);
+	cr_expect_not_null(strstr(err, "'1x'"), "%s", err);
+	cr_expect_null(strchr(err, '\n'), "%s", err);
+	again();
+	cr_assert_eq(run(text, big, envp), CRUN_EUSAGE);
+	cr_expect_not_null(strstr(err, "config_max_expansion"), "%s", err);
+	cr_expect_not_null(strstr(err, "out of range"), "%s", err);
+	again();
+	envp[1] = (char *)"CRUN_CONFIG_MAX_VALUE=0";
+	cr_assert_eq(run(text, NULL, envp), CRUN_EUSAGE);
+	cr_expect_not_null(strstr(err, "CRUN_CONFIG_MAX_VALUE"), "%s", err);
+	again();
+	/* A file cannot lift its own bounds. */
+	load_bad("[job]\nentrypoint = x\nconfig_max_value = 1G\n", 3,
+		 "'config_max_value' cannot be set inside a job file");
 }

@@ -299,11 +299,21 @@ Test(etcd, rdzv_conf_bad_values)
 
 Test(etcd, backoff_doubles_up_to_two_seconds)
 {
-	cr_assert_eq(etcd_backoff_ms(0), 100);
-	cr_assert_eq(etcd_backoff_ms(1), 200);
-	cr_assert_eq(etcd_backoff_ms(4), 1600);
-	cr_assert_eq(etcd_backoff_ms(5), 2000);
-	cr_assert_eq(etcd_backoff_ms(1000), 2000);
+	struct etcd_limits dflt = {0}, lim = {0};
+
+	cr_assert_eq(etcd_backoff_ms(&dflt, 0), 100);
+	cr_assert_eq(etcd_backoff_ms(&dflt, 1), 200);
+	cr_assert_eq(etcd_backoff_ms(&dflt, 4), 1600);
+	cr_assert_eq(etcd_backoff_ms(&dflt, 5), 2000);
+	cr_assert_eq(etcd_backoff_ms(&dflt, 1000), 2000);
+	/* rdzv_conf etcd_backoff, etcd_backoff_max */
+	lim.backoff_ms = 30;
+	lim.backoff_max_ms = 500;
+	cr_assert_eq(etcd_backoff_ms(&lim, 0), 30);
+	cr_assert_eq(etcd_backoff_ms(&lim, 2), 120);
+	cr_assert_eq(etcd_backoff_ms(&lim, 4), 480);
+	cr_assert_eq(etcd_backoff_ms(&lim, 5), 500);
+	cr_assert_eq(etcd_backoff_ms(&lim, 1000), 500);
 }
 
 Test(etcd, json_nodes_counts_containers_outside_strings)

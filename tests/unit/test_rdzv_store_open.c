@@ -1,0 +1,100 @@
+/*
+ * rdzv_store_open giving up: a refused endpoint (nothing listens) and a
+ * silent one (accepts, never answers) end with distinct codes, which crun
+ * status turns into exit 1 and 3.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+#include <uv.h>
+
+#include "crun/err.h"
+#include "crun/rdzv_store.h"
+
+struct run {
+	int status, done, closed;
+};
+
+static void on_open(struct crun_rdzv_store *s, int status, void *data)
+{
+	struct run *r = data;
+
+	r->status = status;
+	r->done = 1;
+}
+
+static void on_closed(void *data)
+{
+	((struct run *)data)->closed = 1;
+}
+
+/* Never accepted: the connection is made and never answered. */
+static void on_connection(uv_stream_t *server, int status)
+{
+}
+
+/* A loopback port: listening (silent) when keep, else closed (refused). */
+static int loopback_port(uv_loop_t *loop, uv_tcp_t *t, int keep)
+{
+	struct sockaddr_in a;
+	struct sockaddr_storage got;
+	int len = sizeof(got);
+
+	uv_ip4_addr("127.0.0.1", 0, &a);
+	cr_assert_eq(uv_tcp_init(loop, t), 0);
+	cr_assert_eq(uv_tcp_bind(t, (const struct sockaddr *)&a, 0), 0);
+	if (keep)
+		cr_assert_eq(uv_listen((uv_stream_t *)t, 8, on_connection), 0);
+	cr_assert_eq(uv_tcp_getsockname(t, (struct sockaddr *)&got, &len), 0);
+	if (!keep)
+		uv_close((uv_handle_t *)t, NULL);
+	return ntohs(((struct sockaddr_in *)&got)->sin_port);
+}
+
+static int open_status(int silent)
+{
+	uv_loop_t loop;
+	uv_tcp_t t;
+	struct crun_store_limits lim;
+	struct rdzv_store_opts o;
+	struct crun_rdzv_store *s = NULL;
+	struct run r = {0, 0, 0};
+	char errmsg[256] = "";
+
+	cr_assert_eq(uv_loop_init(&loop), 0);
+	memset(&lim, 0, sizeof(lim));
+	store_limits_default(&lim);
+	memset(&o, 0, sizeof(o));
+	o.host = "127.0.0.1";
+	o.port = loopback_port(&loop, &t, silent);
+	o.is_host = 0;
+	o.timeout_ms = 1500;
+	o.limits = &lim;
+	o.errmsg = errmsg;
+	o.errlen = sizeof(errmsg);
+	cr_assert_eq(rdzv_store_open(&loop, &o, on_open, &r, &s), 0, "%s",
+		     errmsg);
+	while (!r.done && uv_run(&loop, UV_RUN_ONCE))
+		;
+	cr_assert(r.done);
+	rdzv_store_close(s, on_closed, &r);
+	while (!r.closed && uv_run(&loop, UV_RUN_ONCE))
+		;
+	rdzv_store_free(s);
+	if (silent)
+		uv_close((uv_handle_t *)&t, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	uv_loop_close(&loop);
+	return r.status;
+}
+
+Test(rdzv_store_open, refused_and_silent_endpoints_have_distinct_codes,
+     .timeout = 30)
+{
+	int refused = open_status(0), silent = open_status(1);
+
+	cr_expect_eq(refused, CRUN_EREFUSED, "refused: %s",
+		     crun_err_name(refused));
+	cr_expect_neq(silent, CRUN_EREFUSED, "silent: %s",
+		      crun_err_name(silent));
+	cr_expect_neq(silent, 0);
+}
