@@ -59,7 +59,7 @@ note "1. lightning: 4 ranks on 2 nodes trained, weights $sum0 on each"
 # --- 2. accelerate ---------------------------------------------------------------
 ACCELERATE_USE_CPU=1 timeout 300 "$CRUN" --standalone --nproc_per_node=2 \
 	"$PY/fw_accelerate.py" "$T/acc" >"$T/acc.out" 2>&1 ||
-	{ tail -n 30 "$T/acc.out" >&2; fail "accelerate: crun exited $?"; }
+	{ rc=$?; tail -n 30 "$T/acc.out" >&2; fail "accelerate: crun exited $rc"; }
 for r in 0 1; do
 	[ -f "$T/acc.$r" ] || fail "accelerate: process $r wrote no result"
 	read -r type n idx gathered sum <"$T/acc.$r"
