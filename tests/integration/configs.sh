@@ -174,7 +174,7 @@ while n < 114001:
 sys.stdout.write("\n".join(lines) + "\n")
 ' >"$T/expand.ini"
 X=$(printf "%020000d" 0) && export X
-(ulimit -v 1048576; exec "$CRUN" --config "$T/expand.ini" /bin/true) \
+(ulimit -v "$(vmem_limit 1048576)"; exec "$CRUN" --config "$T/expand.ini" /bin/true) \
 	>"$T/o" 2>"$T/e"; rc=$?
 unset X
 expect_eq "status for an expansion past the limit" "$rc" 2

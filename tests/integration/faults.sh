@@ -206,8 +206,7 @@ if want 7; then
 # job files over 1 MiB and non-regular files are refused, naming the file.
 # A memory bound (an old build reads /dev/zero without one), except under
 # AddressSanitizer, which reserves terabytes of address space.
-vlimit=2000000
-ldd "$CRUN" 2>/dev/null | grep -q libasan && vlimit=unlimited
+vlimit=$(vmem_limit 2000000)
 usage_err() { # WHAT PATTERN crun-args...
 	_w=$1 _p=$2; shift 2
 	(ulimit -v $vlimit; timeout -s KILL 10 "$CRUN" "$@") >"$T/7.out" 2>&1; _rc=$?

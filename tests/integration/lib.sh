@@ -26,6 +26,10 @@ expect_eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; }
 expect_grep() { grep -q -e "$2" "$3" || { echo "--- $3:" >&2; tail -n 30 "$3" >&2; fail "$1: '$2' not found in $3"; }; }
 expect_nogrep() { ! grep -q -e "$2" "$3" || { echo "--- $3:" >&2; tail -n 30 "$3" >&2; fail "$1: '$2' unexpectedly found in $3"; }; }
 
+# vmem_limit KB: a `ulimit -v` bound for crun, or "unlimited" under
+# AddressSanitizer, which reserves terabytes of address space (the plain
+# build's run keeps the bound).
+vmem_limit() { if ldd "$CRUN" 2>/dev/null | grep -q libasan; then echo unlimited; else echo "$1"; fi; }
 need_root() { [ "$(id -u)" -eq 0 ] || skip "needs root ($1)"; }
 need_torch() { "$PYTHON" -c 'import torch.distributed' 2>/dev/null || skip "no PyTorch in $PYTHON"; }
 # need_torch2: PYTHON becomes the first interpreter of TORCH_PYTHONS (tests/run.sh;

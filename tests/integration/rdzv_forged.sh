@@ -100,7 +100,7 @@ forged_running marked "Xsomething" "Qnonsense" r0/end/0
 $RAW 127.0.0.1 $PORT set crun/job bigjoin set crun/bigjoin/config "nnodes=1:1000000 backend=c10d proto=3" \
 	set crun/bigjoin/r0/join 1000000 set crun/bigjoin/r0/node/1 "0 0 1 7 hx 10.0.0.1 default" >/dev/null ||
 	fail "bigjoin: cannot seed the store"
-( ulimit -v 150000; exec timeout 10 "$CRUN" status --rdzv_endpoint="127.0.0.1:$PORT" ) >"$T/bigjoin.out" 2>&1
+( ulimit -v "$(vmem_limit 150000)"; exec timeout 10 "$CRUN" status --rdzv_endpoint="127.0.0.1:$PORT" ) >"$T/bigjoin.out" 2>&1
 rc=$?
 [ $rc = 0 ] || { cat "$T/bigjoin.out" >&2; fail "bigjoin: crun status exited $rc under a 150 MB limit"; }
 expect_grep "bigjoin: the described node is listed" "hx .*10.0.0.1 .*joining" "$T/bigjoin.out"
