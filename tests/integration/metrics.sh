@@ -104,10 +104,21 @@ for n in a b; do
 done
 
 # --- generation 0: both agents "failed" while the workers ignore SIGTERM ---
-for u in "$UA" "$UB"; do
-	wait_for 30 is_code "$u/healthz" 503 || { cat "$T"/*.out; fail "$u/healthz never answered 503 while stopping"; }
-	grep -q '"status":"failed","healthy":false,"reason":"worker failed"' "$T/body" ||
-		{ cat "$T"/*.out "$T"/ev.*; fail "503 body: $(cat "$T/body")"; }
+# Both stop at once, for the same shutdown_timeout: each is asked in turn
+# until each has answered 503 (one after the other could miss the second's
+# window on a slow machine), keeping the body of that answer.
+stopping() {
+	for _x in a b; do
+		[ -f "$T/503.$_x" ] && continue
+		eval "_u=\$U$(echo $_x | tr ab AB)"
+		is_code "$_u/healthz" 503 && cp "$T/body" "$T/503.$_x"
+	done
+	[ -f "$T/503.a" ] && [ -f "$T/503.b" ]
+}
+wait_for 30 stopping || { cat "$T"/*.out; fail "healthz never answered 503 while stopping (a: $([ -f "$T/503.a" ] && echo yes || echo no), b: $([ -f "$T/503.b" ] && echo yes || echo no))"; }
+for x in a b; do
+	grep -q '"status":"failed","healthy":false,"reason":"worker failed"' "$T/503.$x" ||
+		{ cat "$T"/*.out "$T"/ev.*; fail "503 body of $x: $(cat "$T/503.$x")"; }
 done
 note "healthz 503 on both agents while the failed group stops"
 
