@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,51 +77,69 @@ static void cmd_store_on_signal(uv_signal_t *h, int signum)
 	uv_close((uv_handle_t *)&cs->sigterm, NULL);
 }
 
-int cmd_store_main(int argc, char **argv)
-{
-	static const struct option opts[] = {
-	    {"port", required_argument, NULL, 'p'},
-	    {"host", required_argument, NULL, 'H'},
-	    {"max-key-size", required_argument, NULL, 'k'},
-	    {"max-value-size", required_argument, NULL, 'v'},
-	    {"max-keys", required_argument, NULL, 'n'},
-	    {"max-memory", required_argument, NULL, 'm'},
-	    {"max-conns", required_argument, NULL, 'c'},
-	    {"max-output", required_argument, NULL, 'o'},
-	    {"idle-timeout", required_argument, NULL, 'i'},
-	    {"secret-file", required_argument, NULL, 's'},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
+/* What the command line asks for. */
+struct cmd_store_args {
+	const char *host;
+	long port;
 	struct crun_store_limits lim;
-	struct cmd_store cs;
-	const char *host = NULL, *flag,
-		   *secret = getenv("CRUN_RDZV_SECRET_FILE");
-	struct crun_auth_key key;
-	size_t *slot;
-	long port = -1;
-	char *end;
-	int c, rc, quiet = 0;
+	const char *secret;
+	int quiet;
+};
 
-	/* A client hanging up during a reply must not kill the store (main
-	 * did this already; `crun store` must not depend on it). */
-	signal(SIGPIPE, SIG_IGN);
-	store_limits_default(&lim);
+/* The size flags: each sets one of the store's limits. */
+static const struct {
+	const char *name;
+	size_t offset;
+} store_size_flags[] = {
+    {"max-key-size", offsetof(struct crun_store_limits, max_key)},
+    {"max-value-size", offsetof(struct crun_store_limits, max_value)},
+    {"max-keys", offsetof(struct crun_store_limits, max_keys)},
+    {"max-memory", offsetof(struct crun_store_limits, max_memory)},
+    {"max-conns", offsetof(struct crun_store_limits, max_conns)},
+    {"max-output", offsetof(struct crun_store_limits, max_output)},
+    {"idle-timeout", offsetof(struct crun_store_limits, idle_timeout)},
+};
+#define N_SIZE_FLAGS (sizeof(store_size_flags) / sizeof(store_size_flags[0]))
+
+/*
+ * Parse argv into args. Returns -1 to go on, else the exit status: 0 after
+ * --help, 2 after a one-line usage error on stderr.
+ */
+static int cmd_store_parse(int argc, char **argv, struct cmd_store_args *args)
+{
+	struct option opts[N_SIZE_FLAGS + 6];
+	size_t i, n = 0;
+	char *end;
+	int c;
+
+	for (i = 0; i < N_SIZE_FLAGS; i++)
+		opts[n++] =
+		    (struct option){store_size_flags[i].name, required_argument,
+				    NULL, (int)(256 + i)};
+	opts[n++] = (struct option){"port", required_argument, NULL, 'p'};
+	opts[n++] = (struct option){"host", required_argument, NULL, 'H'};
+	opts[n++] =
+	    (struct option){"secret-file", required_argument, NULL, 's'};
+	opts[n++] = (struct option){"quiet", no_argument, NULL, 'q'};
+	opts[n++] = (struct option){"help", no_argument, NULL, 'h'};
+	opts[n] = (struct option){NULL, 0, NULL, 0};
+
+	memset(args, 0, sizeof(*args));
+	args->port = -1;
+	args->secret = getenv("CRUN_RDZV_SECRET_FILE");
+	store_limits_default(&args->lim);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		slot = NULL;
-		flag = NULL;
 		switch (c) {
 		case 'h':
 			fputs(store_usage, stdout);
 			return 0;
 		case 'p':
 			errno = 0;
-			port = strtol(optarg, &end, 10);
+			args->port = strtol(optarg, &end, 10);
 			if (errno != 0 || *end != '\0' || optarg[0] == '\0' ||
-			    port < 0 || port > 65535) {
+			    args->port < 0 || args->port > 65535) {
 				fprintf(stderr,
 					"crun store: invalid --port \"%s\"\n",
 					optarg);
@@ -128,41 +147,13 @@ int cmd_store_main(int argc, char **argv)
 			}
 			break;
 		case 'H':
-			host = optarg;
-			break;
-		case 'k':
-			slot = &lim.max_key;
-			flag = "--max-key-size";
-			break;
-		case 'v':
-			slot = &lim.max_value;
-			flag = "--max-value-size";
-			break;
-		case 'n':
-			slot = &lim.max_keys;
-			flag = "--max-keys";
-			break;
-		case 'm':
-			slot = &lim.max_memory;
-			flag = "--max-memory";
-			break;
-		case 'c':
-			slot = &lim.max_conns;
-			flag = "--max-conns";
-			break;
-		case 'o':
-			slot = &lim.max_output;
-			flag = "--max-output";
-			break;
-		case 'i':
-			slot = &lim.idle_timeout;
-			flag = "--idle-timeout";
+			args->host = optarg;
 			break;
 		case 's':
-			secret = optarg;
+			args->secret = optarg;
 			break;
 		case 'q':
-			quiet = 1;
+			args->quiet = 1;
 			break;
 		case ':':
 			fprintf(stderr,
@@ -170,13 +161,20 @@ int cmd_store_main(int argc, char **argv)
 				argv[optind - 1]);
 			return 2;
 		default:
+			if (c >= 256 && c < 256 + (int)N_SIZE_FLAGS) {
+				i = (size_t)c - 256;
+				if (cfg_parse_size(
+					optarg, (size_t *)((char *)&args->lim +
+							   store_size_flags[i]
+							       .offset)) == 0)
+					break;
+				fprintf(stderr,
+					"crun store: invalid --%s \"%s\"\n",
+					store_size_flags[i].name, optarg);
+				return 2;
+			}
 			fprintf(stderr, "crun store: unknown option \"%s\"\n",
 				argv[optind - 1]);
-			return 2;
-		}
-		if (slot != NULL && cfg_parse_size(optarg, slot) != 0) {
-			fprintf(stderr, "crun store: invalid %s \"%s\"\n", flag,
-				optarg);
 			return 2;
 		}
 	}
@@ -185,24 +183,41 @@ int cmd_store_main(int argc, char **argv)
 			argv[optind]);
 		return 2;
 	}
-	if (lim.max_output < lim.max_value + 64) {
+	if (args->lim.max_output < args->lim.max_value + 64) {
 		fprintf(
 		    stderr,
 		    "crun store: --max-output %zu must be at least "
 		    "--max-value-size + 64 (one reply of the largest value)\n",
-		    lim.max_output);
+		    args->lim.max_output);
 		return 2;
 	}
-	if (port < 0) {
+	if (args->port < 0) {
 		fprintf(stderr,
 			"crun store: missing --port (see crun store --help)\n");
 		return 2;
 	}
+	return -1;
+}
 
-	if (secret != NULL && *secret != '\0') {
+int cmd_store_main(int argc, char **argv)
+{
+	struct cmd_store_args args;
+	struct cmd_store cs;
+	struct crun_auth_key key;
+	const char *host;
+	int rc;
+
+	/* A client hanging up during a reply must not kill the store (main
+	 * did this already; `crun store` must not depend on it). */
+	signal(SIGPIPE, SIG_IGN);
+	rc = cmd_store_parse(argc, argv, &args);
+	if (rc >= 0)
+		return rc;
+	if (args.secret != NULL && *args.secret != '\0') {
 		char errmsg[512];
 
-		if (auth_key_load(secret, &key, errmsg, sizeof(errmsg)) != 0) {
+		if (auth_key_load(args.secret, &key, errmsg, sizeof(errmsg)) !=
+		    0) {
 			fprintf(stderr, "crun store: %s\n", errmsg);
 			return 2;
 		}
@@ -210,24 +225,25 @@ int cmd_store_main(int argc, char **argv)
 
 	memset(&cs, 0, sizeof(cs));
 	uv_loop_init(&cs.loop);
-	rc = store_server_new(&cs.loop, host, (int)port, &lim, &cs.srv);
+	rc = store_server_new(&cs.loop, args.host, (int)args.port, &args.lim,
+			      &cs.srv);
 	if (rc != 0) {
 		fprintf(stderr, "crun store: cannot listen on %s:%ld: %s\n",
-			host != NULL ? host : "::", port, crun_strerror(rc));
+			args.host != NULL ? args.host : "::", args.port,
+			crun_strerror(rc));
 		uv_run(&cs.loop, UV_RUN_DEFAULT);
 		uv_loop_close(&cs.loop);
 		return 1;
 	}
-	store_server_set_quiet(cs.srv, quiet);
-	if (secret != NULL && *secret != '\0')
+	store_server_set_quiet(cs.srv, args.quiet);
+	if (args.secret != NULL && *args.secret != '\0')
 		store_server_set_auth(cs.srv, &key);
 	uv_signal_init(&cs.loop, &cs.sigint);
 	uv_signal_init(&cs.loop, &cs.sigterm);
 	cs.sigint.data = cs.sigterm.data = &cs;
 	uv_signal_start(&cs.sigint, cmd_store_on_signal, SIGINT);
 	uv_signal_start(&cs.sigterm, cmd_store_on_signal, SIGTERM);
-	if (host == NULL)
-		host = "::";
+	host = args.host != NULL ? args.host : "::";
 	fprintf(stderr,
 		strchr(host, ':') != NULL ? "crun store: listening on [%s]:%d\n"
 					  : "crun store: listening on %s:%d\n",
