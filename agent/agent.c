@@ -1376,13 +1376,7 @@ static int agent_etcd_start(struct agent *a)
 	o.run_id = cfg->rdzv_id;
 	o.lease_ttl = cfg->rdzv.lease_ttl;
 	o.timeout = cfg->rdzv.read_timeout;
-	o.lim.turn_bytes = cfg->rdzv.etcd_turn_bytes;
-	o.lim.turn_msgs = cfg->rdzv.etcd_turn_messages;
-	o.lim.max_message = cfg->rdzv.etcd_max_message;
-	o.lim.max_json_items = cfg->rdzv.etcd_max_json_items;
-	o.lim.backoff_ms = (unsigned)(cfg->rdzv.etcd_backoff * 1000 + 0.5);
-	o.lim.backoff_max_ms =
-	    (unsigned)(cfg->rdzv.etcd_backoff_max * 1000 + 0.5);
+	cfg_etcd_limits(&cfg->rdzv, &o.lim);
 	o.errmsg = errmsg;
 	o.errlen = sizeof(errmsg);
 	rc = rdzv_etcd_open(&a->loop, &o, agent_on_re_open, a, &a->re);

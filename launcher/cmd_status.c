@@ -608,8 +608,7 @@ int cmd_status_main(int argc, char **argv)
 		    "invalid --rdzv_id \"%s\": at most 200 bytes, no '/'",
 		    run_id);
 
-	memset(&conf, 0, sizeof(conf));
-	conf.is_host = -1;
+	cfg_rdzv_conf_init(&conf);
 	if (conf_str != NULL && *conf_str &&
 	    cfg_parse_rdzv_conf(conf_str, &conf, why, sizeof(why))) {
 		cfg_rdzv_conf_release(&conf);
@@ -665,13 +664,7 @@ int cmd_status_main(int argc, char **argv)
 		eo.run_id = run_id ? run_id : "none";
 		eo.lease_ttl = 10;
 		eo.timeout = timeout;
-		eo.lim.turn_bytes = conf.etcd_turn_bytes;
-		eo.lim.turn_msgs = conf.etcd_turn_messages;
-		eo.lim.max_message = conf.etcd_max_message;
-		eo.lim.max_json_items = conf.etcd_max_json_items;
-		eo.lim.backoff_ms = (unsigned)(conf.etcd_backoff * 1000 + 0.5);
-		eo.lim.backoff_max_ms =
-		    (unsigned)(conf.etcd_backoff_max * 1000 + 0.5);
+		cfg_etcd_limits(&conf, &eo.lim);
 		eo.readonly = 1;
 		eo.errmsg = errmsg;
 		eo.errlen = sizeof(errmsg);
