@@ -295,8 +295,11 @@ static void limit_row(FILE *fp, const char *format, const char *what,
 {
 	char dflt[64], set[160];
 
-	snprintf(dflt, sizeof(dflt), "%s%s%s", def ? def : "none",
-		 *unit ? " " : "", unit);
+	/* "1 second", "3 seconds". */
+	snprintf(dflt, sizeof(dflt), "%s%s%.*s", def ? def : "none",
+		 *unit ? " " : "",
+		 (int)strlen(unit) - (def && strcmp(def, "1") == 0 && *unit),
+		 unit);
 	if (strcmp(format, "markdown") == 0) {
 		if (key)
 			snprintf(set, sizeof(set), "`--rdzv_conf=%s=`", key);
@@ -324,7 +327,12 @@ static void limit_row(FILE *fp, const char *format, const char *what,
 			snprintf(set, sizeof(set), "rdzv_conf %s", key);
 		else
 			snprintf(set, sizeof(set), "--%s", flag);
-		fprintf(fp, "  %-30s%-13s %s\n", set, dflt, what);
+		if (strlen(set) >= 30)
+			fprintf(fp, "  %s\n%32s%s (default: %s)\n", set, "",
+				what, dflt);
+		else
+			fprintf(fp, "  %-30s%s (default: %s)\n", set, what,
+				dflt);
 	}
 }
 

@@ -104,10 +104,10 @@ json_t *etcd_b64(const void *p, size_t n);
 int etcd_unb64(const json_t *s, char **out, size_t *len);
 /** An int64 field that etcd sends as a string, a number, or leaves out. */
 int64_t etcd_int(const json_t *obj, const char *field);
-/** The pause before retry number retries+1: lim's backoff_ms (0: 100 ms)
- * doubling, at most its backoff_max_ms (0: 2 s). */
+/** The pause before retry number retries+1: lim's backoff_ms doubling, at
+ * most its backoff_max_ms. */
 uint64_t etcd_backoff_ms(const struct etcd_limits *lim, int retries);
-/** The client's bounds, defaults filled in. */
+/** The client's bounds. */
 const struct etcd_limits *etcd_limits(const struct etcd *e);
 /** JSON objects and arrays in p[0..n) (outside strings), counted up to
  * stop + 1. */
