@@ -13,6 +13,7 @@
 
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/hostlist.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
 
@@ -286,8 +287,9 @@ static void man_text(FILE *fp, const char *s)
 }
 
 /*
- * One limit: what it bounds, its default with its unit, and what sets it:
- * an option (flag and environment variable) or an rdzv_conf key.
+ * One limit: what it bounds, its value (an option's default) with its unit,
+ * and what sets it: an option (flag and environment variable), an rdzv_conf
+ * key, or nothing (flag and key NULL: fixed).
  */
 static void limit_row(FILE *fp, const char *format, const char *what,
 		      const char *def, const char *unit, const char *flag,
@@ -303,42 +305,52 @@ static void limit_row(FILE *fp, const char *format, const char *what,
 	if (strcmp(format, "markdown") == 0) {
 		if (key)
 			snprintf(set, sizeof(set), "`--rdzv_conf=%s=`", key);
-		else
+		else if (flag)
 			snprintf(set, sizeof(set), "`--%s`, `%s`", flag, env);
+		else
+			snprintf(set, sizeof(set), "fixed");
 		fprintf(fp, "| %s | %s | %s |\n", what, dflt, set);
-	} else if (strcmp(format, "man") == 0) {
+		return;
+	}
+	if (key)
+		snprintf(set, sizeof(set), "rdzv_conf %s", key);
+	else if (flag)
+		snprintf(set, sizeof(set), "--%s", flag);
+	else
+		snprintf(set, sizeof(set), "(fixed)");
+	if (strcmp(format, "man") == 0) {
 		fprintf(fp, ".TP\n.B ");
-		if (key)
-			fprintf(fp, "rdzv_conf ");
-		man_text(fp, key ? key : "--");
-		if (!key)
-			man_text(fp, flag);
+		man_text(fp, set);
 		fprintf(fp, "\n");
 		man_text(fp, what);
-		fprintf(fp, " (default ");
+		fprintf(fp, " (%s", flag || key ? "default " : "");
 		man_text(fp, dflt);
-		if (!key) {
+		if (flag) {
 			fprintf(fp, "; ");
 			man_text(fp, env);
 		}
 		fprintf(fp, ").\n");
+	} else if (strlen(set) >= 30) {
+		fprintf(fp, "  %s\n%32s%s (%s%s)\n", set, "", what,
+			flag || key ? "default: " : "", dflt);
 	} else {
-		if (key)
-			snprintf(set, sizeof(set), "rdzv_conf %s", key);
-		else
-			snprintf(set, sizeof(set), "--%s", flag);
-		if (strlen(set) >= 30)
-			fprintf(fp, "  %s\n%32s%s (default: %s)\n", set, "",
-				what, dflt);
-		else
-			fprintf(fp, "  %-30s%s (default: %s)\n", set, what,
-				dflt);
+		fprintf(fp, "  %-30s%s (%s%s)\n", set, what,
+			flag || key ? "default: " : "", dflt);
 	}
 }
 
 void cfg__print_limits(FILE *fp, const char *format)
 {
-	char env[80];
+	static const struct {
+		const char *what;
+		long value;
+		const char *unit;
+	} fixed[] = {
+#define X(what, value, unit) {what, value, unit},
+	    CFG_FIXED_LIMITS(X)
+#undef X
+	};
+	char env[80], v[32];
 
 	if (strcmp(format, "markdown") == 0)
 		fprintf(fp, "| Limit | Default | Set with |\n|---|---|---|\n");
@@ -360,5 +372,10 @@ void cfg__print_limits(FILE *fp, const char *format)
 				  : k->kind == R_DUR ? "seconds"
 						     : "",
 				  NULL, NULL, k->key);
+	}
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+		snprintf(v, sizeof(v), "%ld", fixed[i].value);
+		limit_row(fp, format, fixed[i].what, v, fixed[i].unit, NULL,
+			  NULL, NULL);
 	}
 }

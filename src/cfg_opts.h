@@ -385,6 +385,16 @@ struct cfg_rdzv_key {
 extern const struct cfg_rdzv_key cfg_rdzv_keys[CFG_NRDZV_KEYS];
 #define cfg_nrdzv_keys ((int)CFG_NRDZV_KEYS)
 
+/*
+ * Bounds on input that are not options, listed in the limits table beside
+ * them: what, the value (a libcrun header's constant) and its unit.
+ */
+#define CFG_FIXED_LIMITS(X)                                                    \
+	X("names in one SLURM hostlist", HOSTLIST_MAX_HOSTS, "")               \
+	X("names in one LO-HI range of a hostlist", HOSTLIST_MAX_RANGE, "")    \
+	X("items in one bracket group of a hostlist", HOSTLIST_MAX_RANGES, "") \
+	X("bytes in one host name of a hostlist", HOSTLIST_MAX_NAME, "bytes")
+
 /** The rdzv_conf key named n (exactly), or NULL. */
 const struct cfg_rdzv_key *cfg_rdzv_key_named(const char *n);
 

@@ -18,6 +18,7 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/etcd.h"
+#include "crun/hostlist.h"
 #include "crun/store.h"
 #include "../../src/cfg_opts.h"
 
@@ -976,6 +977,9 @@ Test(cfg, limits_listed_from_the_tables)
 					"bytes | `--store_max_key_size`, "
 					"`CRUN_STORE_MAX_KEY_SIZE` |\n"),
 			   "%s", text);
+	cr_expect_not_null(strstr(text, "| names in one SLURM hostlist | 1048576 "
+					"| fixed |\n"),
+			   "%s", text);
 	cr_expect_not_null(strstr(text, "| largest etcd answer | 64M bytes | "
 					"`--rdzv_conf=etcd_max_body=` |\n"),
 			   "%s", text);
@@ -987,6 +991,9 @@ Test(cfg, limits_listed_from_the_tables)
 		want += (cfg_opts[i].flags & CFG_F_LIMIT) != 0;
 	for (int i = 0; i < cfg_nrdzv_keys; i++)
 		want += (cfg_rdzv_keys[i].flags & CFG_F_LIMIT) != 0;
+#define X(...) want++;
+	CFG_FIXED_LIMITS(X)
+#undef X
 	cr_expect_eq(rows, want + 2, "%d rows for %d limits", rows, want);
 	cr_expect_geq(want, 20);
 	free(text);
