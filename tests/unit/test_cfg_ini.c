@@ -898,8 +898,8 @@ Test(cfg_ini, entrypoint_relative_to_the_job_file)
 }
 
 /*
- * ${X} expansion is bounded: per value (CFG_INI_MAX_VALUE, 1 MiB) and for
- * the whole file (CFG_INI_MAX_EXPANSION, 4 MiB), each failing with the
+ * ${X} expansion is bounded: per value (--config_max_value, 1 MiB) and for
+ * the whole file (--config_max_expansion, 4 MiB), each failing with the
  * file:line and the limit rather than growing without end (a 576 KB file of
  * ${X} with a 20 KB X took 4.4 GB).
  */
