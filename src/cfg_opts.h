@@ -433,12 +433,15 @@ int cfg__parse_filter(const char *s, int **out, int *n);
 /** Replace *slot with a copy of s (or NULL). */
 void cfg__set_str(char **slot, const char *s);
 
-/** The --help text, and its "Limits" section alone. */
+/**
+ * The --help text, and its "Limits" section alone: every CFG_F_LIMIT option
+ * and rdzv_conf key and CFG_FIXED_LIMITS, as format "text" (--help),
+ * "markdown" (the README) or "man" (crun(1)).
+ */
 void cfg__usage(FILE *fp);
 void cfg__print_limits(FILE *fp, const char *format);
 
-/** Split a shell-like word list (quotes, backslashes) into a NULL-ended array.
- */
+/** Split a shell-like word list (quotes, backslashes): a NULL-ended array. */
 int cfg_split_words(const char *s, char ***out, int *n);
 
 #endif
