@@ -22,7 +22,7 @@
 #include "crun/err.h"
 #include "store_internal.h"
 
-/* ---- Reply sizes -------------------------------------------------------- */
+/* ---- Reply sizes ------------------------------------------------------- */
 
 /* GET: its entry is left in *hit, so that running it looks nothing up
  * again. */
@@ -77,7 +77,7 @@ static size_t store_size_list_keys(struct store_conn *c,
 	return 8 + 8 * c->srv->nkeys + c->srv->keybytes;
 }
 
-/* ---- Operations --------------------------------------------------------- */
+/* ---- Operations -------------------------------------------------------- */
 
 /* VALIDATE: the decoder checked the magic. */
 static int store_cmd_validate(struct store_conn *c, const struct store_req *req,
@@ -410,7 +410,7 @@ static int store_cmd_barrier(struct store_conn *c, const struct store_req *req,
 	return store__park(c, req, 1, 1);
 }
 
-/* ---- The table ---------------------------------------------------------- */
+/* ---- The table --------------------------------------------------------- */
 
 /*
  * AUTH has no function: store_conn.c's gate answers it before dispatch (a

@@ -52,6 +52,8 @@
 /* Idle buffers larger than this are freed. */
 #define STORE_KEEP_BUF 16384
 
+/* ---- Room for replies -------------------------------------------------- */
+
 /*
  * The unsent replies c may hold: max_output, but no more than its share of
  * half of max_memory among the connections that have unsent replies (c
@@ -91,6 +93,8 @@ void store__conn_doom(struct store_conn *c, const char *why)
 		c->doom = why;
 	store__conn_dirty(c);
 }
+
+/* ---- Closing ----------------------------------------------------------- */
 
 /* Free c once its handle is closed (its writes have been cancelled). */
 static void store_on_conn_close(uv_handle_t *h)
@@ -217,6 +221,8 @@ void store__conn_close(struct store_conn *c, const char *reason)
 	uv_check_start(&srv->reaper, store_on_reap);
 }
 
+/* ---- Running requests -------------------------------------------------- */
+
 /* Stop reading c until its replies drain (see store_conn_resume). */
 static void store_conn_pause(struct store_conn *c)
 {
@@ -323,6 +329,8 @@ static void store_conn_consume(struct store_conn *c, size_t used)
 
 static void store_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 static void store_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* ---- Writing ----------------------------------------------------------- */
 
 /*
  * c's replies have drained (their buffers to half of its share): run the
@@ -522,6 +530,8 @@ void store__flush_dirty(struct crun_store_server *srv)
 static int store_conn_auth(struct store_conn *c, const struct store_req *req,
 			   char *errmsg, size_t errlen);
 
+/* ---- The secret and the allowed peers ---------------------------------- */
+
 /*
  * One line naming a peer turned away by the secret or the allowed
  * addresses, even from a quiet store: the first 20, then every 1000th.
@@ -616,6 +626,8 @@ void store_server_set_allow(struct crun_store_server *srv, store_allow_cb cb,
 	srv->allow = cb;
 	srv->allow_data = data;
 }
+
+/* ---- Reading and accepting --------------------------------------------- */
 
 /*
  * libuv wants a buffer: the shared one, or the tail of c's partial frame

@@ -467,7 +467,7 @@ int store__park(struct store_conn *c, const struct store_req *req,
 	return err;
 }
 
-/* ---- Counters and watches --------------------------------------------- */
+/* ---- Counters and watches ---------------------------------------------- */
 
 /* Store the decimal text of v at e. */
 static int store_set_int(struct crun_store_server *srv, struct store_entry *e,
