@@ -1040,7 +1040,7 @@ Test(store_server, raises_open_file_limit, .timeout = 30)
 
 /*
  * BARRIER semantics chosen for the libuv server's extra (see the opening
- * comment of store_server.c): a plain WAIT on a barrier key returns at the
+ * comment of store_keys.c): a plain WAIT on a barrier key returns at the
  * first arrival; a SET on the key of a pending barrier releases no party.
  */
 static const char *barrier_semantics(int port)
