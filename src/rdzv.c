@@ -28,6 +28,7 @@
 
 #include "crun/err.h"
 #include "crun/fingerprint.h"
+#include "crun/log.h"
 #include "crun/rdzv.h"
 #include "crun/rdzv_records.h"
 
@@ -282,7 +283,7 @@ static void bad_record(struct crun_rdzv *r, const char *k, const char *by,
 	if (r->state == R_RUNNING || r->state == R_FINISHING) {
 		round_ended(r, RDZV_END_FATAL, msg);
 		if (r->state == R_FINISHING) /* not reported by round_ended */
-			fprintf(stderr, "crun: %s\n", msg);
+			log_msg(LOG_ERROR, "crun", "%s", msg);
 	} else {
 		round_fail(r, CRUN_EPROTO, "%s", msg);
 	}
@@ -884,7 +885,7 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 		snprintf(msg, sizeof(msg),
 			 "malformed rendezvous record '%s'%s%s: %s", k,
 			 *d.host ? " written by " : "", d.host, why);
-		fprintf(stderr, "crun: %s\n", msg);
+		log_msg(LOG_ERROR, "crun", "%s", msg);
 		abort_round(r, RDZV_END_FATAL, msg);
 		goto out;
 	}
@@ -1077,16 +1078,14 @@ static void late_or_spare(struct crun_rdzv *r, int closed)
 
 	if (closed < r->o.max_nodes && r->o.static_rank < 0) {
 		/* Room to grow: running nodes restart to admit us. */
-		fprintf(stderr,
-			"crun: round %d runs with %d of at most %d nodes: "
-			"asking it to re-form to admit %s\n",
+		log_say("round %d runs with %d of at most %d nodes: "
+			"asking it to re-form to admit %s",
 			r->round, closed, r->o.max_nodes, r->o.host);
 		rdzv_end_round(r, RDZV_END_JOIN, r->o.host);
 		return join_round(r);
 	}
-	fprintf(stderr,
-		"crun: round %d is full (%d nodes): %s waits as a spare\n",
-		r->round, closed, r->o.host);
+	log_say("round %d is full (%d nodes): %s waits as a spare", r->round,
+		closed, r->o.host);
 	r->state = R_WAITING;
 	uv_timer_stop(&r->deadline);
 	key(r, k, "r%d/end", r->round);
@@ -1120,9 +1119,8 @@ static int peek_count(struct crun_rdzv *r, const struct crun_store_reply *rep,
 static void last_call_start(struct crun_rdzv *r)
 {
 	if (r->index == r->o.min_nodes && r->o.last_call_timeout >= 1)
-		fprintf(stderr,
-			"crun: round %d: %d of %d-%d nodes have joined: "
-			"waiting up to %.0f s for more (last_call_timeout)\n",
+		log_say("round %d: %d of %d-%d nodes have joined: "
+			"waiting up to %.0f s for more (last_call_timeout)",
 			r->round, r->index, r->o.min_nodes, r->o.max_nodes,
 			r->o.last_call_timeout);
 	uv_timer_start(&r->last_call, on_last_call,
@@ -1223,9 +1221,8 @@ static void on_fp_timeout(uv_timer_t *t)
 	if (!r->fp_wait)
 		return;
 	r->fp_wait = 0;
-	fprintf(stderr,
-		"crun: %s's fingerprint was not ready after %.1f s: its "
-		"descriptor goes without it (env_check_timeout)\n",
+	log_say("%s's fingerprint was not ready after %.1f s: its "
+		"descriptor goes without it (env_check_timeout)",
 		r->o.host, r->o.fingerprint_wait);
 	descr_flush(r);
 }
@@ -1887,9 +1884,9 @@ static void on_may_restarts(int status, const struct crun_store_reply *rep,
 	if (status == 0 &&
 	    rdzv_parse_int(rep->value, rep->len, 0, INT32_MAX, &m->restarts,
 			   why, sizeof(why)) != 0) {
-		fprintf(stderr,
-			"crun: malformed rendezvous record '%s': %s: no "
-			"restart\n",
+		log_msg(LOG_WARN, "crun",
+			"malformed rendezvous record '%s': %s: no "
+			"restart",
 			k, why);
 		m->restarts = INT64_MAX;
 	} else if (status == 0) {
@@ -1979,9 +1976,8 @@ static void on_leave_timeout(uv_timer_t *t)
 {
 	struct crun_rdzv *r = t->data;
 
-	fprintf(stderr,
-		"crun: the rendezvous store did not answer within "
-		"close_timeout (%g s): leaving without its acknowledgement\n",
+	log_say("the rendezvous store did not answer within "
+		"close_timeout (%g s): leaving without its acknowledgement",
 		r->o.close_timeout);
 	finish_done(r);
 }
@@ -2347,9 +2343,9 @@ static int excl_parse(struct crun_rdzv *r, const struct crun_store_reply *rep,
 		excl_in_range(r, x, n, why, sizeof(why));
 	if (*why) {
 		key(r, k, "excluded");
-		fprintf(stderr,
-			"crun: malformed rendezvous record '%s': %s: read as "
-			"no node left out\n",
+		log_msg(LOG_WARN, "crun",
+			"malformed rendezvous record '%s': %s: read as "
+			"no node left out",
 			k, why);
 		return 0;
 	}
@@ -2806,9 +2802,8 @@ static void on_decide_excl_read(int status, const struct crun_store_reply *rep,
 		if (!excl_is_self(r, x[i].host, x[i].addr, x[i].id))
 			x[m++] = x[i];
 	if (m >= RDZV_MAX_EXCLUDED) {
-		fprintf(stderr,
-			"crun: %s is not left out: %d nodes are left out "
-			"already (at most %d)\n",
+		log_say("%s is not left out: %d nodes are left out "
+			"already (at most %d)",
 			r->o.host, m, RDZV_MAX_EXCLUDED);
 		decide_put_fails(d, 0, d->nf);
 		return decide_done(d);
@@ -2859,9 +2854,9 @@ static void on_decide_fails(int status, const struct crun_store_reply *rep,
 	    rdzv_parse_fails(rep->value, rep->len, d->f, RDZV_MAX_FAILS, &d->nf,
 			     why, sizeof(why))) {
 		key(r, key_, "fails");
-		fprintf(stderr,
-			"crun: malformed rendezvous record '%s': %s: the "
-			"failure history starts afresh\n",
+		log_msg(LOG_WARN, "crun",
+			"malformed rendezvous record '%s': %s: the "
+			"failure history starts afresh",
 			key_, why);
 		d->nf = 0;
 	}
@@ -2883,10 +2878,9 @@ static void on_decide_fails(int status, const struct crun_store_reply *rep,
 		return decide_done(d);
 	}
 	if (d->gworld - 1 < r->o.min_nodes) {
-		fprintf(stderr,
-			"crun: %s is not left out although the last %d "
+		log_say("%s is not left out although the last %d "
 			"failure-ended rounds failed first on it: %d node%s "
-			"would remain, below the minimum of %d\n",
+			"would remain, below the minimum of %d",
 			r->o.host, k, d->gworld - 1,
 			d->gworld - 1 == 1 ? "" : "s", r->o.min_nodes);
 		decide_put_fails(d, 0, d->nf);

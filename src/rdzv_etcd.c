@@ -35,6 +35,7 @@
 
 #include "crun/err.h"
 #include "crun/etcd.h"
+#include "crun/log.h"
 #include "crun/rdzv_etcd.h"
 
 #define CHUNK 64      /* operations per txn (etcd allows 128) */
@@ -298,7 +299,7 @@ static void fail_all(struct crun_rdzv_etcd *s, int status, const char *why)
 {
 	if (!s->failed && !s->closing) {
 		snprintf(s->errmsg, sizeof(s->errmsg), "%s", why);
-		fprintf(stderr, "crun: %s\n", why);
+		log_say("%s", why);
 	}
 	s->failed = status;
 	while (s->head)
@@ -356,7 +357,7 @@ static void op_error(struct kop *o, int status, json_t *resp)
 		return fail_all(s, status,
 				"the job's etcd lease expired (etcd did not "
 				"answer for longer than its TTL)");
-	fprintf(stderr, "crun: %s\n", etcd_errmsg(s->etcd));
+	log_say("%s", etcd_errmsg(s->etcd));
 	reply(o, status, NULL);
 }
 
@@ -952,9 +953,8 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 		 */
 		int64_t c = etcd_int(res, "compact_revision");
 
-		fprintf(stderr,
-			"crun: etcd compacted past revision %lld of this "
-			"node's watch; reading every wait again\n",
+		log_say("etcd compacted past revision %lld of this "
+			"node's watch; reading every wait again",
 			(long long)s->rev + 1);
 		s->rev = c - 1;
 		s->reopen = 1;
@@ -1066,7 +1066,7 @@ static void watch_retry(struct crun_rdzv_etcd *s, const char *why,
 	if (s->wsince == 0 || now - s->wopened >= WATCH_STABLE_MS) {
 		s->wsince = now;
 		s->wtries = 0;
-		fprintf(stderr, "crun: %s; opening it again\n", why);
+		log_say("%s; opening it again", why);
 	}
 	if (may_give_up && now - s->wsince >= (uint64_t)(s->timeout * 1000)) {
 		snprintf(m, sizeof(m), "%s, again and again for %.0f s", why,
@@ -1112,9 +1112,8 @@ static void on_ka(int status, json_t *resp, void *arg)
 				"the job's etcd lease expired (etcd did not "
 				"answer for longer than its TTL)");
 	if (id && strcmp(id, s->node) == 0) {
-		fprintf(stderr,
-			"crun: this node's etcd lease expired (the others "
-			"count it as lost); taking a new one\n");
+		log_say("this node's etcd lease expired (the others "
+			"count it as lost); taking a new one");
 		grant_node(s);
 	}
 }
@@ -1395,12 +1394,11 @@ int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
 	s->loop = loop;
 	s->ttl = o->lease_ttl > 0 ? o->lease_ttl : 10;
 	if (!o->readonly && s->ttl < LEASE_MIN_S)
-		fprintf(
-		    stderr,
-		    "crun: warning: lease_ttl=%g s may not survive a failover "
+		log_warn(
+		    "lease_ttl=%g s may not survive a failover "
 		    "between etcd members (a keepalive every %.1f s, %.1f s "
 		    "on a hung member): this node may be counted lost; use "
-		    "lease_ttl=%d or more\n",
+		    "lease_ttl=%d or more",
 		    s->ttl, s->ttl / 3, eo.attempt, LEASE_MIN_S);
 	s->timeout = o->timeout > 0 ? o->timeout : 60;
 	snprintf(s->ns, sizeof(s->ns), "%s/%s/", o->prefix ? o->prefix : "",

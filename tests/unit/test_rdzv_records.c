@@ -112,7 +112,7 @@ Test(rdzv_records, assignment, .timeout = 10)
 		     0, "%s", why);
 	cr_assert_eq(k.group_rank, 1);
 	cr_assert_eq(k.world_size, 7);
-	/* The SIGFPE record: group world size 0. */
+	/* A record that would divide by zero: group world size 0. */
 	cr_assert_eq(rdzv_parse_assign(S("0 0 0 0 0 0 0"), 1, 1, &k, why,
 				       sizeof(why)),
 		     CRUN_EPROTO);
