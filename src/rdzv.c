@@ -286,18 +286,14 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	else
 		rdzv_node_id(r->id, sizeof(r->id));
 	rdzv__descr_build(r);
-	snprintf(r->config, sizeof(r->config), "nnodes=%d:%d backend=%s",
-		 o->min_nodes, o->max_nodes,
-		 o->static_rank >= 0 ? "static" : "c10d");
-	if (o->exclude_after > 0) /* every node must agree on it too */
-		snprintf(r->config + strlen(r->config),
-			 sizeof(r->config) - strlen(r->config),
-			 " exclude=%d:%g", o->exclude_after, o->exclude_for);
-	/* Nodes of another crun protocol disagree here, at the first request.
+	/*
+	 * Every node must agree on it, exclusion settings included; nodes of
+	 * another crun protocol disagree here, at the first request.
 	 */
-	snprintf(r->config + strlen(r->config),
-		 sizeof(r->config) - strlen(r->config), " proto=%d",
-		 RDZV_PROTO);
+	rdzv_format_config(r->config, sizeof(r->config), o->min_nodes,
+			   o->max_nodes,
+			   o->static_rank >= 0 ? "static" : "c10d",
+			   o->exclude_after, o->exclude_for);
 	uv_timer_init(loop, &r->last_call);
 	uv_timer_init(loop, &r->hb);
 	uv_timer_init(loop, &r->deadline);

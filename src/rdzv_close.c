@@ -86,7 +86,7 @@ static void env_refuse(struct crun_rdzv *r, const char *msg)
 
 	snprintf(r->env_diff, sizeof(r->env_diff), "%s", msg);
 	rdzv__key(r, k, "r%d/assigned", r->round);
-	snprintf(val, sizeof(val), "abort %c %s", RDZV_END_FATAL, msg);
+	rdzv_format_abort(val, sizeof(val), RDZV_END_FATAL, msg);
 	rdzv_end_round(r, RDZV_END_FATAL, msg);
 	if (r->ops->set(r->kv, k, val, strlen(val), on_env_refused,
 			rdzv__op_new(r, 0)))
@@ -168,47 +168,16 @@ static int is_literal(const char *s)
 	       inet_pton(AF_INET6, s, bin) == 1;
 }
 
-/* The closer: read all N descriptors, order them, write every assignment. */
-static void on_descriptors(int status, const struct crun_store_reply *rep,
-			   void *arg)
+/*
+ * The n descriptors of a reply into v, in arrival order: 0, or -1 with the
+ * round aborted (a descriptor missing or malformed, too many workers).
+ */
+static int descr_read(struct crun_rdzv *r, const struct crun_store_reply *rep,
+		      struct nd *v, int n)
 {
-	int n;
-	struct crun_rdzv *r = rdzv__op_take(arg, NULL, &n);
-	struct nd *v;
-	struct crun_node_info *info;
-	struct crun_ranks *rks;
-	/* The keys, packed (KEYMAX each would be 1 KiB per node). */
-	size_t ks = strlen(r->prefix) + 40;
-	char *keys, (*vals)[96], k[KEYMAX];
-	const char **kp;
-	const void **vp;
-	size_t *lens, alen = 0;
 	int64_t total = 0;
-	char *addrs = NULL, *env = NULL, envk[KEYMAX], okv[24];
-	size_t elen = 0;
+	char k[KEYMAX];
 
-	if (r == NULL)
-		return;
-	if (status == CRUN_ETIMEDOUT)
-		return rdzv__abort_round(
-		    r, RDZV_END_DEAD,
-		    "a node joined but never described itself");
-	if (status)
-		return rdzv__store_error(r, status);
-	v = calloc((size_t)n, sizeof(*v));
-	info = calloc((size_t)n, sizeof(*info));
-	rks = calloc((size_t)n, sizeof(*rks));
-	/* Every assignment, and every host name by group rank (for messages).
-	 */
-	keys = malloc((2 * (size_t)n + 1) * ks);
-	vals = calloc(2 * (size_t)n, sizeof(*vals));
-	kp = calloc(2 * (size_t)n + 2, sizeof(*kp));
-	vp = calloc(2 * (size_t)n + 2, sizeof(*vp));
-	lens = calloc(2 * (size_t)n + 2, sizeof(*lens));
-	addrs = calloc((size_t)n, RDZV_MAX_ADDRS_FIELD + 1);
-	if (!v || !info || !rks || !keys || !vals || !kp || !vp || !lens ||
-	    !addrs)
-		abort();
 	for (int i = 0; i < n; i++) {
 		struct rdzv_descr d;
 		char why[200], msg[1200];
@@ -239,59 +208,46 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 			 *d.host ? " written by " : "", d.host, why);
 		log_msg(LOG_ERROR, "crun", "%s", msg);
 		rdzv__abort_round(r, RDZV_END_FATAL, msg);
-		goto out;
+		return -1;
 	}
 	if (total > INT32_MAX) {
 		rdzv__abort_round(r, RDZV_END_FATAL,
 				  "the nodes' descriptors add up to more than "
 				  "2^31 workers");
-		goto out;
+		return -1;
 	}
-	qsort(v, (size_t)n, sizeof(*v), nd_cmp);
-	if (r->o.static_rank >= 0) {
-		for (int i = 0; i < n; i++) {
-			if (v[i].node_rank != i) {
-				char why[600];
+	return 0;
+}
 
-				snprintf(why, sizeof(why),
-					 "static rendezvous needs node ranks "
-					 "0..%d once each; "
-					 "found %d at position %d (host %s)",
-					 n - 1, v[i].node_rank, i, v[i].host);
-				rdzv__abort_round(r, RDZV_END_FATAL, why);
-				goto out;
-			}
-		}
-	}
-	if (env_compare(r, v, n, envk, &env, &elen))
-		goto out;
+/* Static rendezvous, v in order: node ranks 0..n-1 once each, or abort. */
+static int static_ranks_check(struct crun_rdzv *r, const struct nd *v, int n)
+{
+	char why[600];
+
+	if (r->o.static_rank < 0)
+		return 0;
 	for (int i = 0; i < n; i++) {
-		info[i].role = v[i].role;
-		info[i].local_world_size = v[i].nproc;
+		if (v[i].node_rank == i)
+			continue;
+		snprintf(why, sizeof(why),
+			 "static rendezvous needs node ranks 0..%d once each; "
+			 "found %d at position %d (host %s)",
+			 n - 1, v[i].node_rank, i, v[i].host);
+		rdzv__abort_round(r, RDZV_END_FATAL, why);
+		return -1;
 	}
-	if (env_compute_all_ranks(info, n, rks) != 0)
-		abort();
-	for (int g = 0; g < n; g++) {
-		const struct crun_ranks *rk = &rks[g];
+	return 0;
+}
 
-		snprintf(keys + g * ks, ks, "%sr%d/assign/%d", r->prefix,
-			 r->round, v[g].index);
-		snprintf(vals[g], sizeof(vals[g]), "%d %d %d %d %d %d %d", g, n,
-			 rk->base_rank, rk->world_size, rk->base_role_rank,
-			 rk->role_world_size, rk->local_world_size);
-		kp[g] = keys + g * ks;
-		vp[g] = vals[g];
-		lens[g] = strlen(vals[g]);
-		snprintf(keys + (n + g) * ks, ks, "%sr%d/host/%d", r->prefix,
-			 r->round, g);
-		kp[n + g] = keys + (n + g) * ks;
-		vp[n + g] = v[g].host;
-		lens[n + g] = strlen(v[g].host);
-	}
-	/*
-	 * The nodes' addresses, for the workers' store's allow list: literals
-	 * only (host names may resolve nowhere), the address when it is one.
-	 */
+/*
+ * The nodes' addresses, for the workers' store's allow list: literals only
+ * (host names may resolve nowhere), the address when it is one. addrs has
+ * room for n fields; returns the record's length.
+ */
+static size_t addrs_format(const struct nd *v, int n, char *addrs)
+{
+	size_t alen = 0;
+
 	for (int g = 0; g < n; g++) {
 		size_t cap = (size_t)n * (RDZV_MAX_ADDRS_FIELD + 1) - alen;
 		int lit = is_literal(v[g].addr);
@@ -301,29 +257,100 @@ static void on_descriptors(int status, const struct crun_store_reply *rep,
 					 lit || !*v[g].ips ? v[g].addr : "",
 					 lit && *v[g].ips ? "," : "", v[g].ips);
 	}
+	return alen;
+}
+
+/*
+ * v in group-rank order: write every assignment, every host name by group
+ * rank (for messages), the addresses and the envcheck lines in one
+ * MULTI_SET, then "assigned", which the participants watch.
+ */
+static void assign_all(struct crun_rdzv *r, const struct nd *v, int n,
+		       const char *envk, const char *env, size_t elen)
+{
+	/* The keys, packed (KEYMAX each would be 1 KiB per node). */
+	size_t ks = strlen(r->prefix) + 40, m = 2 * (size_t)n + 2;
+	struct crun_node_info *info = calloc((size_t)n, sizeof(*info));
+	struct crun_ranks *rks = calloc((size_t)n, sizeof(*rks));
+	char *keys = malloc((2 * (size_t)n + 1) * ks);
+	char(*vals)[96] = calloc(2 * (size_t)n, sizeof(*vals));
+	const char **kp = calloc(m, sizeof(*kp));
+	const void **vp = calloc(m, sizeof(*vp));
+	size_t *lens = calloc(m, sizeof(*lens));
+	char *addrs = calloc((size_t)n, RDZV_MAX_ADDRS_FIELD + 1);
+	char k[KEYMAX], okv[24];
+
+	if (!info || !rks || !keys || !vals || !kp || !vp || !lens || !addrs)
+		abort();
+	for (int i = 0; i < n; i++) {
+		info[i].role = v[i].role;
+		info[i].local_world_size = v[i].nproc;
+	}
+	if (env_compute_all_ranks(info, n, rks) != 0)
+		abort();
+	for (int g = 0; g < n; g++) {
+		snprintf(keys + g * ks, ks, "%sr%d/assign/%d", r->prefix,
+			 r->round, v[g].index);
+		lens[g] = rdzv_format_assign(vals[g], sizeof(vals[g]), &rks[g]);
+		kp[g] = keys + g * ks;
+		vp[g] = vals[g];
+		snprintf(keys + (n + g) * ks, ks, "%sr%d/host/%d", r->prefix,
+			 r->round, g);
+		kp[n + g] = keys + (n + g) * ks;
+		vp[n + g] = v[g].host;
+		lens[n + g] = strlen(v[g].host);
+	}
 	snprintf(keys + 2 * n * ks, ks, "%sr%d/addrs", r->prefix, r->round);
 	kp[2 * n] = keys + 2 * n * ks;
 	vp[2 * n] = addrs;
-	lens[2 * n] = alen;
+	lens[2 * n] = addrs_format(v, n, addrs);
 	/* What differs between the nodes, for every node to print. */
 	kp[2 * n + 1] = envk;
 	vp[2 * n + 1] = env;
 	lens[2 * n + 1] = elen;
-	r->ops->multi_set(r->kv, kp, vp, lens, 2 * (size_t)n + 2, NULL, NULL);
+	r->ops->multi_set(r->kv, kp, vp, lens, m, NULL, NULL);
 	rdzv__key(r, k, "r%d/assigned", r->round);
-	snprintf(okv, sizeof(okv), "ok %d", n);
+	rdzv_format_assigned(okv, sizeof(okv), n);
 	r->ops->set(r->kv, k, okv, strlen(okv), NULL, NULL);
-out:
-	free(v);
 	free(info);
 	free(rks);
 	free(addrs);
-	free(env);
 	free(keys);
 	free(vals);
 	free(kp);
 	free(vp);
 	free(lens);
+}
+
+/* The closer: read all N descriptors, order them, write every assignment. */
+static void on_descriptors(int status, const struct crun_store_reply *rep,
+			   void *arg)
+{
+	int n;
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, &n);
+	char *env = NULL, envk[KEYMAX];
+	size_t elen = 0;
+	struct nd *v;
+
+	if (r == NULL)
+		return;
+	if (status == CRUN_ETIMEDOUT)
+		return rdzv__abort_round(
+		    r, RDZV_END_DEAD,
+		    "a node joined but never described itself");
+	if (status)
+		return rdzv__store_error(r, status);
+	v = calloc((size_t)n, sizeof(*v));
+	if (v == NULL)
+		abort();
+	if (descr_read(r, rep, v, n) == 0) {
+		qsort(v, (size_t)n, sizeof(*v), nd_cmp);
+		if (static_ranks_check(r, v, n) == 0 &&
+		    env_compare(r, v, n, envk, &env, &elen) == 0)
+			assign_all(r, v, n, envk, env, elen);
+	}
+	free(v);
+	free(env);
 }
 
 static void on_close_cas(int status, const struct crun_store_reply *rep,

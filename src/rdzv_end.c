@@ -135,7 +135,7 @@ int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 		expect = r->o.max_nodes;
 	snprintf(cur, sizeof(cur), "%d", r->round);
 	snprintf(next, sizeof(next), "%d", r->round + 1);
-	snprintf(val, sizeof(val), "%c %s", kind, why);
+	rdzv_format_end(val, sizeof(val), kind, why);
 	rdzv__key(r, ek, "r%d/expect", r->round + 1);
 	if (kind == RDZV_END_FAILURE) {
 		/* The job's last failure, with its time, for `crun status`. */
@@ -143,10 +143,10 @@ int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 		char fv[700];
 
 		if (uv_gettimeofday(&tv) == 0) {
-			snprintf(fv, sizeof(fv), "%d %lld %s", r->round,
-				 (long long)tv.tv_sec * 1000 +
-				     tv.tv_usec / 1000,
-				 why);
+			rdzv_format_failure(fv, sizeof(fv), r->round,
+					    (long long)tv.tv_sec * 1000 +
+						tv.tv_usec / 1000,
+					    why);
 			rdzv__key(r, k, "failure");
 			r->ops->set(r->kv, k, fv, strlen(fv), NULL, NULL);
 		}
@@ -188,7 +188,7 @@ void rdzv__abort_round(struct crun_rdzv *r, int kind, const char *why)
 	char k[KEYMAX], val[600];
 
 	rdzv__key(r, k, "r%d/assigned", r->round);
-	snprintf(val, sizeof(val), "abort %c %s", kind, why);
+	rdzv_format_abort(val, sizeof(val), kind, why);
 	rdzv_end_round(r, kind, why);
 	r->ops->set(r->kv, k, val, strlen(val), NULL, NULL);
 }

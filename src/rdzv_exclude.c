@@ -66,20 +66,6 @@ static const char *excl_clock(int64_t t, char *buf, size_t len)
 	return buf;
 }
 
-/* Format the exclusions as the "excluded" record. */
-static size_t excl_format(const struct rdzv_exclusion *x, int n, char *buf,
-			  size_t len)
-{
-	size_t o = (size_t)snprintf(buf, len, "%d", n);
-
-	for (int i = 0; i < n && o < len; i++)
-		o += (size_t)snprintf(buf + o, len - o, " %s %s%s%s %lld %d %d",
-				      x[i].host, x[i].addr, *x[i].id ? "#" : "",
-				      x[i].id, (long long)x[i].until,
-				      x[i].round, x[i].fails);
-	return o < len ? o : len - 1;
-}
-
 /*
  * An entry's until can lie at most exclude_for ahead (rounded up, and
  * EXCL_SKEW_S for the clocks of other nodes): a later one is forged, or
@@ -394,7 +380,7 @@ static void on_readmit_read(int status, const struct crun_store_reply *rep,
 	for (int i = 0; i < n; i++)
 		if (!excl_is_self(r, x[i].host, x[i].addr, x[i].id))
 			x[m++] = x[i];
-	excl_format(x, m, next, sizeof(next));
+	rdzv_format_excluded(next, sizeof(next), x, m);
 	o = rdzv__op_new(r, 0);
 	o->data = strdup(next);
 	if (o->data == NULL)
@@ -476,7 +462,7 @@ void rdzv__excl_over(struct crun_rdzv *r, int kind, const char *why)
 	if (r->o.exclude_after <= 0 || r->state == R_DONE)
 		return;
 	rdzv__key(r, k, "over");
-	snprintf(val, sizeof(val), "%c %s", kind, why);
+	rdzv_format_end(val, sizeof(val), kind, why);
 	r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL, NULL);
 	/* A copy for each node left out (as of our last join): what it waits
 	 * on. */
@@ -524,12 +510,8 @@ static void decide_put_fails(struct decide *d, int first, int n)
 {
 	struct crun_rdzv *r = d->r;
 	char buf[RDZV_MAX_LIST_RECORD + 1], k[KEYMAX];
-	size_t o = (size_t)snprintf(buf, sizeof(buf), "%d", n);
 
-	for (int i = first; i < first + n && o < sizeof(buf); i++)
-		o += (size_t)snprintf(buf + o, sizeof(buf) - o, " %d %s %s%s%s",
-				      d->f[i].round, d->f[i].host, d->f[i].addr,
-				      *d->f[i].id ? "#" : "", d->f[i].id);
+	rdzv_format_fails(buf, sizeof(buf), d->f + first, n);
 	rdzv__key(r, k, "fails");
 	r->ops->set(r->kv, k, buf, strlen(buf), NULL, NULL);
 }
@@ -600,7 +582,7 @@ static void on_decide_excl_read(int status, const struct crun_store_reply *rep,
 	    (rdzv__wall_ms() + (int64_t)(r->o.exclude_for * 1000) + 999) / 1000;
 	x[m].round = d->round;
 	x[m].fails = r->o.exclude_after;
-	excl_format(x, m + 1, buf, sizeof(buf));
+	rdzv_format_excluded(buf, sizeof(buf), x, m + 1);
 	free(d->want);
 	d->want = strdup(buf);
 	if (d->want == NULL)

@@ -161,7 +161,7 @@ static void publish_master(struct crun_rdzv *r)
 			return rdzv__round_fail(
 			    r, rc, "cannot start the workers' store: %s",
 			    crun_strerror(rc));
-		snprintf(val, sizeof(val), "%s %d", r->o.addr, port);
+		rdzv_format_master(val, sizeof(val), r->o.addr, port);
 		r->ops->set(r->kv, mk, val, strlen(val), NULL, NULL);
 	}
 	if (r->ops->multi_get(r->kv, kp, 1, (int)(r->o.join_timeout * 1000),
@@ -463,24 +463,19 @@ static void on_join_state(int status, const struct crun_store_reply *rep,
 void rdzv__descr_build(struct crun_rdzv *r)
 {
 	const struct rdzv_opts *o = &r->o;
-	const char *ips = o->ips ? o->ips : "";
-	int base, room, n = (int)strlen(ips);
+	struct rdzv_descr_in d = {
+	    .is_host = o->is_store_host ? 1 : 0,
+	    .node_rank = o->static_rank >= 0 ? o->static_rank : 0,
+	    .nproc = o->nproc,
+	    .pid = (int)getpid(),
+	    .host = o->host,
+	    .addr = o->addr,
+	    .role = o->role,
+	    .ips = o->ips,
+	    .env = r->fp,
+	};
 
-	base = snprintf(
-	    NULL, 0, "%d %d %d %d %s %s %s%s%s", o->is_store_host ? 1 : 0,
-	    o->static_rank >= 0 ? o->static_rank : 0, o->nproc, (int)getpid(),
-	    o->host, o->addr, o->role, *r->fp ? " env=" : "", r->fp);
-	room = RDZV_MAX_RECORD - base - 4; /* " ip=" */
-	while (n > room) {
-		const char *c = memrchr(ips, ',', (size_t)n);
-
-		n = c ? (int)(c - ips) : 0;
-	}
-	snprintf(r->descr, sizeof(r->descr), "%d %d %d %d %s %s %s%s%.*s%s%s",
-		 o->is_store_host ? 1 : 0,
-		 o->static_rank >= 0 ? o->static_rank : 0, o->nproc,
-		 (int)getpid(), o->host, o->addr, o->role, n > 0 ? " ip=" : "",
-		 n, ips, *r->fp ? " env=" : "", r->fp);
+	rdzv_format_descr(r->descr, sizeof(r->descr), &d);
 }
 
 /* Write the descriptor that waited for the fingerprint, if still wanted. */
@@ -627,11 +622,10 @@ static void write_params(struct crun_rdzv *r)
 	char k[KEYMAX], v[96];
 
 	rdzv__key(r, k, "params");
-	snprintf(v, sizeof(v), "max_restarts=%d keep_alive_ms=%lld",
-		 r->o.max_restarts,
-		 (long long)(r->o.keep_alive_interval * 1000 >= 1
-				 ? r->o.keep_alive_interval * 1000
-				 : 1));
+	rdzv_format_params(v, sizeof(v), r->o.max_restarts,
+			   (long long)(r->o.keep_alive_interval * 1000 >= 1
+					   ? r->o.keep_alive_interval * 1000
+					   : 1));
 	r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
 }
 
