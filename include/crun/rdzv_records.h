@@ -5,7 +5,8 @@
  * the algorithm relies on (a group world size of 0 is a division by zero
  * later), and fills why with a lower-case reason on failure. Pure functions
  * on (bytes, length): no NUL terminator is needed, none is assumed. The
- * writers (at the end) are the only code that formats a record.
+ * writers (at the end) format each record a parser reads; plain counters
+ * and the closer's list of addresses are written where they are counted.
  */
 #ifndef CRUN_RDZV_RECORDS_H
 #define CRUN_RDZV_RECORDS_H
