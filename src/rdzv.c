@@ -132,7 +132,7 @@ int rdzv__reply_is(const struct crun_store_reply *rep, const char *s)
 void rdzv__stop_timers(struct crun_rdzv *r)
 {
 	uv_timer_stop(&r->last_call);
-	uv_timer_stop(&r->hb);
+	uv_timer_stop(&r->hb.timer);
 	uv_timer_stop(&r->deadline);
 }
 
@@ -201,11 +201,11 @@ int rdzv__record_int(struct crun_rdzv *r, const struct crun_store_reply *rep,
 /* The running round ended (for any reason): tell the agent once. */
 void rdzv__round_ended(struct crun_rdzv *r, int kind, const char *why)
 {
-	r->end_seen = 1;
+	r->end.seen = 1;
 	if (r->state == R_FINISHING) {
 		/* The store host, done itself, waits for the others to leave.
 		 */
-		uv_timer_stop(&r->hb);
+		uv_timer_stop(&r->hb.timer);
 		if (kind == RDZV_END_SUCCESS && r->o.exclude_after > 0 &&
 		    r->o.is_store_host)
 			rdzv__excl_host_wait(
@@ -235,9 +235,9 @@ void rdzv__store_error(struct crun_rdzv *r, int status)
 		rdzv__round_ended(r, RDZV_END_LOST, why);
 	else if (r->state == R_JOINING || r->state == R_WAITING)
 		rdzv__round_fail(r, status, "%s", why);
-	else if (r->state == R_FINISHING && r->finish_cb) {
+	else if (r->state == R_FINISHING && r->end.finish_cb) {
 		r->state = R_ENDED;
-		r->finish_cb(r, r->finish_data);
+		r->end.finish_cb(r, r->end.finish_data);
 	}
 }
 
@@ -279,12 +279,13 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 	r->ended = -1;
 	snprintf(r->run_id, sizeof(r->run_id), "%s",
 		 o->run_id ? o->run_id : "");
-	r->fp_pending = -1;
-	snprintf(r->xaddr, sizeof(r->xaddr), "%s", o->addr ? o->addr : "");
+	r->descr.held_round = -1;
+	snprintf(r->excl.addr, sizeof(r->excl.addr), "%s",
+		 o->addr ? o->addr : "");
 	if (o->node_id)
-		snprintf(r->id, sizeof(r->id), "%s", o->node_id);
+		snprintf(r->excl.id, sizeof(r->excl.id), "%s", o->node_id);
 	else
-		rdzv_node_id(r->id, sizeof(r->id));
+		rdzv_node_id(r->excl.id, sizeof(r->excl.id));
 	rdzv__descr_build(r);
 	/*
 	 * Every node must agree on it, exclusion settings included; nodes of
@@ -295,14 +296,14 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 			   o->static_rank >= 0 ? "static" : "c10d",
 			   o->exclude_after, o->exclude_for);
 	uv_timer_init(loop, &r->last_call);
-	uv_timer_init(loop, &r->hb);
+	uv_timer_init(loop, &r->hb.timer);
 	uv_timer_init(loop, &r->deadline);
-	uv_timer_init(loop, &r->fp_timer);
-	r->last_call.data = r->hb.data = r->deadline.data = r;
-	r->fp_timer.data = r;
+	uv_timer_init(loop, &r->descr.fp_timer);
+	r->last_call.data = r->hb.timer.data = r->deadline.data = r;
+	r->descr.fp_timer.data = r;
 	if (o->env_check != CRUN_ENV_CHECK_OFF && o->fingerprint_wait > 0) {
-		r->fp_wait = 1;
-		uv_timer_start(&r->fp_timer, rdzv__on_fp_timeout,
+		r->descr.fp_wait = 1;
+		uv_timer_start(&r->descr.fp_timer, rdzv__on_fp_timeout,
 			       (uint64_t)(o->fingerprint_wait * 1000), 0);
 	}
 	if (ops->on_vanish)
@@ -337,17 +338,17 @@ void rdzv_free(struct crun_rdzv *r)
 		r->ops->on_vanish(r->kv, NULL, NULL);
 	r->state = R_DONE;
 	r->timers = 4;
-	uv_close((uv_handle_t *)&r->fp_timer, rdzv_on_timer_closed);
+	uv_close((uv_handle_t *)&r->descr.fp_timer, rdzv_on_timer_closed);
 	uv_close((uv_handle_t *)&r->last_call, rdzv_on_timer_closed);
-	uv_close((uv_handle_t *)&r->hb, rdzv_on_timer_closed);
+	uv_close((uv_handle_t *)&r->hb.timer, rdzv_on_timer_closed);
 	uv_close((uv_handle_t *)&r->deadline, rdzv_on_timer_closed);
 }
 
 int rdzv_excluded(const struct crun_rdzv *r, struct rdzv_exclusion *x, int max)
 {
-	for (int i = 0; i < r->nexcl && i < max; i++)
-		x[i] = r->excl[i];
-	return r->nexcl;
+	for (int i = 0; i < r->excl.n && i < max; i++)
+		x[i] = r->excl.list[i];
+	return r->excl.n;
 }
 
 int rdzv_round(const struct crun_rdzv *r)

@@ -417,8 +417,8 @@ void rdzv__try_close(struct crun_rdzv *r)
 	 * read of the descriptors would wait for it on the connection that
 	 * must carry it. descr_flush closes once it is written.
 	 */
-	if (r->fp_pending == r->round) {
-		r->fp_close = 1;
+	if (r->descr.held_round == r->round) {
+		r->descr.close_after = 1;
 		return;
 	}
 	rdzv__key(r, k, "r%d/join", r->round);

@@ -171,11 +171,11 @@ int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
 	if (o->data == NULL)
 		abort();
 	o->n = n;
-	r->end_chain++;
+	r->end.chain++;
 	rc = r->ops->compare_set(r->kv, k, "", 0, val, strlen(val),
 				 on_end_recorded, o);
 	if (rc) {
-		r->end_chain--;
+		r->end.chain--;
 		free(o->data);
 		free(o);
 	}
@@ -287,7 +287,7 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 	 * free for that write.
 	 */
 	rdzv__key(r, k, "r%d/restarts", r->round + 1);
-	r->end_unwatched = 1; /* the one watch channel moves on */
+	r->end.unwatched = 1; /* the one watch channel moves on */
 	rc = rdzv__watch1(r, k, 10000, on_may_restarts, m);
 	if (rc)
 		free(m);
@@ -297,15 +297,15 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 /* Finishing is over: tell the agent once. */
 void rdzv__finish_done(struct crun_rdzv *r)
 {
-	void (*cb)(struct crun_rdzv *, void *) = r->finish_cb;
+	void (*cb)(struct crun_rdzv *, void *) = r->end.finish_cb;
 
 	if (r->state != R_FINISHING)
 		return;
 	r->state = R_ENDED;
 	rdzv__stop_timers(r);
-	r->finish_cb = NULL;
+	r->end.finish_cb = NULL;
 	if (cb)
-		cb(r, r->finish_data);
+		cb(r, r->end.finish_data);
 }
 
 static void on_all_left(int status, const struct crun_store_reply *rep,
@@ -385,7 +385,7 @@ void rdzv__on_finished_count(int status, const struct crun_store_reply *rep,
 	 * runs it keeps its heartbeat and its watch on "end" (which the last
 	 * node out sets); once the round ended, it waits for the rest to leave.
 	 */
-	if (r->end_seen)
+	if (r->end.seen)
 		rdzv__host_wait_left(r);
 }
 
@@ -397,21 +397,21 @@ int rdzv_finish(struct crun_rdzv *r,
 {
 	char k1[KEYMAX], k2[KEYMAX];
 
-	if (!r->o.is_store_host || r->end_seen)
-		uv_timer_stop(&r->hb);
+	if (!r->o.is_store_host || r->end.seen)
+		uv_timer_stop(&r->hb.timer);
 	uv_timer_stop(&r->last_call);
 	r->state = R_FINISHING;
 	r->round = r->res.round;
-	r->finish_cb = cb;
-	r->finish_data = data;
+	r->end.finish_cb = cb;
+	r->end.finish_data = data;
 	leave_bounded(r);
 	/*
 	 * The store host waits for the round's end before it stops serving;
 	 * if asking whether to restart took its watch on end/<g>, watch it
 	 * again (it is set already after a failure: the watch fires at once).
 	 */
-	if (r->o.is_store_host && !r->end_seen && r->end_unwatched) {
-		r->end_unwatched = 0;
+	if (r->o.is_store_host && !r->end.seen && r->end.unwatched) {
+		r->end.unwatched = 0;
 		rdzv__key(r, k1, "r%d/end/%d", r->round, r->grank);
 		if (rdzv__watch1(r, k1, -1, rdzv__on_node_end,
 				 rdzv__op_new(r, 0)))
@@ -464,20 +464,20 @@ static int depart_now(struct crun_rdzv *r)
 int rdzv_depart(struct crun_rdzv *r,
 		void (*cb)(struct crun_rdzv *r, void *data), void *data)
 {
-	uv_timer_stop(&r->hb);
+	uv_timer_stop(&r->hb.timer);
 	uv_timer_stop(&r->last_call);
 	r->state = R_FINISHING;
 	r->round = r->res.round;
-	r->finish_cb = cb;
-	r->finish_data = data;
+	r->end.finish_cb = cb;
+	r->end.finish_data = data;
 	leave_bounded(r);
 	/*
 	 * If our end was recorded, the others wait for the next round's
 	 * restart count, which we write once the store answers our CAS: leave
 	 * only after that (or they wait 10 s for it).
 	 */
-	if (r->end_chain > 0) {
-		r->depart_wait = 1;
+	if (r->end.chain > 0) {
+		r->end.depart_wait = 1;
 		return 0;
 	}
 	return depart_now(r);
@@ -486,11 +486,11 @@ int rdzv_depart(struct crun_rdzv *r,
 /* Our end's CAS and what follows from it are sent: a departure may go on. */
 static void end_chain_done(struct crun_rdzv *r)
 {
-	if (r->end_chain > 0)
-		r->end_chain--;
-	if (r->end_chain > 0 || !r->depart_wait || r->state != R_FINISHING)
+	if (r->end.chain > 0)
+		r->end.chain--;
+	if (r->end.chain > 0 || !r->end.depart_wait || r->state != R_FINISHING)
 		return;
-	r->depart_wait = 0;
+	r->end.depart_wait = 0;
 	if (depart_now(r))
 		rdzv__finish_done(r);
 }

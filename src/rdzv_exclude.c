@@ -35,8 +35,8 @@ int64_t rdzv__wall_ms(void)
 static int excl_is_self(const struct crun_rdzv *r, const char *host,
 			const char *addr, const char *id)
 {
-	return strcmp(host, r->o.host) == 0 && strcmp(addr, r->xaddr) == 0 &&
-	       strcmp(id, r->id) == 0;
+	return strcmp(host, r->o.host) == 0 &&
+	       strcmp(addr, r->excl.addr) == 0 && strcmp(id, r->excl.id) == 0;
 }
 
 /* Two entries name the same node. */
@@ -135,11 +135,11 @@ static void excl_update(struct crun_rdzv *r, const struct rdzv_exclusion *x,
 {
 	char why[300];
 
-	for (int i = 0; r->excl_known && i < n; i++) {
+	for (int i = 0; r->excl.known && i < n; i++) {
 		int seen = 0;
 
-		for (int j = 0; j < r->nexcl && !seen; j++)
-			seen = excl_same(&x[i], &r->excl[j]);
+		for (int j = 0; j < r->excl.n && !seen; j++)
+			seen = excl_same(&x[i], &r->excl.list[j]);
 		if (seen || excl_is_self(r, x[i].host, x[i].addr, x[i].id))
 			continue;
 		snprintf(why, sizeof(why),
@@ -147,18 +147,20 @@ static void excl_update(struct crun_rdzv *r, const struct rdzv_exclusion *x,
 			 x[i].fails);
 		excl_notify(r, &x[i], 0, why);
 	}
-	for (int j = 0; r->excl_known && j < r->nexcl; j++) {
+	for (int j = 0; r->excl.known && j < r->excl.n; j++) {
 		int kept = 0;
 
 		for (int i = 0; i < n && !kept; i++)
-			kept = excl_same(&x[i], &r->excl[j]);
-		if (!kept && !excl_is_self(r, r->excl[j].host, r->excl[j].addr,
-					   r->excl[j].id))
-			excl_notify(r, &r->excl[j], 1, "its cooldown ended");
+			kept = excl_same(&x[i], &r->excl.list[j]);
+		if (!kept &&
+		    !excl_is_self(r, r->excl.list[j].host, r->excl.list[j].addr,
+				  r->excl.list[j].id))
+			excl_notify(r, &r->excl.list[j], 1,
+				    "its cooldown ended");
 	}
-	memcpy(r->excl, x, (size_t)n * sizeof(*x));
-	r->nexcl = n;
-	r->excl_known = 1;
+	memcpy(r->excl.list, x, (size_t)n * sizeof(*x));
+	r->excl.n = n;
+	r->excl.known = 1;
 }
 
 static void excl_readmit(struct crun_rdzv *r);
@@ -174,7 +176,7 @@ static void on_sitout_over(int status, const struct crun_store_reply *rep,
 	char text[512], why[200], k[KEYMAX];
 	int kind;
 
-	if (r == NULL || !r->sitting_out || status == CRUN_ECANCELED)
+	if (r == NULL || !r->excl.sitting_out || status == CRUN_ECANCELED)
 		return;
 	if (status == CRUN_ETIMEDOUT) {
 		/* Read "excluded" again: readmitted once its time is up. */
@@ -186,14 +188,14 @@ static void on_sitout_over(int status, const struct crun_store_reply *rep,
 	rdzv__key(r, k, "over");
 	if (rdzv_parse_end(rep->value, rep->len, &kind, text, sizeof(text), why,
 			   sizeof(why))) {
-		r->sitting_out = 0;
+		r->excl.sitting_out = 0;
 		return rdzv__bad_record(r, k, NULL, why);
 	}
 	/* Tell the store host we read it (it waits for that), then go. */
-	r->over_kind = kind;
-	snprintf(r->over_why, sizeof(r->over_why), "%s", text);
-	rdzv__key(r, k, "over_seen/%s/%s#%s/%d", r->o.host, r->xaddr, r->id,
-		  r->excl_round);
+	r->excl.over_kind = kind;
+	snprintf(r->excl.over_why, sizeof(r->excl.over_why), "%s", text);
+	rdzv__key(r, k, "over_seen/%s/%s#%s/%d", r->o.host, r->excl.addr,
+		  r->excl.id, r->excl.round);
 	if (r->ops->set(r->kv, k, "1", 1, on_over_seen, rdzv__op_new(r, 0)))
 		on_over_seen(0, NULL, rdzv__op_new(r, 0));
 }
@@ -206,19 +208,19 @@ static void on_over_seen(int status, const struct crun_store_reply *rep,
 
 	(void)rep;
 	(void)status; /* the end is known either way */
-	if (r == NULL || !r->sitting_out)
+	if (r == NULL || !r->excl.sitting_out)
 		return;
-	r->sitting_out = 0;
-	if (r->over_kind == RDZV_END_SUCCESS)
+	r->excl.sitting_out = 0;
+	if (r->excl.over_kind == RDZV_END_SUCCESS)
 		return rdzv__round_fail(
 		    r, CRUN_ERDZV_LEFT_OUT,
 		    "the job finished without %s, which was left "
 		    "out after repeated failures: %s",
-		    r->o.host, r->over_why);
+		    r->o.host, r->excl.over_why);
 	rdzv__round_fail(r, CRUN_ERDZV_CLOSED,
 			 "the job stopped while %s was left out after repeated "
 			 "failures: %s",
-			 r->o.host, r->over_why);
+			 r->o.host, r->excl.over_why);
 }
 
 /* This node is left out until x->until: wait as a spare, say why. */
@@ -237,12 +239,12 @@ static void excl_sit_out(struct crun_rdzv *r, const struct rdzv_exclusion *x)
 		 "waits as a spare",
 		 r->o.host, excl_clock(x->until, at, sizeof(at)),
 		 (long long)(left + 500) / 1000, x->fails, x->round);
-	if (!r->sitting_out) /* said once, not at every re-check */
+	if (!r->excl.sitting_out) /* said once, not at every re-check */
 		excl_notify(r, x, 0, why);
-	r->sitting_out = 1;
-	r->excl_round = x->round;
+	r->excl.sitting_out = 1;
+	r->excl.round = x->round;
 	/* Our own copy of "over": the store host can tell if we vanish. */
-	rdzv__key(r, k, "over/%s/%s#%s/%d", r->o.host, r->xaddr, r->id,
+	rdzv__key(r, k, "over/%s/%s#%s/%d", r->o.host, r->excl.addr, r->excl.id,
 		  x->round);
 	if (rdzv__watch1(r, k, ms > 0 ? ms : 1, on_sitout_over,
 			 rdzv__op_new(r, 0)))
@@ -287,10 +289,10 @@ static void on_excl_check(int status, const struct crun_store_reply *rep,
 		if (x[i].until * 1000 > rdzv__wall_ms())
 			return excl_sit_out(r, &x[i]);
 		/* Listed, but its time is up (a restarted agent). */
-		r->sitting_out = 1;
+		r->excl.sitting_out = 1;
 		return excl_readmit(r);
 	}
-	if (r->sitting_out) /* taken off the list meanwhile */
+	if (r->excl.sitting_out) /* taken off the list meanwhile */
 		return excl_rejoin(r);
 	rdzv__join_round_now(r);
 }
@@ -309,7 +311,7 @@ void rdzv__excl_check(struct crun_rdzv *r)
 /* Readmitted: back to joining, with the whole join_timeout again. */
 static void excl_rejoin(struct crun_rdzv *r)
 {
-	r->sitting_out = 0;
+	r->excl.sitting_out = 0;
 	r->state = R_JOINING;
 	r->deadline_phase = 0;
 	uv_timer_start(&r->deadline, rdzv__on_deadline,
@@ -325,7 +327,7 @@ static void on_readmit_cas(int status, const struct crun_store_reply *rep,
 	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
 	struct rdzv_exclusion self;
 
-	if (r == NULL || !r->sitting_out) {
+	if (r == NULL || !r->excl.sitting_out) {
 		free(want);
 		return;
 	}
@@ -333,18 +335,18 @@ static void on_readmit_cas(int status, const struct crun_store_reply *rep,
 		free(want);
 		return rdzv__store_error(r, status);
 	}
-	if (!rdzv__reply_is(rep, want) && r->excl_tries++ < 20) {
+	if (!rdzv__reply_is(rep, want) && r->excl.tries++ < 20) {
 		/* Someone changed it meanwhile: read it again. */
 		free(want);
 		return excl_readmit(r);
 	}
 	free(want);
-	for (int i = 0; i < r->nexcl; i++) {
-		if (!excl_is_self(r, r->excl[i].host, r->excl[i].addr,
-				  r->excl[i].id))
+	for (int i = 0; i < r->excl.n; i++) {
+		if (!excl_is_self(r, r->excl.list[i].host, r->excl.list[i].addr,
+				  r->excl.list[i].id))
 			continue;
-		self = r->excl[i];
-		r->excl[i] = r->excl[--r->nexcl];
+		self = r->excl.list[i];
+		r->excl.list[i] = r->excl.list[--r->excl.n];
 		excl_notify(r, &self, 1,
 			    "its cooldown ended: it joins the next round");
 		break;
@@ -363,7 +365,7 @@ static void on_readmit_read(int status, const struct crun_store_reply *rep,
 	size_t clen;
 	int n, m = 0;
 
-	if (r == NULL || !r->sitting_out)
+	if (r == NULL || !r->excl.sitting_out)
 		return;
 	if (status)
 		return rdzv__store_error(r, status);
@@ -374,9 +376,9 @@ static void on_readmit_read(int status, const struct crun_store_reply *rep,
 	memcpy(cur, rep->value, clen);
 	n = excl_parse(r, rep, x);
 	/* The cache keeps our own entry until the write is in. */
-	memcpy(r->excl, x, (size_t)n * sizeof(*x));
-	r->nexcl = n;
-	r->excl_known = 1;
+	memcpy(r->excl.list, x, (size_t)n * sizeof(*x));
+	r->excl.n = n;
+	r->excl.known = 1;
 	for (int i = 0; i < n; i++)
 		if (!excl_is_self(r, x[i].host, x[i].addr, x[i].id))
 			x[m++] = x[i];
@@ -466,9 +468,10 @@ void rdzv__excl_over(struct crun_rdzv *r, int kind, const char *why)
 	r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL, NULL);
 	/* A copy for each node left out (as of our last join): what it waits
 	 * on. */
-	for (int i = 0; i < r->nexcl; i++) {
-		rdzv__key(r, k, "over/%s/%s#%s/%d", r->excl[i].host,
-			  r->excl[i].addr, r->excl[i].id, r->excl[i].round);
+	for (int i = 0; i < r->excl.n; i++) {
+		rdzv__key(r, k, "over/%s/%s#%s/%d", r->excl.list[i].host,
+			  r->excl.list[i].addr, r->excl.list[i].id,
+			  r->excl.list[i].round);
 		r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL,
 				    NULL);
 	}
@@ -540,9 +543,9 @@ static void on_decide_excl_cas(int status, const struct crun_store_reply *rep,
 	if (rdzv_parse_excluded(d->want, strlen(d->want), x, RDZV_MAX_EXCLUDED,
 				&n, NULL, 0))
 		n = 0;
-	memcpy(r->excl, x, (size_t)n * sizeof(*x));
-	r->nexcl = n;
-	r->excl_known = 1;
+	memcpy(r->excl.list, x, (size_t)n * sizeof(*x));
+	r->excl.n = n;
+	r->excl.known = 1;
 	decide_done(d);
 }
 
@@ -575,8 +578,8 @@ static void on_decide_excl_read(int status, const struct crun_store_reply *rep,
 		return decide_done(d);
 	}
 	snprintf(x[m].host, sizeof(x[m].host), "%s", r->o.host);
-	snprintf(x[m].addr, sizeof(x[m].addr), "%s", r->xaddr);
-	snprintf(x[m].id, sizeof(x[m].id), "%s", r->id);
+	snprintf(x[m].addr, sizeof(x[m].addr), "%s", r->excl.addr);
+	snprintf(x[m].id, sizeof(x[m].id), "%s", r->excl.id);
 	/* Rounded up: the cooldown is never shorter than exclude_for. */
 	x[m].until =
 	    (rdzv__wall_ms() + (int64_t)(r->o.exclude_for * 1000) + 999) / 1000;
@@ -631,8 +634,8 @@ static void on_decide_fails(int status, const struct crun_store_reply *rep,
 		d->nf = 0;
 	d->f[d->nf].round = d->round;
 	snprintf(d->f[d->nf].host, sizeof(d->f[0].host), "%s", r->o.host);
-	snprintf(d->f[d->nf].addr, sizeof(d->f[0].addr), "%s", r->xaddr);
-	snprintf(d->f[d->nf].id, sizeof(d->f[0].id), "%s", r->id);
+	snprintf(d->f[d->nf].addr, sizeof(d->f[0].addr), "%s", r->excl.addr);
+	snprintf(d->f[d->nf].id, sizeof(d->f[0].id), "%s", r->excl.id);
 	d->nf++;
 	first = d->nf > k ? d->nf - k : 0;
 	memmove(d->f, d->f + first, (size_t)(d->nf - first) * sizeof(d->f[0]));
@@ -668,8 +671,8 @@ void rdzv__excl_decide(struct crun_rdzv *r, int round, int64_t restarts)
 	d->gworld = r->gworld;
 	/* Who ended round R: attribution for status and metrics. */
 	rdzv__key(r, k, "r%d/failed", round);
-	snprintf(v, sizeof(v), "%d %s %s#%s", r->grank, r->o.host, r->xaddr,
-		 r->id);
+	snprintf(v, sizeof(v), "%d %s %s#%s", r->grank, r->o.host, r->excl.addr,
+		 r->excl.id);
 	r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
 	rdzv__key(r, k, "fails");
 	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,

@@ -37,6 +37,13 @@ enum rstate {
 	R_DONE
 };
 
+/*
+ * Our last read of the successor's heartbeat counter: answered, asked, or
+ * asked and past the bound, to be judged once more after the loop has read
+ * its sockets (the reply may be waiting there unread).
+ */
+enum hb_wait { HB_ANSWERED, HB_ASKED, HB_RECHECK };
+
 struct crun_rdzv {
 	uv_loop_t *loop;
 	struct rdzv_opts o;
@@ -44,66 +51,79 @@ struct crun_rdzv {
 	void *kv;
 	rdzv_end_cb on_end;
 	char run_id[256];
-	char prefix[300];
-	char descr[RDZV_MAX_RECORD + 1];
-	char fp[FP_MAX_TEXT + 1]; /* this node's fingerprint field, or "" */
-	int fp_wait;		  /* the descriptor waits for the fingerprint */
-	int fp_pending;		  /* round whose descriptor waits, or -1 */
-	int fp_index;		  /* and its arrival index there */
-	int fp_close; /* rdzv__try_close waits for that descriptor */
-	char env_diff[RDZV_MAX_ENVCHECK + 1];
-	int env_refused;
+	char prefix[300]; /* "crun/<run_id>/", once the job id is agreed */
 	char config[200];
 	char errmsg[768];
 	enum rstate state;
+	/* The round (rdzv.c, rdzv_join.c, rdzv_close.c). */
 	int round;  /* current round number */
 	int index;  /* arrival index in the round */
 	int closed; /* participants, once known */
 	int expect; /* participants the round expects (0: unknown) */
 	int grank, gworld;
-	int64_t succ_last;
-	int succ_stall;
-	uint64_t last_reply; /* loop time of the last heartbeat reply */
-	int hb_pending;
-	int hb_recheck;	     /* the bound passed: look again after reading */
-	uint64_t hb_tick;    /* loop time of the last heartbeat tick */
-	uint64_t hb_silence; /* unanswered, our own stalls not counted */
-	uint64_t hb_ms;	     /* the heartbeat interval of this round */
-	uv_timer_t last_call;
-	uv_timer_t hb;
-	uv_timer_t deadline;
-	uv_timer_t fp_timer; /* the bound on waiting for the fingerprint */
-	int timers;	     /* initialised timer handles */
-	int end_chain;	     /* our end's record and restarts still to send */
-	int depart_wait;     /* rdzv_depart waits for them */
-	int deadline_phase;
-	int64_t restarts;  /* job-wide failure restarts, last read */
-	int succ;	   /* group rank whose heartbeat we watch */
-	int end_seen;	   /* the round's "end" was read */
-	int end_unwatched; /* rdzv_may_restart took the watch on end/<g> */
-	int aborted;	   /* the last round seen aborted while forming */
-	int ended;	   /* the round whose recorded end we read, or -1 */
+	int deadline_phase; /* 1: join_timeout passed, the store was asked */
+	int aborted;	    /* the last round seen aborted while forming */
+	int ended;	    /* the round whose recorded end we read, or -1 */
+	int64_t restarts;   /* job-wide failure restarts, last read */
+	int env_refused;    /* the round failed for env_check=strict */
+	char env_diff[RDZV_MAX_ENVCHECK + 1];
+	char *peers; /* the round's node addresses ("r<R>/addrs"), or NULL */
 	rdzv_round_cb cb;
 	void *cb_data;
-	void (*finish_cb)(struct crun_rdzv *, void *);
-	void *finish_data;
 	struct rdzv_result res;
-	char *peers; /* the round's node addresses ("r<R>/addrs"), or NULL */
-	/* Leaving out a failing node (exclude_after > 0). */
-	struct rdzv_exclusion excl[RDZV_MAX_EXCLUDED]; /* as last read */
-	int nexcl;
-	int excl_known;	 /* excl holds a reading of "excluded" */
-	int sitting_out; /* this node is left out and waits */
-	int excl_tries;	 /* compare-and-set retries of "excluded" */
-	int excl_round;	 /* the round that left us out (names our keys) */
-	int over_kind;	 /* how the job ended while we sat out */
-	/*
-	 * Who this node is in those records (rdzv_records.h): its address,
-	 * cut to leave room for "#<id>", and the id its agent drew.
-	 */
-	char xaddr[RDZV_MAX_FIELD - RDZV_MAX_ID];
-	char id[RDZV_MAX_ID + 1];
-	char over_why[512];
+	uv_timer_t last_call;
+	uv_timer_t deadline;
+	int timers; /* initialised timer handles */
+	/* This node's descriptor, which may wait for the fingerprint. */
+	struct {
+		char text[RDZV_MAX_RECORD + 1];
+		char fp[FP_MAX_TEXT + 1]; /* the fingerprint field, or "" */
+		int fp_wait;		  /* the fingerprint is not ready yet */
+		uv_timer_t fp_timer;	  /* the bound on waiting for it */
+		int held_round;	 /* round whose descriptor waits, or -1 */
+		int held_index;	 /* and its arrival index there */
+		int close_after; /* rdzv__try_close waits for that descriptor */
+	} descr;
+	/* Heartbeats of the running round (rdzv_run.c). */
+	struct {
+		uv_timer_t timer;
+		uint64_t ms;	   /* the interval of this round */
+		int succ;	   /* group rank whose heartbeat we watch */
+		int64_t succ_last; /* its counter, last read (-1: none yet) */
+		int succ_stall;	   /* reads in a row that found it unchanged */
+		enum hb_wait wait; /* our read of its counter */
+		uint64_t last_reply; /* loop time of the last reply */
+		uint64_t tick;	     /* loop time of the last tick */
+		uint64_t silence; /* unanswered, our own stalls not counted */
+	} hb;
+	/* Ending the round and leaving (rdzv_end.c). */
+	struct {
+		int seen;      /* the round's "end" was read */
+		int unwatched; /* rdzv_may_restart took the watch on end/<g> */
+		int chain;     /* our end's record and restarts still to send */
+		int depart_wait; /* rdzv_depart waits for them */
+		void (*finish_cb)(struct crun_rdzv *, void *);
+		void *finish_data;
+	} end;
+	/* Leaving out a failing node (exclude_after > 0, rdzv_exclude.c). */
+	struct {
+		struct rdzv_exclusion
+		    list[RDZV_MAX_EXCLUDED]; /* as last read */
+		int n;
+		int known;	 /* list holds a reading of "excluded" */
+		int sitting_out; /* this node is left out and waits */
+		int tries;	 /* compare-and-set retries of "excluded" */
+		int round;     /* the round that left us out (names our keys) */
+		int over_kind; /* how the job ended while we sat out */
+		char over_why[512];
+		/*
+		 * Who this node is in those records (rdzv_records.h): its
+		 * address, cut to leave room for "#<id>", and the id its agent
+		 * drew.
+		 */
+		char addr[RDZV_MAX_FIELD - RDZV_MAX_ID];
+		char id[RDZV_MAX_ID + 1];
+	} excl;
 };
 
 /* One request in flight: the round it belongs to, and a step-specific int. */

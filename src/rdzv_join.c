@@ -133,15 +133,16 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 	uv_timer_stop(&r->deadline);
 	cb = r->cb;
 	r->cb = NULL;
-	r->succ_stall = 0;
-	r->succ_last = -1;
-	r->succ = (r->grank + 1) % r->gworld;
-	r->end_seen = 0;
-	r->end_unwatched = 0;
-	r->last_reply = uv_now(r->loop);
-	r->hb_tick = r->last_reply;
-	r->hb_silence = 0;
-	r->hb_recheck = 0;
+	r->hb.succ_stall = 0;
+	r->hb.succ_last = -1;
+	r->hb.succ = (r->grank + 1) % r->gworld;
+	r->end.seen = 0;
+	r->end.unwatched = 0;
+	r->hb.last_reply = uv_now(r->loop);
+	r->hb.tick = r->hb.last_reply;
+	r->hb.silence = 0;
+	if (r->hb.wait == HB_RECHECK) /* judged afresh in this round */
+		r->hb.wait = HB_ASKED;
 	rdzv__start_running(r);
 	cb(r, 0, &r->res, r->cb_data);
 }
@@ -472,24 +473,25 @@ void rdzv__descr_build(struct crun_rdzv *r)
 	    .addr = o->addr,
 	    .role = o->role,
 	    .ips = o->ips,
-	    .env = r->fp,
+	    .env = r->descr.fp,
 	};
 
-	rdzv_format_descr(r->descr, sizeof(r->descr), &d);
+	rdzv_format_descr(r->descr.text, sizeof(r->descr.text), &d);
 }
 
 /* Write the descriptor that waited for the fingerprint, if still wanted. */
 static void descr_flush(struct crun_rdzv *r)
 {
 	char k[KEYMAX];
-	int round = r->fp_pending, close = r->fp_close;
+	int round = r->descr.held_round, close = r->descr.close_after;
 
-	r->fp_pending = -1;
-	r->fp_close = 0;
+	r->descr.held_round = -1;
+	r->descr.close_after = 0;
 	if (round < 0 || round != r->round || r->state != R_JOINING)
 		return;
-	rdzv__key(r, k, "r%d/node/%d", round, r->fp_index);
-	if (r->ops->set(r->kv, k, r->descr, strlen(r->descr), NULL, NULL))
+	rdzv__key(r, k, "r%d/node/%d", round, r->descr.held_index);
+	if (r->ops->set(r->kv, k, r->descr.text, strlen(r->descr.text), NULL,
+			NULL))
 		return rdzv__store_error(r, CRUN_ECLOSED);
 	if (close)
 		rdzv__try_close(r);
@@ -499,9 +501,9 @@ void rdzv__on_fp_timeout(uv_timer_t *t)
 {
 	struct crun_rdzv *r = t->data;
 
-	if (!r->fp_wait)
+	if (!r->descr.fp_wait)
 		return;
-	r->fp_wait = 0;
+	r->descr.fp_wait = 0;
 	log_say("%s's fingerprint was not ready after %.1f s: its "
 		"descriptor goes without it (env_check_timeout)",
 		r->o.host, r->o.fingerprint_wait);
@@ -510,10 +512,10 @@ void rdzv__on_fp_timeout(uv_timer_t *t)
 
 void rdzv_set_fingerprint(struct crun_rdzv *r, const char *fp)
 {
-	snprintf(r->fp, sizeof(r->fp), "%s", fp ? fp : "");
+	snprintf(r->descr.fp, sizeof(r->descr.fp), "%s", fp ? fp : "");
 	rdzv__descr_build(r);
-	r->fp_wait = 0;
-	uv_timer_stop(&r->fp_timer);
+	r->descr.fp_wait = 0;
+	uv_timer_stop(&r->descr.fp_timer);
 	descr_flush(r);
 }
 
@@ -541,14 +543,15 @@ static void on_join_index(int status, const struct crun_store_reply *rep,
 	 * A descriptor still waiting for the fingerprint is written when it
 	 * comes (or its bound passes); the closer's read waits for it.
 	 */
-	if (r->fp_wait) {
-		r->fp_pending = r->round;
-		r->fp_index = r->index;
-		r->fp_close = 0;
+	if (r->descr.fp_wait) {
+		r->descr.held_round = r->round;
+		r->descr.held_index = r->index;
+		r->descr.close_after = 0;
 		return;
 	}
 	rdzv__key(r, k, "r%d/node/%d", r->round, r->index);
-	if (r->ops->set(r->kv, k, r->descr, strlen(r->descr), NULL, NULL))
+	if (r->ops->set(r->kv, k, r->descr.text, strlen(r->descr.text), NULL,
+			NULL))
 		rdzv__store_error(r, CRUN_ECLOSED);
 }
 

@@ -110,12 +110,12 @@ static void on_succ_done(int status, const struct crun_store_reply *rep,
 		return rdzv__store_error(r, status);
 	if (!rdzv__reply_is(rep, PEEK)) {
 		/* It left after success: watch the node after it instead. */
-		r->succ = (r->succ + 1) % r->gworld;
-		r->succ_stall = 0;
-		r->succ_last = -1;
+		r->hb.succ = (r->hb.succ + 1) % r->gworld;
+		r->hb.succ_stall = 0;
+		r->hb.succ_last = -1;
 		return;
 	}
-	declare_dead(r, r->succ, "stopped answering");
+	declare_dead(r, r->hb.succ, "stopped answering");
 }
 
 static void on_hb_succ(int status, const struct crun_store_reply *rep,
@@ -129,19 +129,19 @@ static void on_hb_succ(int status, const struct crun_store_reply *rep,
 		return;
 	if (status)
 		return rdzv__store_error(r, status);
-	r->hb_pending = 0;
-	r->hb_silence = 0;
-	r->last_reply = uv_now(r->loop);
+	r->hb.wait = HB_ANSWERED;
+	r->hb.silence = 0;
+	r->hb.last_reply = uv_now(r->loop);
 	v = rdzv__reply_int(rep);
-	if (v != r->succ_last) {
-		r->succ_stall = 0;
-		r->succ_last = v;
+	if (v != r->hb.succ_last) {
+		r->hb.succ_stall = 0;
+		r->hb.succ_last = v;
 		return;
 	}
-	if (++r->succ_stall < r->o.keep_alive_max_attempt)
+	if (++r->hb.succ_stall < r->o.keep_alive_max_attempt)
 		return;
-	r->succ_stall = 0;
-	rdzv__key(r, k, "r%d/done/%d", r->round, r->succ);
+	r->hb.succ_stall = 0;
+	rdzv__key(r, k, "r%d/done/%d", r->round, r->hb.succ);
 	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
 				on_succ_done, rdzv__op_new(r, 0)))
 		rdzv__store_error(r, CRUN_ECLOSED);
@@ -156,8 +156,8 @@ static void on_hb_tick(uv_timer_t *t)
 	struct crun_rdzv *r = t->data;
 	uint64_t limit = r->o.heartbeat_timeout > 0
 			     ? (uint64_t)(r->o.heartbeat_timeout * 1000)
-			     : r->hb_ms * (uint64_t)r->o.keep_alive_max_attempt;
-	uint64_t now = uv_now(r->loop), step = now - r->hb_tick;
+			     : r->hb.ms * (uint64_t)r->o.keep_alive_max_attempt;
+	uint64_t now = uv_now(r->loop), step = now - r->hb.tick;
 	char k1[KEYMAX], k2[KEYMAX];
 
 	if (r->state != R_RUNNING && r->state != R_FINISHING)
@@ -167,35 +167,36 @@ static void on_hb_tick(uv_timer_t *t)
 	 * a tick that comes late (this process got no CPU, or was stopped)
 	 * adds one interval, not the time we were not running to see one.
 	 */
-	r->hb_tick = now;
-	r->hb_silence += step < r->hb_ms ? step : r->hb_ms;
-	if (r->hb_pending && r->hb_silence > limit) {
+	r->hb.tick = now;
+	r->hb.silence += step < r->hb.ms ? step : r->hb.ms;
+	if (r->hb.wait != HB_ANSWERED && r->hb.silence > limit) {
 		char why[256];
 
 		/*
 		 * Timers run before the loop reads its sockets: the reply may
 		 * be waiting unread. Judge once more after one poll of them.
 		 */
-		if (!r->hb_recheck) {
-			r->hb_recheck = 1;
-			uv_timer_start(&r->hb, on_hb_tick, 1, r->hb_ms);
+		if (r->hb.wait != HB_RECHECK) {
+			r->hb.wait = HB_RECHECK;
+			uv_timer_start(&r->hb.timer, on_hb_tick, 1, r->hb.ms);
 			return;
 		}
 
 		snprintf(why, sizeof(why),
 			 "no reply from the rendezvous store for %.1f s",
-			 (double)(uv_now(r->loop) - r->last_reply) / 1000);
+			 (double)(uv_now(r->loop) - r->hb.last_reply) / 1000);
 		rdzv__round_ended(r, RDZV_END_LOST, why);
 		return;
 	}
-	r->hb_recheck = 0;
+	if (r->hb.wait == HB_RECHECK)
+		r->hb.wait = HB_ASKED;
 	rdzv__key(r, k1, "r%d/hb/%d", r->round, r->grank);
 	if (r->ops->add(r->kv, k1, 1, NULL, NULL))
 		return rdzv__store_error(r, CRUN_ECLOSED);
-	if (r->succ == r->grank)
+	if (r->hb.succ == r->grank)
 		return; /* everyone else finished */
-	rdzv__key(r, k2, "r%d/hb/%d", r->round, r->succ);
-	r->hb_pending = 1;
+	rdzv__key(r, k2, "r%d/hb/%d", r->round, r->hb.succ);
+	r->hb.wait = HB_ASKED;
 	if (r->ops->add(r->kv, k2, 0, on_hb_succ, rdzv__op_new(r, 0)))
 		rdzv__store_error(r, CRUN_ECLOSED);
 }
@@ -210,12 +211,12 @@ void rdzv__start_running(struct crun_rdzv *r)
 	if (r->o.heartbeat_rate > 0 && r->gworld / r->o.heartbeat_rate > s)
 		s = r->gworld / r->o.heartbeat_rate;
 	ms = (uint64_t)(s * 1000);
-	r->hb_ms = ms ? ms : 1;
+	r->hb.ms = ms ? ms : 1;
 	/* A key of our own, so the store host can tell when we vanish. */
 	rdzv__key(r, k, "r%d/end/%d", r->round, r->grank);
 	if (rdzv__watch1(r, k, -1, rdzv__on_node_end, rdzv__op_new(r, 0)))
 		return rdzv__store_error(r, CRUN_ECLOSED);
-	uv_timer_start(&r->hb, on_hb_tick, ms ? ms : 1, ms ? ms : 1);
+	uv_timer_start(&r->hb.timer, on_hb_tick, ms ? ms : 1, ms ? ms : 1);
 }
 
 static void on_gone_count(int status, const struct crun_store_reply *rep,
@@ -247,7 +248,7 @@ static void on_vanished_done(int status, const struct crun_store_reply *rep,
 	 * its "all_left" and end marks, nobody else would write them: a store
 	 * host that finished first would wait for them forever. Count again.
 	 */
-	if (r->state == R_FINISHING && !r->end_seen) {
+	if (r->state == R_FINISHING && !r->end.seen) {
 		char k[KEYMAX];
 
 		rdzv__key(r, k, "r%d/finished", r->round);
