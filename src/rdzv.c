@@ -14,6 +14,12 @@
  * heartbeat stalls (the successor's counter stops: "D"; our own replies stop:
  * "L"). Replies that arrive for an old round are recognised by the round
  * number carried in each request and dropped.
+ *
+ * The steps are in files of their own, in the order of a round:
+ * rdzv_join.c, rdzv_close.c, rdzv_run.c, rdzv_end.c and rdzv_exclude.c
+ * (rdzv_internal.h is what they share). This file holds the life cycle
+ * (rdzv_new, rdzv_free) and the helpers every step uses: keys, requests
+ * and their replies, and failing or ending a round.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -198,24 +204,28 @@ int rdzv__record_int(struct crun_rdzv *r, const struct crun_store_reply *rep,
 	return CRUN_EPROTO;
 }
 
-/* The running round ended (for any reason): tell the agent once. */
+/* The round ended while we finish: the store host waits for the others. */
+static void finishing_round_ended(struct crun_rdzv *r, int kind)
+{
+	uv_timer_stop(&r->hb.timer);
+	if (kind == RDZV_END_SUCCESS && r->o.exclude_after > 0 &&
+	    r->o.is_store_host)
+		rdzv__excl_host_wait(r); /* the nodes left out read "over" */
+	else if (kind == RDZV_END_SUCCESS || kind == RDZV_END_LOST)
+		rdzv__finish_done(r);
+	else
+		rdzv__host_wait_left(r);
+}
+
+/*
+ * The running round ended (for any reason): tell the agent once, through
+ * the one call of its on_end.
+ */
 void rdzv__round_ended(struct crun_rdzv *r, int kind, const char *why)
 {
 	r->end.seen = 1;
-	if (r->state == R_FINISHING) {
-		/* The store host, done itself, waits for the others to leave.
-		 */
-		uv_timer_stop(&r->hb.timer);
-		if (kind == RDZV_END_SUCCESS && r->o.exclude_after > 0 &&
-		    r->o.is_store_host)
-			rdzv__excl_host_wait(
-			    r); /* the nodes left out read "over" */
-		else if (kind == RDZV_END_SUCCESS || kind == RDZV_END_LOST)
-			rdzv__finish_done(r);
-		else
-			rdzv__host_wait_left(r);
-		return;
-	}
+	if (r->state == R_FINISHING)
+		return finishing_round_ended(r, kind);
 	if (r->state != R_RUNNING)
 		return;
 	r->state = R_ENDED;

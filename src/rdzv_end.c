@@ -193,6 +193,7 @@ void rdzv__abort_round(struct crun_rdzv *r, int kind, const char *why)
 	r->ops->set(r->kv, k, val, strlen(val), NULL, NULL);
 }
 
+/* rdzv_may_restart's question, asked in two reads. */
 struct may {
 	struct crun_rdzv *r;
 	int kind;

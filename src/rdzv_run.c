@@ -219,6 +219,10 @@ void rdzv__start_running(struct crun_rdzv *r)
 	uv_timer_start(&r->hb.timer, on_hb_tick, ms ? ms : 1, ms ? ms : 1);
 }
 
+/*
+ * Nodes that vanish, as the store host sees them: a client's connection
+ * closed while it waited on its end/<g> mark.
+ */
 static void on_gone_count(int status, const struct crun_store_reply *rep,
 			  void *arg);
 
