@@ -27,6 +27,11 @@
 #define PEEK "\001crun-peek"
 #define KEYMAX 512
 
+/*
+ * Where the rendezvous is: idle between rounds, joining one, waiting as a
+ * spare (or left out), running one, ended (the round, or our finishing),
+ * finishing (leaving after success, or departing), or freed.
+ */
 enum rstate {
 	R_IDLE,
 	R_JOINING,
@@ -107,8 +112,8 @@ struct crun_rdzv {
 	} end;
 	/* Leaving out a failing node (exclude_after > 0, rdzv_exclude.c). */
 	struct {
-		struct rdzv_exclusion
-		    list[RDZV_MAX_EXCLUDED]; /* as last read */
+		/* "excluded", as last read: n entries */
+		struct rdzv_exclusion list[RDZV_MAX_EXCLUDED];
 		int n;
 		int known;	 /* list holds a reading of "excluded" */
 		int sitting_out; /* this node is left out and waits */
