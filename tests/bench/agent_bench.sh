@@ -5,7 +5,7 @@
 # the targets are judged against) and Debian's torchrun 1.13
 # (tests/helpers/torchrun.py under /usr/bin/python3, or $TORCHRUN_ANCHOR):
 #
-# issue 2, one node (--standalone):
+# one node (--standalone):
 #   (a) 4 workers of /bin/true, start to exit, median of RUNS (crun) and
 #       ANCHOR_RUNS (torchrun, default flags; also ANCHOR_FAST_RUNS with
 #       --monitor_interval=0.1, torchrun's best case, which the ratio target
@@ -15,7 +15,7 @@
 #       minus the median plain run (crun's two kinds take turns);
 #   (c) the agent's peak RSS: VmHWM of the agent process itself, read from
 #       /proc while its 4 workers sleep 300 ms (workers not included).
-# issue 4, N agents on loopback (--rdzv_backend=c10d, one /bin/true worker
+# N agents on loopback (--rdzv_backend=c10d, one /bin/true worker
 #   each), from the start of the first agent to the exit of the last, for N
 #   in SIZES (crun GROUP_RUNS times, torchrun ANCHOR_GROUP_RUNS times), then
 #   crun alone for N in BIG_SIZES; and node loss: 3 agents (--nnodes=2:3)

@@ -1,5 +1,5 @@
 /*
- * rdzv_sim: internet scale on one machine, simulated (issue 13).
+ * rdzv_sim: internet scale on one machine, simulated.
  *
  * Two curves, one CSV row per N on stdout:
  *

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The store benchmark of issue 3: one run drives three servers on loopback
+# The store benchmark: one run drives three servers on loopback
 # with build/tests/store_load (which speaks only the TCPStore wire protocol):
 #
 #   crun   $BUILD/crun store --port P           (skipped, and said so, if absent)

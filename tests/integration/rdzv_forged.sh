@@ -1,8 +1,8 @@
 #!/bin/sh
 # Forged rendezvous records: a store pre-seeded with malformed keys (as anyone
 # who reaches the rendezvous port can write them) makes the agent stop with
-# one message naming the key, never a crash. The first case is the issue's
-# reproduction, a SIGFPE (a modulo by a group world size of 0) before the fix.
+# one message naming the key, never a crash. The first case is a group world
+# size of 0, which would otherwise be a SIGFPE (a modulo by it).
 . tests/integration/lib.sh
 RAW="$PYTHON $TOP/tests/integration/py/raw_store.py"
 
