@@ -16,7 +16,7 @@
 #     SET when the barrier reaches N; a fresh server for every run, servers in
 #     turns, median of STORM_RUNS runs per server and N.
 #
-# Every figure, the ratios crun/floor and crun/torch, and the issue's targets
+# Every figure, the ratios crun/floor and crun/torch, and the targets
 # with PASS/MISS are printed. Exit status: 0 unless the bench itself broke;
 # a missed target (MISS) fails too. Knobs: MIX_SECONDS, MIX_RUNS,
 # MIX_CLIENTS, STORM_SIZES, STORM_RUNS, STORM_TIMEOUT, SERVERS ("crun torch
@@ -246,7 +246,7 @@ for n in $STORM_SIZES; do
 	printf '   %-8s%s\n' "$n" "$line"
 done
 
-# One machine-readable line per figure (the README's Measurements name them).
+# One machine-readable line per figure (docs/performance.md names them).
 for c in $MIX_CLIENTS; do
 	cr=$(get mix crun "$c" ops_per_s) to=$(get mix torch "$c" ops_per_s) fl=$(get mix floor "$c" ops_per_s)
 	echo "RESULT store.mix_$c crun_ops=${cr:-} torch_ops=${to:-} floor_ops=${fl:-} crun_floor=$(ratio "$cr" "$fl") crun_torch=$(ratio "$cr" "$to")"
