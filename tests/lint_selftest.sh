@@ -9,7 +9,7 @@ LINT="python3 $(cd "$(dirname "$0")" && pwd)/lint.py"
 T=$(mktemp -d "${TMPDIR:-/tmp}/lint-selftest.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT INT TERM
 fails=0
-say() { echo "lint self-test: $*"; }
+say() { printf 'lint self-test: %s\n' "$*"; }
 
 # clean: a tree with a library module, an agent of two files, a launcher.
 clean() {
