@@ -33,6 +33,12 @@ The checks:
                  include/crun/cfg.h is one, as is agent.c <-> worker.c
                  through agent/agent.h). Over src/, agent/, launcher/.
                  Key: A.c:B.c.
+  history        text that speaks of how the tree was developed rather than
+                 of what it does: "<earlier|previous|prior|last|this|next|
+                 later> session", a tracker item ("issue <N>"), or notes kept
+                 outside the repository ("spec/<name>.md", "shared/spec"), in
+                 any tracked file (this lint's own files excepted, since
+                 they spell the patterns). Key: the file.
   artifact       a libFuzzer artifact (crash-*, leak-*, timeout-*, oom-*,
                  slow-unit-*) at the root or tracked anywhere. Key: the file.
 
@@ -52,6 +58,9 @@ MAX_FUNCTION_LINES = 150
 LONG_FILE_MARKER = " * Why this file is long:"
 CODE_DIRS = ["src", "agent", "launcher"]
 ARTIFACT_RE = re.compile(r"^(crash|leak|timeout|oom|slow-unit)-")
+HISTORY_RE = re.compile(r"\b(earlier|previous|prior|last|this|next|later) session\b|"
+                        r"\bissue [0-9]+|shared/spec|\bspec/[a-z0-9_-]+\.md", re.I)
+HISTORY_SELF = ["tests/lint.py", "tests/lint.sh", "tests/lint_selftest.sh"]
 
 AGENT_H_RE = re.compile(r'^\s*#\s*include\s*["<]([^">]*/)?agent\.h[">]')
 STDERR_RE = re.compile(r"\bfprintf\s*\(\s*stderr\b")
@@ -264,6 +273,40 @@ class Lint:
                          "depends on %s (calls %s, declared in %s), which depends back on it"
                          % (b, fn, h))
 
+    def tracked(self):
+        """The repository's files (git's list; every file outside build
+        directories when the root is not a git work tree)."""
+        try:
+            out = subprocess.run(["git", "-C", self.root, "ls-files"], capture_output=True,
+                                 text=True, check=True).stdout.split("\n")
+            if os.path.isdir(os.path.join(self.root, ".git")) or \
+                    os.path.isfile(os.path.join(self.root, ".git")):
+                return [p for p in out if p and os.path.isfile(os.path.join(self.root, p))]
+        except (OSError, subprocess.CalledProcessError):
+            pass
+        files = []
+        for base, subdirs, names in os.walk(self.root):
+            subdirs[:] = sorted(d for d in subdirs
+                                if not d.startswith((".", "build")))
+            for name in sorted(names):
+                files.append(os.path.relpath(os.path.join(base, name), self.root))
+        return files
+
+    def check_history(self):
+        for rel in self.tracked():
+            if rel in HISTORY_SELF:
+                continue
+            with open(os.path.join(self.root, rel), "rb") as f:
+                data = f.read()
+            if b"\0" in data[:8192]:
+                continue
+            for n, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
+                m = HISTORY_RE.search(line)
+                if m:
+                    self.add("history", rel, "%s:%d" % (rel, n),
+                             "'%s': say what the code does, not how it came to be"
+                             % m.group(0))
+
     def check_artifacts(self):
         names = [n for n in os.listdir(self.root) if ARTIFACT_RE.match(n)]
         try:
@@ -282,6 +325,7 @@ class Lint:
         self.check_long_files()
         self.check_long_functions()
         self.check_include_circles()
+        self.check_history()
         self.check_artifacts()
         return self.offences
 

@@ -118,6 +118,16 @@ printf '\n/* b_get() would loop: a_get() */\nint b_name(void)\n{\n\treturn (int)
 expect_pass "a_get named only in a comment and a string"
 
 clean
+printf '/* As decided in an earlier session. */\n' >>src/b.c
+expect_fail "a comment about how the code was written" "history src/b.c:7:"
+clean
+printf '# see spec/store.md\n' >tests/notes.sh
+expect_fail "a pointer to notes outside the tree" "history tests/notes.sh:1:"
+clean
+printf '/* a session of its own (setsid) */\n' >>src/b.c
+expect_pass "a process session"
+
+clean
 : >leak-0123abcd
 expect_fail "a libFuzzer artifact at the root" "artifact leak-0123abcd"
 
