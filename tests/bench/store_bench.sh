@@ -269,7 +269,7 @@ verdict() {
 }
 ok() { if "$@"; then echo 1; else echo 0; fi; }
 
-echo "targets (issues 3 and 9)"
+echo "targets"
 for c in 16 256; do
 	cr=$(get mix crun "$c" ops_per_s)
 	fl=$(get mix floor "$c" ops_per_s)
@@ -285,7 +285,7 @@ t=$(get storm crun "$big" seconds)
 verdict "storm $big clients: crun <= 2 s (${t:--} s)" "$(ok ge 2 "$t")"
 tf=$(get storm floor "$big" seconds)
 tf125=$(awk -v f="$tf" 'BEGIN { if (f != "") printf "%.3f\n", f * 1.25 }')
-verdict "storm $big clients: crun within 1.25x of floor (issue 9) ($(ratio "$t" "$tf")x)" "$(ok ge "$tf125" "$t")"
+verdict "storm $big clients: crun within 1.25x of floor ($(ratio "$t" "$tf")x)" "$(ok ge "$tf125" "$t")"
 nf=0
 for n in $STORM_SIZES; do
 	f=$(get storm crun "$n" failed)
