@@ -11,6 +11,11 @@ whose FIND no longer matches is STALE. Exit status: 0 when every mutation
 was killed, 1 otherwise. MUTATE=pattern runs only mutations whose name
 contains one of its (space-separated) words; MUTATE_KEEP=1 keeps the
 scratch tree; MUTATE_TIMEOUT bounds each test suite (default 300 s).
+With --check nothing is built: each mutation is only applied in memory to
+the tree's file, and the run fails if any FIND is not found exactly once
+(STALE), if REPLACE leaves the line as it was, or if two mutations share a
+name (tests/integration/mutations_apply.sh runs it from make test, so a
+code move that strands a mutation is caught there).
 """
 import os, shutil, subprocess, sys, tempfile, time
 
@@ -75,11 +80,38 @@ def run(cmd, cwd, log, env=None, timeout=None):
             return 124
 
 
+def check(muts):
+    """Apply each mutation in memory only: 0 when all apply, 1 otherwise."""
+    bad, seen = 0, set()
+    for m in muts:
+        path = os.path.join(TOP, m["file"])
+        if m["name"] in seen:
+            why = "name used twice"
+        elif not os.path.exists(path):
+            why = "no file %s" % m["file"]
+        else:
+            orig = open(path).read()
+            text, why = apply(orig, m)
+            if text is not None and text != orig:
+                seen.add(m["name"])
+                continue
+            if text is not None:
+                why = "replace leaves %s as it was" % why
+        bad += 1
+        print("STALE     %-28s %s: %s" % (m["name"], m["file"], why), flush=True)
+    print("mutate --check: %d mutations, %d apply, %d stale" % (len(muts), len(muts) - bad, bad))
+    return 1 if bad or not muts else 0
+
+
 def main():
     muts = parse(LIST)
     only = os.environ.get("MUTATE", "").split()
     if only:
         muts = [m for m in muts if any(o in m["name"] for o in only)]
+    if sys.argv[1:] == ["--check"]:
+        sys.exit(check(muts))
+    if sys.argv[1:]:
+        sys.exit("usage: mutate.py [--check]")
     scratch = tempfile.mkdtemp(prefix="crun-mutate-")
     log = os.path.join(scratch, "mutate.log")
     src = os.path.join(scratch, "tree")
