@@ -1,0 +1,80 @@
+/*
+ * Hostlist caps (include/crun/hostlist.h) at their edges, beside
+ * test_hostlist's: the bound itself expands, one past it is refused with
+ * the message naming the cap.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "crun/err.h"
+#include "crun/hostlist.h"
+
+static size_t expand_n(const char *list, char *err, size_t elen)
+{
+	char **hosts = NULL;
+	size_t n = 0;
+	int rc = hostlist_expand(list, &hosts, &n, err, elen);
+
+	cr_assert_eq(rc, 0, "'%.60s': %s", list, err);
+	hostlist_free(hosts);
+	return n;
+}
+
+static void refused(const char *list, int code, const char *needle)
+{
+	char err[256] = "", **hosts = NULL;
+	size_t n = 0;
+
+	cr_assert_eq(hostlist_expand(list, &hosts, &n, err, sizeof(err)), code,
+		     "'%.60s': %s", list, err);
+	cr_assert(strstr(err, needle) != NULL, "'%s' lacks '%s'", err, needle);
+}
+
+Test(limits_hostlist, prefix_groups, .timeout = 30)
+{
+	char err[256];
+
+	/* 65536 names before the last group expand; 65537 do not. */
+	cr_assert_eq(expand_n("a[0-65535]b[1]", err, sizeof(err)), 65536);
+	refused("a[0-65535,70000]b[1]", CRUN_ECONFIG,
+		"groups before the last '[' expand to more than 65536 names");
+}
+
+Test(limits_hostlist, total_names, .timeout = 60)
+{
+	char err[256];
+
+	/* HOSTLIST_MAX_HOSTS in one token, and across tokens. */
+	cr_assert_eq(expand_n("a[0-15]b[0-65535]", err, sizeof(err)),
+		     HOSTLIST_MAX_HOSTS);
+	refused("a[0-15]b[0-65535,70000]", CRUN_ETOOBIG, "more than 1048576 names");
+	cr_assert_eq(expand_n("a[0-14]b[0-65535],c[0-65535]", err, sizeof(err)),
+		     HOSTLIST_MAX_HOSTS);
+	refused("a[0-14]b[0-65535],c[0-65535],d", CRUN_ETOOBIG,
+		"hostlist expands to more than 1048576 names");
+}
+
+Test(limits_hostlist, digits_and_groups, .timeout = 10)
+{
+	char err[256];
+
+	cr_assert_eq(expand_n("n[123456789012345678]", err, sizeof(err)), 1);
+	cr_assert_eq(expand_n("n[123456789012345670-123456789012345678]", err,
+			      sizeof(err)),
+		     9);
+	refused("n[1234567890123456789]", CRUN_ECONFIG,
+		"number longer than 18 digits");
+	refused("n[1-1234567890123456789]", CRUN_ECONFIG,
+		"number longer than 18 digits");
+	/* 16 bracket groups, then 17. */
+	cr_assert_eq(expand_n("a[1]b[1]c[1]d[1]e[1]f[1]g[1]h[1]i[1]j[1]k[1]l[1]"
+			      "m[1]n[1]o[1]p[1]",
+			      err, sizeof(err)),
+		     1);
+	refused("a[1]b[1]c[1]d[1]e[1]f[1]g[1]h[1]i[1]j[1]k[1]l[1]m[1]n[1]o[1]"
+		"p[1]q[1]",
+		CRUN_ECONFIG, "more than 16 '[...]' groups");
+	/* One range of 65536 names, then 65537. */
+	cr_assert_eq(expand_n("n[1-65536]", err, sizeof(err)), 65536);
+	refused("n[1-65537]", CRUN_ECONFIG, "holds more than 65536 names");
+}
