@@ -118,7 +118,7 @@ def main():
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=TOP, capture_output=True,
                            check=True).stdout.decode().split("\0")
     for f in files:
-        if f and os.path.exists(os.path.join(TOP, f)):
+        if f and os.path.isfile(os.path.join(TOP, f)):  # not a .venv link
             os.makedirs(os.path.dirname(os.path.join(src, f)) or src, exist_ok=True)
             shutil.copy2(os.path.join(TOP, f), os.path.join(src, f))
     print("mutate: %d mutations, scratch tree %s (log %s)" % (len(muts), src, log), flush=True)
