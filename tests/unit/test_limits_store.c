@@ -548,6 +548,52 @@ Test(limits_store, idle_set, .timeout = 60)
 	run_scenario(idle_edge);
 }
 
+/* ---- the largest partial request held ----------------------------------- */
+
+/*
+ * A G0 MULTI_SET of 4 pairs of 60-byte values (legal one by one) is 321
+ * bytes, past 2 * 64 + 16 + 64 = 208: its first 208 bytes are held, the
+ * 209th closes the connection with the reason.
+ */
+static const char *frame_edge(int port)
+{
+	size_t max = 2 * lim.max_value + lim.max_key + 64, off = 0;
+	unsigned char frame[400];
+	char want[96];
+	int fd;
+
+	frame[off++] = 0x0b;
+	memcpy(frame + off, "\x04\0\0\0\0\0\0\0", 8);
+	off += 8;
+	for (int i = 0; i < 4; i++) {
+		memcpy(frame + off, "\x02\0\0\0\0\0\0\0/k\x3c\0\0\0\0\0\0\0",
+		       18);
+		off += 18;
+		memset(frame + off, 'v', 60);
+		off += 60;
+	}
+	CHECK(off > max + 1);
+	fd = raw_connect(port);
+	CHECK(fd >= 0);
+	CHECK(send(fd, frame, max, 0) == (ssize_t)max);
+	CHECK(!raw_closed(fd, 1000));
+	CHECK(get_stats().conns == 1);
+	CHECK(send(fd, frame + max, 1, 0) == 1);
+	CHECK(raw_closed(fd, 5000));
+	close(fd);
+	snprintf(want, sizeof(want), "request larger than %zu bytes", max);
+	CHECK(log_has(want));
+	return NULL;
+}
+
+Test(limits_store, frame_set, .timeout = 30)
+{
+	store_limits_default(&lim);
+	lim.max_key = 16;
+	lim.max_value = 64;
+	run_scenario(frame_edge);
+}
+
 /* ---- max_memory, in process --------------------------------------------- */
 
 /*
