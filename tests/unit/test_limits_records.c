@@ -195,6 +195,14 @@ Test(limits_records, assignment_world, .timeout = 10)
 	cr_assert_eq(rdzv_parse_assign(S("0 40000 0 2147483648 0 2147483647 1"), 40000, 1, &k, why,
 				       sizeof(why)),
 		     CRUN_EPROTO);
+	/* 32768 nodes of RDZV_MAX_NPROC: exactly 2^31 ranks, one past it. */
+	cr_assert_eq(rdzv_parse_assign(S("0 32768 0 2147483647 0 2147483647 1"),
+				       32768, 1, &k, why, sizeof(why)),
+		     0, "%s", why);
+	cr_assert_eq(rdzv_parse_assign(S("0 32768 0 2147483648 0 2147483647 1"),
+				       32768, 1, &k, why, sizeof(why)),
+		     CRUN_EPROTO);
+	WHY_HAS("world size '2147483648' is not a number in 1..2147483647");
 	/* group rank 0..nodes-1, role world within the world */
 	cr_assert_eq(rdzv_parse_assign(S("2 3 2 3 2 3 1"), 3, 1, &k, why, sizeof(why)), 0, "%s", why);
 	cr_assert_eq(rdzv_parse_assign(S("3 3 2 3 2 3 1"), 3, 1, &k, why, sizeof(why)), CRUN_EPROTO);
