@@ -458,8 +458,12 @@ Test(limits_records, list_records, .timeout = 10)
 				WHY_HAS("count '3' is not a number in 0..2");
 			}
 		}
-		/* now r holds RDZV_MAX_FAILS + 1 entries */
+		/* now r holds RDZV_MAX_FAILS + 1 entries: past the cap, for a
+		 * max just past it and far past it */
 		cr_assert_eq(rdzv_parse_fails(S(r), f, 1000, &n, why, sizeof(why)), CRUN_EPROTO);
+		WHY_HAS("count '33' is not a number in 0..32");
+		cr_assert_eq(rdzv_parse_fails(S(r), f, RDZV_MAX_FAILS + 1, &n, why, sizeof(why)),
+			     CRUN_EPROTO);
 		WHY_HAS("count '33' is not a number in 0..32");
 		p = r + sprintf(r, "%d", RDZV_MAX_FAILS);
 		for (int j = 0; j < RDZV_MAX_FAILS; j++)
@@ -471,6 +475,9 @@ Test(limits_records, list_records, .timeout = 10)
 		for (int j = 0; j <= RDZV_MAX_EXCLUDED; j++)
 			p += sprintf(p, " h a#%x 5 1 1", j);
 		cr_assert_eq(rdzv_parse_excluded(S(r), x, 1000, &n, why, sizeof(why)), CRUN_EPROTO);
+		WHY_HAS("count '33' is not a number in 0..32");
+		cr_assert_eq(rdzv_parse_excluded(S(r), x, RDZV_MAX_EXCLUDED + 1, &n, why, sizeof(why)),
+			     CRUN_EPROTO);
 		WHY_HAS("count '33' is not a number in 0..32");
 		p = r + sprintf(r, "%d", RDZV_MAX_EXCLUDED);
 		for (int j = 0; j < RDZV_MAX_EXCLUDED; j++)
