@@ -221,3 +221,19 @@ Test(limits_cfg, rdzv_conf_fields, .timeout = 10)
 	cr_assert_eq(conf.keep_alive_max_attempt, 1000000);
 	cfg_rdzv_conf_release(&conf);
 }
+
+/* Local ranks: 1..CRUN_MAX_LOCAL_RANKS workers per node. */
+Test(limits_cfg, nproc_per_node, .timeout = 10)
+{
+	cr_assert_eq(parse("--nproc_per_node=1024", NULL), 0, "%s", err);
+	cr_assert_eq(cfg.nproc_per_node, CRUN_MAX_LOCAL_RANKS);
+	cfg_release(&cfg);
+	cr_assert_eq(parse("--nproc_per_node=1", NULL), 0, "%s", err);
+	cr_assert_eq(cfg.nproc_per_node, 1);
+	cfg_release(&cfg);
+	cr_assert_eq(parse("--nproc_per_node=1025", NULL), CRUN_EUSAGE);
+	cr_assert_not_null(strstr(err, "expected a count 1..1024"), "%s", err);
+	cfg_release(&cfg);
+	cr_assert_eq(parse("--nproc_per_node=0", NULL), CRUN_EUSAGE);
+	cfg_release(&cfg);
+}
