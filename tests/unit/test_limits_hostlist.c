@@ -4,6 +4,8 @@
  * the message naming the cap.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "crun/err.h"
@@ -79,4 +81,40 @@ Test(limits_hostlist, digits_and_groups, .timeout = 10)
 	/* One range of 65536 names, then 65537. */
 	cr_assert_eq(expand_n("n[1-65536]", err, sizeof(err)), 65536);
 	refused("n[1-65537]", CRUN_ECONFIG, "holds more than 65536 names");
+}
+
+/* Compressing keeps to the caps expansion takes: a range of at most 65536
+ * names, at most 262144 items in one group; the output expands back. */
+static void compress_round_trip(size_t n, size_t step, const char *want_prefix)
+{
+	char **names = malloc(n * sizeof(*names)), *out = NULL, err[256] = "";
+	char **back = NULL;
+	size_t nb = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		names[i] = malloc(16);
+		snprintf(names[i], 16, "n%zu", i * step);
+	}
+	cr_assert_eq(hostlist_compress(names, n, &out, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert(strncmp(out, want_prefix, strlen(want_prefix)) == 0,
+		  "'%.60s' does not start with '%s'", out, want_prefix);
+	cr_assert_eq(hostlist_expand(out, &back, &nb, err, sizeof(err)), 0,
+		     "'%.60s': %s", out, err);
+	cr_assert_eq(nb, n);
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_str_eq(back[i], names[i]);
+		free(names[i]);
+	}
+	hostlist_free(back);
+	free(names);
+	free(out);
+}
+
+Test(limits_hostlist, compress_caps, .timeout = 60)
+{
+	compress_round_trip(65536, 1, "n[0-65535]");
+	compress_round_trip(65537, 1, "n[0-65535,65536]");
+	/* 262144 single names in one group, the next one in a second. */
+	compress_round_trip(262145, 2, "n[0,2,4");
 }
