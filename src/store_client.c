@@ -553,7 +553,7 @@ int store_multi_get(struct crun_store_client *c, const char *const *keys,
 			store_client_op_key(c, STORE_OP_GET, keys[i]);
 	}
 	rc = store_client_send(c, deadline);
-	for (; rc == 0 && got < n; got++)
+	for (; rc == 0 && got < n; got += rc == 0)
 		rc = store_client_bytes(c, &vals[got], &lens[got], deadline);
 	if (rc != 0) {
 		for (i = 0; i < got; i++) {

@@ -435,6 +435,56 @@ Test(limits_store, output_set, .timeout = 60)
 	run_scenario(output_edge);
 }
 
+/*
+ * At the default max_output (64 MiB) no single value reaches it (values
+ * stop at 8 MiB): a MULTI_GET of eight does. Its reply is 8 bytes a value
+ * plus the values: seven of 8 MiB and one of 8 MiB - 64 make 64 MiB
+ * exactly; one byte more is refused.
+ */
+static const char *output_default_edge(int port)
+{
+	static const char *keys[] = {"/m0", "/m1", "/m2", "/m3",
+				     "/m4", "/m5", "/m6", "/m7"};
+	size_t big = 8u << 20, last = big - 64;
+	struct crun_store_client *good, *c;
+	char *val = malloc(big), want[128];
+	void *vals[8];
+	size_t lens[8], total = 0;
+
+	memset(val, 'o', big);
+	CHECK_RC(store_connect("127.0.0.1", port, 10000, &good), 0);
+	CHECK_RC(store_set(good, "/good", "good", 4), 0);
+	for (int i = 0; i < 7; i++)
+		CHECK_RC(store_set(good, keys[i], val, big), 0);
+	CHECK_RC(store_set(good, keys[7], val, last), 0);
+	CHECK_RC(store_multi_get(good, keys, 8, 30000, vals, lens), 0);
+	for (int i = 0; i < 8; i++) {
+		total += 8 + lens[i];
+		free(vals[i]);
+	}
+	CHECK(total == lim.max_output);
+	CHECK_RC(store_set(good, keys[7], val, last + 1), 0);
+	CHECK_RC(store_connect("127.0.0.1", port, 10000, &c), 0);
+	CHECK(store_multi_get(c, keys, 8, 30000, vals, lens) != 0);
+	store_close(c);
+	snprintf(want, sizeof(want), "reply of %zu bytes exceeds max-output %zu",
+		 lim.max_output + 1, lim.max_output);
+	CHECK(log_has(want));
+	free(val);
+	{
+		const char *r = still_served(good);
+
+		store_close(good);
+		return r;
+	}
+}
+
+Test(limits_store, output_default, .timeout = 120)
+{
+	store_limits_default(&lim);
+	run_scenario(output_default_edge);
+}
+
 /* ---- max_conns ---------------------------------------------------------- */
 
 static const char *conns_edge(int port)
