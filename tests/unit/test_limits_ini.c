@@ -98,3 +98,81 @@ Test(limits_ini, expansion_set, .timeout = 30)
 {
 	expansion_edge("--config_max_expansion=4K", 4096);
 }
+
+/* text padded with comment lines of 99 bytes (and one shorter) to n bytes. */
+static char *padded_file(size_t n)
+{
+	static const char head[] = "[job]\nentrypoint = x\n";
+	char *s = malloc(n + 1);
+	size_t k = strlen(head);
+
+	memcpy(s, head, k);
+	while (k < n) {
+		size_t line = n - k > 100 ? 100 : n - k;
+
+		if (line < 2) { /* a lone byte: a blank line */
+			s[k++] = '\n';
+			continue;
+		}
+		memset(s + k, 'c', line);
+		s[k] = '#';
+		s[k + line - 1] = '\n';
+		k += line;
+	}
+	s[n] = '\0';
+	return s;
+}
+
+/* The job file itself: 1 MiB is read, one byte more is refused. */
+Test(limits_ini, file_size, .timeout = 30)
+{
+	char *s = padded_file(1u << 20);
+
+	cr_assert_eq(load(s, NULL, 1), 0, "%s", err);
+	free(s);
+	s = padded_file((1u << 20) + 1);
+	cr_assert_eq(load(s, NULL, 1), CRUN_EUSAGE);
+	cr_assert_not_null(strstr(err, "job file larger than 1024 KiB"), "%s",
+			   err);
+	free(s);
+}
+
+/* The job file with a comment line of n characters (its newline apart). */
+static char *long_line(size_t n)
+{
+	static const char head[] = "[job]\nentrypoint = x\n";
+	size_t k = strlen(head);
+	char *s = malloc(k + n + 2);
+
+	memcpy(s, head, k);
+	memset(s + k, 'c', n);
+	s[k] = '#';
+	s[k + n] = '\n';
+	s[k + n + 1] = '\0';
+	return s;
+}
+
+/*
+ * One line: the longest the parser takes (the number its refusal names:
+ * libinih's line buffer) is read; one character more is refused.
+ */
+Test(limits_ini, line_length, .timeout = 30)
+{
+	char *s = long_line(65000), *p;
+	int max;
+
+	/* The bound, from the refusal of a line far past it. */
+	cr_assert_eq(load(s, NULL, 1), CRUN_EUSAGE);
+	free(s);
+	p = strstr(err, "line too long (over ");
+	cr_assert_not_null(p, "%s", err);
+	max = atoi(p + strlen("line too long (over "));
+	cr_assert(max > 10 && max < 65000, "%s", err);
+	s = long_line((size_t)max);
+	cr_assert_eq(load(s, NULL, 1), 0, "a line of %d: %s", max, err);
+	free(s);
+	s = long_line((size_t)max + 1);
+	cr_assert_eq(load(s, NULL, 1), CRUN_EUSAGE);
+	cr_assert_not_null(strstr(err, "line too long"), "%s", err);
+	free(s);
+}
