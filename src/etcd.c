@@ -472,10 +472,10 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 		q->paused = 1;
 		return CURL_WRITEFUNC_PAUSE;
 	}
-	/* An answer of max_body bytes is read; a watch line (its newline
-	 * included) stays below max_message. */
+	/* An answer of max_body bytes is read; so is a watch message of
+	 * max_message bytes, its newline beside it. */
 	if (q->len + n >
-	    (q->msg ? q->e->lim.max_message - 1 : q->e->lim.max_body)) {
+	    (q->msg ? q->e->lim.max_message + 1 : q->e->lim.max_body)) {
 		q->refused = q->msg ? "a watch message over etcd_max_message"
 				    : "an answer over etcd_max_body";
 		return 0;

@@ -3,9 +3,9 @@
  * etcd on a thread that answers each request with a canned body: an answer
  * of etcd_max_json_items JSON containers is parsed, one more is refused
  * naming the key; a watch message of etcd_max_message bytes is handed on,
- * one byte more fails the watch naming the key; an answer of 64 MiB is
- * taken, one byte more is refused. Defaults and values set through
- * struct etcd_limits (what the rdzv_conf etcd_* keys fill).
+ * one byte more fails the watch naming the key (test_etcd_limits pins
+ * etcd_max_body). Defaults and values set by the rdzv_conf keys, the
+ * limits filled from the rdzv_conf table as the agent's are.
  */
 #include <criterion/criterion.h>
 #include <netinet/in.h>
@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/etcd.h"
 
@@ -158,18 +159,24 @@ static uv_loop_t loop;
 static struct etcd *e;
 static char errmsg[512];
 
-static void client_new(const struct etcd_limits *lim)
+/* A client whose limits come from the rdzv_conf text conf (NULL: the
+ * defaults), as the agent's do. */
+static void client_new(const char *conf)
 {
 	char ep[64], err[256] = "";
+	struct crun_rdzv_conf rc;
 	struct etcd_opts o;
 
 	memset(&o, 0, sizeof(o));
 	snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
 	o.endpoints = ep;
 	o.timeout = 3;
-	o.attempt = 10;
-	if (lim != NULL)
-		o.lim = *lim;
+	cfg_rdzv_conf_init(&rc);
+	if (conf != NULL)
+		cr_assert_eq(cfg_parse_rdzv_conf(conf, &rc, err, sizeof(err)),
+			     0, "%s", err);
+	cfg_etcd_limits(&rc, &o.lim);
+	cfg_rdzv_conf_release(&rc);
 	cr_assert_eq(uv_loop_init(&loop), 0);
 	cr_assert_eq(etcd_new(&loop, &o, err, sizeof(err), &e), 0, "%s", err);
 }
@@ -243,13 +250,13 @@ static char *containers(size_t n, size_t *len)
 	return s;
 }
 
-static void json_items_edge(const struct etcd_limits *lim, size_t max)
+static void json_items_edge(const char *conf, size_t max)
 {
 	size_t len;
 	char *s;
 
 	fake_start();
-	client_new(lim);
+	client_new(conf);
 	s = containers(max, &len);
 	cr_assert_eq(call(s, len), 0, "%s", errmsg);
 	free(s);
@@ -264,15 +271,12 @@ static void json_items_edge(const struct etcd_limits *lim, size_t max)
 
 Test(limits_etcd, json_items_default, .timeout = 60)
 {
-	json_items_edge(NULL, ETCD_MAX_JSON_ITEMS);
+	json_items_edge(NULL, 65536);
 }
 
 Test(limits_etcd, json_items_set, .timeout = 60)
 {
-	struct etcd_limits lim = {0};
-
-	lim.max_json_items = 5;
-	json_items_edge(&lim, 5);
+	json_items_edge("etcd_max_json_items=5", 5);
 }
 
 /* {"x":"aaa..."} of n bytes in all. */
@@ -292,13 +296,13 @@ static char *object_of(size_t n)
  * A watch message of exactly max bytes (its newline apart) is handed on;
  * one byte more fails the watch, naming etcd_max_message.
  */
-static void message_edge(const struct etcd_limits *lim, size_t max)
+static void message_edge(const char *conf, size_t max)
 {
 	char *s;
 	int msgs;
 
 	fake_start();
-	client_new(lim);
+	client_new(conf);
 	s = object_of(max); /* and its newline */
 	s[max] = '\n';
 	cr_assert_eq(watch(s, max + 1, &msgs), 0, "%s", errmsg);
@@ -317,33 +321,10 @@ static void message_edge(const struct etcd_limits *lim, size_t max)
 
 Test(limits_etcd, message_default, .timeout = 60)
 {
-	message_edge(NULL, ETCD_MAX_MESSAGE);
+	message_edge(NULL, 8u << 20);
 }
 
 Test(limits_etcd, message_set, .timeout = 60)
 {
-	struct etcd_limits lim = {0};
-
-	lim.max_message = 4096;
-	message_edge(&lim, 4096);
-}
-
-/* An answer of 64 MiB is taken; one byte more is refused. */
-Test(limits_etcd, body_cap, .timeout = 120)
-{
-	size_t max = 64u << 20;
-	char *s;
-
-	fake_start();
-	client_new(NULL);
-	s = object_of(max);
-	cr_assert_eq(call(s, max), 0, "%s", errmsg);
-	free(s);
-	s = object_of(max + 1);
-	cr_assert_neq(call(s, max + 1), 0);
-	cr_assert_not_null(strstr(errmsg, "an answer over 64 MiB"), "%s",
-			   errmsg);
-	free(s);
-	client_free();
-	fake_stop();
+	message_edge("etcd_max_message=4096", 4096);
 }
