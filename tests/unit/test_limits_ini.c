@@ -44,7 +44,11 @@ static int load(const char *text, const char *opt, size_t n)
 	}
 	cfg_init(&cfg);
 	err[0] = '\0';
-	rc = cfg_parse_args(&cfg, argc, argv, envp, &done, err, sizeof(err));
+	rc = cfg_parse_args(&cfg, argc, argv, &done, err, sizeof(err));
+	if (rc == 0)
+		rc = cfg_apply_env(&cfg, envp);
+	if (rc == 0)
+		rc = cfg_load_job(&cfg, envp, err, sizeof(err));
 	cfg_release(&cfg);
 	unlink(path);
 	free(x);

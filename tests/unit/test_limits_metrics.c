@@ -223,9 +223,9 @@ static void load_defaults(void)
 	int done = 0;
 
 	cfg_init(&cfg);
-	cr_assert_eq(cfg_parse_args(&cfg, 2, argv, envp, &done, err,
-				    sizeof(err)),
+	cr_assert_eq(cfg_parse_args(&cfg, 2, argv, &done, err, sizeof(err)),
 		     0, "%s", err);
+	cr_assert_eq(cfg_apply_env(&cfg, envp), 0);
 	cr_assert_eq(cfg_finalize(&cfg, err, sizeof(err)), 0, "%s", err);
 }
 
