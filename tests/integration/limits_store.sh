@@ -15,7 +15,7 @@ PROBE="$TOP/tests/integration/py/limits_probe.py"
 	>"$T/store.log" 2>&1 &
 store=$!
 at_exit "kill $store"
-wait_for 10 grep -q "listening on" "$T/store.log" || fail "store did not start: $(cat "$T/store.log")"
+wait_for 10 grep -q "listening on .*:[0-9][0-9]*$" "$T/store.log" || fail "store did not start: $(cat "$T/store.log")"
 port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$T/store.log" | head -n 1)
 [ -n "$port" ] || fail "no port in: $(cat "$T/store.log")"
 "$PYTHON" "$PROBE" 127.0.0.1 "$port" 16 100 >"$T/probe.out" 2>&1 ||
