@@ -35,6 +35,7 @@
 
 #include "crun/auth.h"
 #include "crun/err.h"
+#include "crun/log.h"
 #include "crun/netif.h"
 #include "crun/peers.h"
 #include "crun/rdzv.h"
@@ -148,7 +149,7 @@ static void agent_report_binding(struct agent *a, int i, int rank)
 	b = &a->binding->w[i];
 	if (a->cfg->verbose) {
 		binding_describe(a->binding, i, line, sizeof(line));
-		agent_say(a, "rank %d %s", rank, line);
+		log_say("rank %d %s", rank, line);
 	}
 	events_emit(a->ev, "crun.worker_binding",
 		    json_pack("{s:i, s:i, s:s, s:s, s:s, s:s, s:i, s:b}",
@@ -184,18 +185,17 @@ double agent_wall_time(void)
 }
 
 /*
- * The console of the running agent, for say() (which has no agent at hand);
- * NULL before it exists and after it is freed (then writes go straight out).
+ * The console of the running agent, the sink of every "crun: ..." line
+ * (log.h), libcrun's included; NULL before it exists and after it is freed
+ * (then lines go straight out).
  */
 static struct console *the_console;
 
-/* Write whole lines to the console; the agent is its only writer. */
-void agent_console(struct agent *a, int fd, const char *line, size_t len)
+/* Write whole bytes to the console; the agent is its only writer. */
+static void agent_console(int fd, const char *line, size_t len)
 {
-	struct console *c = a ? a->console : the_console;
-
-	if (c) {
-		console_write(c, fd, line, len);
+	if (the_console) {
+		console_write(the_console, fd, line, len);
 		return;
 	}
 	while (len > 0) {
@@ -216,41 +216,18 @@ struct console *agent_con(const struct agent *a)
 	return a->console;
 }
 
-/* The last thing crun said: why it stops, for the launcher's error file. */
-static char last_said[1024];
+/* The last line crun said: why it stops, for the launcher's error file. */
+static char last_said[LOG_LINE_MAX];
 
-static void agent_vsay(struct agent *a, const char *fmt, va_list ap)
+/* log.h's sink while the agent runs: every line, on the console's stderr. */
+static void agent_on_log(void *data, enum log_level level, const char *line,
+			 size_t len, const char *msg)
 {
-	char buf[1024];
-	int n;
-
-	n = snprintf(buf, sizeof(buf), "crun: ");
-	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
-	if (n >= (int)sizeof(buf) - 1)
-		n = sizeof(buf) - 2;
-	memcpy(last_said, buf + 6, (size_t)n - 6);
-	last_said[n - 6] = '\0';
-	buf[n++] = '\n';
-	agent_console(a, 2, buf, (size_t)n);
-}
-
-void agent_say(struct agent *a, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	agent_vsay(a, fmt, ap);
-	va_end(ap);
-}
-
-/* One line from crun itself, on stderr. */
-static void say(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	agent_vsay(NULL, fmt, ap);
-	va_end(ap);
+	(void)data;
+	(void)level;
+	(void)msg;
+	snprintf(last_said, sizeof(last_said), "%.*s", (int)(len - 1), line);
+	agent_console(2, line, len);
 }
 
 /*
@@ -267,7 +244,7 @@ static void agent_write_error_file(struct agent *a, int status)
 	if (a->error_file_done || path == NULL || *path == '\0')
 		return;
 	a->error_file_done = 1;
-	snprintf(why, sizeof(why), "crun: %s", last_said);
+	snprintf(why, sizeof(why), "%s", last_said);
 	if (a->npending > 0) {
 		root = &a->pending_report[report_root(a->pending_report,
 						      a->npending)];
@@ -281,7 +258,7 @@ static void agent_write_error_file(struct agent *a, int status)
 		status = root->exitcode;
 	}
 	if (report_write_error_file(path, root, why, status))
-		say("cannot write the error file '%s'", path);
+		log_say("cannot write the error file '%s'", path);
 }
 
 /* --- stopping ----------------------------------------------------------- */
@@ -296,9 +273,9 @@ static void agent_on_kill_timer(uv_timer_t *t)
 {
 	struct agent *a = t->data;
 
-	say("workers still running %.0f s after the stop signal: sending "
-	    "SIGKILL",
-	    a->cfg->shutdown_timeout);
+	log_say("workers still running %.0f s after the stop signal: sending "
+		"SIGKILL",
+		a->cfg->shutdown_timeout);
 	agent_signal_workers(a, SIGKILL);
 }
 
@@ -336,7 +313,7 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 	if (a->state == A_DONE)
 		return;
 	if (sig == SIGINT && a->sigint_seen) {
-		say("second SIGINT: killing the workers now");
+		log_say("second SIGINT: killing the workers now");
 		agent_signal_workers(a, SIGKILL);
 		return;
 	}
@@ -345,21 +322,22 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 	if (a->stop_signal == 0)
 		a->stop_signal = sig;
 	if (a->state == A_RUNNING && !a->leaving) {
-		say("received %s: forwarding it to the workers",
-		    cfg_signame(sig));
+		log_say("received %s: forwarding it to the workers",
+			cfg_signame(sig));
 		agent_stop_group(a, STOP_SIGNAL, sig);
 	} else if (a->state == A_STOPPING && a->nworkers > 0) {
 		agent_signal_workers(a, sig);
 	} else if (a->state == A_STOPPING || a->leaving) {
 		/* Workers gone, waiting for other nodes to leave: stop waiting.
 		 */
-		say("received %s while waiting for the other nodes to leave: "
+		log_say(
+		    "received %s while waiting for the other nodes to leave: "
 		    "exiting",
 		    cfg_signame(sig));
 		agent_finish(a, 128 + a->stop_signal);
 	} else {
-		say("received %s before the workers started: exiting",
-		    cfg_signame(sig));
+		log_say("received %s before the workers started: exiting",
+			cfg_signame(sig));
 		agent_finish(a, 128 + sig);
 	}
 }
@@ -468,9 +446,10 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why,
 		snprintf(a->peer_why, sizeof(a->peer_why), "%s", why);
 	}
 	if (a->state == A_RUNNING) {
-		say("round %d ended: %s", a->res.round,
-		    kind == RDZV_END_FAILURE ? "a worker failed on another node"
-					     : why);
+		log_say("round %d ended: %s", a->res.round,
+			kind == RDZV_END_FAILURE
+			    ? "a worker failed on another node"
+			    : why);
 		agent_stop_group(a, STOP_PEER, peer_signal(a, why));
 	}
 }
@@ -543,12 +522,12 @@ static void agent_drop_report(struct agent *a, int print)
 			report_print(fp, a->cfg->argv[0], a->pending_report,
 				     a->npending);
 			fclose(fp);
-			agent_console(a, 2, text, len);
+			agent_console(2, text, len);
 		}
 		free(text);
 		agent_write_error_file(a, 1);
 		if (*a->report_path)
-			say("failure report saved to %s", a->report_path);
+			log_say("failure report saved to %s", a->report_path);
 	}
 	for (int i = 0; i < a->npending; i++)
 		failure_release(&a->pending_report[i]);
@@ -587,11 +566,13 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 				      "restarts_used", rdzv_restarts(r)));
 		agent_drop_report(a, 0);
 		if (kind == RDZV_END_FAILURE)
-			say("re-forming the group: restart %d of %d after a "
+			log_say(
+			    "re-forming the group: restart %d of %d after a "
 			    "worker failure",
 			    rdzv_restarts(r), a->cfg->max_restarts);
 		else
-			say("re-forming the group (%s); no restart is spent",
+			log_say(
+			    "re-forming the group (%s); no restart is spent",
 			    kind == RDZV_END_JOIN ? "a new node joins"
 						  : a->peer_why);
 		a->peer_kind = 0;
@@ -607,7 +588,8 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 		if (status <= 0)
 			status = 1;
 		/* Restarts left, yet refused: a node had already finished. */
-		say("job failed: %s; %s (--max_restarts=%d); exiting with "
+		log_say(
+		    "job failed: %s; %s (--max_restarts=%d); exiting with "
 		    "status %d",
 		    strchr(a->peer_why, ' ') ? strchr(a->peer_why, ' ') + 1
 					     : a->peer_why,
@@ -617,7 +599,7 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 		    a->cfg->max_restarts, status);
 	} else if (kind == RDZV_END_SUCCESS) {
 		status = 1;
-		say("cannot restart: another node already finished");
+		log_say("cannot restart: another node already finished");
 	} else if (kind == RDZV_END_DEAD) {
 		int left = a->res.ranks.group_world_size - 1;
 
@@ -626,23 +608,25 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 		if (status == 128)
 			status = 1;
 		if (strcmp(a->cfg->rdzv_backend, "static") == 0)
-			say("job stopped: %s; the static backend cannot "
-			    "re-form without it",
-			    a->peer_why);
+			log_say("job stopped: %s; the static backend cannot "
+				"re-form without it",
+				a->peer_why);
 		else if (left < a->cfg->nnodes_min)
-			say("job stopped: %s; %d node%s remain%s, below the "
+			log_say(
+			    "job stopped: %s; %d node%s remain%s, below the "
 			    "minimum of %d",
 			    a->peer_why, left, left == 1 ? "" : "s",
 			    left == 1 ? "s" : "", a->cfg->nnodes_min);
 		else
-			say("job stopped: %s; another node already finished",
+			log_say(
+			    "job stopped: %s; another node already finished",
 			    a->peer_why);
 	} else {
 		/* The store host stopped by a signal passes it on too. */
 		status = 128 + peer_signal_any(a->peer_why);
 		if (status == 128)
 			status = 1;
-		say("job stopped: %s", a->peer_why);
+		log_say("job stopped: %s", a->peer_why);
 	}
 	if (kind == RDZV_END_LOST)
 		agent_finish(a, status);
@@ -653,7 +637,8 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 /* One summary line after every worker of this node succeeded. */
 static void agent_say_success(struct agent *a)
 {
-	say("%d worker%s of %s succeeded (ranks %d-%d of %d, generation %d, "
+	log_say(
+	    "%d worker%s of %s succeeded (ranks %d-%d of %d, generation %d, "
 	    "%.2f s)",
 	    a->cfg->nproc_per_node, a->cfg->nproc_per_node == 1 ? "" : "s",
 	    a->host, a->round.ranks.base_rank,
@@ -751,13 +736,13 @@ static void agent_round_end(struct agent *a)
 	if (restart) {
 		a->restarts_left--;
 		a->restart_count++;
-		say("rank %d (local rank %d, pid %d) failed with exit code "
-		    "%d%s%s; "
-		    "restarting the worker group (restart %d of %d)",
-		    f[root].rank, f[root].local_rank, (int)f[root].pid, status,
-		    f[root].signal ? ", " : "",
-		    f[root].signal ? cfg_signame(f[root].signal) : "",
-		    a->restart_count, a->cfg->max_restarts);
+		log_say("rank %d (local rank %d, pid %d) failed with exit code "
+			"%d%s%s; "
+			"restarting the worker group (restart %d of %d)",
+			f[root].rank, f[root].local_rank, (int)f[root].pid,
+			status, f[root].signal ? ", " : "",
+			f[root].signal ? cfg_signame(f[root].signal) : "",
+			a->restart_count, a->cfg->max_restarts);
 		events_emit(a->ev, "crun.group.restarting",
 			    json_pack("{s:s, s:i}", "after", "failure",
 				      "restarts_used", a->restart_count));
@@ -779,7 +764,8 @@ static void agent_round_end(struct agent *a)
 		else if (restart)
 			agent_round_start(a);
 		else if (nf > 0) {
-			say("worker group failed; exiting with status %d (that "
+			log_say(
+			    "worker group failed; exiting with status %d (that "
 			    "of rank %d)",
 			    status, a->failed_rank);
 			agent_finish(a, status);
@@ -842,8 +828,8 @@ static int make_attempt_dir(struct agent *a, int generation)
 	snprintf(path, sizeof(path), "%s/attempt_%d", a->log_root, generation);
 	for (int k = 1; mkdir(path, 0755) != 0; k++) {
 		if (errno != EEXIST || k > 1000) {
-			say("cannot create log directory '%s': %s", path,
-			    strerror(errno));
+			log_say("cannot create log directory '%s': %s", path,
+				strerror(errno));
 			return -errno;
 		}
 		snprintf(path, sizeof(path), "%s/attempt_%d.%d", a->log_root,
@@ -872,7 +858,8 @@ static int agent_confine_store(struct agent *a)
 	if (rc)
 		return rc;
 	if (*why)
-		say("workers' store: %s: their workers will be refused", why);
+		log_say("workers' store: %s: their workers will be refused",
+			why);
 	store_server_set_allow(a->wstore, peers_allow, a->peers);
 	return 0;
 }
@@ -919,12 +906,12 @@ static int agent_start_master(void *data, int round, int *port)
 			return 0;
 		}
 		if (round == 0)
-			say("the workers' store cannot share --master_port "
-			    "with "
-			    "a rendezvous secret (PyTorch's clients cannot "
-			    "prove it): it gets a port of its own (pin one "
-			    "with "
-			    "--rdzv_conf=store_port=P)");
+			log_say("the workers' store cannot share --master_port "
+				"with "
+				"a rendezvous secret (PyTorch's clients cannot "
+				"prove it): it gets a port of its own (pin one "
+				"with "
+				"--rdzv_conf=store_port=P)");
 	}
 	rc = store_server_new(&a->loop, NULL, want, &a->cfg->store, &a->wstore);
 	if (rc)
@@ -1030,7 +1017,8 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	a->logs_ready = 1;
 	rp->attempt_dir = a->attempt_dir;
 	if (a->multi)
-		say("round %d: group rank %d of %d, ranks %d-%d of %d, store "
+		log_say(
+		    "round %d: group rank %d of %d, ranks %d-%d of %d, store "
 		    "%s:%d",
 		    res->round, res->ranks.group_rank,
 		    res->ranks.group_world_size, res->ranks.base_rank,
@@ -1049,7 +1037,7 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 			agent_report_binding(a, i, rp->ranks.base_rank + i);
 			continue;
 		}
-		say("%s", errmsg);
+		log_say("%s", errmsg);
 		agent_start_failed(a, i);
 		return;
 	}
@@ -1065,13 +1053,13 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 		return;
 	if (status == CRUN_ERDZV_LEFT_OUT) {
 		/* Left out for failing, and the job succeeded without us. */
-		say("%s; exiting with status 0", rdzv_errmsg(r));
+		log_say("%s; exiting with status 0", rdzv_errmsg(r));
 		agent_finish(a, 0);
 		return;
 	}
 	if (status) {
 		envcheck_report(a->ev, r, NULL, a->cfg->env_check);
-		say("%s", rdzv_errmsg(r));
+		log_say("%s", rdzv_errmsg(r));
 		agent_finish(a, 1);
 		return;
 	}
@@ -1107,8 +1095,8 @@ static void agent_round_start(struct agent *a)
 		events_emit(a->ev, "crun.rdzv.joining", NULL);
 		rc = rdzv_next(a->rdzv, agent_on_round, a);
 		if (rc) {
-			say("cannot join the rendezvous: %s",
-			    crun_strerror(rc));
+			log_say("cannot join the rendezvous: %s",
+				crun_strerror(rc));
 			agent_finish(a, 1);
 		}
 		return;
@@ -1126,7 +1114,8 @@ static void agent_round_start(struct agent *a)
 	}
 	rc = agent_start_master(a, res->round, &res->master_port);
 	if (rc) {
-		say("cannot start the workers' store: %s", crun_strerror(rc));
+		log_say("cannot start the workers' store: %s",
+			crun_strerror(rc));
 		agent_finish(a, 1);
 		return;
 	}
@@ -1216,12 +1205,12 @@ static void agent_on_exclusion(void *data, const struct rdzv_exclusion *x,
 	struct agent *a = data;
 
 	if (self)
-		say("%s", why);
+		log_say("%s", why);
 	else
-		say("%s (%s) %s: %s", x->host, x->addr,
-		    readmitted ? "is back in the rounds"
-			       : "is left out of the next rounds",
-		    why);
+		log_say("%s (%s) %s: %s", x->host, x->addr,
+			readmitted ? "is back in the rounds"
+				   : "is left out of the next rounds",
+			why);
 	events_emit(a->ev,
 		    readmitted ? "crun.node.readmitted" : "crun.node.excluded",
 		    json_pack("{s:s, s:s, s:s, s:I, s:i, s:b}", "node_host",
@@ -1283,10 +1272,10 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 	if ((o.static_rank >= 0 || a->re) && cfg->rdzv.timeout > 0)
 		o.join_timeout = cfg->rdzv.timeout;
 	else if (cfg->rdzv.timeout > 0)
-		say("rdzv_conf timeout is for the static and etcd backends "
-		    "(torchrun's "
-		    "c10d ignores it too); c10d waits join_timeout=%g s",
-		    cfg->rdzv.join_timeout);
+		log_say("rdzv_conf timeout is for the static and etcd backends "
+			"(torchrun's "
+			"c10d ignores it too); c10d waits join_timeout=%g s",
+			cfg->rdzv.join_timeout);
 	o.start_master = agent_start_master;
 	o.data = a;
 	o.env_check = cfg->env_check;
@@ -1313,7 +1302,7 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 	}
 	rc = rdzv_new(&a->loop, &o, ops, kv, agent_on_rdzv_end, &a->rdzv);
 	if (rc) {
-		say("cannot start the rendezvous: %s", crun_strerror(rc));
+		log_say("cannot start the rendezvous: %s", crun_strerror(rc));
 		agent_finish(a, 1);
 		return;
 	}
@@ -1326,7 +1315,7 @@ static void agent_on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
 	struct agent *a = data;
 
 	if (status) {
-		say("%s", rdzv_store_errmsg(rs));
+		log_say("%s", rdzv_store_errmsg(rs));
 		agent_finish(a, 1);
 		return;
 	}
@@ -1338,7 +1327,7 @@ static void agent_on_re_open(struct crun_rdzv_etcd *re, int status, void *data)
 	struct agent *a = data;
 
 	if (status) {
-		say("%s", rdzv_etcd_errmsg(re));
+		log_say("%s", rdzv_etcd_errmsg(re));
 		agent_finish(a, 1);
 		return;
 	}
@@ -1354,14 +1343,16 @@ static int agent_etcd_start(struct agent *a)
 	int rc;
 
 	if (*cfg->rdzv_endpoint == '\0') {
-		say("--rdzv_backend=etcd needs --rdzv_endpoint=HOST[:PORT],... "
+		log_say(
+		    "--rdzv_backend=etcd needs --rdzv_endpoint=HOST[:PORT],... "
 		    "naming etcd members");
 		return CRUN_EUSAGE;
 	}
 	if (cfg->rdzv_id == NULL)
 		cfg->rdzv_id = strdup("none"); /* torchrun's default */
 	if (cfg->rdzv.secret_file)
-		say("secret_file guards c10d's store; etcd is guarded by its "
+		log_say(
+		    "secret_file guards c10d's store; etcd is guarded by its "
 		    "own auth and TLS (user, password_file, cacert, cert, "
 		    "key)");
 	memset(&o, 0, sizeof(o));
@@ -1387,7 +1378,7 @@ static int agent_etcd_start(struct agent *a)
 	o.errlen = sizeof(errmsg);
 	rc = rdzv_etcd_open(&a->loop, &o, agent_on_re_open, a, &a->re);
 	if (rc)
-		say("%s", *errmsg ? errmsg : crun_strerror(rc));
+		log_say("%s", *errmsg ? errmsg : crun_strerror(rc));
 	return rc;
 }
 
@@ -1404,7 +1395,8 @@ static int agent_multi_start(struct agent *a)
 		return agent_etcd_start(a);
 	if (*cfg->rdzv_endpoint == '\0' ||
 	    cfg_split_endpoint(cfg->rdzv_endpoint, host, sizeof(host), &port)) {
-		say("multi-node runs need --rdzv_endpoint=HOST[:PORT] (c10d) "
+		log_say(
+		    "multi-node runs need --rdzv_endpoint=HOST[:PORT] (c10d) "
 		    "or "
 		    "--master_addr/--master_port (static)");
 		return CRUN_EUSAGE;
@@ -1428,7 +1420,7 @@ static int agent_multi_start(struct agent *a)
 		rc = auth_key_load(cfg->rdzv.secret_file, &key, errmsg,
 				   sizeof(errmsg));
 		if (rc) {
-			say("%s", errmsg);
+			log_say("%s", errmsg);
 			return CRUN_ECONFIG;
 		}
 		o.auth = &key;
@@ -1436,7 +1428,7 @@ static int agent_multi_start(struct agent *a)
 	rc = rdzv_store_open(&a->loop, &o, agent_on_rs_open, a, &a->rs);
 	sodium_memzero(&key, sizeof(key));
 	if (rc)
-		say("%s", *errmsg ? errmsg : crun_strerror(rc));
+		log_say("%s", *errmsg ? errmsg : crun_strerror(rc));
 	return rc;
 }
 
@@ -1470,7 +1462,7 @@ static int agent_start_watchdog(struct agent *a)
 		return 0;
 	if (filetimer_new(&a->loop, getenv("TORCHELASTIC_TIMER_FILE"),
 			  agent_owns_pid, a, &a->ft, errmsg, sizeof(errmsg))) {
-		say("%s", errmsg);
+		log_say("%s", errmsg);
 		return -1;
 	}
 	setenv("TORCHELASTIC_TIMER_FILE", filetimer_path(a->ft), 1);
@@ -1508,8 +1500,8 @@ static int agent_setup_logs(struct agent *a)
 		snprintf(path, sizeof(path), "%s/crun_XXXXXX",
 			 tmp && *tmp ? tmp : "/tmp");
 		if (mkdtemp(path) == NULL) {
-			say("cannot create a log directory in '%s': %s",
-			    tmp && *tmp ? tmp : "/tmp", strerror(errno));
+			log_say("cannot create a log directory in '%s': %s",
+				tmp && *tmp ? tmp : "/tmp", strerror(errno));
 			return -errno;
 		}
 		a->log_root_tmp = 1;
@@ -1518,8 +1510,8 @@ static int agent_setup_logs(struct agent *a)
 			a->log_kept |= cfg_std_for(&a->cfg->redirects, i) |
 				       cfg_std_for(&a->cfg->tee, i);
 	} else if (mkdir(dir, 0755) && errno != EEXIST) {
-		say("cannot create log directory '%s': %s", dir,
-		    strerror(errno));
+		log_say("cannot create log directory '%s': %s", dir,
+			strerror(errno));
 		return -errno;
 	}
 	/*
@@ -1530,12 +1522,13 @@ static int agent_setup_logs(struct agent *a)
 	snprintf(a->log_root, strlen(dir) + strlen(a->cfg->rdzv_id) + 9,
 		 "%s/%s_XXXXXX", dir, a->cfg->rdzv_id);
 	if (mkdtemp(a->log_root) == NULL || chmod(a->log_root, 0755)) {
-		say("cannot create log directory '%s': %s", a->log_root,
-		    strerror(errno));
+		log_say("cannot create log directory '%s': %s", a->log_root,
+			strerror(errno));
 		return -errno;
 	}
 	if (a->log_root_tmp && a->log_kept)
-		say("worker logs go to %s (no --log_dir given)", a->log_root);
+		log_say("worker logs go to %s (no --log_dir given)",
+			a->log_root);
 	return 0;
 }
 /* Whether the job file's [env] gives the workers name. */
@@ -1549,7 +1542,7 @@ static int agent_env_sets(const struct crun_cfg *cfg, const char *name)
 	return 0;
 }
 
-int agent_run(struct crun_cfg *cfg)
+static int agent_run_loop(struct crun_cfg *cfg)
 {
 	struct agent a;
 	int rc;
@@ -1567,7 +1560,7 @@ int agent_run(struct crun_cfg *cfg)
 
 		nofile_budget(cfg, note, sizeof(note));
 		if (*note)
-			say("%s", note);
+			log_say("%s", note);
 	}
 	if (cfg->rdzv_id == NULL && !a.multi)
 		cfg->rdzv_id = make_run_id(a.host);
@@ -1577,21 +1570,21 @@ int agent_run(struct crun_cfg *cfg)
 		/* Before any fork: the children only apply it. */
 		if (binding_plan_system(cfg->bind_mode, cfg->nproc_per_node,
 					&a.binding, errmsg, sizeof(errmsg))) {
-			say("%s", errmsg);
+			log_say("%s", errmsg);
 			return 1;
 		}
 		if (cfg->verbose)
-			say("binding: %s from %s",
-			    binding_mode_name(a.binding->mode),
-			    a.binding->source);
+			log_say("binding: %s from %s",
+				binding_mode_name(a.binding->mode),
+				a.binding->source);
 		for (char *p = a.binding->notes, *nl; (nl = strchr(p, '\n'));
 		     p = nl + 1)
-			say("binding: %.*s", (int)(nl - p), p);
+			log_say("binding: %.*s", (int)(nl - p), p);
 	}
 
 	rc = uv_loop_init(&a.loop);
 	if (rc) {
-		say("cannot start the event loop: %s", crun_strerror(rc));
+		log_say("cannot start the event loop: %s", crun_strerror(rc));
 		return 1;
 	}
 	uv_timer_init(&a.loop, &a.kill_timer);
@@ -1607,7 +1600,7 @@ int agent_run(struct crun_cfg *cfg)
 		the_console = a.console;
 	rc = procs_new(&a.loop, &a.procs);
 	if (rc) {
-		say("cannot watch child processes: %s", crun_strerror(rc));
+		log_say("cannot watch child processes: %s", crun_strerror(rc));
 		return 1;
 	}
 	for (int i = 0; i < cfg->nsignals; i++) {
@@ -1623,7 +1616,8 @@ int agent_run(struct crun_cfg *cfg)
 	setenv("TORCHELASTIC_SIGNALS_TO_HANDLE", cfg->signals_str, 1);
 	if (getenv("OMP_NUM_THREADS") == NULL &&
 	    !agent_env_sets(cfg, "OMP_NUM_THREADS") && cfg->nproc_per_node > 1)
-		say("setting OMP_NUM_THREADS=1 for each worker (unset, and %d "
+		log_say(
+		    "setting OMP_NUM_THREADS=1 for each worker (unset, and %d "
 		    "workers "
 		    "share this node); set it yourself to tune",
 		    cfg->nproc_per_node);
@@ -1633,7 +1627,7 @@ int agent_run(struct crun_cfg *cfg)
 
 		if (events_open(cfg->event_log, a.host, &a.ev, errmsg,
 				sizeof(errmsg))) {
-			say("%s", errmsg);
+			log_say("%s", errmsg);
 			agent_finish(&a, 1);
 		}
 		events_context(a.ev, cfg->rdzv_id, -1, -1);
@@ -1674,7 +1668,7 @@ int agent_run(struct crun_cfg *cfg)
 	uv_run(&a.loop, UV_RUN_DEFAULT);
 	rc = uv_loop_close(&a.loop);
 	if (rc)
-		say("internal error: event loop closed with handles open");
+		log_say("internal error: event loop closed with handles open");
 	/*
 	 * What a slow reader has not taken yet, bounded: then we exit (at
 	 * once, nearly, when a signal stopped us). Our signal handlers are
@@ -1700,6 +1694,16 @@ int agent_run(struct crun_cfg *cfg)
 	free(a.log_root);
 	free(a.attempt_dir);
 	return a.exit_status;
+}
+
+int agent_run(struct crun_cfg *cfg)
+{
+	int rc;
+
+	log_set_sink(agent_on_log, NULL);
+	rc = agent_run_loop(cfg);
+	log_set_sink(NULL, NULL);
+	return rc;
 }
 
 /* --- metrics (metrics.c) ------------------------------------------------ */
@@ -1778,14 +1782,14 @@ static int agent_start_metrics(struct agent *a)
 	if (cfg->metrics_port < 0)
 		return 0;
 	if (metrics_new(&a->loop, &o, &a->metrics, errmsg, sizeof(errmsg))) {
-		say("%s", errmsg);
+		log_say("%s", errmsg);
 		return -1;
 	}
 	snprintf(url, sizeof(url),
 		 strchr(cfg->metrics_addr, ':') ? "http://[%s]:%d"
 						: "http://%s:%d",
 		 cfg->metrics_addr, metrics_port(a->metrics));
-	say("metrics on %s/metrics, health on %s/healthz", url, url);
+	log_say("metrics on %s/metrics, health on %s/healthz", url, url);
 	events_emit(a->ev, "crun.metrics.listening",
 		    json_pack("{s:s, s:i, s:s}", "addr", cfg->metrics_addr,
 			      "port", metrics_port(a->metrics), "url", url));

@@ -105,14 +105,9 @@ uv_loop_t *agent_loop(const struct agent *a);
 /** Wall-clock time in epoch seconds (for reports, not for timeouts). */
 double agent_wall_time(void);
 char **agent_base_env(const struct agent *a);
-void agent_console(struct agent *a, int fd, const char *line, size_t len);
 
 /** The agent's console (console.h), for batching worker lines. */
 struct console *agent_con(const struct agent *a);
-
-/** One line from crun itself ("crun: ..."), on stderr. */
-void agent_say(struct agent *a, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 /**
  * Raise RLIMIT_NOFILE's soft limit to the hard one and cap cfg's store

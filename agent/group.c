@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crun/log.h"
 #include "agent.h"
 
 #define GROUP_TICK_MS 50
@@ -83,10 +84,9 @@ static void group_on_tick(uv_timer_t *t)
 		w->grp.killed = 1;
 		w->grp.deadline = now + GROUP_KILL_GRACE_MS;
 	} else if (w->grp.killed && now >= w->grp.deadline) {
-		agent_say(w->a,
-			  "process group %d of local rank %d survives SIGKILL: "
-			  "giving up on it",
-			  (int)w->pid, w->local_rank);
+		log_say("process group %d of local rank %d survives SIGKILL: "
+			"giving up on it",
+			(int)w->pid, w->local_rank);
 		uv_timer_stop(t);
 		uv_close((uv_handle_t *)t, group_on_close);
 	}

@@ -52,6 +52,7 @@
 
 #include "crun/err.h"
 #include "crun/rdzv_records.h"
+#include "crun/log.h"
 #include "agent.h"
 #include "events.h"
 #include "initdiag.h"
@@ -750,7 +751,7 @@ static void warn_node(struct initdiag *d, const struct rdzv_diag *rd,
 				 " (the store has %d connection%s from it)",
 				 conns, conns == 1 ? "" : "s");
 	}
-	agent_say(d->a, "%s", line);
+	log_say("%s", line);
 	events_emit(
 	    d->ev, "crun.init_diagnosis",
 	    json_pack("{s:s, s:s?, s:i, s:s, s:i, s:s, s:i, s:f, s:b, s:s, "
@@ -826,10 +827,9 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 		mark_active(d, now);
 	if (all) {
 		if (d->warned) {
-			agent_say(d->a,
-				  "all %d ranks connected to the workers' "
-				  "store after %.0f s",
-				  d->r.world_size, secs);
+			log_say("all %d ranks connected to the workers' "
+				"store after %.0f s",
+				d->r.world_size, secs);
 			events_emit(
 			    d->ev, "crun.init_diagnosis",
 			    json_pack("{s:s, s:i, s:f, s:s, s:i, s:o?}",
@@ -1158,10 +1158,9 @@ void initdiag_stop(struct initdiag *d)
 		return;
 	/* After a warning, the group may have got through between ticks. */
 	if (d->warned && barrier_count(d) >= d->r.world_size)
-		agent_say(d->a,
-			  "all %d ranks connected to the workers' store after "
-			  "%.0f s",
-			  d->r.world_size, elapsed(d));
+		log_say("all %d ranks connected to the workers' store after "
+			"%.0f s",
+			d->r.world_size, elapsed(d));
 	d->active = 0;
 	d->gen++;
 	d->r.workers = NULL;

@@ -44,7 +44,7 @@ struct initdiag_round {
 
 /**
  * A diagnosis that warns after warn_after seconds (0: never; then every
- * call below does nothing). Lines go through agent_say, events to ev (may be
+ * call below does nothing). Lines go through log_say, events to ev (may be
  * NULL). Free with initdiag_close, then initdiag_free once the loop ran dry.
  */
 int initdiag_new(struct agent *a, uv_loop_t *loop, double warn_after,
