@@ -15,6 +15,7 @@
 #include "crun/linebuf.h"
 #include "crun/proc.h"
 #include "crun/tail.h"
+#include "agent_run.h"
 
 struct agent;
 
@@ -121,8 +122,5 @@ size_t nofile_budget(struct crun_cfg *cfg, char *note, size_t len);
  * makes the workers' gloo bind to loopback. Blocking: before the loop runs.
  */
 void agent_check_ifname(struct agent *a, const char *host);
-
-/** Run the agent for cfg until the job ends; returns crun's exit status. */
-int agent_run(struct crun_cfg *cfg);
 
 #endif
