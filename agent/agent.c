@@ -61,6 +61,26 @@ extern char **environ;
 enum agent_state { A_ROUND, A_RUNNING, A_STOPPING, A_DONE };
 enum stop_reason { STOP_NONE, STOP_FAILURE, STOP_SIGNAL, STOP_PEER };
 
+/* How the round ended elsewhere (rdzv_end_cb), or by our own failure. */
+struct peer_end {
+	int kind; /* enum rdzv_end_kind, 0: not ended elsewhere */
+	int status, signal;
+	char why[512];	  /* as recorded, for logs */
+	char detail[512]; /* for display: why without its leading status */
+};
+
+/* Why the agent stops, and with which status: one place for all of it. */
+struct agent_stop {
+	enum stop_reason reason; /* why the running group stops, this round */
+	int signal;		 /* the first signal received, 0: none */
+	int sigint_seen;	 /* a second SIGINT escalates to SIGKILL */
+	int leaving;	/* the group is over: waiting for the others to leave */
+	int own_status; /* the root failure's status on this node */
+	int failed_rank; /* its rank */
+	int exit_status; /* crun's exit status once decided */
+	struct peer_end peer;
+};
+
 struct agent {
 	uv_loop_t loop;
 	struct crun_cfg *cfg;
@@ -78,16 +98,11 @@ struct agent {
 	int restart_count;
 	int restarts_left;
 	enum agent_state state;
-	enum stop_reason reason;
-	int stop_signal;
-	int sigint_seen;
+	struct agent_stop stop;
 	struct worker *workers;
 	int nworkers, ndone;
-	int leaving; /* the group is over: waiting for the others to leave */
 	int port_fd; /* MASTER_PORT held for the round */
 	struct round round;
-	int failed_rank;
-	int exit_status;
 
 	/* Multi-node: the rendezvous and the store it runs over. */
 	int multi;
@@ -95,12 +110,9 @@ struct agent {
 	struct crun_rdzv_etcd *re; /* --rdzv_backend=etcd: no store host */
 	struct crun_rdzv *rdzv;
 	struct rdzv_result res;
-	int peer_kind; /* why another node ended the round */
-	char peer_why[512];
 	char addr[256];		      /* this node's address for MASTER_ADDR */
 	char ips[RDZV_MAX_FIELD + 1]; /* its interface addresses (peers.h) */
 	int name_unresolved;	      /* the host name does not resolve */
-	int own_status; /* the root failure's status on this node */
 	struct crun_failure *pending_report;
 	int npending;
 	int error_file_done; /* TORCHELASTIC_ERROR_FILE written */
@@ -286,7 +298,7 @@ static void agent_stop_group(struct agent *a, enum stop_reason why, int sig)
 		return;
 	initdiag_stop(a->diag);
 	a->state = A_STOPPING;
-	a->reason = why;
+	a->stop.reason = why;
 	events_emit(a->ev, "crun.group.stopping",
 		    json_pack("{s:s, s:s}", "reason",
 			      why == STOP_FAILURE  ? "worker failed"
@@ -312,29 +324,29 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 
 	if (a->state == A_DONE)
 		return;
-	if (sig == SIGINT && a->sigint_seen) {
+	if (sig == SIGINT && a->stop.sigint_seen) {
 		log_say("second SIGINT: killing the workers now");
 		agent_signal_workers(a, SIGKILL);
 		return;
 	}
 	if (sig == SIGINT)
-		a->sigint_seen = 1;
-	if (a->stop_signal == 0)
-		a->stop_signal = sig;
-	if (a->state == A_RUNNING && !a->leaving) {
+		a->stop.sigint_seen = 1;
+	if (a->stop.signal == 0)
+		a->stop.signal = sig;
+	if (a->state == A_RUNNING && !a->stop.leaving) {
 		log_say("received %s: forwarding it to the workers",
 			cfg_signame(sig));
 		agent_stop_group(a, STOP_SIGNAL, sig);
 	} else if (a->state == A_STOPPING && a->nworkers > 0) {
 		agent_signal_workers(a, sig);
-	} else if (a->state == A_STOPPING || a->leaving) {
+	} else if (a->state == A_STOPPING || a->stop.leaving) {
 		/* Workers gone, waiting for other nodes to leave: stop waiting.
 		 */
 		log_say(
 		    "received %s while waiting for the other nodes to leave: "
 		    "exiting",
 		    cfg_signame(sig));
-		agent_finish(a, 128 + a->stop_signal);
+		agent_finish(a, 128 + a->stop.signal);
 	} else {
 		log_say("received %s before the workers started: exiting",
 			cfg_signame(sig));
@@ -372,28 +384,15 @@ void agent_on_worker_exit(struct agent *a, struct worker *w)
 	}
 }
 
-/* The signal named at the end of why ("… (SIGTERM)"), or 0. */
-static int peer_signal_any(const char *why)
-{
-	const char *open = strrchr(why, '(');
-	char name[16];
-	int sig, n;
-
-	if (open == NULL || sscanf(open, "(%15[A-Z0-9])", name) != 1 ||
-	    cfg_parse_signals(name, &sig, 1, &n) != 0)
-		return 0;
-	return sig;
-}
-
 /*
  * The signal to stop our workers with when another node ended the round: a
- * node that left because it was signalled ("… (SIGUSR1)") passes its signal
- * on, if we forward that one too, so a preemption warning reaches every
+ * node that left because it was signalled (its end names SIGUSR1) passes its
+ * signal on, if we forward that one too, so a preemption warning reaches every
  * worker whichever node heard it first; otherwise SIGTERM.
  */
-static int peer_signal(const struct agent *a, const char *why)
+static int peer_signal(const struct agent *a, const struct rdzv_end *e)
 {
-	int sig = peer_signal_any(why);
+	int sig = e->signal;
 
 	for (int i = 0; i < a->cfg->nsignals && sig; i++)
 		if (a->cfg->signals[i] == sig)
@@ -422,10 +421,12 @@ static const char *rdzv_end_name(int kind)
 }
 
 /* Another node (or the store) ended the round: stop our workers too. */
-static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why,
+static void agent_on_rdzv_end(struct crun_rdzv *r, const struct rdzv_end *e,
 			      void *data)
 {
 	struct agent *a = data;
+	int kind = e->kind;
+	const char *why = e->why;
 
 	(void)r;
 	events_emit(a->ev, "crun.rdzv.ended",
@@ -433,24 +434,29 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, int kind, const char *why,
 			      "reason", why));
 	if (kind == RDZV_END_DEAD)
 		metrics_note_node_lost(a->metrics);
-	if (kind == RDZV_END_FAILURE) /* why: "<status> rank ..." */
-		metrics_note_failure(a->metrics, (int)strtol(why, NULL, 10),
-				     agent_wall_time(), 0);
+	if (kind == RDZV_END_FAILURE)
+		metrics_note_failure(a->metrics, e->status, agent_wall_time(),
+				     0);
 	if (kind == RDZV_END_DEAD || kind == RDZV_END_JOIN)
 		events_emit(a->ev,
 			    kind == RDZV_END_DEAD ? "crun.node.lost"
 						  : "crun.node.joining",
 			    json_pack("{s:s}", "reason", why));
-	if (a->peer_kind == 0) {
-		a->peer_kind = kind;
-		snprintf(a->peer_why, sizeof(a->peer_why), "%s", why);
+	if (a->stop.peer.kind == 0) {
+		struct peer_end *p = &a->stop.peer;
+
+		p->kind = kind;
+		p->status = e->status;
+		p->signal = e->signal;
+		snprintf(p->why, sizeof(p->why), "%s", why);
+		snprintf(p->detail, sizeof(p->detail), "%s", e->detail);
 	}
 	if (a->state == A_RUNNING) {
 		log_say("round %d ended: %s", a->res.round,
 			kind == RDZV_END_FAILURE
 			    ? "a worker failed on another node"
 			    : why);
-		agent_stop_group(a, STOP_PEER, peer_signal(a, why));
+		agent_stop_group(a, STOP_PEER, peer_signal(a, e));
 	}
 }
 
@@ -541,22 +547,28 @@ static void agent_on_left(struct crun_rdzv *r, void *data)
 	struct agent *a = data;
 
 	(void)r;
-	agent_finish(a, a->exit_status);
+	agent_finish(a, a->stop.exit_status);
 }
 
 /* Leave the rendezvous (others learn we are done), then exit with status. */
 static void agent_leave(struct agent *a, int status)
 {
-	a->exit_status = status;
-	a->leaving = 1;
+	a->stop.exit_status = status;
+	a->stop.leaving = 1;
 	if (rdzv_finish(a->rdzv, agent_on_left, a))
 		agent_finish(a, status);
+}
+
+/* A node stopped by a signal passes its signal's status on; else 1. */
+static int peer_exit_status(const struct peer_end *p)
+{
+	return p->signal ? 128 + p->signal : 1;
 }
 
 static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 {
 	struct agent *a = data;
-	int kind = a->peer_kind, status;
+	int kind = a->stop.peer.kind, status;
 
 	if (ok) {
 		events_emit(a->ev, "crun.group.restarting",
@@ -574,8 +586,8 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 			log_say(
 			    "re-forming the group (%s); no restart is spent",
 			    kind == RDZV_END_JOIN ? "a new node joins"
-						  : a->peer_why);
-		a->peer_kind = 0;
+						  : a->stop.peer.why);
+		a->stop.peer.kind = 0;
 		agent_round_start(a);
 		return;
 	}
@@ -583,16 +595,15 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 	if (kind == RDZV_END_FAILURE) {
 		/* The job's failure status: ours if we failed, else the peer's.
 		 */
-		status = a->own_status ? a->own_status
-				       : (int)strtol(a->peer_why, NULL, 10);
+		status = a->stop.own_status ? a->stop.own_status
+					    : a->stop.peer.status;
 		if (status <= 0)
 			status = 1;
 		/* Restarts left, yet refused: a node had already finished. */
 		log_say(
 		    "job failed: %s; %s (--max_restarts=%d); exiting with "
 		    "status %d",
-		    strchr(a->peer_why, ' ') ? strchr(a->peer_why, ' ') + 1
-					     : a->peer_why,
+		    a->stop.peer.detail,
 		    rdzv_restarts(r) > a->cfg->max_restarts
 			? "no restarts left"
 			: "it cannot restart: another node already finished",
@@ -604,29 +615,25 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 		int left = a->res.ranks.group_world_size - 1;
 
 		/* A signalled node passes its signal's status on. */
-		status = 128 + peer_signal_any(a->peer_why);
-		if (status == 128)
-			status = 1;
+		status = peer_exit_status(&a->stop.peer);
 		if (strcmp(a->cfg->rdzv_backend, "static") == 0)
 			log_say("job stopped: %s; the static backend cannot "
 				"re-form without it",
-				a->peer_why);
+				a->stop.peer.why);
 		else if (left < a->cfg->nnodes_min)
 			log_say(
 			    "job stopped: %s; %d node%s remain%s, below the "
 			    "minimum of %d",
-			    a->peer_why, left, left == 1 ? "" : "s",
+			    a->stop.peer.why, left, left == 1 ? "" : "s",
 			    left == 1 ? "s" : "", a->cfg->nnodes_min);
 		else
 			log_say(
 			    "job stopped: %s; another node already finished",
-			    a->peer_why);
+			    a->stop.peer.why);
 	} else {
 		/* The store host stopped by a signal passes it on too. */
-		status = 128 + peer_signal_any(a->peer_why);
-		if (status == 128)
-			status = 1;
-		log_say("job stopped: %s", a->peer_why);
+		status = peer_exit_status(&a->stop.peer);
+		log_say("job stopped: %s", a->stop.peer.why);
 	}
 	if (kind == RDZV_END_LOST)
 		agent_finish(a, status);
@@ -651,7 +658,7 @@ static void agent_multi_round_end(struct agent *a, int nf, int status)
 {
 	char why[300];
 
-	if (a->reason == STOP_SIGNAL || a->stop_signal) {
+	if (a->stop.reason == STOP_SIGNAL || a->stop.signal) {
 		/*
 		 * A departure, not the end of the job: the others re-form
 		 * without us while MIN holds (a node loss, no restart spent).
@@ -662,35 +669,41 @@ static void agent_multi_round_end(struct agent *a, int nf, int status)
 		if (a->rs && rdzv_store_is_host(a->rs)) {
 			snprintf(why, sizeof(why),
 				 "the store host %s was stopped (%s)", a->host,
-				 cfg_signame(a->stop_signal));
+				 cfg_signame(a->stop.signal));
 			rdzv_end_round(a->rdzv, RDZV_END_FATAL, why);
-			agent_leave(a, 128 + a->stop_signal);
+			agent_leave(a, 128 + a->stop.signal);
 			return;
 		}
-		if (a->reason == STOP_SIGNAL) {
+		if (a->stop.reason == STOP_SIGNAL) {
 			snprintf(why, sizeof(why), "%s left (%s)", a->host,
-				 cfg_signame(a->stop_signal));
+				 cfg_signame(a->stop.signal));
 			rdzv_end_round(a->rdzv, RDZV_END_DEAD, why);
 		}
-		a->exit_status = 128 + a->stop_signal;
+		a->stop.exit_status = 128 + a->stop.signal;
 		if (rdzv_depart(a->rdzv, agent_on_left, a))
-			agent_finish(a, a->exit_status);
+			agent_finish(a, a->stop.exit_status);
 		return;
 	}
-	if (nf == 0 && a->reason == STOP_NONE) {
+	if (nf == 0 && a->stop.reason == STOP_NONE) {
 		agent_say_success(a);
 		agent_leave(a, 0);
 		return;
 	}
 	if (nf > 0)
-		a->own_status = status;
-	if (a->peer_kind == 0) {
+		a->stop.own_status = status;
+	if (a->stop.peer.kind == 0) {
 		/* Our own failure; the watch reports it too, maybe later. */
-		a->peer_kind = RDZV_END_FAILURE;
-		snprintf(a->peer_why, sizeof(a->peer_why), "%d rank %d on %s",
-			 status, a->failed_rank, a->host);
+		a->stop.peer.kind = RDZV_END_FAILURE;
+		a->stop.peer.status = status;
+		a->stop.peer.signal = 0;
+		snprintf(a->stop.peer.why, sizeof(a->stop.peer.why),
+			 "%d rank %d on %s", status, a->stop.failed_rank,
+			 a->host);
+		snprintf(a->stop.peer.detail, sizeof(a->stop.peer.detail),
+			 "rank %d on %s", a->stop.failed_rank, a->host);
 	}
-	if (rdzv_may_restart(a->rdzv, a->peer_kind, agent_on_may_restart, a))
+	if (rdzv_may_restart(a->rdzv, a->stop.peer.kind, agent_on_may_restart,
+			     a))
 		agent_on_may_restart(a->rdzv, 0, a);
 }
 
@@ -708,7 +721,7 @@ static void agent_round_end(struct agent *a)
 		a->port_fd = -1;
 	}
 	nf = agent_collect_failures(a, &f);
-	restart = !a->multi && nf > 0 && a->reason == STOP_FAILURE &&
+	restart = !a->multi && nf > 0 && a->stop.reason == STOP_FAILURE &&
 		  a->restarts_left > 0;
 	if (nf > 0) {
 		root = report_root(f, nf);
@@ -726,7 +739,7 @@ static void agent_round_end(struct agent *a)
 	 */
 	agent_drop_report(a, 0);
 	if (nf > 0) {
-		a->failed_rank = f[root].rank;
+		a->stop.failed_rank = f[root].rank;
 		a->pending_report = f;
 		a->npending = nf;
 		snprintf(a->report_path, sizeof(a->report_path), "%s", path);
@@ -759,15 +772,15 @@ static void agent_round_end(struct agent *a)
 	a->nworkers = a->ndone = 0;
 
 	if (!a->multi) {
-		if (a->reason == STOP_SIGNAL)
-			agent_finish(a, 128 + a->stop_signal);
+		if (a->stop.reason == STOP_SIGNAL)
+			agent_finish(a, 128 + a->stop.signal);
 		else if (restart)
 			agent_round_start(a);
 		else if (nf > 0) {
 			log_say(
 			    "worker group failed; exiting with status %d (that "
 			    "of rank %d)",
-			    status, a->failed_rank);
+			    status, a->stop.failed_rank);
 			agent_finish(a, status);
 		} else {
 			agent_say_success(a);
@@ -1007,7 +1020,7 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	if (a->workers == NULL)
 		abort();
 	a->state = A_RUNNING;
-	a->reason = STOP_NONE;
+	a->stop.reason = STOP_NONE;
 	/* No log directory: no worker can start (the messages are out). */
 	if ((a->multi && !a->logs_ready && agent_setup_logs(a)) ||
 	    make_attempt_dir(a, res->round)) {
@@ -1090,7 +1103,7 @@ static void agent_round_start(struct agent *a)
 	int rc;
 
 	a->state = A_ROUND;
-	a->reason = STOP_NONE;
+	a->stop.reason = STOP_NONE;
 	if (a->multi) {
 		events_emit(a->ev, "crun.rdzv.joining", NULL);
 		rc = rdzv_next(a->rdzv, agent_on_round, a);
@@ -1156,7 +1169,7 @@ static void agent_finish(struct agent *a, int status)
 	if (a->state == A_DONE)
 		return;
 	a->state = A_DONE;
-	a->exit_status = status;
+	a->stop.exit_status = status;
 	events_emit(a->ev, "crun.agent.exited",
 		    json_pack("{s:i}", "status", status));
 	metrics_close(a->metrics);
@@ -1675,10 +1688,11 @@ static int agent_run_loop(struct crun_cfg *cfg)
 	 * gone: another signal now ends crun.
 	 */
 	the_console = NULL;
-	console_free(a.console, a.stop_signal ? 1000 : CONSOLE_STALL_MS);
+	console_free(a.console, a.stop.signal ? 1000 : CONSOLE_STALL_MS);
 
 	/* A log directory crun invented is removed after a success. */
-	if (a.log_root_tmp && !a.log_kept && a.exit_status == 0 && a.log_root) {
+	if (a.log_root_tmp && !a.log_kept && a.stop.exit_status == 0 &&
+	    a.log_root) {
 		char *parent = strdup(a.log_root);
 
 		nftw(a.log_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -1693,7 +1707,7 @@ static int agent_run_loop(struct crun_cfg *cfg)
 	binding_plan_free(a.binding);
 	free(a.log_root);
 	free(a.attempt_dir);
-	return a.exit_status;
+	return a.stop.exit_status;
 }
 
 int agent_run(struct crun_cfg *cfg)
@@ -1719,8 +1733,8 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 						? rdzv_store_server(a->rs)
 						: NULL,
 					    a->wstore};
-	int failing =
-	    a->reason == STOP_FAILURE || a->peer_kind == RDZV_END_FAILURE;
+	int failing = a->stop.reason == STOP_FAILURE ||
+		      a->stop.peer.kind == RDZV_END_FAILURE;
 
 	snprintf(s->host, sizeof(s->host), "%s", a->host);
 	snprintf(s->run_id, sizeof(s->run_id), "%s",
@@ -1728,10 +1742,10 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 	snprintf(s->backend, sizeof(s->backend), "%s", a->cfg->rdzv_backend);
 	s->state =
 	    a->state == A_STOPPING && failing ? "failed" : states[a->state];
-	s->reason = a->state != A_STOPPING     ? ""
-		    : failing		       ? "worker failed"
-		    : a->reason == STOP_SIGNAL ? "signal"
-					       : "round ended elsewhere";
+	s->reason = a->state != A_STOPPING	    ? ""
+		    : failing			    ? "worker failed"
+		    : a->stop.reason == STOP_SIGNAL ? "signal"
+						    : "round ended elsewhere";
 	s->started = a->started;
 	s->formed = a->multi ? a->rdzv && a->res.ranks.world_size > 0
 			     : a->res.ranks.world_size > 0;

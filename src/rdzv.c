@@ -317,6 +317,8 @@ static void excl_host_wait(struct crun_rdzv *r);
 
 static void round_ended(struct crun_rdzv *r, int kind, const char *why)
 {
+	struct rdzv_end e;
+
 	r->end_seen = 1;
 	if (r->state == R_FINISHING) {
 		/* The store host, done itself, waits for the others to leave.
@@ -336,7 +338,8 @@ static void round_ended(struct crun_rdzv *r, int kind, const char *why)
 	r->state = R_ENDED;
 	stop_timers(r);
 	snprintf(r->errmsg, sizeof(r->errmsg), "%s", why);
-	r->on_end(r, kind, why, r->o.data);
+	rdzv_end_describe(kind, why, &e);
+	r->on_end(r, &e, r->o.data);
 }
 
 /* A store request failed: the host is gone or the reply made no sense. */
