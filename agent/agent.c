@@ -48,8 +48,11 @@
 #include "envcheck.h"
 #include "events.h"
 #include "filetimer.h"
-#include "metrics.h"
 #include "initdiag.h"
+#include "metrics.h"
+#include "netcheck.h"
+#include "nofile.h"
+#include "pool.h"
 
 extern char **environ;
 
@@ -89,7 +92,6 @@ struct agent {
 	uv_signal_t sigs[32];
 	int nsigs;
 	uv_signal_t winch; /* the console's window size changed */
-	uv_timer_t kill_timer;
 	char host[256];
 	char *log_root;	  /* <log_dir>/<run_id>, NULL: no files */
 	int log_root_tmp; /* we made it up: remove after success */
@@ -99,10 +101,9 @@ struct agent {
 	int restarts_left;
 	enum agent_state state;
 	struct agent_stop stop;
-	struct worker *workers;
-	int nworkers, ndone;
-	int port_fd; /* MASTER_PORT held for the round */
-	struct round round;
+	struct pool pool; /* the round's workers */
+	int port_fd;	  /* MASTER_PORT held for the round */
+	struct worker_round round;
 
 	/* Multi-node: the rendezvous and the store it runs over. */
 	int multi;
@@ -140,16 +141,6 @@ static int agent_setup_logs(struct agent *a);
 static char *make_run_id(const char *host);
 static int agent_start_metrics(struct agent *a);
 
-const struct crun_cfg *agent_cfg(const struct agent *a)
-{
-	return a->cfg;
-}
-
-const struct crun_binding_plan *agent_binding(const struct agent *a)
-{
-	return a->binding;
-}
-
 /* Each worker's cpus and memory nodes, said and logged as it starts. */
 static void agent_report_binding(struct agent *a, int i, int rank)
 {
@@ -170,30 +161,6 @@ static void agent_report_binding(struct agent *a, int i, int rank)
 			      b->cpus_list, "numa", b->nodes_list, "memory",
 			      binding_mpol_name(b), "gpu", b->gpu, "fallback",
 			      b->fallback));
-}
-
-struct crun_procs *agent_procs(const struct agent *a)
-{
-	return a->procs;
-}
-
-uv_loop_t *agent_loop(const struct agent *a)
-{
-	return (uv_loop_t *)&a->loop;
-}
-
-char **agent_base_env(const struct agent *a)
-{
-	(void)a;
-	return environ;
-}
-
-double agent_wall_time(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /*
@@ -221,11 +188,6 @@ static void agent_console(int fd, const char *line, size_t len)
 		line += n;
 		len -= (size_t)n;
 	}
-}
-
-struct console *agent_con(const struct agent *a)
-{
-	return a->console;
 }
 
 /* The last line crun said: why it stops, for the launcher's error file. */
@@ -275,22 +237,6 @@ static void agent_write_error_file(struct agent *a, int status)
 
 /* --- stopping ----------------------------------------------------------- */
 
-static void agent_signal_workers(struct agent *a, int sig)
-{
-	for (int i = 0; i < a->nworkers; i++)
-		worker_signal(&a->workers[i], sig);
-}
-
-static void agent_on_kill_timer(uv_timer_t *t)
-{
-	struct agent *a = t->data;
-
-	log_say("workers still running %.0f s after the stop signal: sending "
-		"SIGKILL",
-		a->cfg->shutdown_timeout);
-	agent_signal_workers(a, SIGKILL);
-}
-
 /* Stop the running group: sig now, SIGKILL after the shutdown timeout. */
 static void agent_stop_group(struct agent *a, enum stop_reason why, int sig)
 {
@@ -305,17 +251,14 @@ static void agent_stop_group(struct agent *a, enum stop_reason why, int sig)
 			      : why == STOP_SIGNAL ? "signal"
 						   : "round ended elsewhere",
 			      "signal", cfg_signame(sig)));
-	agent_signal_workers(a, sig);
-	uv_timer_start(&a->kill_timer, agent_on_kill_timer,
-		       (uint64_t)(a->cfg->shutdown_timeout * 1000), 0);
+	pool_stop(&a->pool, sig);
 }
 
 static void agent_on_winch(uv_signal_t *h, int sig)
 {
 	struct agent *a = h->data;
 
-	for (int i = 0; i < a->nworkers; i++)
-		worker_winch(&a->workers[i]);
+	pool_winch(&a->pool);
 }
 
 static void agent_on_signal(uv_signal_t *h, int sig)
@@ -326,7 +269,7 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 		return;
 	if (sig == SIGINT && a->stop.sigint_seen) {
 		log_say("second SIGINT: killing the workers now");
-		agent_signal_workers(a, SIGKILL);
+		pool_signal(&a->pool, SIGKILL);
 		return;
 	}
 	if (sig == SIGINT)
@@ -337,8 +280,8 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 		log_say("received %s: forwarding it to the workers",
 			cfg_signame(sig));
 		agent_stop_group(a, STOP_SIGNAL, sig);
-	} else if (a->state == A_STOPPING && a->nworkers > 0) {
-		agent_signal_workers(a, sig);
+	} else if (a->state == A_STOPPING && a->pool.n > 0) {
+		pool_signal(&a->pool, sig);
 	} else if (a->state == A_STOPPING || a->stop.leaving) {
 		/* Workers gone, waiting for other nodes to leave: stop waiting.
 		 */
@@ -356,8 +299,9 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 
 /* --- rounds ------------------------------------------------------------- */
 
-void agent_on_worker_exit(struct agent *a, struct worker *w)
+static void agent_on_worker_exit(struct pool *p, struct worker *w, void *data)
 {
+	struct agent *a = data;
 	char why[400];
 
 	events_emit(
@@ -435,7 +379,7 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, const struct rdzv_end *e,
 	if (kind == RDZV_END_DEAD)
 		metrics_note_node_lost(a->metrics);
 	if (kind == RDZV_END_FAILURE)
-		metrics_note_failure(a->metrics, e->status, agent_wall_time(),
+		metrics_note_failure(a->metrics, e->status, worker_wall_time(),
 				     0);
 	if (kind == RDZV_END_DEAD || kind == RDZV_END_JOIN)
 		events_emit(a->ev,
@@ -460,35 +404,14 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, const struct rdzv_end *e,
 	}
 }
 
-/* Read the last bytes of a log file into the worker's tail. */
-static void tail_from_file(struct worker *w)
-{
-	char buf[16384];
-	ssize_t k;
-	off_t size;
-	int fd = open(w->stderr_file, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return;
-	size = lseek(fd, 0, SEEK_END);
-	if (size > (off_t)sizeof(buf))
-		lseek(fd, size - (off_t)sizeof(buf), SEEK_SET);
-	else
-		lseek(fd, 0, SEEK_SET);
-	k = read(fd, buf, sizeof(buf));
-	close(fd);
-	if (k > 0)
-		tail_write(&w->tail, buf, (size_t)k);
-}
-
 /* Collect the failures of the round that just ended; returns how many. */
 static int agent_collect_failures(struct agent *a, struct crun_failure **out)
 {
-	struct crun_failure *f = calloc((size_t)a->nworkers, sizeof(*f));
+	struct crun_failure *f = calloc((size_t)a->pool.n, sizeof(*f));
 	int n = 0;
 
-	for (int i = 0; i < a->nworkers && f; i++) {
-		struct worker *w = &a->workers[i];
+	for (int i = 0; i < a->pool.n && f; i++) {
+		struct worker *w = &a->pool.w[i];
 		struct crun_failure *x = &f[n];
 
 		/* Workers the agent stopped were terminated, not failed. */
@@ -506,8 +429,7 @@ static int agent_collect_failures(struct agent *a, struct crun_failure **out)
 		    failure_read_error_file(x, w->error_file) != 0) {
 			/* stderr that went straight to its file: read its end.
 			 */
-			if (w->stderr_file)
-				tail_from_file(w);
+			worker_tail_from_file(w);
 			x->traceback = tail_lines(&w->tail, 20);
 		}
 		n++;
@@ -651,7 +573,7 @@ static void agent_say_success(struct agent *a)
 	    a->host, a->round.ranks.base_rank,
 	    a->round.ranks.base_rank + a->round.ranks.local_world_size - 1,
 	    a->round.ranks.world_size, a->round.restart_count,
-	    agent_wall_time() - a->started);
+	    worker_wall_time() - a->started);
 }
 
 static void agent_multi_round_end(struct agent *a, int nf, int status)
@@ -714,7 +636,6 @@ static void agent_round_end(struct agent *a)
 	char path[PATH_MAX] = "";
 	int nf, root = 0, status = 0, restart;
 
-	uv_timer_stop(&a->kill_timer);
 	initdiag_stop(a->diag);
 	if (a->port_fd >= 0) {
 		close(a->port_fd);
@@ -765,11 +686,7 @@ static void agent_round_end(struct agent *a)
 	}
 	if (a->ft)
 		filetimer_clear(a->ft);
-	for (int i = 0; i < a->nworkers; i++)
-		worker_release(&a->workers[i]);
-	free(a->workers);
-	a->workers = NULL;
-	a->nworkers = a->ndone = 0;
+	pool_end(&a->pool);
 
 	if (!a->multi) {
 		if (a->stop.reason == STOP_SIGNAL)
@@ -791,11 +708,11 @@ static void agent_round_end(struct agent *a)
 	agent_multi_round_end(a, nf, status);
 }
 
-void agent_on_worker_done(struct agent *a, struct worker *w)
+/* The last worker of the round is done: judge the round. */
+static void agent_on_pool_done(struct pool *p, void *data)
 {
-	(void)w;
-	if (++a->ndone == a->nworkers)
-		agent_round_end(a);
+	(void)p;
+	agent_round_end(data);
 }
 
 /*
@@ -934,42 +851,6 @@ static int agent_start_master(void *data, int round, int *port)
 	return agent_confine_store(a);
 }
 
-/*
- * Local rank i cannot start (its log directory, pipes, fds or exec failed):
- * it failed like a worker that exited 127, so the round ends on every node
- * and restarts are spent job-wide. Ranks after i, never started, count as
- * done and not as failed.
- */
-static void agent_start_failed(struct agent *a, int i)
-{
-	struct worker *f = &a->workers[i];
-
-	if (f->a == NULL) {
-		/* worker_start never ran for it. */
-		f->a = a;
-		f->local_rank = i;
-		f->out.file_fd = f->err.file_fd = -1;
-		f->out.filter_fd = f->err.filter_fd = -1;
-		f->exited = 1;
-		f->status = 127;
-		f->exit_time = agent_wall_time();
-	}
-	for (int k = i + 1; k < a->nworkers; k++) {
-		struct worker *w = &a->workers[k];
-
-		w->a = a;
-		w->local_rank = k;
-		w->out.file_fd = w->err.file_fd = -1;
-		w->out.filter_fd = w->err.filter_fd = -1;
-		w->exited = w->stopped = 1;
-		w->status = 127;
-	}
-	agent_on_worker_exit(a, f);
-	a->ndone += a->nworkers - i - 1 + (f->handles == 0);
-	if (a->ndone == a->nworkers)
-		agent_round_end(a);
-}
-
 /* Name the ranks that do not reach the workers' store (initdiag.h). */
 static void agent_diag_start(struct agent *a)
 {
@@ -984,10 +865,10 @@ static void agent_diag_start(struct agent *a)
 	r.group_rank = res->ranks.group_rank;
 	r.group_world_size = res->ranks.group_world_size;
 	r.base_rank = res->ranks.base_rank;
-	r.nproc = a->nworkers;
+	r.nproc = a->pool.n;
 	r.world_size = res->ranks.world_size;
 	r.restart_count = a->round.restart_count;
-	r.workers = a->workers;
+	r.pids = a->pool.pids;
 	r.ops = a->rs ? &rdzv_store_ops : a->re ? &rdzv_etcd_ops : NULL;
 	r.kv = a->rs ? (void *)a->rs : (void *)a->re;
 	snprintf(prefix, sizeof(prefix), "crun/%s/r%d/", res->run_id,
@@ -1000,13 +881,25 @@ static void agent_diag_start(struct agent *a)
 	initdiag_start(a->diag, &r);
 }
 
+/* A worker of the round started: say so, and where it is bound. */
+static void agent_on_worker_started(struct pool *p, struct worker *w,
+				    void *data)
+{
+	struct agent *a = data;
+	int rank = a->round.ranks.base_rank + w->local_rank;
+
+	(void)p;
+	events_emit(a->ev, "crun.worker.started",
+		    json_pack("{s:i, s:i, s:i}", "local_rank", w->local_rank,
+			      "rank", rank, "pid", (int)w->pid));
+	agent_report_binding(a, w->local_rank, rank);
+}
+
 /* A round is formed: start this node's workers with its result. */
 static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 {
 	struct crun_cfg *cfg = a->cfg;
-	struct round *rp = &a->round;
-	char errmsg[512];
-	int rc;
+	struct worker_round *rp = &a->round;
 
 	memset(rp, 0, sizeof(*rp));
 	rp->ranks = res->ranks;
@@ -1014,17 +907,12 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	rp->master_addr = res->master_addr;
 	rp->master_port = res->master_port;
 	rp->use_agent_store = cfg->agent_store;
-	a->nworkers = cfg->nproc_per_node;
-	a->ndone = 0;
-	a->workers = calloc((size_t)a->nworkers, sizeof(*a->workers));
-	if (a->workers == NULL)
-		abort();
 	a->state = A_RUNNING;
 	a->stop.reason = STOP_NONE;
 	/* No log directory: no worker can start (the messages are out). */
 	if ((a->multi && !a->logs_ready && agent_setup_logs(a)) ||
 	    make_attempt_dir(a, res->round)) {
-		agent_start_failed(a, 0);
+		pool_fail(&a->pool, cfg->nproc_per_node);
 		return;
 	}
 	a->logs_ready = 1;
@@ -1038,23 +926,8 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 		    res->ranks.base_rank + res->ranks.local_world_size - 1,
 		    res->ranks.world_size, res->master_addr, res->master_port);
 
-	for (int i = 0; i < a->nworkers; i++) {
-		rc = worker_start(a, &a->workers[i], i, rp, errmsg,
-				  sizeof(errmsg));
-		if (rc == 0) {
-			events_emit(a->ev, "crun.worker.started",
-				    json_pack("{s:i, s:i, s:i}", "local_rank",
-					      i, "rank",
-					      rp->ranks.base_rank + i, "pid",
-					      (int)a->workers[i].pid));
-			agent_report_binding(a, i, rp->ranks.base_rank + i);
-			continue;
-		}
-		log_say("%s", errmsg);
-		agent_start_failed(a, i);
-		return;
-	}
-	agent_diag_start(a);
+	if (pool_start(&a->pool, cfg->nproc_per_node, rp) == 0)
+		agent_diag_start(a);
 }
 
 static void agent_on_round(struct crun_rdzv *r, int status,
@@ -1180,7 +1053,7 @@ static void agent_finish(struct agent *a, int status)
 	for (int i = 0; i < a->nsigs; i++)
 		uv_close((uv_handle_t *)&a->sigs[i], NULL);
 	uv_close((uv_handle_t *)&a->winch, NULL);
-	uv_close((uv_handle_t *)&a->kill_timer, NULL);
+	pool_close(&a->pool);
 	if (a->console)
 		console_close(a->console);
 	procs_close(a->procs, NULL, NULL);
@@ -1451,8 +1324,8 @@ static int agent_owns_pid(void *data, pid_t pid, int *rank)
 	struct agent *a = data;
 	pid_t pg = getpgid(pid);
 
-	for (int i = 0; i < a->nworkers; i++) {
-		struct worker *w = &a->workers[i];
+	for (int i = 0; i < a->pool.n; i++) {
+		struct worker *w = &a->pool.w[i];
 
 		if (w->proc && (w->pid == pid || w->pid == pg)) {
 			*rank = a->round.ranks.base_rank + w->local_rank;
@@ -1557,12 +1430,13 @@ static int agent_env_sets(const struct crun_cfg *cfg, const char *name)
 
 static int agent_run_loop(struct crun_cfg *cfg)
 {
+	struct worker_ctx wctx;
 	struct agent a;
 	int rc;
 
 	memset(&a, 0, sizeof(a));
 	a.cfg = cfg;
-	a.started = agent_wall_time();
+	a.started = worker_wall_time();
 	a.port_fd = -1;
 	a.restarts_left = cfg->max_restarts;
 	if (gethostname(a.host, sizeof(a.host) - 1))
@@ -1600,8 +1474,6 @@ static int agent_run_loop(struct crun_cfg *cfg)
 		log_say("cannot start the event loop: %s", crun_strerror(rc));
 		return 1;
 	}
-	uv_timer_init(&a.loop, &a.kill_timer);
-	a.kill_timer.data = &a;
 	uv_signal_init(&a.loop, &a.winch);
 	a.winch.data = &a;
 	uv_signal_start(&a.winch, agent_on_winch, SIGWINCH);
@@ -1616,6 +1488,14 @@ static int agent_run_loop(struct crun_cfg *cfg)
 		log_say("cannot watch child processes: %s", crun_strerror(rc));
 		return 1;
 	}
+	wctx.loop = &a.loop;
+	wctx.procs = a.procs;
+	wctx.console = a.console;
+	wctx.cfg = cfg;
+	wctx.binding = a.binding;
+	wctx.environ = environ;
+	pool_init(&a.pool, &wctx, agent_on_worker_exit, agent_on_worker_started,
+		  agent_on_pool_done, &a);
 	for (int i = 0; i < cfg->nsignals; i++) {
 		uv_signal_init(&a.loop, &a.sigs[a.nsigs]);
 		a.sigs[a.nsigs].data = &a;
@@ -1651,7 +1531,7 @@ static int agent_run_loop(struct crun_cfg *cfg)
 				      cfg->nproc_per_node, "backend",
 				      cfg->rdzv_backend, "pid", (int)getpid()));
 	}
-	if (initdiag_new(&a, &a.loop, cfg->init_warn_after, a.ev, &a.diag))
+	if (initdiag_new(&a.loop, cfg->init_warn_after, a.ev, &a.diag))
 		agent_finish(&a, 1);
 	if (a.multi && a.state != A_DONE) {
 		char first[64];
@@ -1660,7 +1540,7 @@ static int agent_run_loop(struct crun_cfg *cfg)
 		a.name_unresolved =
 		    netif_name_state(a.host, first, sizeof(first)) ==
 		    NETIF_NAME_UNRESOLVED;
-		agent_check_ifname(&a, a.host);
+		netcheck_ifname(cfg, a.host);
 	}
 	if (a.state == A_DONE) {
 		/* the event log could not be opened */
@@ -1762,8 +1642,8 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 	s->restarts_left = s->max_restarts > s->restarts_used
 			       ? s->max_restarts - s->restarts_used
 			       : 0;
-	for (int i = 0; i < a->nworkers && a->workers; i++) {
-		const struct worker *w = &a->workers[i];
+	for (int i = 0; i < a->pool.n && a->pool.w; i++) {
+		const struct worker *w = &a->pool.w[i];
 
 		if (!w->exited)
 			s->running++;

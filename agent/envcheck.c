@@ -15,7 +15,6 @@
 
 #include "crun/err.h"
 #include "crun/log.h"
-#include "agent.h"
 #include "envcheck.h"
 
 static void envcheck_on_ready(const struct crun_fingerprint *fp, int status,

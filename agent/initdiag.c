@@ -53,7 +53,6 @@
 #include "crun/err.h"
 #include "crun/rdzv_records.h"
 #include "crun/log.h"
-#include "agent.h"
 #include "events.h"
 #include "initdiag.h"
 
@@ -65,7 +64,6 @@
 #define SCAN_MAX_ROWS 4096 /* rows of /proc/net/tcp read without sock_diag */
 
 struct initdiag {
-	struct agent *a;
 	uv_loop_t *loop;
 	double warn_after;
 	struct events *ev;
@@ -527,12 +525,12 @@ static void scan_own(struct initdiag *d)
 	sc->n = 0;
 	memset(trying, 0, sizeof(trying));
 	for (int r = 0; r < d->r.nproc; r++) {
-		const struct worker *w = &d->r.workers[r];
+		pid_t pid = d->r.pids[r];
 		int q[SCAN_MAX_PIDS], nq = 0;
 
-		if (d->conn[r] || w->pid <= 0 || w->exited)
+		if (d->conn[r] || pid <= 0)
 			continue;
-		q[nq++] = (int)w->pid;
+		q[nq++] = (int)pid;
 		for (int k = 0; k < nq && sc->n < SCAN_MAX_INODES; k++) {
 			scan_fds(sc, q[k], r);
 			scan_children(q[k], q, &nq);
@@ -1089,15 +1087,14 @@ static void resolve(struct initdiag *d)
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-int initdiag_new(struct agent *a, uv_loop_t *loop, double warn_after,
-		 struct events *ev, struct initdiag **out)
+int initdiag_new(uv_loop_t *loop, double warn_after, struct events *ev,
+		 struct initdiag **out)
 {
 	struct initdiag *d = calloc(1, sizeof(*d));
 
 	*out = NULL;
 	if (d == NULL)
 		return UV_ENOMEM;
-	d->a = a;
 	d->loop = loop;
 	d->warn_after = warn_after;
 	d->ev = ev;
@@ -1163,7 +1160,7 @@ void initdiag_stop(struct initdiag *d)
 			d->r.world_size, elapsed(d));
 	d->active = 0;
 	d->gen++;
-	d->r.workers = NULL;
+	d->r.pids = NULL;
 	stop_timer(d);
 }
 

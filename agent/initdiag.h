@@ -13,9 +13,7 @@
 #include "crun/rdzv.h"
 #include "crun/store.h"
 
-struct agent;
 struct events;
-struct worker;
 struct initdiag;
 
 /** What one round's diagnosis needs; copied by initdiag_start. */
@@ -26,8 +24,9 @@ struct initdiag_round {
 	int group_rank, group_world_size;
 	int base_rank, nproc, world_size;
 	int restart_count; /* TORCHELASTIC_RESTART_COUNT */
-	/* The round's workers: read until initdiag_stop. */
-	const struct worker *workers;
+	/* Each local rank's pid while it runs, 0 once it exited: read until
+	 * initdiag_stop. */
+	const pid_t *pids;
 	/* Several nodes: the rendezvous store and this round's key prefix
 	 * ("crun/<run_id>/r<R>/"); ops NULL alone. */
 	const struct rdzv_kv_ops *ops;
@@ -47,7 +46,7 @@ struct initdiag_round {
  * call below does nothing). Lines go through log_say, events to ev (may be
  * NULL). Free with initdiag_close, then initdiag_free once the loop ran dry.
  */
-int initdiag_new(struct agent *a, uv_loop_t *loop, double warn_after,
+int initdiag_new(uv_loop_t *loop, double warn_after,
 		 struct events *ev, struct initdiag **out);
 
 /** The workers of round r started: watch them until initdiag_stop. */

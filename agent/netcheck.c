@@ -13,11 +13,10 @@
 
 #include "crun/netif.h"
 #include "crun/log.h"
-#include "agent.h"
+#include "netcheck.h"
 
-void agent_check_ifname(struct agent *a, const char *host)
+void netcheck_ifname(const struct crun_cfg *cfg, const char *host)
 {
-	const struct crun_cfg *cfg = agent_cfg(a);
 	char ep[256], addr[64], ifname[64], via[64];
 	const char *why;
 	enum netif_name_state st;

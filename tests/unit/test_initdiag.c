@@ -465,7 +465,7 @@ Test(initdiag, off_does_nothing, .timeout = 20)
 {
 	struct initdiag *d;
 	struct initdiag_round r;
-	struct worker w;
+	pid_t w = 0;
 
 	memset(&r, 0, sizeof(r));
 	memset(&w, 0, sizeof(w));
@@ -473,8 +473,8 @@ Test(initdiag, off_does_nothing, .timeout = 20)
 	r.store_addr = "127.0.0.1";
 	r.store_port = 1;
 	r.group_world_size = r.nproc = r.world_size = 1;
-	r.workers = &w;
-	cr_assert_eq(initdiag_new(NULL, uv_default_loop(), 0, NULL, &d), 0);
+	r.pids = &w;
+	cr_assert_eq(initdiag_new(uv_default_loop(), 0, NULL, &d), 0);
 	initdiag_start(d, &r);
 	cr_assert_eq(d->active, 0, "--init_warn_after=0: off");
 	initdiag_stop(d);
@@ -483,7 +483,7 @@ Test(initdiag, off_does_nothing, .timeout = 20)
 	cr_assert_eq(uv_run(uv_default_loop(), UV_RUN_NOWAIT), 0);
 
 	/* On, then closed: the loop drains. */
-	cr_assert_eq(initdiag_new(NULL, uv_default_loop(), 5, NULL, &d), 0);
+	cr_assert_eq(initdiag_new(uv_default_loop(), 5, NULL, &d), 0);
 	initdiag_start(d, &r);
 	cr_assert_eq(d->active, 1);
 	initdiag_close(d);
@@ -499,7 +499,7 @@ Test(initdiag, scan_finds_a_grandchilds_connection, .timeout = 20)
 {
 	struct sockaddr_in sin;
 	socklen_t len = sizeof(sin);
-	struct worker w[2];
+	pid_t w[2] = {0, 0};
 	struct initdiag *d = calloc(1, sizeof(*d));
 	int ls = socket(AF_INET, SOCK_STREAM, 0), p[2];
 	pid_t child, other;
@@ -547,9 +547,9 @@ Test(initdiag, scan_finds_a_grandchilds_connection, .timeout = 20)
 	cr_assert_eq(read(p[0], &c, 1), 1);
 
 	memset(w, 0, sizeof(w));
-	w[0].pid = child;
-	w[1].pid = other;
-	d->r.workers = w;
+	w[0] = child;
+	w[1] = other;
+	d->r.pids = w;
 	d->r.nproc = 2;
 	d->r.store_port = ntohs(sin.sin_port);
 	v4(d->addrs[0], "127.0.0.1");
@@ -628,7 +628,7 @@ Test(initdiag, scan_work_is_bounded_by_the_workers_sockets, .timeout = 60)
 {
 	enum { UNRELATED = 1500 };
 	struct rlimit rl;
-	struct worker w[1];
+	pid_t w[1] = {0};
 	struct initdiag *d = calloc(1, sizeof(*d));
 	int sport, oport, ls = -1, other, p[2], *fds;
 	unsigned long long before, cost;
@@ -665,8 +665,8 @@ Test(initdiag, scan_work_is_bounded_by_the_workers_sockets, .timeout = 60)
 	}
 
 	memset(w, 0, sizeof(w));
-	w[0].pid = child;
-	d->r.workers = w;
+	w[0] = child;
+	d->r.pids = w;
 	d->r.nproc = 1;
 	d->r.store_port = sport;
 	v4(d->addrs[0], "127.0.0.1");
