@@ -39,6 +39,8 @@
 #include "console.h"
 #include "worker.h"
 
+extern char **environ;
+
 #define LINE_MAX_BYTES (64 * 1024)
 #define TAIL_BYTES (16 * 1024)
 
@@ -580,7 +582,7 @@ int worker_start(struct worker *w, const struct worker_ctx *wc, int local_rank,
 		goto fail;
 	}
 
-	if ((rc = env_init(&env, wc->environ)))
+	if ((rc = env_init(&env, wc->environ ? wc->environ : environ)))
 		goto fail;
 	for (int i = 0; i < cfg->nenv; i++)
 		env_put(&env, cfg->env[i]);

@@ -33,7 +33,9 @@ struct worker_ctx {
 	struct console *console;  /* console.h: the agent's stdout/stderr */
 	const struct crun_cfg *cfg;
 	const struct crun_binding_plan *binding; /* NULL: inherit ours */
-	char **environ;				 /* the workers' base env */
+	/* The workers' base environment; NULL: crun's own, as it is when
+	 * each worker starts (setenv may move it meanwhile). */
+	char **environ;
 	worker_exit_cb on_exit;
 	worker_done_cb on_done;
 	void *data;
