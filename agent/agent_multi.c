@@ -20,6 +20,7 @@
 #include "crun/auth.h"
 #include "crun/err.h"
 #include "crun/netif.h"
+#include "crun/rdzv_backend.h"
 #include "agent.h"
 #include "envcheck.h"
 #include "events.h"
@@ -421,88 +422,62 @@ static void agent_on_re_open(struct crun_rdzv_etcd *re, int status, void *data)
 	agent_rdzv_begin(a, &rdzv_etcd_ops, re, 0);
 }
 
-/* etcd: every agent is a client of the cluster; nobody hosts anything. */
-static int agent_etcd_start(struct agent *a)
-{
-	struct crun_cfg *cfg = a->cfg;
-	struct rdzv_etcd_opts o;
-	char errmsg[512] = "";
-	int rc;
-
-	if (*cfg->rdzv_endpoint == '\0') {
-		log_say(
-		    "--rdzv_backend=etcd needs --rdzv_endpoint=HOST[:PORT],... "
-		    "naming etcd members");
-		return CRUN_EUSAGE;
-	}
-	if (cfg->rdzv_id == NULL)
-		cfg->rdzv_id = strdup("none"); /* torchrun's default */
-	if (cfg->rdzv.secret_file)
-		log_say(
-		    "secret_file guards c10d's store; etcd is guarded by its "
-		    "own auth and TLS (user, password_file, cacert, cert, "
-		    "key)");
-	memset(&o, 0, sizeof(o));
-	o.endpoints = cfg->rdzv_endpoint;
-	o.https = cfg->rdzv.https;
-	o.cacert = cfg->rdzv.cacert;
-	o.cert = cfg->rdzv.cert;
-	o.key = cfg->rdzv.key;
-	o.user = cfg->rdzv.user;
-	o.password_file = cfg->rdzv.password_file;
-	o.prefix = cfg->rdzv.etcd_prefix;
-	o.run_id = cfg->rdzv_id;
-	o.lease_ttl = cfg->rdzv.lease_ttl;
-	o.timeout = cfg->rdzv.read_timeout;
-	o.lim.turn_bytes = cfg->rdzv.etcd_turn_bytes;
-	o.lim.turn_msgs = cfg->rdzv.etcd_turn_messages;
-	o.lim.max_message = cfg->rdzv.etcd_max_message;
-	o.lim.max_json_items = cfg->rdzv.etcd_max_json_items;
-	o.lim.backoff_ms = (unsigned)(cfg->rdzv.etcd_backoff * 1000 + 0.5);
-	o.lim.backoff_max_ms =
-	    (unsigned)(cfg->rdzv.etcd_backoff_max * 1000 + 0.5);
-	o.errmsg = errmsg;
-	o.errlen = sizeof(errmsg);
-	rc = rdzv_etcd_open(&a->loop, &o, agent_on_re_open, a, &a->re);
-	if (rc)
-		log_say("%s", *errmsg ? errmsg : crun_strerror(rc));
-	return rc;
-}
-
-/* Multi-node: host or reach the rendezvous store, then join rounds. */
+/*
+ * Multi-node: host or reach the rendezvous store (or, with etcd, be one more
+ * client of the cluster), then join rounds (agent_on_rs_open/re_open).
+ */
 int agent__multi_start(struct agent *a)
 {
 	struct crun_cfg *cfg = a->cfg;
-	struct rdzv_store_opts o;
+	struct rdzv_backend_opts o;
 	struct crun_auth_key key;
-	char host[256], errmsg[512] = "";
-	int port, rc, is_static = strcmp(cfg->rdzv_backend, "static") == 0;
+	char host[256], errmsg[512] = "", why[256];
+	int port, rc,
+	    kind = rdzv_backend_kind(cfg->rdzv_backend, why, sizeof(why));
 
-	if (strcmp(cfg->rdzv_backend, "etcd") == 0)
-		return agent_etcd_start(a);
-	if (*cfg->rdzv_endpoint == '\0' ||
+	memset(&o, 0, sizeof(o));
+	o.kind = kind;
+	o.endpoint = cfg->rdzv_endpoint;
+	o.conf = &cfg->rdzv;
+	o.errmsg = errmsg;
+	o.errlen = sizeof(errmsg);
+	if (kind == RDZV_BACKEND_ETCD) {
+		if (*cfg->rdzv_endpoint == '\0') {
+			log_say("--rdzv_backend=etcd needs "
+				"--rdzv_endpoint=HOST[:PORT],... naming etcd "
+				"members");
+			return CRUN_EUSAGE;
+		}
+		if (cfg->rdzv_id == NULL)
+			cfg->rdzv_id = strdup("none"); /* torchrun's default */
+		if (cfg->rdzv.secret_file)
+			log_say("secret_file guards c10d's store; etcd is "
+				"guarded by its own auth and TLS (user, "
+				"password_file, cacert, cert, key)");
+		o.run_id = cfg->rdzv_id;
+		o.timeout = cfg->rdzv.read_timeout;
+		rc = rdzv_backend_open(&a->loop, &o, NULL, agent_on_re_open, a,
+				       NULL, &a->re);
+		if (rc)
+			log_say("%s", *errmsg ? errmsg : crun_strerror(rc));
+		return rc;
+	}
+	if (kind < 0 || *cfg->rdzv_endpoint == '\0' ||
 	    cfg_split_endpoint(cfg->rdzv_endpoint, host, sizeof(host), &port)) {
-		log_say(
-		    "multi-node runs need --rdzv_endpoint=HOST[:PORT] (c10d) "
-		    "or "
-		    "--master_addr/--master_port (static)");
+		log_say("multi-node runs need --rdzv_endpoint=HOST[:PORT] "
+			"(c10d) or "
+			"--master_addr/--master_port (static)");
 		return CRUN_EUSAGE;
 	}
-	memset(&o, 0, sizeof(o));
-	o.host = host;
-	o.port = port >= 0 ? port : is_static ? 29500 : 29400;
 	o.is_host = cfg->rdzv.is_host;
-	if (o.is_host < 0 && is_static)
+	if (o.is_host < 0 && kind == RDZV_BACKEND_STATIC)
 		o.is_host = cfg->node_rank == 0;
 	/* As torchrun's TCPStore client: give up reaching the host after
 	 * read_timeout (and never later than the join deadline). */
-	o.timeout_ms =
-	    (int)(1000 * (cfg->rdzv.read_timeout < cfg->rdzv.join_timeout
-			      ? cfg->rdzv.read_timeout
-			      : cfg->rdzv.join_timeout));
+	o.timeout = cfg->rdzv.read_timeout < cfg->rdzv.join_timeout
+			? cfg->rdzv.read_timeout
+			: cfg->rdzv.join_timeout;
 	o.limits = &cfg->store;
-	o.errmsg = errmsg;
-	o.errlen = sizeof(errmsg);
 	if (cfg->rdzv.secret_file) { /* the rendezvous secret (auth.h) */
 		rc = auth_key_load(cfg->rdzv.secret_file, &key, errmsg,
 				   sizeof(errmsg));
@@ -512,7 +487,8 @@ int agent__multi_start(struct agent *a)
 		}
 		o.auth = &key;
 	}
-	rc = rdzv_store_open(&a->loop, &o, agent_on_rs_open, a, &a->rs);
+	rc = rdzv_backend_open(&a->loop, &o, agent_on_rs_open, NULL, a, &a->rs,
+			       NULL);
 	sodium_memzero(&key, sizeof(key));
 	if (rc)
 		log_say("%s", *errmsg ? errmsg : crun_strerror(rc));

@@ -28,6 +28,7 @@
 #include "crun/banned.h"
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/rdzv_backend.h"
 #include "crun/rdzv_etcd.h"
 #include "crun/rdzv_status.h"
 #include "crun/rdzv_store.h"
@@ -47,7 +48,7 @@ static const char status_usage[] =
     "  --rdzv_id=ID           the job's run id (c10d: default whatever job\n"
     "                         the endpoint serves; etcd: \"none\")\n"
     "                         [PET_RDZV_ID]\n"
-    "  --rdzv_backend=B       c10d (default), static, etcd, etcd-v2 or\n"
+    "  --rdzv_backend=B       c10d (default), static, etcd or its alias\n"
     "                         etcd-v3 [PET_RDZV_BACKEND]\n"
     "  --rdzv_conf=K=V,...    as the agents': secret_file (c10d), and\n"
     "                         etcd_prefix, protocol, cacert, cert, key,\n"
@@ -522,7 +523,8 @@ int cmd_status_main(int argc, char **argv)
 	const char *secret = getenv("CRUN_RDZV_SECRET_FILE");
 	double timeout = 5, hb_wait = -1, d;
 	char errmsg[512] = "", host[256], why[400];
-	int c, rc, port, etcd, has_key = 0;
+	struct rdzv_backend_opts bo;
+	int c, rc, port, etcd, kind, has_key = 0;
 	long max_nodes = 1 << 20;
 	char *end;
 
@@ -592,15 +594,12 @@ int cmd_status_main(int argc, char **argv)
 		return status_usage_error("missing --rdzv_endpoint");
 	if (backend == NULL || *backend == '\0')
 		backend = "c10d";
-	etcd = strcmp(backend, "etcd") == 0 ||
-	       strcmp(backend, "etcd-v2") == 0 ||
-	       strcmp(backend, "etcd-v3") == 0;
-	if (!etcd && strcmp(backend, "c10d") != 0 &&
-	    strcmp(backend, "static") != 0)
-		return status_usage_error(
-		    "invalid --rdzv_backend \"%s\": c10d, static, etcd, "
-		    "etcd-v2 or etcd-v3",
-		    backend);
+	/* The names the agents accept (rdzv_backend.h), no more. */
+	kind = rdzv_backend_kind(backend, why, sizeof(why));
+	if (kind < 0)
+		return status_usage_error("invalid --rdzv_backend \"%s\": %s",
+					  backend, why);
+	etcd = kind == RDZV_BACKEND_ETCD;
 	if (run_id != NULL && *run_id == '\0')
 		run_id = NULL;
 	if (run_id != NULL && (strlen(run_id) > 200 || strchr(run_id, '/')))
@@ -650,47 +649,21 @@ int cmd_status_main(int argc, char **argv)
 			    (uint64_t)(1000 * (2 * timeout + d + 1)));
 	uv_timer_start(&cs.deadline, on_deadline,
 		       uv_timer_get_repeat(&cs.deadline), 0);
-	if (etcd) {
-		struct rdzv_etcd_opts eo;
-
-		memset(&eo, 0, sizeof(eo));
-		eo.endpoints = endpoint;
-		eo.https = conf.https;
-		eo.cacert = conf.cacert;
-		eo.cert = conf.cert;
-		eo.key = conf.key;
-		eo.user = conf.user;
-		eo.password_file = conf.password_file;
-		eo.prefix = conf.etcd_prefix ? conf.etcd_prefix : "/crun";
-		eo.run_id = run_id ? run_id : "none";
-		eo.lease_ttl = 10;
-		eo.timeout = timeout;
-		eo.lim.turn_bytes = conf.etcd_turn_bytes;
-		eo.lim.turn_msgs = conf.etcd_turn_messages;
-		eo.lim.max_message = conf.etcd_max_message;
-		eo.lim.max_json_items = conf.etcd_max_json_items;
-		eo.lim.backoff_ms = (unsigned)(conf.etcd_backoff * 1000 + 0.5);
-		eo.lim.backoff_max_ms =
-		    (unsigned)(conf.etcd_backoff_max * 1000 + 0.5);
-		eo.readonly = 1;
-		eo.errmsg = errmsg;
-		eo.errlen = sizeof(errmsg);
-		if (cs.so.run_id == NULL)
-			cs.so.run_id = "none";
-		rc = rdzv_etcd_open(&cs.loop, &eo, on_re_open, &cs, &cs.re);
-	} else {
-		struct rdzv_store_opts ro;
-
-		memset(&ro, 0, sizeof(ro));
-		ro.host = host;
-		ro.port = port >= 0 ? port : 29400;
-		ro.is_host = 0; /* never serve: only read */
-		ro.timeout_ms = (int)(timeout * 1000);
-		ro.auth = has_key ? &key : NULL;
-		ro.errmsg = errmsg;
-		ro.errlen = sizeof(errmsg);
-		rc = rdzv_store_open(&cs.loop, &ro, on_rs_open, &cs, &cs.rs);
-	}
+	memset(&bo, 0, sizeof(bo));
+	bo.kind = kind;
+	bo.endpoint = endpoint;
+	bo.run_id = run_id;
+	bo.conf = &conf;
+	bo.is_host = 0; /* never serve: only read */
+	bo.readonly = 1;
+	bo.timeout = timeout;
+	bo.auth = has_key ? &key : NULL;
+	bo.errmsg = errmsg;
+	bo.errlen = sizeof(errmsg);
+	if (etcd && cs.so.run_id == NULL)
+		cs.so.run_id = "none";
+	rc = rdzv_backend_open(&cs.loop, &bo, on_rs_open, on_re_open, &cs,
+			       &cs.rs, &cs.re);
 	sodium_memzero(&key, sizeof(key));
 	if (rc) {
 		fprintf(stderr, "crun status: %s\n",
