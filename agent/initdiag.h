@@ -61,17 +61,6 @@ void initdiag_free(struct initdiag *d);
 
 /* ---- pure parts, exposed for unit tests -------------------------------- */
 
-/* One row of /proc/net/tcp or tcp6: addresses as 16 bytes (IPv4 mapped). */
-struct initdiag_tcp {
-	unsigned char local[16], remote[16];
-	int local_port, remote_port;
-	int state; /* 1 ESTABLISHED, 2 SYN_SENT, ... */
-	uint64_t inode;
-};
-
-/** Parse one row (not the header); 0 or -1. */
-int initdiag_parse_tcp(const char *line, struct initdiag_tcp *t);
-
 /**
  * Ranks base + i for every i < n with flags[i] == want, as "0,2-5,9"; at
  * most len - 1 bytes ("..." when cut). Returns how many ranks matched.
