@@ -11,7 +11,18 @@
  *   agent_logs.c   log directories, failure reports, the error file and the
  *                  console as log.h's sink
  *
- * Functions shared by these files are agent__name (libuv's uv__ style).
+ * The leaves, each with its own header and prefix, called downward only
+ * and reporting back through the callbacks they were created with:
+ *
+ *   pool.c     the workers of a round: start, signal, kill timer, done count
+ *   worker.c   one worker: argv, environment, spawn, where its output goes
+ *   stream.c   one output stream: pipe, tee file, console lines, tail
+ *   group.c    a worker's process group after the worker exited
+ *   initdiag.c which ranks do not reach the workers' store, and why
+ *   envcheck.c this node's environment fingerprint (--env_check)
+ *   metrics.c, events.c, filetimer.c, console.c, netcheck.c, nofile.c
+ *
+ * Functions shared by the core files are agent__name (libuv's uv__ style).
  */
 #ifndef CRUN_AGENT_H
 #define CRUN_AGENT_H

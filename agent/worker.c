@@ -1,6 +1,7 @@
 /*
  * One worker: its command line and environment (built completely before the
- * spawn), its process, and its two output streams.
+ * spawn), its process, and where its two output streams go (stream.c
+ * carries the bytes, group.c stops what it leaves behind).
  *
  * Each stream goes where --redirects/--tee/--local_ranks_filter say: straight
  * into a log file when only the file wants it (the agent never touches those
@@ -44,69 +45,6 @@ extern char **environ;
 #define LINE_MAX_BYTES (64 * 1024)
 #define TAIL_BYTES (16 * 1024)
 
-static char readbuf[64 * 1024];
-
-static void worker_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
-{
-	(void)h;
-	(void)hint;
-	/* One loop thread consumes each read before the next alloc. */
-	buf->base = readbuf;
-	buf->len = sizeof(readbuf);
-}
-
-static void stream_on_line(void *ctx, const char *line, size_t len)
-{
-	struct wstream *s = ctx;
-
-	/* Queued only: stream_consume writes the whole batch at once. */
-	console_put(s->w->ctx->console, s->console_fd, line, len);
-}
-
-/* A line holding one of the duplicate filters is copied to their file. */
-static void stream_on_filter_line(void *ctx, const char *line, size_t len)
-{
-	struct wstream *s = ctx;
-	const struct crun_cfg *cfg = s->w->ctx->cfg;
-	size_t plen = s->flb.plen;
-
-	for (int i = 0; i < cfg->ndup_filters[s->is_err]; i++)
-		if (memmem(line + plen, len - plen,
-			   cfg->dup_filters[s->is_err][i],
-			   strlen(cfg->dup_filters[s->is_err][i]))) {
-			/* O_APPEND: one write per line, whole among ranks. */
-			if (write(s->filter_fd, line, len) < 0)
-				return; /* a full disk must not stop the job */
-			return;
-		}
-}
-
-/* Route one chunk of a stream's bytes to its tee file, console and tail. */
-static void stream_consume(struct wstream *s, const char *data, size_t n)
-{
-	if (s->file_fd >= 0) {
-		size_t off = 0;
-
-		while (off < n) {
-			ssize_t k = write(s->file_fd, data + off, n - off);
-
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k <= 0)
-				break; /* a full disk must not stop the job */
-			off += (size_t)k;
-		}
-	}
-	if (s->console_fd >= 0) {
-		linebuf_feed(&s->lb, data, n, stream_on_line, s);
-		console_flush(s->w->ctx->console, s->console_fd);
-	}
-	if (s->filter_fd >= 0)
-		linebuf_feed(&s->flb, data, n, stream_on_filter_line, s);
-	if (s->is_err)
-		tail_write(&s->w->tail, data, n);
-}
-
 double worker_wall_time(void)
 {
 	struct timespec ts;
@@ -122,70 +60,16 @@ static void worker_handle_closed(struct worker *w)
 		w->ctx->on_done(w, w->ctx->data);
 }
 
+static void worker_on_stream_closed(struct wstream *st, void *data)
+{
+	(void)st;
+	worker_handle_closed(data);
+}
+
 static void worker_on_group_closed(struct wgroup *g, void *data)
 {
 	(void)g;
 	worker_handle_closed(data);
-}
-
-static void stream_on_close(uv_handle_t *h)
-{
-	struct wstream *s = h->data;
-
-	worker_handle_closed(s->w);
-}
-
-static void stream_finish(struct wstream *s)
-{
-	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe))
-		return;
-	if (s->console_fd >= 0) {
-		linebuf_flush(&s->lb, stream_on_line, s);
-		console_flush(s->w->ctx->console, s->console_fd);
-	}
-	if (s->filter_fd >= 0)
-		linebuf_flush(&s->flb, stream_on_filter_line, s);
-	uv_close((uv_handle_t *)&s->pipe, stream_on_close);
-}
-
-static void stream_on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
-{
-	struct wstream *s = h->data;
-
-	if (n > 0)
-		stream_consume(s, buf->base, (size_t)n);
-	else if (n < 0)
-		stream_finish(s); /* EOF or error: nothing more will come */
-}
-
-/*
- * Read what is in the pipe now; the writer has exited. Bounded by the bytes
- * queued at this moment: a grandchild still writing gets EPIPE afterwards.
- */
-static void stream_drain(struct wstream *s)
-{
-	uv_os_fd_t fd;
-	ssize_t n;
-	int avail = 0;
-	size_t left;
-
-	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe) ||
-	    uv_fileno((uv_handle_t *)&s->pipe, &fd))
-		return;
-	if (ioctl(fd, FIONREAD, &avail) || avail < 0)
-		avail = (int)sizeof(readbuf);
-	for (left = (size_t)avail; left > 0;) {
-		n = read(fd, readbuf,
-			 left < sizeof(readbuf) ? left : sizeof(readbuf));
-		if (n > 0) {
-			stream_consume(s, readbuf, (size_t)n);
-			left -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		break;
-	}
 }
 
 static void worker_on_exit(struct crun_proc *p, int status, int sig)
@@ -445,11 +329,13 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 	    r->attempt_dir && cfg->ndup_filters[bit == CRUN_STD_ERR] > 0;
 	int fds[2], rc;
 
-	s->w = w;
-	s->is_err = bit == CRUN_STD_ERR;
-	s->file_fd = -1;
-	s->console_fd = -1;
-	s->filter_fd = -1;
+	stream_init(s, bit == CRUN_STD_ERR);
+	s->console = w->ctx->console;
+	s->tail = s->is_err ? &w->tail : NULL;
+	if (filter) {
+		s->filters = cfg->dup_filters[s->is_err];
+		s->nfilters = cfg->ndup_filters[s->is_err];
+	}
 	*child_fd = -1;
 	*close_fd = -1;
 
@@ -509,21 +395,16 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 		/* A roomy pipe absorbs bursts from fast writers. */
 		fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
 	}
-	rc = uv_pipe_init(w->ctx->loop, &s->pipe, 0);
-	if (rc == 0)
-		rc = uv_pipe_open(&s->pipe, fds[0]);
-	if (rc) {
+	rc = stream_open(s, w->ctx->loop, fds[0], worker_on_stream_closed, w);
+	if (!s->open) {
 		close(fds[0]);
 		close(fds[1]);
 		return rc;
 	}
-	s->open = 1;
-	s->pipe.data = s;
 	w->handles++;
 	*child_fd = fds[1];
 	*close_fd = fds[1];
-	return uv_read_start((uv_stream_t *)&s->pipe, worker_on_alloc,
-			     stream_on_read);
+	return rc;
 }
 
 void worker_init(struct worker *w, const struct worker_ctx *ctx, int local_rank)
@@ -531,8 +412,8 @@ void worker_init(struct worker *w, const struct worker_ctx *ctx, int local_rank)
 	memset(w, 0, sizeof(*w));
 	w->ctx = ctx;
 	w->local_rank = local_rank;
-	w->out.file_fd = w->err.file_fd = -1;
-	w->out.filter_fd = w->err.filter_fd = -1;
+	stream_init(&w->out, 0);
+	stream_init(&w->err, 1);
 }
 
 void worker_fail(struct worker *w)
@@ -729,22 +610,8 @@ void worker_winch(struct worker *w)
 
 void worker_release(struct worker *w)
 {
-	if (w->out.file_fd >= 0)
-		close(w->out.file_fd);
-	if (w->err.file_fd >= 0)
-		close(w->err.file_fd);
-	if (w->out.filter_fd >= 0)
-		close(w->out.filter_fd);
-	if (w->err.filter_fd >= 0)
-		close(w->err.filter_fd);
-	if (w->out.flb.buf)
-		linebuf_release(&w->out.flb);
-	if (w->err.flb.buf)
-		linebuf_release(&w->err.flb);
-	if (w->out.lb.buf)
-		linebuf_release(&w->out.lb);
-	if (w->err.lb.buf)
-		linebuf_release(&w->err.lb);
+	stream_release(&w->out);
+	stream_release(&w->err);
 	tail_release(&w->tail);
 	free(w->dir);
 	free(w->stderr_file);

@@ -17,6 +17,7 @@
 #include "crun/proc.h"
 #include "crun/tail.h"
 #include "group.h"
+#include "stream.h"
 
 struct console;
 struct worker;
@@ -49,20 +50,6 @@ struct worker_round {
 	int use_agent_store;
 	int restart_count;
 	const char *attempt_dir; /* NULL: no log files */
-};
-
-/* One output stream of a worker: a pipe the agent reads, or nothing. */
-struct wstream {
-	struct worker *w;
-	uv_pipe_t pipe;
-	int open;		/* the pipe handle is initialised */
-	int console_fd;		/* 1, 2, or -1: not on the console */
-	int file_fd;		/* tee copy, or -1 */
-	int is_err;
-	int pty;		/* the worker writes to a pseudo-terminal */
-	struct crun_linebuf lb;
-	int filter_fd;		/* <attempt>/filtered_std*.log, or -1 */
-	struct crun_linebuf flb; /* lines for the duplicate filters */
 };
 
 struct worker {
