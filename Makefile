@@ -97,6 +97,11 @@ test-venv:
 
 check-build: all $(UNIT_BIN) $(HELPER_BIN) $(BENCH_BIN)
 
+# The limits tables of docs/crun.1 and README.md, from the option table
+# (tests/integration/limits_doc.sh fails when they are stale).
+limits-doc: all
+	@BUILD=$(BUILD) sh scripts/limits-doc.sh
+
 # The README's test command. Unit tests, then integration suites that run
 # the real build/crun (some start real daemons or network namespaces).
 test check: deps test-venv format-check check-build
@@ -168,7 +173,7 @@ format-check: $(CLANG_FORMAT)
 clean:
 	rm -rf build build-asan build-ubsan build-fuzz build-cov
 
-.PHONY: all deps check-build test check asan ubsan demo bench bench-scale fuzz install format format-check clean coverage mutate
+.PHONY: all deps check-build limits-doc test check asan ubsan demo bench bench-scale fuzz install format format-check clean coverage mutate
 .SECONDARY:
 
 -include $(LIB_OBJ:.o=.d) $(BIN_OBJ:.o=.d) $(UNIT_BIN:=.d) $(HELPER_BIN:=.d) $(BENCH_BIN:=.d)

@@ -607,8 +607,7 @@ int cmd_status_main(int argc, char **argv)
 		    "invalid --rdzv_id \"%s\": at most 200 bytes, no '/'",
 		    run_id);
 
-	memset(&conf, 0, sizeof(conf));
-	conf.is_host = -1;
+	cfg_rdzv_conf_init(&conf);
 	if (conf_str != NULL && *conf_str &&
 	    cfg_parse_rdzv_conf(conf_str, &conf, why, sizeof(why))) {
 		cfg_rdzv_conf_release(&conf);

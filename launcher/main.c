@@ -161,7 +161,13 @@ int main(int argc, char **argv)
 		return cmd_status_main(argc - 1, argv + 1);
 
 	cfg_init(&cfg);
-	rc = cfg_parse_args(&cfg, argc, argv, NULL, &done, msg, sizeof(msg));
+	/* The steps in order (cfg.h): the job file's name and bounds may come
+	 * from the command line or the environment. */
+	rc = cfg_parse_args(&cfg, argc, argv, &done, msg, sizeof(msg));
+	if (rc == 0 && !done)
+		rc = cfg_apply_env(&cfg, environ);
+	if (rc == 0 && !done)
+		rc = cfg_load_job(&cfg, environ, msg, sizeof(msg));
 	if (rc == 0 && !done)
 		rc = cfg_apply_slurm(&cfg, environ, msg, sizeof(msg));
 	if (rc == 0 && !done)

@@ -46,57 +46,12 @@
 #include "crun/banned.h"
 #include "cfg_opts.h"
 
-/* The largest job file read: a job file is a page of settings. */
-#define CFG_INI_MAX_BYTES (1024 * 1024)
-/* The defaults of --config_max_value (the longest value after ${}
- * expansion) and --config_max_expansion (the most that expanding the whole
- * file may produce): a few ${X} of a large X must not become gigabytes. */
-#define CFG_INI_MAX_VALUE (1024 * 1024)
-#define CFG_INI_MAX_EXPANSION (4 * 1024 * 1024)
-
 extern char **environ;
 
 /* The sections, with the option-table section each one reads. */
 enum { SEC_JOB, SEC_RDZV, SEC_LOGS, SEC_STORE, SEC_ENV, SEC_N };
 static const char *const sec_names[SEC_N] = {"job", "rendezvous", "logs",
 					     "store", "env"};
-
-/* rdzv_conf keys that are keys of [rendezvous] too. local_addr is left out:
- * in [rendezvous] it names the --local_addr option, as the flag does. */
-static const char *const conf_keys[] = {
-    "join_timeout",
-    "last_call_timeout",
-    "close_timeout",
-    "read_timeout",
-    "heartbeat_timeout",
-    "keep_alive_interval",
-    "keep_alive_max_attempt",
-    "heartbeat_rate",
-    "is_host",
-    "store_type",
-    "timeout",
-    "store_allow",
-    "store_port",
-    "set_socket_ifname",
-    "exclude_after",
-    "exclude_for",
-    /* the etcd backend's */
-    "etcd_prefix",
-    "protocol",
-    "cacert",
-    "cert",
-    "key",
-    "user",
-    "password_file",
-    "lease_ttl",
-    "etcd_turn_bytes",
-    "etcd_turn_messages",
-    "etcd_max_message",
-    "etcd_max_json_items",
-    "etcd_backoff",
-    "etcd_backoff_max",
-};
-#define NCONF ((int)(sizeof(conf_keys) / sizeof(conf_keys[0])))
 
 /* Variables the worker contract sets; [env] must not pretend to set them. */
 static const char *const contract_vars[] = {
@@ -118,7 +73,7 @@ struct ini_entry {
 	char *value; /* as written, continuation lines joined */
 	/* Filled by resolve(). */
 	int kind;
-	int id;	      /* option id (K_OPT) or conf_keys index (K_CONF) */
+	int id;	      /* option id (K_OPT) or cfg_rdzv_keys index (K_CONF) */
 	char *xval;   /* value after ${} expansion */
 	char **words; /* K_ENTRY, K_ARGS: the split value */
 	int nwords;
@@ -138,7 +93,9 @@ struct ini_state {
 	int cur_sec;	     /* from the last header; -1 unknown, -2 none yet */
 	struct ini_entry *v;
 	int n, cap_v;
-	size_t expanded; /* bytes of the values expanded so far */
+	size_t expanded;   /* bytes of the values expanded so far */
+	size_t max_bytes;  /* of the file */
+	char max_text[32]; /* max_bytes as "1024 KiB" */
 	size_t max_value, max_expansion; /* the bounds of the expansion */
 	int err_line; /* first error: line (0: none yet) and message */
 	char err[512];
@@ -292,10 +249,10 @@ static char *ini_read(char *str, int num, void *stream)
 	}
 	st->line++;
 	st->nread += (size_t)len;
-	if (st->nread > CFG_INI_MAX_BYTES) {
+	if (st->nread > st->max_bytes) {
 		/* It grew while we read it. */
-		note(st, st->line, "job file larger than %d KiB",
-		     CFG_INI_MAX_BYTES / 1024);
+		note(st, st->line, "job file larger than %s (config_max_bytes)",
+		     st->max_text);
 		return NULL;
 	}
 	if (len + 1 > num) {
@@ -498,12 +455,16 @@ static const struct cfg_opt *opt_named(const char *n)
 	return NULL;
 }
 
+/* The rdzv_conf key n as a key of [rendezvous] (its index), or -1. local_addr
+ * is not one: in [rendezvous] it names the --local_addr option, as the flag
+ * does. */
 static int conf_key(const char *n)
 {
-	for (int i = 0; i < NCONF; i++)
-		if (strcmp(conf_keys[i], n) == 0)
-			return i;
-	return -1;
+	const struct cfg_rdzv_key *k = cfg_rdzv_key_named(n);
+
+	if (k == NULL || (k->flags & CFG_F_NOFILE))
+		return -1;
+	return (int)(k - cfg_rdzv_keys);
 }
 
 static int is_entry(const char *n)
@@ -551,8 +512,7 @@ static void lookup(struct ini_state *st, struct ini_entry *e, const char *n)
 			return;
 		}
 	if ((o = opt_named(n)) != NULL) {
-		if (o->id == CFG_config || o->id == CFG_config_max_value ||
-		    o->id == CFG_config_max_expansion)
+		if (o->flags & CFG_F_NOFILE)
 			note(st, e->line,
 			     "'%s' cannot be set inside a job file", e->key);
 		else if (strcmp(o->section, sec_names[e->sec]) != 0)
@@ -689,7 +649,7 @@ static void resolve(struct ini_state *st, int idx, int *first_opt,
 	if (expand(st, e))
 		return;
 	if (e->kind == K_CONF && *e->xval) {
-		snprintf(conf, sizeof(conf), "%s=%s", conf_keys[e->id],
+		snprintf(conf, sizeof(conf), "%s=%s", cfg_rdzv_keys[e->id].key,
 			 e->xval);
 		if (strchr(e->xval, ','))
 			note(st, e->line, "%s: a value cannot contain ','",
@@ -781,8 +741,9 @@ static void apply(struct crun_cfg *cfg, struct ini_state *st, int first_entry,
 			if (clen)
 				put(&conf, &clen, &ccap, ",", 1);
 			if (e->kind == K_CONF) {
-				put(&conf, &clen, &ccap, conf_keys[e->id],
-				    strlen(conf_keys[e->id]));
+				put(&conf, &clen, &ccap,
+				    cfg_rdzv_keys[e->id].key,
+				    strlen(cfg_rdzv_keys[e->id].key));
 				put(&conf, &clen, &ccap, "=", 1);
 			}
 			put(&conf, &clen, &ccap, e->xval, strlen(e->xval));
@@ -840,11 +801,11 @@ static void apply(struct crun_cfg *cfg, struct ini_state *st, int first_entry,
 static void check_all(struct crun_cfg *cfg, struct ini_state *st,
 		      int *first_entry, int *first_args)
 {
-	int first_opt[CFG_NOPTS], first_conf[NCONF];
+	int first_opt[CFG_NOPTS], first_conf[CFG_NRDZV_KEYS];
 
 	for (int i = 0; i < CFG_NOPTS; i++)
 		first_opt[i] = -1;
-	for (int i = 0; i < NCONF; i++)
+	for (int i = 0; i < CFG_NRDZV_KEYS; i++)
 		first_conf[i] = -1;
 	for (int i = 0; i < st->n; i++)
 		if (st->v[i].sec >= 0)
@@ -870,6 +831,31 @@ static void one_line(char *msg)
 			*msg = '?';
 }
 
+/* A job-file bound: its field once converted, else the table's default. */
+static size_t bound(const struct crun_cfg *cfg, int id, size_t field)
+{
+	size_t v = 0;
+
+	if (field == 0 && cfg_parse_size(cfg_opts[id].def, &v) == 0)
+		field = v;
+	return field;
+}
+
+int cfg_load_job(struct crun_cfg *cfg, char **envp, char *errmsg, size_t errlen)
+{
+	int rc;
+
+	/* The job file's own bounds: from the command line or environment,
+	 * before the file is read. */
+	if ((rc = cfg__convert(cfg, CFG_config_max_bytes, errmsg, errlen)) ||
+	    (rc = cfg__convert(cfg, CFG_config_max_value, errmsg, errlen)) ||
+	    (rc = cfg__convert(cfg, CFG_config_max_expansion, errmsg, errlen)))
+		return rc;
+	if (cfg->raw[CFG_config] == NULL)
+		return 0;
+	return cfg_load_ini(cfg, cfg->raw[CFG_config], envp, errmsg, errlen);
+}
+
 int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 		 char *errmsg, size_t errlen)
 {
@@ -880,10 +866,16 @@ int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 	st.path = path;
 	st.envp = envp ? envp : environ;
 	st.cur_sec = -2;
-	st.max_value =
-	    cfg->ini_max_value ? cfg->ini_max_value : CFG_INI_MAX_VALUE;
-	st.max_expansion = cfg->ini_max_expansion ? cfg->ini_max_expansion
-						  : CFG_INI_MAX_EXPANSION;
+	st.max_bytes = bound(cfg, CFG_config_max_bytes, cfg->ini_max_bytes);
+	st.max_value = bound(cfg, CFG_config_max_value, cfg->ini_max_value);
+	st.max_expansion =
+	    bound(cfg, CFG_config_max_expansion, cfg->ini_max_expansion);
+	if (st.max_bytes % 1024 == 0)
+		snprintf(st.max_text, sizeof(st.max_text), "%zu KiB",
+			 st.max_bytes / 1024);
+	else
+		snprintf(st.max_text, sizeof(st.max_text), "%zu bytes",
+			 st.max_bytes);
 	st.fp = fopen(path, "r");
 	if (st.fp == NULL) {
 		snprintf(errmsg, errlen, "%s: cannot open job file: %s", path,
@@ -903,13 +895,17 @@ int cfg_load_ini(struct crun_cfg *cfg, const char *path, char **envp,
 			return CRUN_EUSAGE;
 		}
 		if (fstat(fileno(st.fp), &sb) || !S_ISREG(sb.st_mode) ||
-		    sb.st_size > CFG_INI_MAX_BYTES) {
-			snprintf(errmsg, errlen,
-				 S_ISREG(sb.st_mode)
-				     ? "%s: job file larger than %d KiB"
-				     : "%s: job file is not a regular file "
-				       "(%d KiB at most)",
-				 path, CFG_INI_MAX_BYTES / 1024);
+		    (size_t)sb.st_size > st.max_bytes) {
+			if (S_ISREG(sb.st_mode))
+				snprintf(errmsg, errlen,
+					 "%s: job file larger than %s "
+					 "(config_max_bytes)",
+					 path, st.max_text);
+			else
+				snprintf(errmsg, errlen,
+					 "%s: job file is not a regular file "
+					 "(%s at most)",
+					 path, st.max_text);
 			fclose(st.fp);
 			return CRUN_EUSAGE;
 		}

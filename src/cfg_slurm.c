@@ -26,6 +26,7 @@
 
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/log.h"
 #include "crun/slurm.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
@@ -70,9 +71,7 @@ int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg, size_t len)
 	if (slurm_detect(envp, &s, det, sizeof(det)) != 0) {
 		if (mode == 1)
 			return cfg__err(errmsg, len, "--slurm: %s", det);
-		fprintf(stderr,
-			"crun: not using SLURM (%s); --slurm=0 silences this\n",
-			det);
+		log_say("not using SLURM (%s); --slurm=0 silences this", det);
 		return 0;
 	}
 	if (!s.in_slurm) {
@@ -131,18 +130,17 @@ int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg, size_t len)
 	else
 		snprintf(det, sizeof(det), "--rdzv_endpoint=%s",
 			 RAW(rdzv_endpoint));
-	fprintf(
-	    stderr,
-	    "crun: SLURM job %s, node %d of %d%s: --nnodes=%s "
+	log_say(
+	    "SLURM job %s, node %d of %d%s: --nnodes=%s "
 	    "--nproc_per_node=%s "
 	    "--rdzv_backend=%s %s --rdzv_id=%s (%s; --print-config shows "
-	    "why)\n",
+	    "why)",
 	    s.job_id, s.node_rank, s.nnodes, s.in_step ? "" : " (batch shell)",
 	    RAW(nnodes), RAW(nproc_per_node), RAW(rdzv_backend), det,
 	    RAW(rdzv_id) ? RAW(rdzv_id) : "",
 	    mode == -1 ? "automatic inside an srun step; --slurm=0 turns it off"
 		       : "--slurm");
 	for (int i = 0; i < s.nwarn; i++)
-		fprintf(stderr, "crun: warning: %s\n", s.warn[i]);
+		log_warn("%s", s.warn[i]);
 	return 0;
 }

@@ -21,6 +21,8 @@
 
 #include <curl/curl.h>
 
+#include "crun/log.h"
+
 typedef void (*curl_fn)(void);
 
 static struct {
@@ -70,8 +72,7 @@ static int curl_dl_load(void)
 	if (dl.h == NULL) {
 		snprintf(dl.err, sizeof(dl.err), "cannot load libcurl: %s",
 			 dlerror());
-		fprintf(stderr, "crun: %s (the etcd backend needs libcurl)\n",
-			dl.err);
+		log_say("%s (the etcd backend needs libcurl)", dl.err);
 		return -1;
 	}
 	if (curl_dl_sym(&dl.global_init, "curl_global_init") ||
@@ -95,8 +96,7 @@ static int curl_dl_load(void)
 		dl.h = NULL;
 	}
 	if (dl.h == NULL)
-		fprintf(stderr, "crun: %s (the etcd backend needs libcurl)\n",
-			dl.err);
+		log_say("%s (the etcd backend needs libcurl)", dl.err);
 	return dl.h != NULL ? 0 : -1;
 }
 

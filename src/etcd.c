@@ -21,7 +21,7 @@
  *
  * Bounds (struct etcd_limits, rdzv_conf etcd_*): one transfer takes at
  * most turn_bytes and turn_msgs per loop turn (then it is paused until the
- * next turn), an answer at most MAX_BODY, a stream message max_message,
+ * next turn), an answer at most max_body, a stream message max_message,
  * and neither is parsed when it holds more than max_json_items objects and
  * arrays.
  */
@@ -36,14 +36,11 @@
 #include "crun/err.h"
 #include "crun/etcd.h"
 
-#define ATTEMPT_MS 3000 /* one try at one endpoint */
-#define CONNECT_MS 1000 /* connecting to one endpoint */
-#define MAX_BODY (64u << 20)
-/* ETCD_MAX_JSON_ITEMS: JSON objects and arrays in one answer or message:
- * parsed, each costs ~80 times the 3 bytes of "{}," (crun's largest answers
- * hold ~500). ETCD_TURN_*: what one transfer may take in one loop turn; the
- * rest waits (paused) for the next turn, so a fast stream cannot hold up
- * timers and signals. */
+/* The limits' defaults are rdzv_conf's (src/cfg_opts.h, etcd_*).
+ * max_json_items: JSON objects and arrays in one answer or message: parsed,
+ * each costs ~80 times the 3 bytes of "{}," (crun's largest answers hold ~500).
+ * turn_*: what one transfer may take in one loop turn; the rest waits (paused)
+ * for the next turn, so a fast stream cannot hold up timers and signals. */
 
 struct etcd {
 	uv_loop_t *loop;
@@ -475,9 +472,12 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 		q->paused = 1;
 		return CURL_WRITEFUNC_PAUSE;
 	}
-	if (q->len + n + 1 > (q->msg ? q->e->lim.max_message : MAX_BODY)) {
+	/* An answer of max_body bytes is read; a watch line (its newline
+	 * included) stays below max_message. */
+	if (q->len + n >
+	    (q->msg ? q->e->lim.max_message - 1 : q->e->lim.max_body)) {
 		q->refused = q->msg ? "a watch message over etcd_max_message"
-				    : "an answer over 64 MiB";
+				    : "an answer over etcd_max_body";
 		return 0;
 	}
 	if (q->len + n + 1 > q->cap) {
@@ -579,9 +579,7 @@ static void wait_auth(struct etcd_req *q)
 
 uint64_t etcd_backoff_ms(const struct etcd_limits *lim, int retries)
 {
-	uint64_t ms = lim->backoff_ms ? lim->backoff_ms : ETCD_BACKOFF_MS,
-		 hi = lim->backoff_max_ms ? lim->backoff_max_ms
-					  : ETCD_BACKOFF_MAX_MS;
+	uint64_t ms = lim->backoff_ms, hi = lim->backoff_max_ms;
 
 	while (retries-- > 0 && ms < hi)
 		ms *= 2;
@@ -785,9 +783,10 @@ static void req_start(struct etcd_req *q)
 	curl_easy_setopt(q->easy, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(q->easy, CURLOPT_WRITEDATA, q);
 	curl_easy_setopt(q->easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(
-	    q->easy, CURLOPT_CONNECTTIMEOUT_MS,
-	    (long)(e->attempt_ms < CONNECT_MS ? e->attempt_ms : CONNECT_MS));
+	curl_easy_setopt(q->easy, CURLOPT_CONNECTTIMEOUT_MS,
+			 (long)(e->attempt_ms < e->lim.connect_ms
+				    ? e->attempt_ms
+				    : e->lim.connect_ms));
 	if (!q->msg) {
 		left = (uint64_t)(e->timeout * 1000) -
 		       (uv_now(e->loop) - q->started);
@@ -983,9 +982,14 @@ unsigned etcd_failovers(const struct etcd *e)
 int etcd_new(uv_loop_t *loop, const struct etcd_opts *o, char *errmsg,
 	     size_t errlen, struct etcd **out)
 {
-	struct etcd *e = calloc(1, sizeof(*e));
+	struct etcd *e;
 	int rc;
 
+	/* Every bound is given: cfg_etcd_limits fills them (rdzv_conf). */
+	assert(o->lim.turn_bytes && o->lim.turn_msgs && o->lim.max_message &&
+	       o->lim.max_body && o->lim.max_json_items && o->lim.backoff_ms &&
+	       o->lim.backoff_max_ms && o->lim.attempt_ms && o->lim.connect_ms);
+	e = calloc(1, sizeof(*e));
 	if (e == NULL)
 		return UV_ENOMEM;
 	if (sodium_init() < 0) {
@@ -1002,21 +1006,11 @@ int etcd_new(uv_loop_t *loop, const struct etcd_opts *o, char *errmsg,
 	e->n = rc;
 	e->loop = loop;
 	e->timeout = o->timeout > 0 ? o->timeout : 60;
-	e->attempt_ms =
-	    o->attempt > 0 ? (uint64_t)(o->attempt * 1000) : ATTEMPT_MS;
 	e->lim = o->lim;
-	if (e->lim.turn_bytes == 0)
-		e->lim.turn_bytes = ETCD_TURN_BYTES;
-	if (e->lim.turn_msgs == 0)
-		e->lim.turn_msgs = ETCD_TURN_MSGS;
-	if (e->lim.max_message == 0)
-		e->lim.max_message = ETCD_MAX_MESSAGE;
-	if (e->lim.max_json_items == 0)
-		e->lim.max_json_items = ETCD_MAX_JSON_ITEMS;
-	if (e->lim.backoff_ms == 0)
-		e->lim.backoff_ms = ETCD_BACKOFF_MS;
-	if (e->lim.backoff_max_ms == 0)
-		e->lim.backoff_max_ms = ETCD_BACKOFF_MAX_MS;
+	/* etcd_attempt_timeout bounds the caller's own choice. */
+	e->attempt_ms = e->lim.attempt_ms;
+	if (o->attempt > 0 && o->attempt * 1000 < e->attempt_ms)
+		e->attempt_ms = (uint64_t)(o->attempt * 1000);
 	snprintf(e->cacert, sizeof(e->cacert), "%s",
 		 o->cacert ? o->cacert : "");
 	snprintf(e->cert, sizeof(e->cert), "%s", o->cert ? o->cert : "");

@@ -23,6 +23,8 @@
 
 #include <microhttpd.h>
 
+#include "crun/log.h"
+
 static struct {
 	int tried;
 	void *h;
@@ -48,7 +50,7 @@ static int mhd_dl_sym(void *slot, const char *name)
 	void *p = dlsym(dl.h, name);
 
 	if (p == NULL) {
-		fprintf(stderr, "crun: libmicrohttpd.so.12 lacks '%s'\n", name);
+		log_say("libmicrohttpd.so.12 lacks '%s'", name);
 		return -1;
 	}
 	*(void **)slot = p;
@@ -63,9 +65,8 @@ static int mhd_dl_load(void)
 	dl.tried = 1;
 	dl.h = dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL);
 	if (dl.h == NULL) {
-		fprintf(stderr,
-			"crun: cannot load libmicrohttpd: %s (the metrics "
-			"server needs it)\n",
+		log_say("cannot load libmicrohttpd: %s (the metrics server "
+			"needs it)",
 			dlerror());
 		return -1;
 	}

@@ -46,12 +46,7 @@ static int open_etcd(uv_loop_t *loop, const struct rdzv_backend_opts *o,
 	eo.run_id = o->run_id ? o->run_id : "none";
 	eo.lease_ttl = c->lease_ttl > 0 ? c->lease_ttl : RDZV_BACKEND_LEASE_TTL;
 	eo.timeout = o->timeout;
-	eo.lim.turn_bytes = c->etcd_turn_bytes;
-	eo.lim.turn_msgs = c->etcd_turn_messages;
-	eo.lim.max_message = c->etcd_max_message;
-	eo.lim.max_json_items = c->etcd_max_json_items;
-	eo.lim.backoff_ms = (unsigned)(c->etcd_backoff * 1000 + 0.5);
-	eo.lim.backoff_max_ms = (unsigned)(c->etcd_backoff_max * 1000 + 0.5);
+	cfg_etcd_limits(c, &eo.lim);
 	eo.readonly = o->readonly;
 	eo.errmsg = o->errmsg;
 	eo.errlen = o->errlen;

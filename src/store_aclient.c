@@ -40,107 +40,21 @@
 #include "crun/auth.h"
 #include "crun/err.h"
 #include "crun/store.h"
-#include "store_wire.h"
-
-/* What the main frame's reply looks like. */
-enum store_areply { AR_NONE, AR_U8, AR_U64, AR_BYTES, AR_NBYTES };
-
-enum store_astate {
-	AS_RESOLVED,
-	AS_CONNECTING,
-	AS_AUTHING, /* our AUTH nonce sent; the server's challenge due */
-	AS_VALIDATING,
-	AS_READY,
-	AS_FAILED
-};
-
-/* One queued request. */
-struct store_areq {
-	struct store_areq *next;
-	enum store_areply kind;
-	int has_wait; /* a WAIT frame goes first */
-	int wait_get; /* that WAIT is a WAIT_GET: its reply brings the values */
-	int first_only; /* a WAIT_FIRST_GET: it waits for its first key */
-	int phase;	/* 0: the WAIT is pending; 1: the main frame */
-	int sent;	/* the current phase's frame is written */
-	int canceling;	/* CANCEL_WAIT sent */
-	int bg;		/* an incarnation of the background watch */
-	int taken;	/* taken back for other requests: a successor follows */
-	unsigned wgen;	/* of that watch */
-	int timeout_ms;
-	size_t n; /* values in a MULTI_GET reply */
-	store_reply_cb cb;
-	void *data;
-	struct store_buf wait;
-	struct store_buf main;
-};
-
-/* A uv_write with its own copy of the bytes. */
-struct store_awrite {
-	uv_write_t req;
-	struct crun_store_aclient *c;
-	unsigned char data[];
-};
-
-struct crun_store_aclient {
-	uv_loop_t *loop;
-	uv_tcp_t tcp;
-	uv_timer_t timer; /* connect backoff, then the WAIT timeout */
-	uv_connect_t conn_req;
-	struct sockaddr_storage addr;
-	enum store_astate state;
-	int tcp_open; /* tcp is initialised and not being closed */
-	unsigned nhandles;
-	/* Frames written in this loop iteration, sent together before the
-	 * loop next waits (one send for a node's pipelined requests). */
-	struct store_buf cork;
-	uv_prepare_t flush;
-	int closing;
-	uint64_t deadline; /* of the connect, on the loop's clock */
-	unsigned backoff;
-	int last_err;
-	uint32_t jitter; /* state of the backoff's pseudo-random jitter */
-	uint32_t nonce;
-	store_aclient_connect_cb connect_cb;
-	void *connect_data;
-	store_close_cb close_cb;
-	void *close_data;
-	struct store_areq *head, *tail;
-	struct store_areq *send_next; /* first request not yet written */
-	struct store_areq *blocked;   /* a WAIT holding the pipeline */
-	struct store_buf in;
-	int use_wait_get;	  /* the server is a crun store */
-	struct store_areq *raced; /* a WAIT_GET answered as it was canceled */
-	int skip_canceled;	  /* a WAIT_CANCELED byte to pass over */
-	/* The background watch (store_aclient_watch). */
-	struct store_areq *parked; /* its WAIT_GET, sent last: nothing after */
-	struct store_areq *wnext;  /* its WAIT_GET queued, not sent yet */
-	char **wkeys;		   /* its keys: it waits for the first */
-	size_t nwkeys;
-	unsigned wgen; /* bumped by each new watch */
-	int wlive;     /* its callback is still due */
-	store_reply_cb wcb;
-	void *wdata;
-	int has_key; /* run the AUTH exchange (auth.h) on connect */
-	int proved;  /* our AUTH proof is sent on this connection */
-	struct crun_auth_key key;
-	struct crun_auth_hs hs;
-};
+#include "store_aclient_internal.h"
 
 static void store_aclient_attempt(struct crun_store_aclient *c);
-static void store_aclient_fail(struct crun_store_aclient *c, int err);
 static void store_aclient_drain(struct crun_store_aclient *c);
 static int store_aclient_prove(struct crun_store_aclient *c);
 
 /* Free a request. */
-static void store_areq_free(struct store_areq *r)
+void store_aclient__free_req(struct store_areq *r)
 {
 	store_buf_release(&r->wait);
 	store_buf_release(&r->main);
 	free(r);
 }
 
-static void store_aclient_free_wkeys(struct crun_store_aclient *c)
+void store_aclient__free_wkeys(struct crun_store_aclient *c)
 {
 	for (size_t i = 0; i < c->nwkeys; i++)
 		free(c->wkeys[i]);
@@ -161,7 +75,7 @@ static void store_aclient_maybe_free(struct crun_store_aclient *c)
 	data = c->close_data;
 	store_buf_release(&c->in);
 	store_buf_release(&c->cork);
-	store_aclient_free_wkeys(c);
+	store_aclient__free_wkeys(c);
 	free(c);
 	if (cb != NULL)
 		cb(data);
@@ -244,7 +158,7 @@ static void store_aclient_complete(struct crun_store_aclient *c, int status,
 	}
 	if (cb != NULL)
 		cb(c, status, status == 0 ? rep : NULL, data);
-	store_areq_free(r);
+	store_aclient__free_req(r);
 }
 
 /* Fail every pending request with err. */
@@ -274,7 +188,7 @@ static void store_aclient_on_write(uv_write_t *req, int status)
 	if (c->closing)
 		return;
 	if (status < 0 && status != UV_ECANCELED)
-		store_aclient_fail(c, status);
+		store_aclient__fail(c, status);
 	else if (c->state == AS_READY)
 		store_aclient_drain(c); /* writes finish in order */
 }
@@ -354,7 +268,7 @@ static void store_aclient_on_flush(uv_prepare_t *h)
 	int rc = store_aclient_uncork(c);
 
 	if (rc != 0)
-		store_aclient_fail(c, rc);
+		store_aclient__fail(c, rc);
 }
 
 /*
@@ -387,8 +301,7 @@ static int store_aclient_write(struct crun_store_aclient *c,
 }
 
 /* Queue r last (unsent). */
-static void store_aclient_enqueue(struct crun_store_aclient *c,
-				  struct store_areq *r)
+void store_aclient__enqueue(struct crun_store_aclient *c, struct store_areq *r)
 {
 	if (c->tail != NULL)
 		c->tail->next = r;
@@ -400,8 +313,7 @@ static void store_aclient_enqueue(struct crun_store_aclient *c,
 }
 
 /* Send CANCEL_WAIT for r, the one WAIT parked on the server: 0 or an error. */
-static int store_aclient_cancel(struct crun_store_aclient *c,
-				struct store_areq *r)
+int store_aclient__cancel(struct crun_store_aclient *c, struct store_areq *r)
 {
 	struct store_buf b;
 	int rc;
@@ -424,12 +336,10 @@ static void store_aclient_on_wait_timeout(uv_timer_t *t)
 
 	if (c->blocked == NULL || c->blocked->canceling)
 		return;
-	rc = store_aclient_cancel(c, c->blocked);
+	rc = store_aclient__cancel(c, c->blocked);
 	if (rc != 0)
-		store_aclient_fail(c, rc);
+		store_aclient__fail(c, rc);
 }
-
-static struct store_areq *store_areq_watch(struct crun_store_aclient *c);
 
 /* Put r (queued, unsent) last in the queue, or free it. */
 static void store_aclient_requeue(struct crun_store_aclient *c,
@@ -449,15 +359,15 @@ static void store_aclient_requeue(struct crun_store_aclient *c,
 	if (!keep) {
 		if (c->wnext == r)
 			c->wnext = NULL;
-		store_areq_free(r);
+		store_aclient__free_req(r);
 		return;
 	}
 	r->next = NULL;
-	store_aclient_enqueue(c, r);
+	store_aclient__enqueue(c, r);
 }
 
 /* Send queued requests up to the next WAIT. */
-static void store_aclient_pump(struct crun_store_aclient *c)
+void store_aclient__pump(struct crun_store_aclient *c)
 {
 	struct store_areq *r;
 	int rc;
@@ -485,14 +395,14 @@ static void store_aclient_pump(struct crun_store_aclient *c)
 			/* The successor first: whatever fails next, it is in
 			 * the queue to report it. */
 			if (c->wlive && c->wnext == NULL &&
-			    store_areq_watch(c) == NULL) {
-				store_aclient_fail(c, UV_ENOMEM);
+			    store_aclient__queue_watch(c) == NULL) {
+				store_aclient__fail(c, UV_ENOMEM);
 				return;
 			}
 			c->parked->taken = c->wlive;
-			rc = store_aclient_cancel(c, c->parked);
+			rc = store_aclient__cancel(c, c->parked);
 			if (rc != 0) {
-				store_aclient_fail(c, rc);
+				store_aclient__fail(c, rc);
 				return;
 			}
 		}
@@ -513,7 +423,7 @@ static void store_aclient_pump(struct crun_store_aclient *c)
 			    c, &r->main, r->kind != AR_NONE || r->cb == NULL);
 		}
 		if (rc != 0) {
-			store_aclient_fail(c, rc);
+			store_aclient__fail(c, rc);
 			return;
 		}
 		r->sent = 1;
@@ -559,7 +469,8 @@ static ssize_t store_aclient_parse(struct crun_store_aclient *c)
 			return 1;
 		}
 		if (p[0] == STORE_WAIT_CANCELED && r->canceling && r->bg) {
-			store_areq_free(store_aclient_pop(c)); /* taken back */
+			store_aclient__free_req(
+			    store_aclient_pop(c)); /* taken back */
 			return 1;
 		}
 		if (p[0] == STORE_WAIT_CANCELED && r->canceling) {
@@ -649,19 +560,19 @@ static void store_aclient_process(struct crun_store_aclient *c)
 			break;
 		if (c->skip_canceled) {
 			if (c->in.data[0] != STORE_WAIT_CANCELED) {
-				store_aclient_fail(c, CRUN_EPROTO);
+				store_aclient__fail(c, CRUN_EPROTO);
 				return;
 			}
 			c->skip_canceled = 0;
 			used = 1;
 		} else if (c->head == NULL || !c->head->sent) {
-			store_aclient_fail(c, CRUN_EPROTO);
+			store_aclient__fail(c, CRUN_EPROTO);
 			return;
 		} else {
 			used = store_aclient_parse(c);
 		}
 		if (used < 0) {
-			store_aclient_fail(c, (int)used);
+			store_aclient__fail(c, (int)used);
 			return;
 		}
 		if (used == 0)
@@ -671,11 +582,11 @@ static void store_aclient_process(struct crun_store_aclient *c)
 		c->in.len -= (size_t)used;
 	}
 	if (!c->closing && c->state == AS_READY)
-		store_aclient_pump(c);
+		store_aclient__pump(c);
 }
 
 /* The connection failed for good: fail everything pending with err. */
-static void store_aclient_fail(struct crun_store_aclient *c, int err)
+void store_aclient__fail(struct crun_store_aclient *c, int err)
 {
 	if (c->state == AS_FAILED)
 		return;
@@ -701,7 +612,7 @@ static void store_aclient_retry(struct crun_store_aclient *c, int err)
 	c->last_err = err;
 	if (!store_aclient_retryable(err) ||
 	    uv_now(c->loop) + c->backoff > c->deadline) {
-		store_aclient_fail(
+		store_aclient__fail(
 		    c, store_aclient_retryable(err) ? CRUN_ETIMEDOUT : err);
 		return;
 	}
@@ -732,11 +643,11 @@ static void store_aclient_on_read(uv_stream_t *s, ssize_t nread,
 	if (nread < 0) {
 		if (c->state == AS_AUTHING ||
 		    (c->state == AS_VALIDATING && c->proved))
-			store_aclient_fail(c, CRUN_EAUTH);
+			store_aclient__fail(c, CRUN_EAUTH);
 		else if (c->state == AS_VALIDATING)
 			store_aclient_retry(c, (int)nread);
 		else
-			store_aclient_fail(c, (int)nread);
+			store_aclient__fail(c, (int)nread);
 		return;
 	}
 	c->in.len += (size_t)nread;
@@ -750,10 +661,10 @@ static void store_aclient_on_read(uv_stream_t *s, ssize_t nread,
 		if (c->in.len < 4)
 			return;
 		if (store_wire_u32(c->in.data) != c->nonce) {
-			store_aclient_fail(c, store_wire_u32(c->in.data) ==
-						      CRUN_AUTH_NEEDED
-						  ? CRUN_EAUTH
-						  : CRUN_EPROTO);
+			store_aclient__fail(c, store_wire_u32(c->in.data) ==
+						       CRUN_AUTH_NEEDED
+						   ? CRUN_EAUTH
+						   : CRUN_EPROTO);
 			return;
 		}
 		memmove(c->in.data, c->in.data + 4, c->in.len - 4);
@@ -777,7 +688,7 @@ static int store_aclient_prove(struct crun_store_aclient *c)
 	int rc;
 
 	if (auth_client_answer(&c->key, &c->hs, c->in.data, proof) != 0) {
-		store_aclient_fail(c, CRUN_EAUTH);
+		store_aclient__fail(c, CRUN_EAUTH);
 		return CRUN_EAUTH;
 	}
 	memmove(c->in.data, c->in.data + CRUN_AUTH_CHALLENGE_LEN,
@@ -791,7 +702,7 @@ static int store_aclient_prove(struct crun_store_aclient *c)
 	rc = store_aclient_write(c, &b);
 	store_buf_release(&b);
 	if (rc != 0) {
-		store_aclient_fail(c, rc);
+		store_aclient__fail(c, rc);
 		return rc;
 	}
 	c->proved = 1;
@@ -957,327 +868,6 @@ void store_aclient_close(struct crun_store_aclient *c, store_close_cb cb,
 	store_aclient_close_tcp(c);
 	uv_close((uv_handle_t *)&c->timer, store_aclient_on_close);
 	uv_close((uv_handle_t *)&c->flush, store_aclient_on_close);
-}
-
-/* ---- Requests ---------------------------------------------------------- */
-
-/* A new request of kind, or NULL (*err set) if c takes no more. */
-static struct store_areq *store_areq_new(struct crun_store_aclient *c,
-					 enum store_areply kind,
-					 store_reply_cb cb, void *data,
-					 int *err)
-{
-	struct store_areq *r;
-
-	if (c->closing || c->state == AS_FAILED) {
-		*err = CRUN_ECLOSED;
-		return NULL;
-	}
-	r = calloc(1, sizeof(*r));
-	if (r == NULL) {
-		*err = UV_ENOMEM;
-		return NULL;
-	}
-	r->kind = kind;
-	r->cb = cb;
-	r->data = data;
-	r->timeout_ms = -1;
-	store_buf_init(&r->wait);
-	store_buf_init(&r->main);
-	return r;
-}
-
-/* Queue r (its frames encoded) and send what can be sent. */
-static int store_areq_submit(struct crun_store_aclient *c, struct store_areq *r)
-{
-	if (r->wait.oom || r->main.oom) {
-		store_areq_free(r);
-		return UV_ENOMEM;
-	}
-	store_aclient_enqueue(c, r);
-	store_aclient_pump(c);
-	return 0;
-}
-
-/*
- * Encode a WAIT on keys into r->wait: for a get or multi_get from a crun
- * store, a WAIT_GET, whose answer brings the values (no main frame is sent).
- */
-static void store_areq_wait(struct crun_store_aclient *c, struct store_areq *r,
-			    const char *const *keys, size_t n, int timeout_ms)
-{
-	size_t i;
-
-	r->has_wait = 1;
-	r->wait_get = c->use_wait_get && r->kind != AR_NONE;
-	r->timeout_ms = timeout_ms;
-	store_buf_op(&r->wait, STORE_GEN_G3,
-		     !r->wait_get    ? STORE_OP_WAIT
-		     : r->first_only ? STORE_OP_WAIT_FIRST_GET
-				     : STORE_OP_WAIT_GET);
-	store_buf_u64(&r->wait, n);
-	for (i = 0; i < n; i++)
-		store_buf_str(&r->wait, keys[i], strlen(keys[i]));
-}
-
-/* A one-key request: op, key, then optional value(s). */
-static int store_aclient_simple(struct crun_store_aclient *c, enum store_op op,
-				enum store_areply kind, const char *key,
-				const void *v1, size_t l1, const void *v2,
-				size_t l2, int nvals, store_reply_cb cb,
-				void *data)
-{
-	struct store_areq *r;
-	int err = 0;
-
-	r = store_areq_new(c, kind, cb, data, &err);
-	if (r == NULL)
-		return err;
-	store_buf_op(&r->main, STORE_GEN_G3, op);
-	if (key != NULL)
-		store_buf_str(&r->main, key, strlen(key));
-	if (nvals >= 1)
-		store_buf_str(&r->main, v1, l1);
-	if (nvals >= 2)
-		store_buf_str(&r->main, v2, l2);
-	return store_areq_submit(c, r);
-}
-
-int store_aclient_set(struct crun_store_aclient *c, const char *key,
-		      const void *val, size_t len, store_reply_cb cb,
-		      void *data)
-{
-	return store_aclient_simple(c, STORE_OP_SET, AR_NONE, key, val, len,
-				    NULL, 0, 1, cb, data);
-}
-
-int store_aclient_append(struct crun_store_aclient *c, const char *key,
-			 const void *val, size_t len, store_reply_cb cb,
-			 void *data)
-{
-	return store_aclient_simple(c, STORE_OP_APPEND, AR_NONE, key, val, len,
-				    NULL, 0, 1, cb, data);
-}
-
-int store_aclient_compare_set(struct crun_store_aclient *c, const char *key,
-			      const void *expected, size_t elen,
-			      const void *desired, size_t dlen,
-			      store_reply_cb cb, void *data)
-{
-	return store_aclient_simple(c, STORE_OP_COMPARE_SET, AR_BYTES, key,
-				    expected, elen, desired, dlen, 2, cb, data);
-}
-
-int store_aclient_delete_key(struct crun_store_aclient *c, const char *key,
-			     store_reply_cb cb, void *data)
-{
-	return store_aclient_simple(c, STORE_OP_DELETE_KEY, AR_U64, key, NULL,
-				    0, NULL, 0, 0, cb, data);
-}
-
-int store_aclient_num_keys(struct crun_store_aclient *c, store_reply_cb cb,
-			   void *data)
-{
-	return store_aclient_simple(c, STORE_OP_GETNUMKEYS, AR_U64, NULL, NULL,
-				    0, NULL, 0, 0, cb, data);
-}
-
-int store_aclient_add(struct crun_store_aclient *c, const char *key,
-		      int64_t delta, store_reply_cb cb, void *data)
-{
-	struct store_areq *r;
-	int err = 0;
-
-	r = store_areq_new(c, AR_U64, cb, data, &err);
-	if (r == NULL)
-		return err;
-	store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_ADD);
-	store_buf_str(&r->main, key, strlen(key));
-	store_buf_u64(&r->main, (uint64_t)delta);
-	return store_areq_submit(c, r);
-}
-
-int store_aclient_get(struct crun_store_aclient *c, const char *key,
-		      int timeout_ms, store_reply_cb cb, void *data)
-{
-	struct store_areq *r;
-	int err = 0;
-
-	r = store_areq_new(c, AR_BYTES, cb, data, &err);
-	if (r == NULL)
-		return err;
-	store_areq_wait(c, r, &key, 1, timeout_ms);
-	if (!r->wait_get) {
-		store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_GET);
-		store_buf_str(&r->main, key, strlen(key));
-	}
-	return store_areq_submit(c, r);
-}
-
-int store_aclient_wait(struct crun_store_aclient *c, const char *const *keys,
-		       size_t n, int timeout_ms, store_reply_cb cb, void *data)
-{
-	struct store_areq *r;
-	int err = 0;
-
-	r = store_areq_new(c, AR_NONE, cb, data, &err);
-	if (r == NULL)
-		return err;
-	store_areq_wait(c, r, keys, n, timeout_ms);
-	return store_areq_submit(c, r);
-}
-
-int store_aclient_check(struct crun_store_aclient *c, const char *const *keys,
-			size_t n, store_reply_cb cb, void *data)
-{
-	struct store_areq *r;
-	size_t i;
-	int err = 0;
-
-	r = store_areq_new(c, AR_U8, cb, data, &err);
-	if (r == NULL)
-		return err;
-	store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_CHECK);
-	store_buf_u64(&r->main, n);
-	for (i = 0; i < n; i++)
-		store_buf_str(&r->main, keys[i], strlen(keys[i]));
-	return store_areq_submit(c, r);
-}
-
-/* A MULTI_GET, after a wait (up to timeout_ms) on its keys if wait. */
-static int store_aclient_mget(struct crun_store_aclient *c,
-			      const char *const *keys, size_t n, int wait,
-			      int timeout_ms, store_reply_cb cb, void *data)
-{
-	struct store_areq *r;
-	size_t i;
-	int err = 0;
-
-	r = store_areq_new(c, AR_NBYTES, cb, data, &err);
-	if (r == NULL)
-		return err;
-	r->n = n;
-	if (wait)
-		store_areq_wait(c, r, keys, n, timeout_ms);
-	if (!r->wait_get) {
-		store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_MULTI_GET);
-		store_buf_u64(&r->main, n);
-		for (i = 0; i < n; i++)
-			store_buf_str(&r->main, keys[i], strlen(keys[i]));
-	}
-	return store_areq_submit(c, r);
-}
-
-int store_aclient_multi_get(struct crun_store_aclient *c,
-			    const char *const *keys, size_t n, int timeout_ms,
-			    store_reply_cb cb, void *data)
-{
-	return store_aclient_mget(c, keys, n, 1, timeout_ms, cb, data);
-}
-
-int store_aclient_peek(struct crun_store_aclient *c, const char *const *keys,
-		       size_t n, store_reply_cb cb, void *data)
-{
-	return store_aclient_mget(c, keys, n, 0, -1, cb, data);
-}
-
-int store_aclient_multi_set(struct crun_store_aclient *c,
-			    const char *const *keys, const void *const *vals,
-			    const size_t *lens, size_t n, store_reply_cb cb,
-			    void *data)
-{
-	struct store_areq *r;
-	size_t i;
-	int err = 0;
-
-	r = store_areq_new(c, AR_NONE, cb, data, &err);
-	if (r == NULL)
-		return err;
-	store_buf_op(&r->main, STORE_GEN_G3, STORE_OP_MULTI_SET);
-	store_buf_u64(&r->main, n);
-	for (i = 0; i < n; i++) {
-		store_buf_str(&r->main, keys[i], strlen(keys[i]));
-		store_buf_str(&r->main, vals[i], lens[i]);
-	}
-	return store_areq_submit(c, r);
-}
-
-/* A WAIT_GET of the watch's keys, queued last (not sent), or NULL. */
-static struct store_areq *store_areq_watch(struct crun_store_aclient *c)
-{
-	struct store_areq *r;
-	int err = 0;
-
-	r = store_areq_new(c, c->nwkeys > 1 ? AR_NBYTES : AR_BYTES, NULL, NULL,
-			   &err);
-	if (r == NULL)
-		return NULL;
-	r->bg = 1;
-	r->wgen = c->wgen;
-	r->n = c->nwkeys;
-	r->first_only = c->nwkeys > 1;
-	store_areq_wait(c, r, (const char *const *)c->wkeys, c->nwkeys, -1);
-	if (r->wait.oom) {
-		store_areq_free(r);
-		return NULL;
-	}
-	store_aclient_enqueue(c, r);
-	c->wnext = r;
-	return r;
-}
-
-int store_aclient_watch_keys(struct crun_store_aclient *c,
-			     const char *const *keys, size_t n,
-			     store_reply_cb cb, void *data)
-{
-	char **k;
-
-	if (!c->use_wait_get || n == 0)
-		return CRUN_EUSAGE;
-	if (c->closing || c->state == AS_FAILED)
-		return CRUN_ECLOSED;
-	if ((k = calloc(n, sizeof(*k))) == NULL)
-		return UV_ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		if ((k[i] = strdup(keys[i])) == NULL) {
-			while (i > 0)
-				free(k[--i]);
-			free(k);
-			return UV_ENOMEM;
-		}
-	}
-	store_aclient_unwatch(c, CRUN_ECANCELED);
-	store_aclient_free_wkeys(c);
-	c->wkeys = k;
-	c->nwkeys = n;
-	c->wgen++;
-	if (store_areq_watch(c) == NULL)
-		return UV_ENOMEM;
-	c->wlive = 1;
-	c->wcb = cb;
-	c->wdata = data;
-	store_aclient_pump(c);
-	return 0;
-}
-
-int store_aclient_watch(struct crun_store_aclient *c, const char *key,
-			store_reply_cb cb, void *data)
-{
-	return store_aclient_watch_keys(c, &key, 1, cb, data);
-}
-
-void store_aclient_unwatch(struct crun_store_aclient *c, int status)
-{
-	int rc;
-
-	if (!c->wlive)
-		return;
-	c->wlive = 0;
-	/* Its incarnations are answered (or dropped unsent) in silence. */
-	if (c->parked != NULL && (rc = store_aclient_cancel(c, c->parked)))
-		store_aclient_fail(c, rc);
-	if (c->wcb != NULL)
-		c->wcb(c, status, NULL, c->wdata);
 }
 
 void store_aclient_use_wait_get(struct crun_store_aclient *c)

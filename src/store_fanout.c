@@ -8,7 +8,7 @@
  * until "done", so no lock guards anything else.
  *
  * Failure modes: no second CPU, or the thread or a semaphore cannot be
- * made: every send on the calling thread, as before this file existed.
+ * made: every send on the calling thread, one after the other.
  * A send error is the item's rc; the caller closes that connection.
  */
 #include <errno.h>

@@ -88,7 +88,7 @@ int auth_server_challenge(const struct crun_auth_key *key,
 int auth_server_check(const struct crun_auth_key *key, struct crun_auth_hs *hs,
 		      const unsigned char *proof, size_t len);
 
-/* ---- where the exchange runs (store_server.c, store_aclient.c) ------- */
+/* ---- where the exchange runs (store_conn.c, store_aclient.c) --------- */
 
 struct crun_store_server;
 struct crun_store_aclient;

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+struct etcd_limits;
+
 /* Bits of a redirect/tee value, as torchrun's Std: 1 stdout, 2 stderr. */
 enum crun_std {
 	CRUN_STD_NONE = 0,
@@ -38,7 +40,8 @@ struct crun_std_spec {
 	unsigned char val[64];
 };
 
-/* rdzv_conf keys, in seconds; -1 means "backend default". */
+/* rdzv_conf keys (durations in seconds); cfg_rdzv_conf_init fills in the
+ * defaults of src/cfg_opts.h's CFG_RDZV_KEYS. */
 struct crun_rdzv_conf {
 	double join_timeout;
 	double last_call_timeout;
@@ -61,8 +64,11 @@ struct crun_rdzv_conf {
 	double lease_ttl; /* s: a node that stops refreshing is lost */
 	/* etcd client bounds (see etcd.h's struct etcd_limits) */
 	size_t etcd_turn_bytes, etcd_max_message, etcd_max_json_items;
+	size_t etcd_max_body; /* one answer */
 	unsigned etcd_turn_messages;
 	double etcd_backoff, etcd_backoff_max; /* s: retry pauses */
+	double etcd_attempt_timeout; /* s: one try at one endpoint, at most */
+	double etcd_connect_timeout; /* s: connecting to one endpoint */
 	char *secret_file;   /* the rendezvous secret (see auth.h), or NULL */
 	int store_allow_any; /* workers' store: 1 any peer, 0 the round's */
 	int store_port;	     /* workers' store of a multi-node job, 0: free */
@@ -147,6 +153,7 @@ struct crun_cfg {
 	/* --config_max_value, --config_max_expansion: bounds of the job
 	 * file's ${} expansion (0 until parsed: the defaults) */
 	size_t ini_max_value, ini_max_expansion;
+	size_t ini_max_bytes; /* --config_max_bytes: the largest job file */
 	char *config_file;
 	int print_config;
 	int slurm; /* -1 auto, 0 off, 1 on */
@@ -181,18 +188,40 @@ void cfg_init(struct crun_cfg *cfg);
 /** Free every string and array cfg owns. */
 void cfg_release(struct crun_cfg *cfg);
 
+/** Fill c with the rdzv_conf defaults (every key not given). */
+void cfg_rdzv_conf_init(struct crun_rdzv_conf *c);
+
+/** The etcd client's bounds (etcd.h) from c's etcd_* keys. */
+void cfg_etcd_limits(const struct crun_rdzv_conf *c, struct etcd_limits *lim);
+
 /** Free the strings of an rdzv_conf (cfg_parse_rdzv_conf sets them). */
 void cfg_rdzv_conf_release(struct crun_rdzv_conf *c);
 
-/**
- * Parse a command line (argv[0] is the program name) into cfg, reading
- * PET_<NAME> from envp (NULL: environ) for options not on the command line.
- * On error returns CRUN_EUSAGE with a one-line message in errmsg naming the
- * flag and the value. Sets *done to 1 if --help or --version was handled
- * (text written to stdout).
+/*
+ * The launcher reads a configuration in five steps, in this order:
+ * cfg_parse_args (the command line), cfg_apply_env (PET_* / CRUN_*),
+ * cfg_load_job (the job file, whose name and bounds may come from either),
+ * cfg_apply_slurm, then cfg_finalize. Each step only offers values with
+ * cfg_set, so precedence does not depend on the order; cfg_finalize turns
+ * the winning texts into the typed fields.
  */
-int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, char **envp,
-		   int *done, char *errmsg, size_t errlen);
+
+/**
+ * Parse a command line (argv[0] is the program name) into cfg. On error
+ * returns CRUN_EUSAGE with a one-line message in errmsg naming the flag and
+ * the value. Sets *done to 1 if --help, --version or --print-limits was
+ * handled (text written to stdout).
+ */
+int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, int *done,
+		   char *errmsg, size_t errlen);
+
+/**
+ * The job file step: when --config (CRUN_CONFIG, or a first positional
+ * ending in .ini) names one, load it with cfg_load_ini, bounded by
+ * --config_max_bytes, --config_max_value and --config_max_expansion.
+ */
+int cfg_load_job(struct crun_cfg *cfg, char **envp, char *errmsg,
+		 size_t errlen);
 
 /**
  * Check cross-option rules and resolve derived values (nproc "cpu"/"gpu"/
@@ -233,15 +262,18 @@ int cfg_rank_on_console(const struct crun_cfg *cfg, int local_rank);
 int cfg_set(struct crun_cfg *cfg, int id, const char *value, int src,
 	    const char *origin);
 
-/** Read PET_* / CRUN_* variables from envp into cfg (source: environment). */
+/**
+ * Read PET_* / CRUN_* variables from envp (NULL: environ) into cfg (source:
+ * environment).
+ */
 int cfg_apply_env(struct crun_cfg *cfg, char **envp);
 
 /**
  * With --slurm (or, unless --slurm=0, inside an srun step when no multi-node
  * option was given) offer SLURM's node count, rendezvous id, backend and
  * endpoint, workers per node and SIGUSR1 as derived values (src/cfg_slurm.c),
- * announcing them and slurm_detect's warnings on stderr, one line each. Call
- * between cfg_parse_args and cfg_finalize. CRUN_EUSAGE with errmsg for
+ * announcing them and slurm_detect's warnings through log.h, one line each.
+ * Call after cfg_load_job, before cfg_finalize. CRUN_EUSAGE with errmsg for
  * --slurm outside SLURM or a malformed SLURM environment.
  */
 int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg,

@@ -18,22 +18,21 @@ struct etcd_req;
 
 #define ETCD_MAX_ENDPOINTS 16
 
-/* A client's bounds (rdzv_conf etcd_*); 0 takes the default. */
+/*
+ * A client's bounds: rdzv_conf's etcd_* keys (cfg_etcd_limits), whose
+ * defaults are in src/cfg_opts.h. Every field must be set.
+ */
 struct etcd_limits {
-	size_t turn_bytes;  /* bytes a transfer takes per loop turn: 256 KiB */
-	unsigned turn_msgs; /* stream messages per loop turn: 128 */
-	size_t max_message; /* one stream (watch) message: 8 MiB */
-	size_t max_json_items;	 /* JSON objects and arrays per answer: 65536 */
-	unsigned backoff_ms;	 /* the first pause before a retry: 100 ms */
-	unsigned backoff_max_ms; /* the longest (doubling in between): 2 s */
+	size_t turn_bytes;	 /* bytes a transfer takes per loop turn */
+	unsigned turn_msgs;	 /* stream messages per loop turn */
+	size_t max_message;	 /* one stream (watch) message */
+	size_t max_body;	 /* one answer */
+	size_t max_json_items;	 /* JSON objects and arrays per answer */
+	unsigned backoff_ms;	 /* the first pause before a retry */
+	unsigned backoff_max_ms; /* the longest (doubling in between) */
+	unsigned attempt_ms;	 /* one try at one endpoint, at most */
+	unsigned connect_ms;	 /* connecting to one endpoint, at most */
 };
-
-#define ETCD_TURN_BYTES (256u << 10)
-#define ETCD_TURN_MSGS 128
-#define ETCD_MAX_MESSAGE (8u << 20)
-#define ETCD_MAX_JSON_ITEMS 65536
-#define ETCD_BACKOFF_MS 100
-#define ETCD_BACKOFF_MAX_MS 2000
 
 struct etcd_opts {
 	const char *endpoints; /* "h1:2379,https://h2:2379,...": see below */
@@ -42,7 +41,8 @@ struct etcd_opts {
 	const char *user;		 /* etcd auth, or NULL */
 	const char *password;
 	double timeout; /* s: give up once no endpoint answered this long */
-	double attempt; /* s: one try at one endpoint (0: 3 s) */
+	double attempt; /* s: one try at one endpoint (0, or above
+			 * lim.attempt_ms: lim.attempt_ms) */
 	struct etcd_limits lim;
 };
 
@@ -104,10 +104,10 @@ json_t *etcd_b64(const void *p, size_t n);
 int etcd_unb64(const json_t *s, char **out, size_t *len);
 /** An int64 field that etcd sends as a string, a number, or leaves out. */
 int64_t etcd_int(const json_t *obj, const char *field);
-/** The pause before retry number retries+1: lim's backoff_ms (0: 100 ms)
- * doubling, at most its backoff_max_ms (0: 2 s). */
+/** The pause before retry number retries+1: lim's backoff_ms doubling, at
+ * most its backoff_max_ms. */
 uint64_t etcd_backoff_ms(const struct etcd_limits *lim, int retries);
-/** The client's bounds, defaults filled in. */
+/** The client's bounds. */
 const struct etcd_limits *etcd_limits(const struct etcd *e);
 /** JSON objects and arrays in p[0..n) (outside strings), counted up to
  * stop + 1. */

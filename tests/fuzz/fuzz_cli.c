@@ -39,7 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	argv[argc] = NULL;
 	cfg_init(&cfg);
 	err[0] = '\0';
-	rc = cfg_parse_args(&cfg, argc, argv, envp, &done, err, sizeof(err));
+	rc = cfg_parse_args(&cfg, argc, argv, &done, err, sizeof(err));
+	if (rc == 0 && !done)
+		rc = cfg_apply_env(&cfg, envp);
 	if (rc == 0 && !done)
 		rc = cfg_finalize(&cfg, err, sizeof(err));
 	if (rc != 0 && (err[0] == '\0' || strchr(err, '\n') != NULL))

@@ -26,7 +26,7 @@ echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (voi
 	{ echo "SKIP: fuzz: $CLANG has no libFuzzer (apt-get install clang)" >&2; exit 77; }
 
 FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c11 -D_GNU_SOURCE -DCRUN_VERSION=\"fuzz\" -Iinclude -Isrc"
-CFG_SRC="src/cfg.c src/cfg_ini.c src/cfg_slurm.c src/slurm.c src/hostlist.c src/err.c src/gpu.c src/etcd.c src/curl_uv.c src/curl_dl.c src/binding.c"
+CFG_SRC="src/cfg.c src/cfg_args.c src/cfg_ini.c src/cfg_parse.c src/cfg_rdzv.c src/cfg_slurm.c src/log.c src/slurm.c src/hostlist.c src/err.c src/gpu.c src/etcd.c src/curl_uv.c src/curl_dl.c src/binding.c"
 
 # sources TARGET: the src/ files and libraries a target needs.
 sources() {

@@ -197,6 +197,18 @@ expect_eq "status for --config_max_expansion=lots" "$rc" 2
 expect_grep "bad bound named" "config_max_expansion.*'lots'" "$T/e"
 unset X
 
+# --config_max_bytes: a file of exactly the bound runs, one byte more is
+# refused naming the bound and the option (the command line or CRUN_*).
+printf '[job]\nentrypoint = /bin/true\n' >"$T/sized.ini"
+n=$(wc -c <"$T/sized.ini")
+"$CRUN" --config_max_bytes="$n" "$T/sized.ini" >"$T/o" 2>"$T/e"; rc=$?
+expect_eq "status for a job file of exactly --config_max_bytes" "$rc" 0
+printf '#\n' >>"$T/sized.ini"
+CRUN_CONFIG_MAX_BYTES=$((n + 1)) "$CRUN" "$T/sized.ini" >"$T/o" 2>"$T/e"; rc=$?
+expect_eq "status for a job file one byte over CRUN_CONFIG_MAX_BYTES" "$rc" 2
+expect_grep "size bound named" \
+	"sized.ini: job file larger than $((n + 1)) bytes (config_max_bytes)" "$T/e"
+
 "$CRUN" --config "$T/missing.ini" /bin/true >"$T/o" 2>"$T/e"; rc=$?
 expect_eq "status for a missing job file" "$rc" 2
 expect_grep "missing job file" "$T/missing.ini: cannot open job file: No such file" "$T/e"

@@ -140,7 +140,11 @@ static int parse_list(char **envp, const char *const *args)
 		argv[argc++] = strdup(args[i]);
 	}
 	argv[argc] = NULL;
-	rc = cfg_parse_args(&cfg, argc, argv, envp, &done, errbuf, sizeof(errbuf));
+	rc = cfg_parse_args(&cfg, argc, argv, &done, errbuf, sizeof(errbuf));
+	if (rc == 0 && !done)
+		rc = cfg_apply_env(&cfg, envp);
+	if (rc == 0 && !done)
+		rc = cfg_load_job(&cfg, envp, errbuf, sizeof(errbuf));
 	for (int i = 0; i < argc; i++)
 		free(argv[i]);
 	return rc;
@@ -240,6 +244,7 @@ static const char *sample_value(int id)
 	case CFG_config: return "job.ini";
 	case CFG_config_max_value: return "2M";
 	case CFG_config_max_expansion: return "8M";
+	case CFG_config_max_bytes: return "2M";
 	default: return "value";
 	}
 }

@@ -64,8 +64,11 @@ static int run(const char *text, const char *const *args, char **envp)
 	for (const char *const *a = args ? args : dflt; *a; a++)
 		argv[argc++] = strcmp(*a, "@") == 0 ? path : (char *)*a;
 	argv[argc] = NULL;
-	rc = cfg_parse_args(&cfg, argc, argv, envp ? envp : noenv, &done, err,
-			    sizeof(err));
+	rc = cfg_parse_args(&cfg, argc, argv, &done, err, sizeof(err));
+	if (rc == 0 && !done)
+		rc = cfg_apply_env(&cfg, envp ? envp : noenv);
+	if (rc == 0 && !done)
+		rc = cfg_load_job(&cfg, envp ? envp : noenv, err, sizeof(err));
 	cr_assert_eq(done, 0);
 	return rc;
 }
@@ -170,8 +173,7 @@ Test(cfg_ini, every_option_key)
 		const struct cfg_opt *o = &cfg_opts[id];
 		char text[512], dashed[64];
 
-		if (id == CFG_config || id == CFG_config_max_value ||
-		    id == CFG_config_max_expansion)
+		if (cfg_opts[id].flags & CFG_F_NOFILE)
 			continue; /* refused inside a job file, tested below */
 		for (int spell = 0; spell < 2; spell++) {
 			snprintf(dashed, sizeof(dashed), "%s", o->name);
@@ -829,8 +831,8 @@ Test(cfg_ini, error_unreadable_file)
 	char *noenv[] = {NULL};
 	int done = 0;
 
-	cr_assert_eq(cfg_parse_args(&cfg, 3, argv, noenv, &done, err, sizeof(err)),
-		     CRUN_EUSAGE);
+	cr_assert_eq(cfg_parse_args(&cfg, 3, argv, &done, err, sizeof(err)), 0);
+	cr_assert_eq(cfg_load_job(&cfg, noenv, err, sizeof(err)), CRUN_EUSAGE);
 	snprintf(want, sizeof(want), "%s: cannot open job file: No such file or directory",
 		 path);
 	cr_expect_str_eq(err, want);
@@ -842,8 +844,8 @@ Test(cfg_ini, error_directory)
 	char *noenv[] = {NULL};
 	int done = 0;
 
-	cr_assert_eq(cfg_parse_args(&cfg, 3, argv, noenv, &done, err, sizeof(err)),
-		     CRUN_EUSAGE);
+	cr_assert_eq(cfg_parse_args(&cfg, 3, argv, &done, err, sizeof(err)), 0);
+	cr_assert_eq(cfg_load_job(&cfg, noenv, err, sizeof(err)), CRUN_EUSAGE);
 	cr_expect_not_null(strstr(err, "cannot read job file: Is a directory"), "%s", err);
 }
 
@@ -896,8 +898,8 @@ Test(cfg_ini, entrypoint_relative_to_the_job_file)
 }
 
 /*
- * ${X} expansion is bounded: per value (CFG_INI_MAX_VALUE, 1 MiB) and for
- * the whole file (CFG_INI_MAX_EXPANSION, 4 MiB), each failing with the
+ * ${X} expansion is bounded: per value (--config_max_value, 1 MiB) and for
+ * the whole file (--config_max_expansion, 4 MiB), each failing with the
  * file:line and the limit rather than growing without end (a 576 KB file of
  * ${X} with a 20 KB X took 4.4 GB).
  */
@@ -1021,4 +1023,77 @@ Test(cfg_ini, expansion_bounds_are_options)
 	/* A file cannot lift its own bounds. */
 	load_bad("[job]\nentrypoint = x\nconfig_max_value = 1G\n", 3,
 		 "'config_max_value' cannot be set inside a job file");
+}
+
+/* A job file of exactly n bytes: a [job] section padded with comments. */
+static char *sized_text(size_t n)
+{
+	static const char head[] = "[job]\nentrypoint = /bin/true\n";
+	char *t = malloc(n + 1);
+	size_t at = strlen(head);
+
+	cr_assert(t != NULL && n > at + 2);
+	memcpy(t, head, at);
+	while (at < n) {
+		/* Comment lines; a last line of one byte is a blank line. */
+		size_t line = n - at > 100 ? 100 : n - at;
+
+		memset(t + at, 'a', line);
+		t[at] = '#';
+		t[at + line - 1] = '\n';
+		at += line;
+	}
+	t[n] = '\0';
+	cr_assert_eq(strlen(t), n);
+	return t;
+}
+
+/* --config_max_bytes: a file of exactly the bound is read, one byte more is
+ * refused with a message naming the bound and the option; the default
+ * (1 MiB) the same way. */
+Test(cfg_ini, file_size_bound)
+{
+	static const char *const opt[] = {"--config_max_bytes=4000", "--config",
+					  "@", NULL};
+	char want[300], *t;
+
+	t = sized_text(4000);
+	cr_assert_eq(run(t, opt, NULL), 0, "%s", err);
+	free(t);
+	again();
+	t = sized_text(4001);
+	cr_assert_eq(run(t, opt, NULL), CRUN_EUSAGE);
+	snprintf(want, sizeof(want),
+		 "%s: job file larger than 4000 bytes (config_max_bytes)",
+		 path);
+	cr_expect_str_eq(err, want);
+	free(t);
+
+	again();
+	t = sized_text(1024 * 1024);
+	cr_assert_eq(run(t, NULL, NULL), 0, "%s", err);
+	free(t);
+	again();
+	t = sized_text(1024 * 1024 + 1);
+	cr_assert_eq(run(t, NULL, NULL), CRUN_EUSAGE);
+	snprintf(want, sizeof(want),
+		 "%s: job file larger than 1024 KiB (config_max_bytes)", path);
+	cr_expect_str_eq(err, want);
+	free(t);
+
+	/* From the environment too, and never from the file itself. */
+	again();
+	{
+		char *envp[] = {(char *)"CRUN_CONFIG_MAX_BYTES=2K", NULL};
+
+		t = sized_text(2049);
+		cr_assert_eq(run(t, NULL, envp), CRUN_EUSAGE);
+		cr_expect_not_null(strstr(err, "larger than 2 KiB "
+					       "(config_max_bytes)"),
+				   "%s", err);
+		free(t);
+	}
+	again();
+	load_bad("[job]\nconfig_max_bytes = 2M\n", 2,
+		 "'config_max_bytes' cannot be set inside a job file");
 }

@@ -93,7 +93,11 @@ static int run_list(char **envp, const char *const *args)
 	for (int i = 0; args[i]; i++)
 		argv[argc++] = strdup(args[i]);
 	argv[argc] = NULL;
-	rc = cfg_parse_args(&cfg, argc, argv, envp, &done, errbuf, sizeof(errbuf));
+	rc = cfg_parse_args(&cfg, argc, argv, &done, errbuf, sizeof(errbuf));
+	if (rc == 0 && !done)
+		rc = cfg_apply_env(&cfg, envp);
+	if (rc == 0 && !done)
+		rc = cfg_load_job(&cfg, envp, errbuf, sizeof(errbuf));
 	if (rc == 0 && !done)
 		rc = cfg_apply_slurm(&cfg, envp, errbuf, sizeof(errbuf));
 	if (rc == 0 && !done)

@@ -300,7 +300,12 @@ Test(etcd, rdzv_conf_bad_values)
 Test(etcd, backoff_doubles_up_to_two_seconds)
 {
 	struct etcd_limits dflt = {0}, lim = {0};
+	struct crun_rdzv_conf c;
 
+	/* The defaults: rdzv_conf etcd_backoff=0.1, etcd_backoff_max=2. */
+	cfg_rdzv_conf_init(&c);
+	cfg_etcd_limits(&c, &dflt);
+	cfg_rdzv_conf_release(&c);
 	cr_assert_eq(etcd_backoff_ms(&dflt, 0), 100);
 	cr_assert_eq(etcd_backoff_ms(&dflt, 1), 200);
 	cr_assert_eq(etcd_backoff_ms(&dflt, 4), 1600);

@@ -154,11 +154,9 @@ Test(gpu, nproc_per_node_xpu_and_auto)
 	int done = 0;
 	const char *xpu[] = {"crun", "--nproc_per_node=xpu", "x", NULL};
 	const char *autov[] = {"crun", "--nproc_per_node=auto", "x", NULL};
-	char *noenv[] = {NULL};
 
 	cfg_init(&cfg);
-	cr_assert_neq(cfg_parse_args(&cfg, 3, (char **)xpu, noenv, &done, err,
-				     sizeof(err)) == 0 &&
+	cr_assert_neq(cfg_parse_args(&cfg, 3, (char **)xpu, &done, err, sizeof(err)) == 0 &&
 			  cfg_finalize(&cfg, err, sizeof(err)) == 0,
 		      1, "xpu without Intel devices must be refused");
 	cr_expect_not_null(strstr(err, "no Intel XPU is visible"), "%s", err);
@@ -169,24 +167,21 @@ Test(gpu, nproc_per_node_xpu_and_auto)
 	put("class/drm/card1/device/vendor", "0x8086\n");
 	link_driver("card1", "xe");
 	cfg_init(&cfg);
-	cr_assert_eq(cfg_parse_args(&cfg, 3, (char **)xpu, noenv, &done, err,
-				    sizeof(err)),
+	cr_assert_eq(cfg_parse_args(&cfg, 3, (char **)xpu, &done, err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(cfg_finalize(&cfg, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(cfg.nproc_per_node, 2);
 	cfg_release(&cfg);
 
 	cfg_init(&cfg);
-	cr_assert_eq(cfg_parse_args(&cfg, 3, (char **)autov, noenv, &done,
-				    err, sizeof(err)),
+	cr_assert_eq(cfg_parse_args(&cfg, 3, (char **)autov, &done, err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(cfg_finalize(&cfg, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(cfg.nproc_per_node, 2, "auto: no GPU, so the XPUs");
 	cfg_release(&cfg);
 	amd4();
 	cfg_init(&cfg);
-	cr_assert_eq(cfg_parse_args(&cfg, 3, (char **)autov, noenv, &done,
-				    err, sizeof(err)),
+	cr_assert_eq(cfg_parse_args(&cfg, 3, (char **)autov, &done, err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(cfg_finalize(&cfg, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(cfg.nproc_per_node, 4, "auto: the GPUs first");

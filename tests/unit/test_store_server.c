@@ -21,6 +21,7 @@
 
 #include "crun/err.h"
 #include "crun/store.h"
+#include "../../src/store_internal.h"
 
 /* A scenario returns NULL or a failure message (static or from fail_buf). */
 typedef const char *(*scenario_fn)(int port);
@@ -312,6 +313,27 @@ static const char *ops_g3(int port) { return ops(port, 0); }
 static const char *ops_g0(int port) { return ops(port, CRUN_STORE_G0); }
 
 Test(store_server, ops_g3, .timeout = 30) { run_scenario(ops_g3, NULL); }
+
+/*
+ * The command table (store_cmd.c) has a row for every operation, named as
+ * the wire names it (the metrics and the log lines use the table's name),
+ * and only VALIDATE and AUTH pass before authentication. AUTH alone has no
+ * function: the auth gate answers it.
+ */
+Test(store_server, command_table)
+{
+	for (int i = 0; i < STORE_OP__COUNT; i++) {
+		const struct store_cmd *cmd = &store__cmds[i];
+		int preauth = i == STORE_OP_VALIDATE || i == STORE_OP_AUTH;
+
+		cr_assert_not_null(cmd->name, "op %d has no row", i);
+		cr_assert_str_eq(cmd->name, store_wire_op_name((enum store_op)i));
+		cr_assert_eq(cmd->proc == NULL, i == STORE_OP_AUTH, "%s",
+			     cmd->name);
+		cr_assert_eq((cmd->flags & STORE_CMD_PREAUTH) != 0, preauth,
+			     "%s", cmd->name);
+	}
+}
 Test(store_server, ops_g0, .timeout = 30) { run_scenario(ops_g0, NULL); }
 
 /*
@@ -1018,7 +1040,7 @@ Test(store_server, raises_open_file_limit, .timeout = 30)
 
 /*
  * BARRIER semantics chosen for the libuv server's extra (see the opening
- * comment of store_server.c): a plain WAIT on a barrier key returns at the
+ * comment of store_keys.c): a plain WAIT on a barrier key returns at the
  * first arrival; a SET on the key of a pending barrier releases no party.
  */
 static const char *barrier_semantics(int port)
