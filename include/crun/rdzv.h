@@ -93,6 +93,7 @@
 #include <uv.h>
 
 #include "crun/env.h"
+#include "crun/rdzv_end.h"
 #include "crun/rdzv_records.h"
 #include "crun/store.h"
 
@@ -229,7 +230,7 @@ enum rdzv_end_kind {
 
 /**
  * Called when the current round ends while this node runs workers; e (see
- * rdzv_records.h) is valid during the call only.
+ * rdzv_end.h) is valid during the call only.
  */
 typedef void (*rdzv_end_cb)(struct crun_rdzv *r, const struct rdzv_end *e,
 			    void *data);

@@ -93,28 +93,6 @@ int rdzv_parse_master(const void *p, size_t len, char *addr, size_t alen,
 int rdzv_parse_end(const void *p, size_t len, int *kind, char *text,
 		   size_t tlen, char *why, size_t wlen);
 
-/**
- * How a round ended, as the end callback gets it (rdzv.h's rdzv_end_cb):
- * the numbers the agent acts on, never a sentence to parse back.
- */
-struct rdzv_end {
-	int kind;   /* enum rdzv_end_kind (rdzv.h) */
-	int status; /* RDZV_END_FAILURE: the failed worker's exit status, or 0
-		     */
-	int signal; /* the signal that stopped the node that ended it, or 0 */
-	char host[RDZV_MAX_FIELD + 1]; /* the node that ended it, "" unknown */
-	const char *why;	       /* the reason as recorded, for logs */
-	const char *detail; /* for display: why without its leading status */
-};
-
-/**
- * Fill e from an end's kind and reason, as rdzv_end_round's callers write
- * them: "<status> rank R (local rank L) on HOST exited with S" (failure),
- * "HOST left (SIGNAME)" (a node stopped by a signal), "the store host HOST
- * was stopped (SIGNAME)", a joining node's "HOST". why must outlive e.
- */
-void rdzv_end_describe(int kind, const char *why, struct rdzv_end *e);
-
 /* Largest field of the addresses record: "addr,ip,..." of one node. */
 #define RDZV_MAX_ADDRS_FIELD (2 * RDZV_MAX_FIELD + 1)
 
