@@ -1,5 +1,5 @@
 /*
- * SLURM into the configuration (issue 5, spec/slurm.md): with --slurm, or by
+ * SLURM into the configuration: with --slurm, or by
  * itself inside an srun step when no multi-node option was given, offer what
  * slurm_detect read from the step's environment as derived values. cfg_set
  * keeps every value the user gave (command line, environment, job file), and

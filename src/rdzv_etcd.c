@@ -25,113 +25,21 @@
  * the backend fails, saying what etcd did. A node lease that expired is
  * granted again (the others already saw this node vanish); the job's lease
  * expiring is fatal.
+ *
+ * This file runs the operations on the main channel; rdzv_etcd_watch.c
+ * keeps the watch stream, rdzv_etcd_lease.c the leases, opening and
+ * closing (rdzv_etcd_internal.h is what they share).
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "crun/err.h"
-#include "crun/etcd.h"
-#include "crun/rdzv_etcd.h"
-
-#define CHUNK 64      /* operations per txn (etcd allows 128) */
-#define CLOSE_MS 3000 /* revoking at exit, at most */
-#define CACHE_MAX 512
-#define LEASE_MIN_S 2 /* the shortest lease_ttl that survives a failover */
-#define WATCH_STABLE_MS 5000 /* a watch that lived this long worked */
-#define CREATED_MS 2000	     /* etcd confirms a new watch within this */
-
-enum optype { OP_ADD, OP_SET, OP_CAS, OP_MGET, OP_MSET, OP_WATCH };
-
-struct kop {
-	struct crun_rdzv_etcd *s;
-	struct kop *next;
-	enum optype type;
-	char **keys; /* etcd keys */
-	char **vals;
-	size_t *lens;
-	size_t n;
-	int64_t delta;
-	int timeout_ms;
-	int absent; /* CAS: expected "" means absent */
-	int have;   /* ADD: cur and rev known */
-	int64_t cur, rev;
-	char token[48]; /* ADD: "<node>:<seq>", written beside the sum */
-	int fails;	/* ADD: compares lost */
-	size_t pos;	/* MGET/MSET: keys done */
-	size_t chunk0;	/* MGET: first key of the txn out */
-	char **got;	/* MGET: values read */
-	size_t *glen;
-	size_t need; /* MGET: the first keys that must exist (0: a peek) */
-	int missing; /* MGET: of those, keys absent in this pass */
-	int dirty;   /* MGET: a wanted key was put during this pass */
-	int waiting; /* for a PUT event on one of keys */
-	int inflight;
-	int dead; /* completed or cancelled while a call was out */
-	int started;
-	rdzv_kv_cb cb;
-	void *arg;
-};
-
-struct cache {
-	struct cache *next;
-	char *key;
-	int64_t val, rev;
-};
-
-struct crun_rdzv_etcd {
-	uv_loop_t *loop;
-	struct etcd *etcd;
-	char ns[512];  /* "<prefix>/<run_id>/" */
-	char node[32]; /* this node's lease ID */
-	char job[32];  /* the job's lease ID */
-	char cand[32]; /* a job lease we granted while opening */
-	double ttl, timeout;
-	struct kop *head, *tail; /* the main channel */
-	struct kop *w;		 /* the watch channel */
-	uv_timer_t mtimer, wtimer, ka, restart, btimer;
-	int timers;
-	struct etcd_req *stream;
-	int64_t rev;	  /* last revision seen on the watch */
-	uint64_t wopened; /* loop time the watch was last opened */
-	uint64_t wsince;  /* first of the watch's ends in a row (0: none) */
-	int wtries;	  /* its ends in a row */
-	int wcreated;	  /* etcd confirmed the watch open now */
-	int reopen;	  /* the stream must be replaced */
-	unsigned stream_failovers;
-	int failed;
-	int closing;
-	int opening;
-	int kicking, rekick;
-	int close_started;
-	int calls_out;	    /* the operations' calls not yet answered */
-	int revoke_pending; /* closing: revoke once they are */
-	int readonly;	    /* rdzv_etcd_opts.readonly */
-	json_t *pending;    /* watch messages not yet handled */
-	uv_timer_t evtimer;
-	struct cache *cache;
-	int ncache;
-	unsigned seq; /* ADDs so far */
-	void (*vanish_cb)(void *, const char *, size_t);
-	void *vanish_arg;
-	rdzv_etcd_open_cb open_cb;
-	void *open_data;
-	void (*close_cb)(void *);
-	void *close_data;
-	char errmsg[1200];
-};
+#include "crun/log.h"
+#include "rdzv_etcd_internal.h"
 
 static void kick(struct crun_rdzv_etcd *s);
-static void step(struct kop *o);
-static void watch_open(struct crun_rdzv_etcd *s);
-static void on_restart(uv_timer_t *t);
-static void watch_retry(struct crun_rdzv_etcd *s, const char *why,
-			int may_give_up);
-
-/* --- small helpers ------------------------------------------------------ */
 
 static char *xstrdup(const char *p)
 {
@@ -205,7 +113,7 @@ static struct cache *cache_find(struct crun_rdzv_etcd *s, const char *k)
 	return NULL;
 }
 
-static void cache_clear(struct crun_rdzv_etcd *s)
+void rdzv_etcd__cache_clear(struct crun_rdzv_etcd *s)
 {
 	while (s->cache) {
 		struct cache *c = s->cache;
@@ -224,7 +132,7 @@ static void cache_put(struct crun_rdzv_etcd *s, const char *k, int64_t val,
 
 	if (c == NULL) {
 		if (s->ncache >= CACHE_MAX)
-			cache_clear(s);
+			rdzv_etcd__cache_clear(s);
 		c = calloc(1, sizeof(*c));
 		if (c == NULL)
 			abort();
@@ -252,9 +160,8 @@ static void cache_drop(struct crun_rdzv_etcd *s, const char *k)
 	}
 }
 
-/* --- replies ------------------------------------------------------------ */
-
-static void reply(struct kop *o, int status, const struct crun_store_reply *r)
+void rdzv_etcd__reply(struct kop *o, int status,
+		      const struct crun_store_reply *r)
 {
 	struct crun_rdzv_etcd *s = o->s;
 	rdzv_kv_cb cb = o->cb;
@@ -290,29 +197,27 @@ static void reply_value(struct kop *o, const void *v, size_t n)
 	memset(&r, 0, sizeof(r));
 	r.value = v;
 	r.len = n;
-	reply(o, 0, &r);
+	rdzv_etcd__reply(o, 0, &r);
 }
 
 /* This backend cannot go on: say why once, fail everything. */
-static void fail_all(struct crun_rdzv_etcd *s, int status, const char *why)
+void rdzv_etcd__fail_all(struct crun_rdzv_etcd *s, int status, const char *why)
 {
 	if (!s->failed && !s->closing) {
 		snprintf(s->errmsg, sizeof(s->errmsg), "%s", why);
-		fprintf(stderr, "crun: %s\n", why);
+		log_say("%s", why);
 	}
 	s->failed = status;
 	while (s->head)
-		reply(s->head, status, NULL);
+		rdzv_etcd__reply(s->head, status, NULL);
 	if (s->w)
-		reply(s->w, status, NULL);
+		rdzv_etcd__reply(s->w, status, NULL);
 }
 
 /*
  * Account for a finished call: NULL when the op no longer wants it (then
  * freed if it was the last call out).
  */
-static void revoke_node(struct crun_rdzv_etcd *s);
-
 static struct kop *call_back(void *arg)
 {
 	struct kop *o = arg;
@@ -321,7 +226,7 @@ static struct kop *call_back(void *arg)
 	o->inflight--;
 	if (--s->calls_out == 0 && s->revoke_pending) {
 		s->revoke_pending = 0;
-		revoke_node(s);
+		rdzv_etcd__revoke_node(s);
 	}
 	if (o->dead) {
 		if (o->inflight == 0)
@@ -348,32 +253,31 @@ static void op_error(struct kop *o, int status, json_t *resp)
 	struct crun_rdzv_etcd *s = o->s;
 
 	if (status == CRUN_ECANCELED)
-		return reply(o, status, NULL);
+		return rdzv_etcd__reply(o, status, NULL);
 	if (resp == NULL)
-		return fail_all(s, status, etcd_errmsg(s->etcd));
+		return rdzv_etcd__fail_all(s, status, etcd_errmsg(s->etcd));
 	if (etcd_int(resp, "code") == 5 &&
 	    strstr(etcd_errmsg(s->etcd), "lease"))
-		return fail_all(s, status,
-				"the job's etcd lease expired (etcd did not "
-				"answer for longer than its TTL)");
-	fprintf(stderr, "crun: %s\n", etcd_errmsg(s->etcd));
-	reply(o, status, NULL);
+		return rdzv_etcd__fail_all(
+		    s, status,
+		    "the job's etcd lease expired (etcd did not "
+		    "answer for longer than its TTL)");
+	log_say("%s", etcd_errmsg(s->etcd));
+	rdzv_etcd__reply(o, status, NULL);
 }
 
-static json_t *txn_resp(json_t *resp, size_t i, const char *kind)
+json_t *rdzv_etcd__txn_resp(json_t *resp, size_t i, const char *kind)
 {
 	return json_object_get(
 	    json_array_get(json_object_get(resp, "responses"), i), kind);
 }
-
-/* --- the main channel --------------------------------------------------- */
 
 static void on_backoff(uv_timer_t *t)
 {
 	struct crun_rdzv_etcd *s = t->data;
 
 	if (s->head && s->head->type == OP_ADD && !s->head->inflight)
-		step(s->head);
+		rdzv_etcd__step(s->head);
 }
 
 static void on_add(int status, json_t *resp, void *arg)
@@ -395,11 +299,11 @@ static void on_add(int status, json_t *resp, void *arg)
 			memset(&r, 0, sizeof(r));
 			r.num = strtoll(v, NULL, 10);
 			free(v);
-			return reply(o, 0, &r);
+			return rdzv_etcd__reply(o, 0, &r);
 		}
 		o->have = 1;
 		o->cur = o->rev = 0;
-		return step(o);
+		return rdzv_etcd__step(o);
 	}
 	if (o->have && json_is_true(json_object_get(resp, "succeeded"))) {
 		int64_t num = o->cur + o->delta;
@@ -409,11 +313,11 @@ static void on_add(int status, json_t *resp, void *arg)
 		    etcd_int(json_object_get(resp, "header"), "revision"));
 		memset(&r, 0, sizeof(r));
 		r.num = num;
-		return reply(o, 0, &r);
+		return rdzv_etcd__reply(o, 0, &r);
 	}
 	/* A first read, or the key moved on: retry from its current state. */
 	if (o->have)
-		resp = txn_resp(resp, 0, "response_range");
+		resp = rdzv_etcd__txn_resp(resp, 0, "response_range");
 	o->have = 1;
 	o->cur = 0;
 	o->rev = 0;
@@ -430,7 +334,7 @@ static void on_add(int status, json_t *resp, void *arg)
 			cache_put(s, o->keys[0], o->cur, o->rev);
 			memset(&r, 0, sizeof(r));
 			r.num = o->cur;
-			return reply(o, 0, &r);
+			return rdzv_etcd__reply(o, 0, &r);
 		}
 	}
 	free(v);
@@ -438,10 +342,10 @@ static void on_add(int status, json_t *resp, void *arg)
 		/* Created by someone else meanwhile: that is the value. */
 		memset(&r, 0, sizeof(r));
 		r.num = o->cur;
-		return reply(o, 0, &r);
+		return rdzv_etcd__reply(o, 0, &r);
 	}
 	if (o->fails++ == 0)
-		return step(o);
+		return rdzv_etcd__step(o);
 	/*
 	 * Lost the race again: back off a random while (up to 2^fails ms,
 	 * at most 64), so N nodes adding at once cost O(N) writes, not
@@ -462,7 +366,7 @@ static void on_set(int status, json_t *resp, void *arg)
 	if (status)
 		return op_error(o, status, resp);
 	memset(&r, 0, sizeof(r));
-	reply(o, 0, &r);
+	rdzv_etcd__reply(o, 0, &r);
 }
 
 static void on_cas(int status, json_t *resp, void *arg)
@@ -477,7 +381,8 @@ static void on_cas(int status, json_t *resp, void *arg)
 		return op_error(o, status, resp);
 	if (json_is_true(json_object_get(resp, "succeeded")))
 		return reply_value(o, o->vals[0], o->lens[0]);
-	if (!etcd_kv_first(txn_resp(resp, 0, "response_range"), &v, &n, NULL))
+	if (!etcd_kv_first(rdzv_etcd__txn_resp(resp, 0, "response_range"), &v,
+			   &n, NULL))
 		/* Absent, expected something: echoed, as PyTorch does. */
 		return reply_value(o, o->vals[1], o->lens[1]);
 	reply_value(o, v, n);
@@ -494,9 +399,9 @@ static void on_mset(int status, json_t *resp, void *arg)
 	if (status)
 		return op_error(o, status, resp);
 	if (o->pos < o->n)
-		return step(o);
+		return rdzv_etcd__step(o);
 	memset(&r, 0, sizeof(r));
-	reply(o, 0, &r);
+	rdzv_etcd__reply(o, 0, &r);
 }
 
 /* Every key read: reply, or wait for the missing ones to appear. */
@@ -507,7 +412,7 @@ static void mget_pass_done(struct kop *o)
 
 	if (o->missing && o->dirty) {
 		o->pos = o->n; /* a new pass */
-		return step(o);
+		return rdzv_etcd__step(o);
 	}
 	if (o->missing) {
 		o->waiting = 1;
@@ -529,7 +434,7 @@ static void mget_pass_done(struct kop *o)
 		r.value = o->got[0];
 		r.len = o->glen[0];
 	}
-	reply(o, 0, &r);
+	rdzv_etcd__reply(o, 0, &r);
 	free(iov);
 }
 
@@ -544,7 +449,8 @@ static void on_mget(int status, json_t *resp, void *arg)
 		return op_error(o, status, resp);
 	i0 = o->chunk0;
 	for (size_t i = i0; i < o->pos; i++) {
-		json_t *rr = txn_resp(resp, i - i0, "response_range");
+		json_t *rr =
+		    rdzv_etcd__txn_resp(resp, i - i0, "response_range");
 
 		free(o->got[i]);
 		o->got[i] = NULL;
@@ -554,7 +460,7 @@ static void on_mget(int status, json_t *resp, void *arg)
 			o->missing++;
 	}
 	if (o->pos < o->n)
-		return step(o);
+		return rdzv_etcd__step(o);
 	mget_pass_done(o);
 }
 
@@ -563,7 +469,7 @@ static void on_mtimer(uv_timer_t *t)
 	struct crun_rdzv_etcd *s = t->data;
 
 	if (s->head)
-		reply(s->head, CRUN_ETIMEDOUT, NULL);
+		rdzv_etcd__reply(s->head, CRUN_ETIMEDOUT, NULL);
 }
 
 static void on_wtimer(uv_timer_t *t)
@@ -571,11 +477,11 @@ static void on_wtimer(uv_timer_t *t)
 	struct crun_rdzv_etcd *s = t->data;
 
 	if (s->w)
-		reply(s->w, CRUN_ETIMEDOUT, NULL);
+		rdzv_etcd__reply(s->w, CRUN_ETIMEDOUT, NULL);
 }
 
 /* The next request of op o. */
-static void step(struct kop *o)
+void rdzv_etcd__step(struct kop *o)
 {
 	struct crun_rdzv_etcd *s = o->s;
 	const char *lease = s->job;
@@ -665,7 +571,7 @@ static void step(struct kop *o)
 	}
 	rc = call(o, path, b, cb);
 	if (rc)
-		reply(o, rc, NULL);
+		rdzv_etcd__reply(o, rc, NULL);
 }
 
 /* Start the head of the main channel if it is idle. */
@@ -687,7 +593,7 @@ static void kick(struct crun_rdzv_etcd *s)
 		if (o->type == OP_MGET && o->timeout_ms >= 0)
 			uv_timer_start(&s->mtimer, on_mtimer,
 				       (uint64_t)o->timeout_ms, 0);
-		step(o);
+		rdzv_etcd__step(o);
 	} while (s->rekick);
 	s->kicking = 0;
 }
@@ -707,8 +613,6 @@ static int enqueue(struct crun_rdzv_etcd *s, struct kop *o)
 		kick(s);
 	return 0;
 }
-
-/* --- the operations ----------------------------------------------------- */
 
 static int kv_add(void *kv, const char *key, int64_t delta, rdzv_kv_cb cb,
 		  void *arg)
@@ -807,7 +711,7 @@ static void on_mark(int status, json_t *resp, void *arg)
 	struct crun_rdzv_etcd *s = arg;
 
 	if (status && status != CRUN_ECANCELED && resp == NULL)
-		fail_all(s, status, etcd_errmsg(s->etcd));
+		rdzv_etcd__fail_all(s, status, etcd_errmsg(s->etcd));
 }
 
 /*
@@ -828,7 +732,7 @@ static int kv_watch(void *kv, const char *const *keys, size_t nk,
 	if (s->failed || s->closing)
 		return CRUN_ECLOSED;
 	if (s->w)
-		reply(s->w, CRUN_ECANCELED, NULL);
+		rdzv_etcd__reply(s->w, CRUN_ECANCELED, NULL);
 	n = strlen(s->ns) + strlen(s->node) + strlen(key) + 4;
 	mk = malloc(n);
 	if (mk == NULL)
@@ -847,7 +751,7 @@ static int kv_watch(void *kv, const char *const *keys, size_t nk,
 	s->w = o;
 	if (timeout_ms >= 0)
 		uv_timer_start(&s->wtimer, on_wtimer, (uint64_t)timeout_ms, 0);
-	step(o);
+	rdzv_etcd__step(o);
 	return 0;
 }
 
@@ -870,696 +774,3 @@ const struct rdzv_kv_ops rdzv_etcd_ops = {
     .watch = kv_watch,
     .on_vanish = kv_on_vanish,
 };
-
-/* --- the watch stream --------------------------------------------------- */
-
-/*
- * A PUT of k: read again if o waits for it. If o is reading right now, its
- * answer may predate the PUT (the watch and the read are two connections):
- * mark it, so a pass that found keys missing reads once more.
- */
-static int wants(struct kop *o, const char *k)
-{
-	if (o == NULL || (o->type != OP_MGET && o->type != OP_WATCH) || o->dead)
-		return 0;
-	for (size_t i = 0; i < o->n; i++) {
-		if (strcmp(o->keys[i], k) != 0)
-			continue;
-		if (o->waiting)
-			return 1;
-		o->dirty = 1;
-		return 0;
-	}
-	return 0;
-}
-
-/* Something changed, or may have: every waiter reads again. */
-static void recheck_all(struct crun_rdzv_etcd *s)
-{
-	if (s->head && s->head->waiting)
-		step(s->head);
-	if (s->w && s->w->waiting)
-		step(s->w);
-}
-
-static void on_event(struct crun_rdzv_etcd *s, json_t *ev)
-{
-	json_t *kv = json_object_get(ev, "kv");
-	const char *type = json_string_value(json_object_get(ev, "type"));
-	size_t nslen = strlen(s->ns), klen;
-	char *k = NULL;
-	int64_t rev = etcd_int(kv, "mod_revision");
-
-	if (rev > s->rev)
-		s->rev = rev;
-	if (etcd_unb64(json_object_get(kv, "key"), &k, &klen))
-		return;
-	if (klen <= nslen + 2 || memcmp(k, s->ns, nslen) != 0)
-		goto out;
-	if (type && strcmp(type, "DELETE") == 0) {
-		/* A node's mark went: that node vanished (or left). */
-		const char *p = k + nslen, *slash;
-
-		if (strncmp(p, "w/", 2) == 0 &&
-		    (slash = strchr(p + 2, '/')) != NULL && s->vanish_cb &&
-		    strncmp(p + 2, s->node, (size_t)(slash - p - 2)) != 0)
-			s->vanish_cb(s->vanish_arg, slash + 1,
-				     strlen(slash + 1));
-		goto out;
-	}
-	if (wants(s->head, k))
-		step(s->head);
-	if (wants(s->w, k))
-		step(s->w);
-out:
-	free(k);
-}
-
-static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
-{
-	json_t *res = json_object_get(msg, "result"), *evs, *ev;
-	int64_t hrev;
-	size_t i;
-
-	if (res == NULL)
-		return; /* an error: the stream ends and is reopened */
-	hrev = etcd_int(json_object_get(res, "header"), "revision");
-	if (etcd_int(res, "compact_revision") > 0) {
-		/*
-		 * Compacted past us: watch again from the oldest revision
-		 * etcd still has and read every wait again, so a PUT lands
-		 * in the reads or in the new watch.
-		 */
-		int64_t c = etcd_int(res, "compact_revision");
-
-		fprintf(stderr,
-			"crun: etcd compacted past revision %lld of this "
-			"node's watch; reading every wait again\n",
-			(long long)s->rev + 1);
-		s->rev = c - 1;
-		s->reopen = 1;
-		uv_timer_start(&s->restart, on_restart, 0, 0);
-		recheck_all(s);
-		return;
-	}
-	if (json_is_true(json_object_get(res, "canceled"))) {
-		const char *why =
-		    json_string_value(json_object_get(res, "cancel_reason"));
-		char m[300];
-
-		snprintf(m, sizeof(m), "etcd canceled this node's watch (%s)",
-			 why && *why ? why : "no reason given");
-		s->reopen = 1;
-		watch_retry(s, m, 1);
-		recheck_all(s);
-		return;
-	}
-	if (json_is_true(json_object_get(res, "created")))
-		s->wcreated = 1;
-	if (json_is_true(json_object_get(res, "created")) && s->rev == 0 &&
-	    hrev > 0)
-		s->rev = hrev;
-	evs = json_object_get(res, "events");
-	if (json_array_size(evs))
-		s->wtries = 0, s->wsince = 0; /* the watch works */
-	json_array_foreach(evs, i, ev) on_event(s, ev);
-}
-
-static void on_evtimer(uv_timer_t *t)
-{
-	struct crun_rdzv_etcd *s = t->data;
-	json_t *q = s->pending, *m;
-	size_t i;
-
-	s->pending = json_array();
-	json_array_foreach(q, i, m)
-	{
-		if (s->closing || s->failed)
-			break;
-		handle_msg(s, m);
-	}
-	json_decref(q);
-}
-
-/*
- * Called from inside curl's write callback, where the transfers must not
- * change: handled from the loop instead.
- */
-static void on_watch_msg(json_t *msg, void *arg)
-{
-	struct crun_rdzv_etcd *s = arg;
-
-	json_array_append(s->pending, msg);
-	if (!uv_is_active((uv_handle_t *)&s->evtimer))
-		uv_timer_start(&s->evtimer, on_evtimer, 0, 0);
-}
-
-static void on_restart(uv_timer_t *t)
-{
-	struct crun_rdzv_etcd *s = t->data;
-
-	if (s->closing || s->failed)
-		return;
-	if (s->stream && s->reopen) {
-		etcd_req_cancel(s->stream);
-		s->stream = NULL;
-	}
-	s->reopen = 0;
-	if (s->stream == NULL)
-		watch_open(s);
-}
-
-static void on_watch_end(int status, json_t *resp, void *arg)
-{
-	struct crun_rdzv_etcd *s = arg;
-	char m[1200];
-
-	(void)resp;
-	s->stream = NULL;
-	if (status != CRUN_ECANCELED && json_array_size(s->pending)) {
-		/* Its last messages first (they may say why it ended). */
-		uv_timer_stop(&s->evtimer);
-		on_evtimer(&s->evtimer);
-	}
-	if (status == CRUN_ECANCELED || s->closing || s->failed ||
-	    (s->reopen && uv_is_active((uv_handle_t *)&s->restart)))
-		return; /* (a cancel already set the reopening) */
-	/* Reopen from where we were, after a pause. */
-	snprintf(m, sizeof(m), "this node's etcd watch ended (%s)",
-		 status ? etcd_errmsg(s->etcd) : "closed by etcd");
-	/* No answer at all: the other requests tell (naming endpoints). */
-	watch_retry(s, m, status != CRUN_EETCD);
-}
-
-/*
- * The watch ended or was canceled (why): open it again after a pause that
- * doubles; saying why once for each run of ends, and giving up (fatal)
- * once they went on for the timeout. A watch that lived a while before
- * ending starts a new run.
- */
-static void watch_retry(struct crun_rdzv_etcd *s, const char *why,
-			int may_give_up)
-{
-	uint64_t now = uv_now(s->loop);
-	char m[1400];
-
-	if (s->wsince == 0 || now - s->wopened >= WATCH_STABLE_MS) {
-		s->wsince = now;
-		s->wtries = 0;
-		fprintf(stderr, "crun: %s; opening it again\n", why);
-	}
-	if (may_give_up && now - s->wsince >= (uint64_t)(s->timeout * 1000)) {
-		snprintf(m, sizeof(m), "%s, again and again for %.0f s", why,
-			 s->timeout);
-		return fail_all(s, CRUN_EETCD, m);
-	}
-	uv_timer_start(&s->restart, on_restart,
-		       etcd_backoff_ms(etcd_limits(s->etcd), s->wtries++), 0);
-}
-
-static void watch_open(struct crun_rdzv_etcd *s)
-{
-	int rc;
-
-	s->wopened = uv_now(s->loop);
-	s->wcreated = 0;
-	s->stream_failovers = etcd_failovers(s->etcd);
-	rc = etcd_stream(s->etcd, "/v3/watch",
-			 etcd_watch_req(s->ns, s->rev ? s->rev + 1 : 0),
-			 on_watch_msg, on_watch_end, s, &s->stream);
-	if (rc)
-		s->stream = NULL;
-}
-
-/* --- leases ------------------------------------------------------------- */
-
-static void grant_node(struct crun_rdzv_etcd *s);
-
-static void on_ka(int status, json_t *resp, void *arg)
-{
-	struct crun_rdzv_etcd *s = arg;
-	json_t *res = json_object_get(resp, "result");
-	const char *id = json_string_value(json_object_get(res, "ID"));
-
-	if (status == CRUN_ECANCELED || s->closing)
-		return;
-	if (status)
-		return fail_all(s, status, etcd_errmsg(s->etcd));
-	if (etcd_int(res, "TTL") > 0)
-		return;
-	if (id && strcmp(id, s->job) == 0)
-		return fail_all(s, CRUN_EETCD,
-				"the job's etcd lease expired (etcd did not "
-				"answer for longer than its TTL)");
-	if (id && strcmp(id, s->node) == 0) {
-		fprintf(stderr,
-			"crun: this node's etcd lease expired (the others "
-			"count it as lost); taking a new one\n");
-		grant_node(s);
-	}
-}
-
-static void keepalive(struct crun_rdzv_etcd *s, const char *id)
-{
-	if (*id)
-		etcd_call(s->etcd, "/v3/lease/keepalive",
-			  json_pack("{s:s}", "ID", id), on_ka, s);
-}
-
-static void on_ka_tick(uv_timer_t *t)
-{
-	struct crun_rdzv_etcd *s = t->data;
-
-	if (s->failed || s->closing)
-		return;
-	keepalive(s, s->node);
-	keepalive(s, s->job);
-	if (s->stream && !s->wcreated &&
-	    uv_now(s->loop) - s->wopened >= CREATED_MS) {
-		/* Without it this node would never see the others' writes. */
-		etcd_req_cancel(s->stream);
-		s->stream = NULL;
-		return watch_retry(s,
-				   "etcd accepted this node's watch but never "
-				   "confirmed it (no answer in 2 s)",
-				   1);
-	}
-	/* After a failover the watch moves to the endpoint that answers. */
-	if (s->stream && etcd_failovers(s->etcd) != s->stream_failovers) {
-		etcd_req_cancel(s->stream);
-		s->stream = NULL;
-		watch_open(s);
-	}
-}
-
-static void open_done(struct crun_rdzv_etcd *s, int status, const char *why)
-{
-	rdzv_etcd_open_cb cb = s->open_cb;
-
-	s->open_cb = NULL;
-	s->opening = 0;
-	if (status) {
-		s->failed = status;
-		snprintf(s->errmsg, sizeof(s->errmsg), "%s", why);
-	}
-	if (cb)
-		cb(s, status, s->open_data);
-}
-
-static void on_alive(int status, json_t *resp, void *arg)
-{
-	struct crun_rdzv_etcd *s = arg;
-
-	if (status == CRUN_ECANCELED)
-		return;
-	if (s->opening && status && etcd_int(resp, "code") == 5) {
-		/* The lease expired before we used it (etcd is slow): again. */
-		return grant_node(s);
-	}
-	if (s->opening) {
-		if (status)
-			return open_done(s, status, etcd_errmsg(s->etcd));
-		if (s->stream == NULL)
-			watch_open(s);
-		uv_timer_start(&s->ka, on_ka_tick,
-			       (uint64_t)(s->ttl * 1000 / 3),
-			       (uint64_t)(s->ttl * 1000 / 3));
-		open_done(s, 0, "");
-	}
-}
-
-static void put_alive(struct crun_rdzv_etcd *s)
-{
-	char k[600];
-
-	snprintf(k, sizeof(k), "%sn/%s", s->ns, s->node);
-	if (etcd_call(s->etcd, "/v3/kv/put", etcd_put_req(k, "1", 1, s->node),
-		      on_alive, s) &&
-	    s->opening)
-		open_done(s, CRUN_EETCD, "cannot reach etcd");
-}
-
-static void on_job_lease(int status, json_t *resp, void *arg)
-{
-	struct crun_rdzv_etcd *s = arg;
-	char *v = NULL;
-	size_t n;
-
-	if (status == CRUN_ECANCELED)
-		return;
-	if (status)
-		return open_done(s, status, etcd_errmsg(s->etcd));
-	if (s->rev == 0)
-		s->rev = etcd_int(json_object_get(resp, "header"), "revision");
-	if (json_is_true(json_object_get(resp, "succeeded"))) {
-		snprintf(s->job, sizeof(s->job), "%s", s->cand);
-	} else if (etcd_kv_first(txn_resp(resp, 0, "response_range"), &v, &n,
-				 NULL)) {
-		/* Another node made it first: use theirs. */
-		snprintf(s->job, sizeof(s->job), "%s", v);
-		etcd_call(s->etcd, "/v3/lease/revoke",
-			  json_pack("{s:s}", "ID", s->cand), NULL, NULL);
-		free(v);
-	}
-	*s->cand = '\0';
-	put_alive(s);
-}
-
-static void on_job_grant(int status, json_t *resp, void *arg)
-{
-	struct crun_rdzv_etcd *s = arg;
-	const char *id = json_string_value(json_object_get(resp, "ID"));
-	char k[600];
-
-	if (status == CRUN_ECANCELED)
-		return;
-	if (status || id == NULL)
-		return open_done(s, status ? status : CRUN_EPROTO,
-				 etcd_errmsg(s->etcd));
-	snprintf(s->cand, sizeof(s->cand), "%s", id);
-	snprintf(k, sizeof(k), "%slease", s->ns);
-	if (etcd_call(s->etcd, "/v3/kv/txn",
-		      etcd_txn_cas(k, 1, "", 0, id, strlen(id), id),
-		      on_job_lease, s))
-		open_done(s, CRUN_EETCD, "cannot reach etcd");
-}
-
-static void on_job_read(int status, json_t *resp, void *arg)
-{
-	struct crun_rdzv_etcd *s = arg;
-	char ttl[32], *v = NULL;
-	size_t n;
-
-	if (status == CRUN_ECANCELED)
-		return;
-	if (status)
-		return open_done(s, status, etcd_errmsg(s->etcd));
-	if (etcd_kv_first(resp, &v, &n, NULL)) {
-		snprintf(s->job, sizeof(s->job), "%s", v);
-		free(v);
-		if (s->rev == 0)
-			s->rev = etcd_int(json_object_get(resp, "header"),
-					  "revision");
-		return put_alive(s);
-	}
-	/* The first node: the job's lease outlives any node and an outage
-	 * of read_timeout. */
-	snprintf(ttl, sizeof(ttl), "%.0f",
-		 s->ttl * 3 > s->timeout + s->ttl ? s->ttl * 3
-						  : s->timeout + s->ttl);
-	if (etcd_call(s->etcd, "/v3/lease/grant",
-		      json_pack("{s:s}", "TTL", ttl), on_job_grant, s))
-		open_done(s, CRUN_EETCD, "cannot reach etcd");
-}
-
-static void on_node_grant(int status, json_t *resp, void *arg)
-{
-	struct crun_rdzv_etcd *s = arg;
-	const char *id = json_string_value(json_object_get(resp, "ID"));
-	char k[600];
-
-	if (status == CRUN_ECANCELED)
-		return;
-	if (status || id == NULL) {
-		if (s->opening)
-			return open_done(s, status ? status : CRUN_EPROTO,
-					 etcd_errmsg(s->etcd));
-		return fail_all(s, status ? status : CRUN_EPROTO,
-				etcd_errmsg(s->etcd));
-	}
-	snprintf(s->node, sizeof(s->node), "%s", id);
-	if (!s->opening || *s->job)
-		return put_alive(s);
-	/* Most nodes find the job's lease there already: one read. */
-	snprintf(k, sizeof(k), "%slease", s->ns);
-	if (etcd_call(s->etcd, "/v3/kv/range", etcd_range_req(k, NULL),
-		      on_job_read, s))
-		open_done(s, CRUN_EETCD, "cannot reach etcd");
-}
-
-/* Read-only: the job's lease tells whether the job exists. */
-static void on_ro_job_read(int status, json_t *resp, void *arg)
-{
-	struct crun_rdzv_etcd *s = arg;
-	char *v = NULL;
-	size_t n;
-
-	if (status == CRUN_ECANCELED)
-		return;
-	if (status)
-		return open_done(s, status, etcd_errmsg(s->etcd));
-	if (!etcd_kv_first(resp, &v, &n, NULL))
-		return open_done(s, CRUN_ENOTFOUND,
-				 "no job under this etcd prefix and run id");
-	snprintf(s->job, sizeof(s->job), "%s", v);
-	free(v);
-	open_done(s, 0, "");
-}
-
-static void grant_node(struct crun_rdzv_etcd *s)
-{
-	char ttl[32];
-	int rc;
-
-	snprintf(ttl, sizeof(ttl), "%.0f", s->ttl);
-	rc = etcd_call(s->etcd, "/v3/lease/grant",
-		       json_pack("{s:s}", "TTL", ttl), on_node_grant, s);
-	if (rc && s->opening)
-		open_done(s, rc, "cannot reach etcd");
-}
-
-/* --- open and close ----------------------------------------------------- */
-
-double rdzv_etcd_attempt(double lease_ttl)
-{
-	double a = lease_ttl / 4;
-
-	return a < 0.5 ? 0.5 : a > 3 ? 3 : a;
-}
-
-static int read_password(const char *path, char *out, size_t len, char *errmsg,
-			 size_t errlen)
-{
-	FILE *fp = fopen(path, "r");
-	size_t n;
-
-	if (fp == NULL) {
-		snprintf(errmsg, errlen, "cannot read password_file '%s': %s",
-			 path, strerror(errno));
-		return CRUN_ECONFIG;
-	}
-	n = fread(out, 1, len - 1, fp);
-	fclose(fp);
-	out[n] = '\0';
-	out[strcspn(out, "\r\n")] = '\0';
-	return 0;
-}
-
-int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
-		   rdzv_etcd_open_cb cb, void *data,
-		   struct crun_rdzv_etcd **out)
-{
-	struct crun_rdzv_etcd *s = calloc(1, sizeof(*s));
-	struct etcd_opts eo;
-	char pw[256] = "";
-	int rc;
-
-	if (s == NULL)
-		return UV_ENOMEM;
-	if (o->password_file && *o->password_file &&
-	    (rc = read_password(o->password_file, pw, sizeof(pw), o->errmsg,
-				o->errlen))) {
-		free(s);
-		return rc;
-	}
-	memset(&eo, 0, sizeof(eo));
-	eo.endpoints = o->endpoints;
-	eo.https = o->https;
-	eo.cacert = o->cacert;
-	eo.cert = o->cert;
-	eo.key = o->key;
-	eo.user = o->user;
-	eo.password = pw;
-	eo.timeout = o->timeout;
-	eo.lim = o->lim;
-	/* A hung member must not cost this node its lease: a keepalive
-	 * (every lease_ttl/3) that waits lease_ttl/4 on it, then fails over,
-	 * lands in time. */
-	eo.attempt = rdzv_etcd_attempt(o->lease_ttl > 0 ? o->lease_ttl : 10);
-	rc = etcd_new(loop, &eo, o->errmsg, o->errlen, &s->etcd);
-	memset(pw, 0, sizeof(pw));
-	if (rc) {
-		free(s);
-		return rc;
-	}
-	s->loop = loop;
-	s->ttl = o->lease_ttl > 0 ? o->lease_ttl : 10;
-	if (!o->readonly && s->ttl < LEASE_MIN_S)
-		fprintf(
-		    stderr,
-		    "crun: warning: lease_ttl=%g s may not survive a failover "
-		    "between etcd members (a keepalive every %.1f s, %.1f s "
-		    "on a hung member): this node may be counted lost; use "
-		    "lease_ttl=%d or more\n",
-		    s->ttl, s->ttl / 3, eo.attempt, LEASE_MIN_S);
-	s->timeout = o->timeout > 0 ? o->timeout : 60;
-	snprintf(s->ns, sizeof(s->ns), "%s/%s/", o->prefix ? o->prefix : "",
-		 o->run_id);
-	uv_timer_init(loop, &s->mtimer);
-	uv_timer_init(loop, &s->wtimer);
-	uv_timer_init(loop, &s->ka);
-	uv_timer_init(loop, &s->restart);
-	uv_timer_init(loop, &s->evtimer);
-	uv_timer_init(loop, &s->btimer);
-	s->btimer.data = s;
-	srand((unsigned)uv_hrtime() ^ (unsigned)getpid());
-	s->mtimer.data = s->wtimer.data = s->ka.data = s->restart.data = s;
-	s->evtimer.data = s;
-	s->pending = json_array();
-	s->open_cb = cb;
-	s->open_data = data;
-	s->opening = 1;
-	s->readonly = o->readonly;
-	if (s->readonly) {
-		char k[600];
-
-		snprintf(k, sizeof(k), "%slease", s->ns);
-		rc = etcd_call(s->etcd, "/v3/kv/range", etcd_range_req(k, NULL),
-			       on_ro_job_read, s);
-		if (rc)
-			open_done(s, rc, "cannot reach etcd");
-	} else {
-		grant_node(s);
-	}
-	*out = s;
-	return 0;
-}
-
-const char *rdzv_etcd_errmsg(const struct crun_rdzv_etcd *s)
-{
-	return s->errmsg;
-}
-
-static void on_etcd_closed(void *data)
-{
-	struct crun_rdzv_etcd *s = data;
-
-	if (s->close_cb)
-		s->close_cb(s->close_data);
-}
-
-static void on_timer_closed(uv_handle_t *h)
-{
-	struct crun_rdzv_etcd *s = h->data;
-
-	if (--s->timers == 0)
-		etcd_close(s->etcd, on_etcd_closed, s);
-}
-
-static void close_now(struct crun_rdzv_etcd *s)
-{
-	if (s->close_started)
-		return;
-	s->close_started = 1;
-	s->timers = 6;
-	uv_close((uv_handle_t *)&s->btimer, on_timer_closed);
-	uv_close((uv_handle_t *)&s->evtimer, on_timer_closed);
-	uv_close((uv_handle_t *)&s->mtimer, on_timer_closed);
-	uv_close((uv_handle_t *)&s->wtimer, on_timer_closed);
-	uv_close((uv_handle_t *)&s->ka, on_timer_closed);
-	uv_close((uv_handle_t *)&s->restart, on_timer_closed);
-}
-
-static void on_close_timeout(uv_timer_t *t)
-{
-	close_now(t->data);
-}
-
-static void on_job_revoked(int status, json_t *resp, void *arg)
-{
-	(void)status;
-	(void)resp;
-	if (status != CRUN_ECANCELED)
-		close_now(arg);
-}
-
-/* Any node left? If not, the job's keys go with its lease now. */
-static void on_nodes_left(int status, json_t *resp, void *arg)
-{
-	struct crun_rdzv_etcd *s = arg;
-
-	if (status == CRUN_ECANCELED)
-		return;
-	if (status == 0 && etcd_int(resp, "count") == 0 && *s->job &&
-	    etcd_call(s->etcd, "/v3/lease/revoke",
-		      json_pack("{s:s}", "ID", s->job), on_job_revoked, s) == 0)
-		return;
-	close_now(s);
-}
-
-static void on_node_revoked(int status, json_t *resp, void *arg)
-{
-	struct crun_rdzv_etcd *s = arg;
-	char k[600], end[600];
-	json_t *b;
-
-	(void)resp;
-	if (status == CRUN_ECANCELED)
-		return;
-	snprintf(k, sizeof(k), "%sn/", s->ns);
-	etcd_prefix_end(k, end, sizeof(end));
-	b = etcd_range_req(k, end);
-	json_object_set_new(b, "count_only", json_true());
-	if (etcd_call(s->etcd, "/v3/kv/range", b, on_nodes_left, s))
-		close_now(s);
-}
-
-void rdzv_etcd_close(struct crun_rdzv_etcd *s, void (*cb)(void *data),
-		     void *data)
-{
-	s->close_cb = cb;
-	s->close_data = data;
-	/* Pending requests fail now, while their owners still exist. */
-	while (s->head)
-		reply(s->head, CRUN_ECANCELED, NULL);
-	if (s->w)
-		reply(s->w, CRUN_ECANCELED, NULL);
-	s->closing = 1;
-	s->open_cb = NULL;
-	if (s->stream) {
-		etcd_req_cancel(s->stream);
-		s->stream = NULL;
-	}
-	uv_timer_stop(&s->ka);
-	uv_timer_stop(&s->restart);
-	if (!*s->node || s->failed)
-		return close_now(s);
-	uv_timer_start(&s->mtimer, on_close_timeout, CLOSE_MS, 0);
-	/*
-	 * Writes already sent (a last one out's end marks, the "over" of
-	 * the nodes left out) land before this node's lease goes: with it
-	 * the job's keys may go, and a close would abort them.
-	 */
-	if (s->calls_out > 0)
-		s->revoke_pending = 1;
-	else
-		revoke_node(s);
-}
-
-/* Closing: this node's lease goes, then maybe the job's (bounded). */
-static void revoke_node(struct crun_rdzv_etcd *s)
-{
-	if (etcd_call(s->etcd, "/v3/lease/revoke",
-		      json_pack("{s:s}", "ID", s->node), on_node_revoked, s))
-		close_now(s);
-}
-
-void rdzv_etcd_free(struct crun_rdzv_etcd *s)
-{
-	if (s == NULL)
-		return;
-	cache_clear(s);
-	json_decref(s->pending);
-	etcd_free(s->etcd);
-	free(s);
-}

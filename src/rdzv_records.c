@@ -4,6 +4,7 @@
  * is parsed with its range, so nothing downstream sees a world of 0, a rank
  * outside its world, or a sum that overflows. Failure modes: any syntax or
  * range error returns CRUN_EPROTO with a one-line reason naming the field.
+ * The writers, at the end, format each record the way its parser reads it.
  */
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -785,4 +786,125 @@ int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
 		return reason(why, wlen, "more than %d entries", count);
 	*n = count;
 	return 0;
+}
+
+/*
+ * The writers. Each formats what its parser above reads back; the algorithm
+ * writes no record by hand. Like snprintf they cut what does not fit, but
+ * return the length written (at most len - 1), never the length wanted.
+ */
+static size_t written(int n, size_t len)
+{
+	if (n < 0)
+		return 0;
+	return (size_t)n < len ? (size_t)n : len - 1;
+}
+
+size_t rdzv_format_descr(char *buf, size_t len, const struct rdzv_descr_in *d)
+{
+	const char *ips = d->ips ? d->ips : "";
+	const char *env = d->env ? d->env : "";
+	int base, room, n = (int)strlen(ips);
+
+	/* The ip= list gives way: as many whole addresses as fit. */
+	base = snprintf(NULL, 0, "%d %d %d %d %s %s %s%s%s", d->is_host,
+			d->node_rank, d->nproc, d->pid, d->host, d->addr,
+			d->role, *env ? " env=" : "", env);
+	room = RDZV_MAX_RECORD - base - 4; /* " ip=" */
+	while (n > room) {
+		const char *c = memrchr(ips, ',', (size_t)n);
+
+		n = c ? (int)(c - ips) : 0;
+	}
+	return written(snprintf(buf, len, "%d %d %d %d %s %s %s%s%.*s%s%s",
+				d->is_host, d->node_rank, d->nproc, d->pid,
+				d->host, d->addr, d->role, n > 0 ? " ip=" : "",
+				n, ips, *env ? " env=" : "", env),
+		       len);
+}
+
+size_t rdzv_format_assign(char *buf, size_t len, const struct crun_ranks *k)
+{
+	return written(snprintf(buf, len, "%d %d %d %d %d %d %d", k->group_rank,
+				k->group_world_size, k->base_rank,
+				k->world_size, k->base_role_rank,
+				k->role_world_size, k->local_world_size),
+		       len);
+}
+
+size_t rdzv_format_assigned(char *buf, size_t len, int closed)
+{
+	return written(snprintf(buf, len, "ok %d", closed), len);
+}
+
+size_t rdzv_format_abort(char *buf, size_t len, int kind, const char *why)
+{
+	return written(snprintf(buf, len, "abort %c %s", kind, why), len);
+}
+
+size_t rdzv_format_master(char *buf, size_t len, const char *addr, int port)
+{
+	return written(snprintf(buf, len, "%s %d", addr, port), len);
+}
+
+size_t rdzv_format_end(char *buf, size_t len, int kind, const char *why)
+{
+	return written(snprintf(buf, len, "%c %s", kind, why), len);
+}
+
+size_t rdzv_format_config(char *buf, size_t len, int min, int max,
+			  const char *backend, int exclude_after,
+			  double exclude_for)
+{
+	size_t n = written(
+	    snprintf(buf, len, "nnodes=%d:%d backend=%s", min, max, backend),
+	    len);
+
+	if (exclude_after > 0)
+		n += written(snprintf(buf + n, len - n, " exclude=%d:%g",
+				      exclude_after, exclude_for),
+			     len - n);
+	return n + written(snprintf(buf + n, len - n, " proto=%d", RDZV_PROTO),
+			   len - n);
+}
+
+size_t rdzv_format_params(char *buf, size_t len, int max_restarts,
+			  long long keep_alive_ms)
+{
+	return written(snprintf(buf, len, "max_restarts=%d keep_alive_ms=%lld",
+				max_restarts, keep_alive_ms),
+		       len);
+}
+
+size_t rdzv_format_failure(char *buf, size_t len, int round, int64_t unix_ms,
+			   const char *why)
+{
+	return written(
+	    snprintf(buf, len, "%d %lld %s", round, (long long)unix_ms, why),
+	    len);
+}
+
+size_t rdzv_format_fails(char *buf, size_t len, const struct rdzv_fail *f,
+			 int n)
+{
+	size_t o = (size_t)snprintf(buf, len, "%d", n);
+
+	for (int i = 0; i < n && o < len; i++)
+		o += (size_t)snprintf(buf + o, len - o, " %d %s %s%s%s",
+				      f[i].round, f[i].host, f[i].addr,
+				      *f[i].id ? "#" : "", f[i].id);
+	return o < len ? o : len - 1;
+}
+
+size_t rdzv_format_excluded(char *buf, size_t len,
+			    const struct rdzv_exclusion *x, int n)
+{
+	size_t o = (size_t)snprintf(buf, len, "%d", n);
+
+	for (int i = 0; i < n && o < len; i++)
+		o += (size_t)snprintf(buf + o, len - o, " %s %s%s%s %lld %d %d",
+				      x[i].host, x[i].addr, *x[i].id ? "#" : "",
+				      x[i].id, (long long)x[i].until,
+				      x[i].round, x[i].fails);
+	return o < len ? o : len - 1;
 }

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "crun/err.h"
+#include "crun/log.h"
 #include "crun/rdzv_store.h"
 
 struct crun_rdzv_store {
@@ -70,11 +71,11 @@ static void setup_server(struct crun_rdzv_store *s)
 	if (s->has_key)
 		store_server_set_auth(s->server, &s->key);
 	else if (!warned++)
-		fprintf(stderr,
-			"crun: the rendezvous on port %d is unauthenticated "
+		log_msg(LOG_WARN, "crun",
+			"the rendezvous on port %d is unauthenticated "
 			"(it listens on every address): anyone who reaches "
 			"it can join, stop or read this job; set "
-			"--rdzv_conf=secret_file=PATH\n",
+			"--rdzv_conf=secret_file=PATH",
 			store_server_port(s->server));
 }
 
@@ -552,12 +553,10 @@ static void on_progress(uv_timer_t *t)
 	}
 	if (s->ticks % 5)
 		return;
-	fprintf(
-	    stderr,
-	    "crun: waiting for rendezvous host %s:%d (%s), %.0f s of %.0f s\n",
-	    s->host, s->port, err ? crun_strerror(err) : "no answer yet",
-	    (double)(uv_now(s->loop) - s->started) / 1000,
-	    (double)s->timeout_ms / 1000);
+	log_say("waiting for rendezvous host %s:%d (%s), %.0f s of %.0f s",
+		s->host, s->port, err ? crun_strerror(err) : "no answer yet",
+		(double)(uv_now(s->loop) - s->started) / 1000,
+		(double)s->timeout_ms / 1000);
 }
 
 static void main_on_connect(struct crun_store_aclient *c, int status,

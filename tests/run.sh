@@ -63,6 +63,12 @@ run() {
 	esac
 }
 
+# The structural rules of the tree (tests/lint.sh: its self-test, then the tree).
+if match tests/lint.sh; then
+	echo "== lint"
+	run lint sh tests/lint.sh
+fi
+
 for t in "$BUILD"/tests/test_*; do
 	case "$t" in *.d) continue ;; esac
 	[ -x "$t" ] || continue

@@ -1,8 +1,7 @@
 /*
- * A client of etcd's v3 JSON gateway (POST /v3/..., see
- * ../shared/spec/etcd-v3.md) on the libuv loop, over libcurl: endpoint
- * failover, the auth token, TLS, and the JSON and base64 encoding of keys,
- * values, txns and watches. Keys and values are base64 on the wire; int64
+ * A client of etcd's v3 JSON gateway (POST /v3/...) on the libuv loop,
+ * over libcurl: endpoint failover, the auth token, TLS, and the JSON and
+ * base64 encoding of keys, values, txns and watches. Keys and values are base64 on the wire; int64
  * fields come back as JSON strings and zero values are left out.
  */
 #ifndef CRUN_ETCD_H

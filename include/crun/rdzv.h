@@ -1,8 +1,8 @@
 /*
  * Dynamic rendezvous (torchrun's c10d algorithm, redone to be O(N) and
  * clock-free), written against a small key-value interface so that any
- * backend with these operations can carry it: the crun store today
- * (rdzv_kv_store), etcd v3 later.
+ * backend with these operations can carry it: the crun store
+ * (rdzv_kv_store) and etcd v3 (rdzv_etcd.h).
  *
  * A round R lives under "crun/<run_id>/r<R>/":
  *   join        counter: a node's ADD gives its arrival index i (1-based)

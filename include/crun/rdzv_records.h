@@ -4,7 +4,9 @@
  * any key, so each parser checks the syntax, the ranges and the arithmetic
  * the algorithm relies on (a group world size of 0 is a division by zero
  * later), and fills why with a lower-case reason on failure. Pure functions
- * on (bytes, length): no NUL terminator is needed, none is assumed.
+ * on (bytes, length): no NUL terminator is needed, none is assumed. The
+ * writers (at the end) format each record a parser reads; plain counters
+ * and the closer's list of addresses are written where they are counted.
  */
 #ifndef CRUN_RDZV_RECORDS_H
 #define CRUN_RDZV_RECORDS_H
@@ -232,5 +234,61 @@ int rdzv_parse_fails(const void *p, size_t len, struct rdzv_fail *f, int max,
  */
 int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
 			int max, int *n, char *why, size_t wlen);
+
+/*
+ * The writers: each formats the record its parser above reads back into
+ * buf (len bytes, NUL-terminated; what does not fit is cut, as snprintf
+ * does) and returns the length written, at most len - 1.
+ */
+
+/* What a descriptor is written from (rdzv_descr is what is read back). */
+struct rdzv_descr_in {
+	int is_host;
+	int node_rank;
+	int nproc;
+	int pid;
+	const char *host, *addr, *role;
+	const char *ips; /* "a,b,...": as many whole ones as fit, or NULL */
+	const char *env; /* the fingerprint (fingerprint.h), "" or NULL */
+};
+
+/** A descriptor, at most RDZV_MAX_RECORD bytes when its fields fit. */
+size_t rdzv_format_descr(char *buf, size_t len, const struct rdzv_descr_in *d);
+
+/** An assignment (rdzv_parse_assign). */
+size_t rdzv_format_assign(char *buf, size_t len, const struct crun_ranks *k);
+
+/** "assigned" once the round closed with closed nodes: "ok N". */
+size_t rdzv_format_assigned(char *buf, size_t len, int closed);
+
+/** "assigned" of a round aborted while forming: "abort <kind> <why>". */
+size_t rdzv_format_abort(char *buf, size_t len, int kind, const char *why);
+
+/** Where the workers' store is (rdzv_parse_master). */
+size_t rdzv_format_master(char *buf, size_t len, const char *addr, int port);
+
+/** An end record or end mark: "<kind> <why>" (rdzv_parse_end). */
+size_t rdzv_format_end(char *buf, size_t len, int kind, const char *why);
+
+/** The job's config (rdzv_parse_config); exclude_after 0: no exclusion. */
+size_t rdzv_format_config(char *buf, size_t len, int min, int max,
+			  const char *backend, int exclude_after,
+			  double exclude_for);
+
+/** The job's "params" record (rdzv_parse_params). */
+size_t rdzv_format_params(char *buf, size_t len, int max_restarts,
+			  long long keep_alive_ms);
+
+/** The "failure" record: the round, the time, the end's reason. */
+size_t rdzv_format_failure(char *buf, size_t len, int round, int64_t unix_ms,
+			   const char *why);
+
+/** The failure history "fails" (rdzv_parse_fails). */
+size_t rdzv_format_fails(char *buf, size_t len, const struct rdzv_fail *f,
+			 int n);
+
+/** The nodes left out, "excluded" (rdzv_parse_excluded). */
+size_t rdzv_format_excluded(char *buf, size_t len,
+			    const struct rdzv_exclusion *x, int n);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * What crun derives from a SLURM environment (spec/slurm.md, C1 and C4):
+ * What crun derives from a SLURM environment:
  * node count, node rank, rendezvous id and endpoint, workers per node, each
  * with a one-line reason for --print-config, plus warnings for the known
  * pitfalls. Pure: it reads an envp array, never getenv, and does no I/O, so

@@ -1,11 +1,11 @@
 #!/bin/sh
-# The agent benchmark of issues 2 and 4: crun against the torchrun anchors on
+# The agent benchmark: crun against the torchrun anchors on
 # this machine, in one run: torchrun 2.13 (python -m torch.distributed.run of
 # the test venv, $ANCHOR_VENV_PYTHON, default .venv/bin/python: the reference
 # the targets are judged against) and Debian's torchrun 1.13
 # (tests/helpers/torchrun.py under /usr/bin/python3, or $TORCHRUN_ANCHOR):
 #
-# issue 2, one node (--standalone):
+# one node (--standalone):
 #   (a) 4 workers of /bin/true, start to exit, median of RUNS (crun) and
 #       ANCHOR_RUNS (torchrun, default flags; also ANCHOR_FAST_RUNS with
 #       --monitor_interval=0.1, torchrun's best case, which the ratio target
@@ -15,7 +15,7 @@
 #       minus the median plain run (crun's two kinds take turns);
 #   (c) the agent's peak RSS: VmHWM of the agent process itself, read from
 #       /proc while its 4 workers sleep 300 ms (workers not included).
-# issue 4, N agents on loopback (--rdzv_backend=c10d, one /bin/true worker
+# N agents on loopback (--rdzv_backend=c10d, one /bin/true worker
 #   each), from the start of the first agent to the exit of the last, for N
 #   in SIZES (crun GROUP_RUNS times, torchrun ANCHOR_GROUP_RUNS times), then
 #   crun alone for N in BIG_SIZES; and node loss: 3 agents (--nnodes=2:3)
@@ -489,7 +489,7 @@ aname() { eval "echo \${aname_$1:-}"; }
 has() { case " $anchors " in *" $1 "*) return 0 ;; esac; return 1; }
 
 ###########################################################################
-echo "== issue 2: standalone, 4 workers (crun: median of $RUNS; torchrun: $ANCHOR_RUNS) [load $(load)]"
+echo "== standalone, 4 workers (crun: median of $RUNS; torchrun: $ANCHOR_RUNS) [load $(load)]"
 S="--standalone --nproc_per_node=4"
 drv repeat "$RUNS" 30 "$tmp/crun" -- "$CRUN" $S /bin/true \
 	-- "$CRUN" $S --max_restarts=1 "$FW" fail-if-attempt 0 3
@@ -525,7 +525,7 @@ for a in $anchors; do
 	fi
 done
 
-echo "== issue 2: agent peak RSS (VmHWM of the agent alone; 4 workers sleep 300 ms) [load $(load)]"
+echo "== agent peak RSS (VmHWM of the agent alone; 4 workers sleep 300 ms) [load $(load)]"
 c_rss=""
 for i in 1 2 3; do
 	drv hwm 30 "$tmp/hwm" -- "$CRUN" $S "$FW" sleep 300
@@ -572,7 +572,7 @@ group_check() {
 	return 1
 }
 
-echo "== issue 4: N agents on loopback, one /bin/true worker each (crun: median of $GROUP_RUNS; torchrun: $ANCHOR_GROUP_RUNS) [load $(load)]"
+echo "== N agents on loopback, one /bin/true worker each (crun: median of $GROUP_RUNS; torchrun: $ANCHOR_GROUP_RUNS) [load $(load)]"
 for n in $SIZES; do
 	group crun "$n" "$GROUP_RUNS" $((30 + n / 10))
 	r=$(got)
@@ -585,7 +585,7 @@ for n in $SIZES; do
 		anchor_ok $a "N=$n" "$r" && eval "gt_${a}_$n=\$(field median_ms \"\$r\")"
 	done
 done
-echo "== issue 4: crun alone, many agents (median of $BIG_RUNS; ulimit -n $(ulimit -n)) [load $(load)]"
+echo "== crun alone, many agents (median of $BIG_RUNS; ulimit -n $(ulimit -n)) [load $(load)]"
 for n in $BIG_SIZES; do
 	group crun "$n" "$BIG_RUNS" $((30 + n / 10))
 	r=$(got)
@@ -593,7 +593,7 @@ for n in $BIG_SIZES; do
 	group_check "$n" "$r" && eval "gc_$n=\$(field median_ms \"\$r\")"
 done
 
-echo "== issue 4: node loss (3 agents --nnodes=2:3, kill -9 of a non-host agent; median of $REFORM_RUNS) [load $(load)]"
+echo "== node loss (3 agents --nnodes=2:3, kill -9 of a non-host agent; median of $REFORM_RUNS) [load $(load)]"
 drv reform "$REFORM_RUNS" 60 "$tmp" "$REFORM_LAST_CALL" "$CRUN" "$FW"
 rf=$(got)
 echo "   crun     $rf"

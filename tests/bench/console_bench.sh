@@ -1,5 +1,5 @@
 #!/bin/sh
-# Console throughput (issue 11): four workers print 200,000 lines each
+# Console throughput: four workers print 200,000 lines each
 # (800,000 lines, 89 MB) through crun to its stdout, plain and with --tee=3
 # (prefixed console lines plus log files), beside the floor (the same four
 # workers writing to files directly, no launcher) and torchrun --tee=3 (the

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The etcd rendezvous benchmark of issue 10, beside c10d in the same run:
+# The etcd rendezvous benchmark, beside c10d in the same run:
 #   (a) N agents on loopback (one /bin/true worker each, last_call_timeout
 #       LAST_CALL) from the start of the first agent to the exit of the last,
 #       for N in SIZES, with --rdzv_backend=etcd (one etcd 3.4 member, data

@@ -1,5 +1,5 @@
 /*
- * rdzv_sim: internet scale on one machine, simulated (issue 13).
+ * rdzv_sim: internet scale on one machine, simulated.
  *
  * Two curves, one CSV row per N on stdout:
  *
@@ -328,7 +328,7 @@ static uint64_t get_u64(const unsigned char *p)
 	return v;
 }
 
-/* G0 opcodes (shared/spec/tcpstore-wire.md). */
+/* G0 opcodes (PyTorch's TCPStore wire protocol). */
 enum { OP_SET = 0, OP_GET = 2, OP_ADD = 3, OP_WAIT = 5 };
 
 /* ------------------------------------------------------- workers curve */

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The scale curves of issue 13 (tests/bench/rdzv_sim): the workers' store
+# The scale curves (tests/bench/rdzv_sim): the workers' store
 # initialising N simulated ranks (crun store beside a do-nothing floor server,
 # same clients, same run) and the c10d rendezvous of N simulated nodes
 # (forming, a steady state, re-forming after a node is killed). Writes

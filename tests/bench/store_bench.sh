@@ -1,5 +1,5 @@
 #!/bin/sh
-# The store benchmark of issue 3: one run drives three servers on loopback
+# The store benchmark: one run drives three servers on loopback
 # with build/tests/store_load (which speaks only the TCPStore wire protocol):
 #
 #   crun   $BUILD/crun store --port P           (skipped, and said so, if absent)
@@ -16,7 +16,7 @@
 #     SET when the barrier reaches N; a fresh server for every run, servers in
 #     turns, median of STORM_RUNS runs per server and N.
 #
-# Every figure, the ratios crun/floor and crun/torch, and the issue's targets
+# Every figure, the ratios crun/floor and crun/torch, and the targets
 # with PASS/MISS are printed. Exit status: 0 unless the bench itself broke;
 # a missed target (MISS) fails too. Knobs: MIX_SECONDS, MIX_RUNS,
 # MIX_CLIENTS, STORM_SIZES, STORM_RUNS, STORM_TIMEOUT, SERVERS ("crun torch
@@ -246,7 +246,7 @@ for n in $STORM_SIZES; do
 	printf '   %-8s%s\n' "$n" "$line"
 done
 
-# One machine-readable line per figure (the README's Measurements name them).
+# One machine-readable line per figure (docs/performance.md names them).
 for c in $MIX_CLIENTS; do
 	cr=$(get mix crun "$c" ops_per_s) to=$(get mix torch "$c" ops_per_s) fl=$(get mix floor "$c" ops_per_s)
 	echo "RESULT store.mix_$c crun_ops=${cr:-} torch_ops=${to:-} floor_ops=${fl:-} crun_floor=$(ratio "$cr" "$fl") crun_torch=$(ratio "$cr" "$to")"
@@ -269,7 +269,7 @@ verdict() {
 }
 ok() { if "$@"; then echo 1; else echo 0; fi; }
 
-echo "targets (issues 3 and 9)"
+echo "targets"
 for c in 16 256; do
 	cr=$(get mix crun "$c" ops_per_s)
 	fl=$(get mix floor "$c" ops_per_s)
@@ -285,7 +285,7 @@ t=$(get storm crun "$big" seconds)
 verdict "storm $big clients: crun <= 2 s (${t:--} s)" "$(ok ge 2 "$t")"
 tf=$(get storm floor "$big" seconds)
 tf125=$(awk -v f="$tf" 'BEGIN { if (f != "") printf "%.3f\n", f * 1.25 }')
-verdict "storm $big clients: crun within 1.25x of floor (issue 9) ($(ratio "$t" "$tf")x)" "$(ok ge "$tf125" "$t")"
+verdict "storm $big clients: crun within 1.25x of floor ($(ratio "$t" "$tf")x)" "$(ok ge "$tf125" "$t")"
 nf=0
 for n in $STORM_SIZES; do
 	f=$(get storm crun "$n" failed)

@@ -1,8 +1,8 @@
 /*
  * store_load: the store benchmark's load generator and its do-nothing floor
- * server. It speaks the TCPStore wire protocol itself (shared/spec
- * tcpstore-wire.md) and never uses libcrun's store client, so the same bytes
- * go to crun's store, to PyTorch's own TCPStore server and to the floor.
+ * server. It speaks the TCPStore wire protocol itself and never uses
+ * libcrun's store client, so the same bytes go to crun's store, to
+ * PyTorch's own TCPStore server and to the floor.
  *
  * One process, one thread, one epoll set; sockets are non-blocking and every
  * buffer is bounded. Three modes:

@@ -12,14 +12,18 @@
 # plus the examples in configs/ for the job-file loader. Each runs for
 # FUZZ_RUNS executions if set (make fuzz: 1000000), else FUZZ_SECONDS
 # seconds (default 60). FUZZ_TARGETS="a b" runs only those. Exits 77 if
-# clang has no libFuzzer, 1 on a crash (the reproducer is left in
-# build-fuzz/), and prints each target's executions.
+# clang has no libFuzzer, 1 on a crash, and prints each target's
+# executions. libFuzzer's artifacts (crash-*, leak-*, timeout-*, oom-*,
+# slow-unit-*: the input that failed, to replay with
+# build-fuzz/fuzz_<target> FILE) go to build-fuzz/artifacts/ (FUZZ_ARTIFACTS),
+# which git ignores, never to the current directory.
 set -eu
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_RUNS=${FUZZ_RUNS:-}
 CLANG=${CLANG:-clang}
 OUT=build-fuzz
-mkdir -p "$OUT"
+ARTIFACTS=${FUZZ_ARTIFACTS:-$OUT/artifacts}
+mkdir -p "$OUT" "$ARTIFACTS"
 command -v "$CLANG" >/dev/null 2>&1 || { echo "SKIP: fuzz: no $CLANG" >&2; exit 77; }
 echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' >"$OUT/probe.c"
 "$CLANG" -fsanitize=fuzzer "$OUT/probe.c" -o "$OUT/probe" 2>/dev/null ||
@@ -82,7 +86,7 @@ build() {
 	"$CLANG" $FLAGS "tests/fuzz/fuzz_$1.c" $objs $libs -o "$OUT/fuzz_$1"
 }
 
-targets=${FUZZ_TARGETS:-"store_wire rdzv_records cfg_ini cli hostlist"}
+targets=${FUZZ_TARGETS:-"store_wire rdzv_records rdzv_status cfg_ini cli hostlist"}
 for t in $targets; do
 	build "$t"
 	corpus="$OUT/corpus_$t"
@@ -95,9 +99,9 @@ for t in $targets; do
 	fi
 	# shellcheck disable=SC2046
 	"$OUT/fuzz_$t" $limit $(options "$t") -rss_limit_mb=2048 -timeout=10 \
-		-artifact_prefix="$OUT/" -print_final_stats=1 "$corpus" 2>"$OUT/fuzz_$t.log" || {
+		-artifact_prefix="$ARTIFACTS/" -print_final_stats=1 "$corpus" 2>"$OUT/fuzz_$t.log" || {
 		tail -n 40 "$OUT/fuzz_$t.log" >&2
-		echo "FAIL: fuzz_$t crashed; reproducer in $OUT/" >&2
+		echo "FAIL: fuzz_$t crashed; reproducer in $ARTIFACTS/" >&2
 		exit 1
 	}
 	grep -E '^stat::number_of_executed_units' "$OUT/fuzz_$t.log" | sed "s/^/fuzz_$t: /"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Worker binding (issue 14, Binding): --numa_binding and --cpu_bind=auto.
+# Worker binding : --numa_binding and --cpu_bind=auto.
 #
 # This machine has 2 CPUs, so the real affinity is checked over a topology
 # whose PUs are 0 and 1 (tests/data/hwloc/2n1c-2gpu.xml: 2 NUMA nodes of one

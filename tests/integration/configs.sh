@@ -160,7 +160,7 @@ join_timeout = x"
 bad "2: 'RANK' is set by crun for each worker" "[env]
 RANK = 1"
 
-# Issue 23.15: 114,001 ${X} of a 20 KB X (a 576 KB file) would expand to
+# 114,001 ${X} of a 20 KB X (a 576 KB file) would expand to
 # 2.3 GB; it is refused at the line where the file's expansion passes 4 MiB,
 # in bounded memory (ulimit -v: the unbounded expansion took 4.4 GB).
 "$PYTHON" -c '

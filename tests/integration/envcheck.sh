@@ -143,7 +143,7 @@ expect_grep "slow: b says so" "fingerprint was not ready after 0.5 s" "$T/slow.b
 
 # 6b. torch/version.py on the workers' path is a FIFO nobody writes (a hung
 # NFS or FUSE mount blocks a read the same way): it is not waited for, the
-# job succeeds and both nodes exit at once (they used to hang after success).
+# job succeeds and both nodes exit at once (rather than hang after success).
 mkdir -p "$T/fifo/proc/driver/nvidia/gpus" "$T/fifo/site/torch"
 mkfifo "$T/fifo/site/torch/version.py"
 JOB=fifo; t0=$(now_ms)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The event log (issue 12.4): three agents (--nnodes=2:3, one worker each,
+# The event log: three agents (--nnodes=2:3, one worker each,
 # --max_restarts=1) on loopback. Rank 2 fails in generation 0 (a restart),
 # everyone waits in generation 1 until the test kills rank 2's agent (a node
 # loss: the two others re-form without spending a restart) and generation 2

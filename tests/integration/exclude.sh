@@ -1,5 +1,5 @@
 #!/bin/sh
-# Leaving out a failing node (issue 14, --rdzv_conf=exclude_after=K,
+# Leaving out a failing node (--rdzv_conf=exclude_after=K,
 # exclude_for=S) on loopback: three agents a (store host), b, c, one worker
 # each, --nnodes=2:3 unless said otherwise. c's worker fails at once (exit 3)
 # whenever it runs; a's and b's succeed after a while. Most scenarios give each

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Leaving out a failing node (issue 14) with the etcd backend, on one real
+# Leaving out a failing node with the etcd backend, on one real
 # etcd member on loopback: the same rendezvous code (src/rdzv.c) over
 # rdzv_kv_ops, so the records and the decision are the same as with c10d.
 # Three agents (--nnodes=2:3, told apart by --local_addr); c's worker always

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Leaving out a failing node across hosts (issue 14): three network-namespace
+# Leaving out a failing node across hosts: three network-namespace
 # hosts h1 (store host), h2, h3 with their own names and addresses
 # (lib_netns.sh), --nnodes=2:3, --rdzv_conf=exclude_after=2. h3's worker
 # always fails (the script is keyed on the host name); h1's and h2's succeed

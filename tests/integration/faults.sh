@@ -1,5 +1,5 @@
 #!/bin/sh
-# The agent under faults (issue 8): every case ends in bounded time with the
+# The agent under faults: every case ends in bounded time with the
 # right status and leaves no process behind. Each check names its defect.
 . tests/integration/lib.sh
 

@@ -3,7 +3,7 @@
 # address) follow the documented order, whatever order the hosts start in:
 # the store host first, then by host name. Hosts are started in the opposite
 # order of their names, so neither start order nor pid order can pass for the
-# name order. (issue 15, item 2: a reversed host-name comparison survived.)
+# name order (a reversed host-name comparison must fail here).
 # Needs root.
 . tests/integration/lib.sh
 . tests/integration/lib_netns.sh

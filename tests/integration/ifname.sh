@@ -1,6 +1,6 @@
 #!/bin/sh
 # needs: torch
-# Host names that point at loopback (issue 12.6): two namespace hosts whose
+# Host names that point at loopback: two namespace hosts whose
 # own names resolve to 127.0.1.1, as on a stock Debian or Ubuntu machine, and
 # then not at all, as in many containers. Real gloo DDP across them fails
 # (workers bind to loopback), and crun says beforehand which interface to use;

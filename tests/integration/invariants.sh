@@ -1,6 +1,6 @@
 #!/bin/sh
-# Decisions a deliberate mutation of the code once changed without any test
-# noticing (issue 15, item 2), each checked against a value this script
+# Decisions that a single-line mutation of the code could change without the
+# other suites noticing, each checked against a value this script
 # computes itself rather than one crun reports:
 #   1. every worker runs in a process group of its own (not the agent's), and
 #      stopping the group takes the worker's own children (grandchildren);

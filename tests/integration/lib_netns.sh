@@ -96,7 +96,7 @@
 #                                                       last traffic
 #      TCP_USER_TIMEOUT=1000 + data in flight        -> ETIMEDOUT 1.4 s after send
 #      connect() to a cut host (stale ARP entry)     -> EHOSTUNREACH after ~40 s
-#    So the "node loss detected within 2 s" needs crun's own heartbeat
+#    So "node loss detected within 2 s" needs crun's own heartbeat
 #    (keep_alive_interval / keep_alive_max_attempt) with a read deadline on the
 #    store host side (the host must also notice a silent agent: it only sees
 #    missing heartbeats), or keepalive + TCP_USER_TIMEOUT on the store sockets;

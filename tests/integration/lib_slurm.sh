@@ -27,7 +27,7 @@
 # SLURM_NODE (the node name), SLURM_CTLD_PORT, SLURM_SLURMD_PORT,
 # SLURM_MUNGE_SOCKET.
 #
-# Why each choice (spec/slurm.md section C5):
+# Why each choice:
 #  - SlurmctldHost must be this machine's real short hostname, or slurmctld
 #    refuses to start; the address is 127.0.0.1 so nothing leaves the host.
 #  - munged gets its own key, socket, pid, seed and log files under $T, and

@@ -1,5 +1,5 @@
 #!/bin/sh
-# /healthz and /metrics (issue 12.3): two agents of a loopback c10d job
+# /healthz and /metrics: two agents of a loopback c10d job
 # (--nnodes=1:2, two workers each, --max_restarts=1) serve metrics on ports
 # of their choosing (--metrics_port=0), which they print and log as an
 # event. A real Prometheus scrapes both, and its HTTP API must show what
@@ -282,7 +282,7 @@ wait_pid 60 "$FLOOD" "$T/flood.out"
 note "$(tail -n 1 "$T/flood.out")"
 grep -q 'held 200 closed by the server 200 ' "$T/flood.out" || fail "flood: $(tail -n 3 "$T/flood.out")"
 
-# --- dribblers (issue 23.14): 32 clients (the default cap), one header byte
+# --- dribblers: 32 clients (the default cap), one header byte
 # a second each, which restarts libmicrohttpd's own timeout every time: each
 # must be closed once its request has not come in whole in idle_timeout
 # (2 s), and /healthz must answer again.

@@ -97,7 +97,7 @@ wait_for 10 listening $PORT || fail "no store host"
 agent b 1 2 "$FAKE_WORKER" pid "$T/pids5" hang
 wait_for 20 lines "$T/pids5" 2 || fail "round 0 never ran"
 kill -KILL $pid_a
-# README: a killed store host is noticed by every node at once.
+# docs/rendezvous.md: a killed store host is noticed by every node at once.
 ms=$(ms_until 1000 grep -q "lost the rendezvous store" "$T/b.out") ||
 	{ cat "$T/b.out" >&2; fail "took $ms ms to notice the host died, want <= 1000 ms"; }
 expect_status b 1

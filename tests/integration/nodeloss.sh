@@ -1,5 +1,5 @@
 #!/bin/sh
-# Node loss on loopback, timed in milliseconds against the README's figures
+# Node loss on loopback, timed in milliseconds against docs/performance.md's figures
 # ("Node loss [<= 2 s]": a killed agent or store host is noticed the moment its
 # connection closes; a hung agent is caught by heartbeats, every 0.5 s with 3
 # missed, in 1.5-2 s). Bounds add slack for a loaded 2-core machine but stay

@@ -6,7 +6,7 @@
 # contract, the single-node default, the log layout, exit statuses, the error
 # files @record writes and FileTimer clients are compared, and every
 # difference must be one of the intended ones named below (a new one fails
-# the test). README.md's compatibility section lists them with the reasons.
+# the test). docs/compatibility.md lists them with the reasons.
 . tests/integration/lib.sh
 need_torch
 TORCHRUN="$PYTHON $TOP/tests/helpers/torchrun.py"

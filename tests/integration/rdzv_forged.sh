@@ -1,8 +1,8 @@
 #!/bin/sh
 # Forged rendezvous records: a store pre-seeded with malformed keys (as anyone
 # who reaches the rendezvous port can write them) makes the agent stop with
-# one message naming the key, never a crash. The first case is the issue's
-# reproduction, a SIGFPE (a modulo by a group world size of 0) before the fix.
+# one message naming the key, never a crash. The first case is a group world
+# size of 0, which would otherwise be a SIGFPE (a modulo by it).
 . tests/integration/lib.sh
 RAW="$PYTHON $TOP/tests/integration/py/raw_store.py"
 
@@ -32,7 +32,7 @@ forged() {
 	expect_grep "$job: message" "$want" "$T/$job.out"
 }
 
-# 1. The reproduction: an assignment with a group world size of 0.
+# 1. An assignment with a group world size of 0 (a modulo by it: SIGFPE).
 forged fpe "malformed rendezvous record 'crun/fpe/r0/assign/1'.*group world size '0'" \
 	r0/assigned=ok r0/closed=1 r0/addrs=127.0.0.1 r0/envcheck=- "r0/assign/1=0 0 0 0 0 0 0"
 # 2. A group rank outside the world.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The scale simulator (tests/bench/rdzv_sim, issue 13), small and fast:
+# The scale simulator (tests/bench/rdzv_sim), small and fast:
 #  - 64 and 256 rendezvous nodes (real src/rdzv.c instances over the c10d
 #    backend, against a store hosted as an agent hosts it) form a round with
 #    group ranks 0..N-1 once each, the host's node 0 (rdzv_sim checks and

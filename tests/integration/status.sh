@@ -79,7 +79,7 @@ expect_eq "http there: one line" "$(wc -l <"$T/st.err")" 1
 kill $hpid
 
 # An endpoint that accepts and never answers cannot be reached: exit 3 with
-# either backend (issue 23.17: c10d said 1, "no job", and etcd 3).
+# either backend (c10d too: not 1, which would mean "no job").
 SPORT=$(free_port)
 "$PYTHON" -c '
 import socket, sys, time

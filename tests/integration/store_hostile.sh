@@ -1,5 +1,5 @@
 #!/bin/sh
-# `crun store` under hostile clients (issue 9): each scenario of
+# `crun store` under hostile clients: each scenario of
 # tests/integration/py/store_hostile.py runs against a fresh store with a
 # 64 MiB memory ceiling, while a well-behaved client keeps making round trips.
 # The store must stay alive, its peak RSS (VmHWM) under the ceiling plus a
@@ -68,7 +68,7 @@ scenario incremental
 scenario wrong_magic "validate with a wrong magic 0x12345678"
 scenario idle "no progress for idle-timeout 2 s with a partial request"
 
-# Issue 23.4: a non-reading client under a low ceiling, max-output at its
+# A non-reading client under a low ceiling, max-output at its
 # default (64M, past the ceiling): its share of max-memory bounds it.
 LIMITS="--max-memory 16M" MEM_MB=16
 scenario unread_share

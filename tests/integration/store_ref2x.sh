@@ -1,5 +1,5 @@
 #!/bin/sh
-# `crun store` against an independent PyTorch 2.x client (issue 15, item 3).
+# `crun store` against an independent PyTorch 2.x client.
 # tests/integration/py/tcpstore2_ref.py is written from PyTorch's own TCPStore
 # sources (TCPStore.cpp, TCPStoreBackend.hpp, TCPStoreLibUvBackend.cpp; each
 # encoding cites its file and function), not from crun's src/store_wire.c, so

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mutation runner for `make mutate` (issue 15).
+"""Mutation runner for `make mutate`.
 
 Each mutation in tests/mutate/mutations.txt changes one line of the tree:
 the line containing FIND (exactly one such line in FILE, or the first after

@@ -1,5 +1,5 @@
 /*
- * The etcd v3 gateway encoding (see ../shared/spec/etcd-v3.md): base64 of
+ * The etcd v3 gateway encoding (etcd's grpc-gateway JSON): base64 of
  * keys and values, int64 fields as strings or left out, prefix range ends,
  * the shapes of put, range, compare-and-set and mod_revision txns, watch
  * requests, reading kvs back, and endpoint lists.

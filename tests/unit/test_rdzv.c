@@ -881,7 +881,7 @@ Test(rdzv, static_duplicate_rank_is_fatal, .timeout = 10)
 	world_close();
 }
 
-/* ---- failure branches (issue 15, item 5) ---------------------------------- */
+/* ---- failure branches ----------------------------------------------------- */
 
 static int first_round(void)
 {

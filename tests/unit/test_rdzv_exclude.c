@@ -308,7 +308,7 @@ Test(rdzv_exclude, readmitted_after_the_cooldown, .timeout = 10)
 	cr_assert(strstr(bad->excl_why, "its cooldown ended"), "%s", bad->excl_why);
 	cr_assert_str_eq(kv("crun/job1/excluded"), "0");
 	may_all(RDZV_END_JOIN);
-	/* n3 is joining already: it asked for this round. */
+	/* n3 is joining already: it asked to join round 3 (the next one). */
 	node_next(&W.n[0]);
 	node_next(&W.n[1]);
 	cr_assert(run_until(all_rounds, 2000));

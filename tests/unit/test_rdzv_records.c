@@ -112,7 +112,7 @@ Test(rdzv_records, assignment, .timeout = 10)
 		     0, "%s", why);
 	cr_assert_eq(k.group_rank, 1);
 	cr_assert_eq(k.world_size, 7);
-	/* The SIGFPE record: group world size 0. */
+	/* A record that would divide by zero: group world size 0. */
 	cr_assert_eq(rdzv_parse_assign(S("0 0 0 0 0 0 0"), 1, 1, &k, why,
 				       sizeof(why)),
 		     CRUN_EPROTO);
@@ -313,4 +313,111 @@ Test(rdzv_records, assigned)
 	cr_assert_eq(rdzv_parse_assigned(S("ok x"), 4, &closed, why, sizeof(why)), CRUN_EPROTO);
 	cr_assert_eq(rdzv_parse_assigned(S("maybe"), 4, &closed, why, sizeof(why)), CRUN_EPROTO);
 	cr_assert(strstr(why, "neither"), "%s", why);
+}
+
+/*
+ * The writers: each record as the nodes have always written it (the bytes
+ * are the protocol), and read back by its parser.
+ */
+Test(rdzv_records, writers_round_trip, .timeout = 10)
+{
+	struct rdzv_descr_in in = {1, 0, 4, 123, "node-a", "10.0.0.1",
+				   "trainer", "10.0.0.1,fd00::1", ""};
+	struct crun_ranks k = {1, 2, 4, 8, 4, 8, 4}, k2;
+	struct rdzv_fail f[2] = {{3, "h1", "10.0.0.1", "ab12"},
+				 {4, "h2", "10.0.0.2", ""}},
+			 f2[2];
+	struct rdzv_exclusion x[1] = {{"h3", "10.0.0.3", "cd", 1900000000, 5,
+				       2}},
+			      x2[1];
+	struct rdzv_descr d;
+	struct rdzv_params pa;
+	char buf[RDZV_MAX_RECORD + 1], why[200], text[64], backend[32];
+	int n, kind, lo, hi;
+
+	n = (int)rdzv_format_descr(buf, sizeof(buf), &in);
+	cr_assert_str_eq(buf, "1 0 4 123 node-a 10.0.0.1 trainer "
+			      "ip=10.0.0.1,fd00::1");
+	cr_assert_eq(n, (int)strlen(buf));
+	cr_assert_eq(rdzv_parse_descr(buf, strlen(buf), 8, &d, why,
+				      sizeof(why)),
+		     0, "%s", why);
+	cr_assert_str_eq(d.ips, "10.0.0.1,fd00::1");
+	rdzv_format_assign(buf, sizeof(buf), &k);
+	cr_assert_str_eq(buf, "1 2 4 8 4 8 4");
+	cr_assert_eq(rdzv_parse_assign(buf, strlen(buf), 2, 4, &k2, why,
+				       sizeof(why)),
+		     0, "%s", why);
+	cr_assert_eq(memcmp(&k, &k2, sizeof(k)), 0);
+	rdzv_format_assigned(buf, sizeof(buf), 3);
+	cr_assert_str_eq(buf, "ok 3");
+	rdzv_format_abort(buf, sizeof(buf), 'D', "n2 (group rank 1) gone");
+	cr_assert_str_eq(buf, "abort D n2 (group rank 1) gone");
+	cr_assert_eq(rdzv_parse_assigned(buf, strlen(buf), 4, &n, why,
+					 sizeof(why)),
+		     0);
+	cr_assert_eq(n, -1);
+	rdzv_format_master(buf, sizeof(buf), "10.0.0.1", 29500);
+	cr_assert_str_eq(buf, "10.0.0.1 29500");
+	rdzv_format_end(buf, sizeof(buf), 'F', "rank 3 exited with 1");
+	cr_assert_eq(rdzv_parse_end(buf, strlen(buf), &kind, text, sizeof(text),
+				    why, sizeof(why)),
+		     0);
+	cr_assert_eq(kind, 'F');
+	cr_assert_str_eq(text, "rank 3 exited with 1");
+	rdzv_format_config(buf, sizeof(buf), 1, 4, "c10d", 0, 0);
+	cr_assert_str_eq(buf, "nnodes=1:4 backend=c10d proto=3");
+	rdzv_format_config(buf, sizeof(buf), 2, 3, "static", 2, 0.5);
+	cr_assert_str_eq(buf, "nnodes=2:3 backend=static exclude=2:0.5 proto=3");
+	cr_assert_eq(rdzv_parse_config(buf, strlen(buf), 8, &lo, &hi, backend,
+				       sizeof(backend), why, sizeof(why)),
+		     0, "%s", why);
+	cr_assert_eq(lo + hi, 5);
+	rdzv_format_params(buf, sizeof(buf), 3, 500);
+	cr_assert_eq(rdzv_parse_params(buf, strlen(buf), &pa, why, sizeof(why)),
+		     0, "%s", why);
+	cr_assert_eq(pa.max_restarts + pa.keep_alive_ms, 503);
+	rdzv_format_failure(buf, sizeof(buf), 2, 1764570000123LL,
+			    "137 rank 5 (local rank 1) on node7 exited with "
+			    "137");
+	cr_assert_str_eq(buf, "2 1764570000123 137 rank 5 (local rank 1) on "
+			      "node7 exited with 137");
+	rdzv_format_fails(buf, sizeof(buf), f, 2);
+	cr_assert_str_eq(buf, "2 3 h1 10.0.0.1#ab12 4 h2 10.0.0.2");
+	cr_assert_eq(rdzv_parse_fails(buf, strlen(buf), f2, 2, &n, why,
+				      sizeof(why)),
+		     0, "%s", why);
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(f2[0].id, "ab12");
+	cr_assert_str_eq(f2[1].addr, "10.0.0.2");
+	rdzv_format_excluded(buf, sizeof(buf), x, 1);
+	cr_assert_str_eq(buf, "1 h3 10.0.0.3#cd 1900000000 5 2");
+	cr_assert_eq(rdzv_parse_excluded(buf, strlen(buf), x2, 1, &n, why,
+					 sizeof(why)),
+		     0, "%s", why);
+	cr_assert_eq(x2[0].until, 1900000000);
+	cr_assert_eq(x2[0].fails, 2);
+}
+
+/* A descriptor keeps to RDZV_MAX_RECORD: the ip= list loses whole entries. */
+Test(rdzv_records, writer_descriptor_cut, .timeout = 10)
+{
+	char ips[4000], buf[2 * RDZV_MAX_RECORD], small[8];
+	struct rdzv_descr_in in = {0, 0, 1, 1, "h", "10.0.0.1", "r", ips,
+				   "fp"};
+	size_t o = 0, n;
+
+	for (int i = 0; i < 250; i++)
+		o += (size_t)snprintf(ips + o, sizeof(ips) - o, "%s10.1.%d.%d",
+				      i ? "," : "", i / 200, i % 200);
+	n = rdzv_format_descr(buf, sizeof(buf), &in);
+	cr_assert_leq(n, RDZV_MAX_RECORD);
+	cr_assert_eq(n, strlen(buf));
+	cr_assert(strstr(buf, " env=fp") != NULL, "%s", buf);
+	cr_assert(strstr(buf, ", env=") == NULL, "%s", buf);
+	cr_assert(n > RDZV_MAX_RECORD - 16, "%zu: whole entries only", n);
+	/* Cut like snprintf, the length written returned. */
+	cr_assert_eq(rdzv_format_end(small, sizeof(small), 'F', "long reason"),
+		     sizeof(small) - 1);
+	cr_assert_str_eq(small, "F long ");
 }

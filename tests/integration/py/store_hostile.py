@@ -2,8 +2,8 @@
 
 Usage: store_hostile.py PORT PID CEILING_MB SCENARIO [PORT2]
 
-Each scenario attacks the store at 127.0.0.1:PORT (process PID) the way
-issue 9 found it could be attacked, while a well-behaved G3 client keeps
+Each scenario attacks the store at 127.0.0.1:PORT (process PID) in one way a
+TCPStore server can be attacked, while a well-behaved G3 client keeps
 making round trips on its own connection. It then checks that:
   - the store is alive and still answers the good client,
   - the store's VmHWM (peak RSS, /proc/PID/status) stayed under CEILING_MB,
@@ -187,7 +187,7 @@ def settle():
 
 
 def pipelined_gets(port, pid):
-    """Issue 9.1: 1 MiB value, 1500 GETs pipelined in one write, unread."""
+    """1 MiB value, 1500 GETs pipelined in one write, unread."""
     c = conn(port)
     c.sendall(op(G0_SET, b"/big", b"x" * (1 << 20)))
     bad = []
@@ -204,7 +204,7 @@ def pipelined_gets(port, pid):
 
 
 def unread_share(port, pid):
-    """Issue 23.4: with max-memory 16M and max-output at its default (64M),
+    """With max-memory 16M and max-output at its default (64M),
     one client pipelines 600 GETs of 1 MiB values and does not read: it must
     not take the memory an innocent client's GET needs, and once it reads it
     gets every reply, in order."""
@@ -243,7 +243,7 @@ def unread_share(port, pid):
 
 
 def multi_get_fanout(port, pid):
-    """Issue 9.1: one MULTI_GET naming a 1 MiB key 512 times (a 512 MiB reply)."""
+    """One MULTI_GET naming a 1 MiB key 512 times (a 512 MiB reply)."""
     c = conn(port, g3=True)
     c.sendall(op(G3_SET, b"/mg", b"y" * (1 << 20)))
     c.sendall(lst(G3_MULTI_GET, [b"/mg"] * 512))
@@ -253,7 +253,7 @@ def multi_get_fanout(port, pid):
 
 
 def list_keys(port, pid):
-    """Issue 9.1: pipelined LIST_KEYS over 4000 keys of 1 KiB, unread."""
+    """Pipelined LIST_KEYS over 4000 keys of 1 KiB, unread."""
     c = conn(port, g3=True)
     batch = b"".join(op(G3_SET, b"/l%04d" % i + b"k" * 1000, b"") for i in range(4000))
     c.sendall(batch + ping(9))
@@ -269,7 +269,7 @@ def list_keys(port, pid):
 
 
 def watch(port, pid):
-    """Issue 9.1: 300 WATCH_KEY on one key, then 1 MiB SETs."""
+    """300 WATCH_KEY on one key, then 1 MiB SETs."""
     w = conn(port)
     w.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     w.sendall(op(G0_WATCH, b"/w") * 300)
@@ -283,7 +283,7 @@ def watch(port, pid):
 
 
 def partial_frames(port, pid):
-    """Issue 9.3: 24 connections each holding a 4 MiB SET minus its last byte."""
+    """24 connections each holding a 4 MiB SET minus its last byte."""
     held = []
     hdr = bytes([G0_SET]) + s8(b"/p") + struct.pack("<Q", 4 << 20)
     body = b"z" * ((4 << 20) - 1)
@@ -306,7 +306,7 @@ def partial_frames(port, pid):
 
 
 def parked_waits(port, pid):
-    """Issue 9.3: 40 parked WAITs of 131072 missing keys each."""
+    """40 parked WAITs of 131072 missing keys each."""
     keys = [b"/q%06d" % i for i in range(131072)]
     frame = lst(G3_WAIT, keys)
     held = []
@@ -329,7 +329,7 @@ def parked_waits(port, pid):
 
 
 def sigpipe(port, pid):
-    """Issue 9.8: five clients pipeline GETs of a 4 MiB value, then hang up."""
+    """Five clients pipeline GETs of a 4 MiB value, then hang up."""
     c = conn(port)
     c.sendall(op(G0_SET, b"/sp", b"s" * (4 << 20)))
     hs = []
@@ -347,7 +347,7 @@ def sigpipe(port, pid):
 
 
 def queue_wakeups(port, pid):
-    """Issue 9.5 and 15.3: a push completes a waiter; blocked pops are FIFO."""
+    """A push completes a waiter; blocked pops are FIFO."""
     a = conn(port, g3=True)
     a.sendall(lst(G3_WAIT, [b"/qa"]) + ping(1))
     if recv_exact(a, 4) != struct.pack("<I", 1):
@@ -393,7 +393,7 @@ def send_paced(c, frame):
 
 
 def incremental(port, pid):
-    """Issue 9.6: a 131072-key MULTI_GET sent in 1000-byte pieces costs the
+    """A 131072-key MULTI_GET sent in 1000-byte pieces costs the
     store no more than a SET of the same size sent the same way (whose
     decoding is O(1) per piece), where re-parsing from the start on every
     read costs several times that. Comparing the two keeps the check
@@ -429,7 +429,7 @@ def incremental(port, pid):
 
 
 def idle(port, pid):
-    """Issue 9.3: a connection stalled on a partial frame is closed after
+    """A connection stalled on a partial frame is closed after
     --idle-timeout (2 s in this suite); a client that never reads its replies
     is covered by test_store_server.c."""
     t = time.monotonic()
@@ -444,7 +444,7 @@ def idle(port, pid):
 
 
 def wrong_magic(port, pid):
-    """Issue 15.3: a VALIDATE with a wrong magic is closed as such (see log)."""
+    """A VALIDATE with a wrong magic is closed as such (see log)."""
     c = socket.create_connection(("127.0.0.1", port), timeout=10)
     c.sendall(bytes([G3_VALIDATE]) + struct.pack("<I", 0x12345678) + ping(1))
     if not closed_by_peer(c, 5):
@@ -453,7 +453,7 @@ def wrong_magic(port, pid):
 
 
 def hash_order(port, pid, port2):
-    """Issue 9.7: two stores order the same keys differently (per-process key)."""
+    """Two stores order the same keys differently (per-process key)."""
     orders = []
     for p in (port, port2):
         c = conn(p, g3=True)

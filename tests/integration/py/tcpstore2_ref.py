@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An independent PyTorch 2.x TCPStore client, written from PyTorch's sources
-(never from crun's), run against `crun store` (issue 15, item 3).
+(never from crun's), run against `crun store`.
 
 Usage: tcpstore2_ref.py PORT [HOST]
 

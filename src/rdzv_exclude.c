@@ -1,0 +1,681 @@
+/*
+ * Leaving out a failing node (exclude_after > 0; see rdzv.h). The node
+ * whose failure ended round R appends itself to the history "fails"; once
+ * the last exclude_after failure-ended rounds all failed first on it, it
+ * adds itself to "excluded" until exclude_for from now, and the next round
+ * expects one node fewer. Before joining, each node reads "excluded": a
+ * node left out waits as a spare on its own copy of "over" until its
+ * cooldown ends (it takes itself off the list and joins) or the job ends.
+ *
+ * Failure modes: the records are untrusted (a malformed or out-of-range
+ * "excluded" is read as empty, a malformed history starts afresh); too
+ * many nodes left out for the minimum (the node is not left out, or the
+ * job cannot go on); a node left out vanishes (the store host does not
+ * wait for it at the end).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "crun/err.h"
+#include "crun/log.h"
+#include "rdzv_internal.h"
+
+/* Wall-clock time in milliseconds: "until" is in epoch seconds. */
+int64_t rdzv__wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int excl_is_self(const struct crun_rdzv *r, const char *host,
+			const char *addr, const char *id)
+{
+	return strcmp(host, r->o.host) == 0 &&
+	       strcmp(addr, r->excl.addr) == 0 && strcmp(id, r->excl.id) == 0;
+}
+
+/* Two entries name the same node. */
+static int excl_same(const struct rdzv_exclusion *a,
+		     const struct rdzv_exclusion *b)
+{
+	return strcmp(a->host, b->host) == 0 && strcmp(a->addr, b->addr) == 0 &&
+	       strcmp(a->id, b->id) == 0;
+}
+
+/*
+ * "HH:MM:SS UTC" of an epoch second, for messages; with the date when it
+ * is not within the next day.
+ */
+static const char *excl_clock(int64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	int64_t ahead = t - rdzv__wall_ms() / 1000;
+	struct tm tm;
+
+	if (gmtime_r(&tt, &tm) == NULL ||
+	    strftime(buf, len,
+		     ahead >= 0 && ahead < 86400 ? "%H:%M:%S UTC"
+						 : "%Y-%m-%d %H:%M:%S UTC",
+		     &tm) == 0)
+		snprintf(buf, len, "%lld", (long long)t);
+	return buf;
+}
+
+/*
+ * An entry's until can lie at most exclude_for ahead (rounded up, and
+ * EXCL_SKEW_S for the clocks of other nodes): a later one is forged, or
+ * from a job with other settings. why gets the reason, or "".
+ */
+#define EXCL_SKEW_S 60
+static void excl_in_range(const struct crun_rdzv *r,
+			  const struct rdzv_exclusion *x, int n, char *why,
+			  size_t wlen)
+{
+	int64_t now = rdzv__wall_ms() / 1000,
+		max = now + (int64_t)r->o.exclude_for + 1 + EXCL_SKEW_S;
+
+	why[0] = '\0';
+	for (int i = 0; i < n; i++)
+		if (x[i].until > max) {
+			snprintf(
+			    why, wlen,
+			    "%.64s (%.64s) is left out %lld s ahead, more than "
+			    "exclude_for=%g s allows",
+			    x[i].host, x[i].addr, (long long)(x[i].until - now),
+			    r->o.exclude_for);
+			return;
+		}
+}
+
+/*
+ * Parse a read of "excluded" (PEEK: none). Untrusted: a malformed record
+ * is named in one line and read as empty, so a forged value can neither
+ * crash a node nor keep one out.
+ */
+static int excl_parse(struct crun_rdzv *r, const struct crun_store_reply *rep,
+		      struct rdzv_exclusion *x)
+{
+	char why[200], k[KEYMAX];
+	int n = 0;
+
+	why[0] = '\0';
+	if (rep->value == NULL || rdzv__reply_is(rep, PEEK))
+		return 0;
+	if (rdzv_parse_excluded(rep->value, rep->len, x, RDZV_MAX_EXCLUDED, &n,
+				why, sizeof(why)) == 0)
+		excl_in_range(r, x, n, why, sizeof(why));
+	if (*why) {
+		rdzv__key(r, k, "excluded");
+		log_msg(LOG_WARN, "crun",
+			"malformed rendezvous record '%s': %s: read as "
+			"no node left out",
+			k, why);
+		return 0;
+	}
+	return n;
+}
+
+static void excl_notify(struct crun_rdzv *r, const struct rdzv_exclusion *x,
+			int readmitted, const char *why)
+{
+	if (r->o.on_exclusion)
+		r->o.on_exclusion(r->o.data, x, readmitted,
+				  excl_is_self(r, x->host, x->addr, x->id),
+				  why);
+}
+
+/* A new reading of "excluded": tell about the changes, keep it. */
+static void excl_update(struct crun_rdzv *r, const struct rdzv_exclusion *x,
+			int n)
+{
+	char why[300];
+
+	for (int i = 0; r->excl.known && i < n; i++) {
+		int seen = 0;
+
+		for (int j = 0; j < r->excl.n && !seen; j++)
+			seen = excl_same(&x[i], &r->excl.list[j]);
+		if (seen || excl_is_self(r, x[i].host, x[i].addr, x[i].id))
+			continue;
+		snprintf(why, sizeof(why),
+			 "the last %d failure-ended rounds failed first on it",
+			 x[i].fails);
+		excl_notify(r, &x[i], 0, why);
+	}
+	for (int j = 0; r->excl.known && j < r->excl.n; j++) {
+		int kept = 0;
+
+		for (int i = 0; i < n && !kept; i++)
+			kept = excl_same(&x[i], &r->excl.list[j]);
+		if (!kept &&
+		    !excl_is_self(r, r->excl.list[j].host, r->excl.list[j].addr,
+				  r->excl.list[j].id))
+			excl_notify(r, &r->excl.list[j], 1,
+				    "its cooldown ended");
+	}
+	memcpy(r->excl.list, x, (size_t)n * sizeof(*x));
+	r->excl.n = n;
+	r->excl.known = 1;
+}
+
+static void excl_readmit(struct crun_rdzv *r);
+static void excl_rejoin(struct crun_rdzv *r);
+static void on_over_seen(int status, const struct crun_store_reply *rep,
+			 void *arg);
+
+/* The job ended, or the cooldown did, while this node sat out. */
+static void on_sitout_over(int status, const struct crun_store_reply *rep,
+			   void *arg)
+{
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+	char text[512], why[200], k[KEYMAX];
+	int kind;
+
+	if (r == NULL || !r->excl.sitting_out || status == CRUN_ECANCELED)
+		return;
+	if (status == CRUN_ETIMEDOUT) {
+		/* Read "excluded" again: readmitted once its time is up. */
+		r->state = R_JOINING;
+		return rdzv__excl_check(r);
+	}
+	if (status)
+		return rdzv__store_error(r, status);
+	rdzv__key(r, k, "over");
+	if (rdzv_parse_end(rep->value, rep->len, &kind, text, sizeof(text), why,
+			   sizeof(why))) {
+		r->excl.sitting_out = 0;
+		return rdzv__bad_record(r, k, NULL, why);
+	}
+	/* Tell the store host we read it (it waits for that), then go. */
+	r->excl.over_kind = kind;
+	snprintf(r->excl.over_why, sizeof(r->excl.over_why), "%s", text);
+	rdzv__key(r, k, "over_seen/%s/%s#%s/%d", r->o.host, r->excl.addr,
+		  r->excl.id, r->excl.round);
+	if (r->ops->set(r->kv, k, "1", 1, on_over_seen, rdzv__op_new(r, 0)))
+		on_over_seen(0, NULL, rdzv__op_new(r, 0));
+}
+
+/* The store host has our acknowledgement of "over": report the end. */
+static void on_over_seen(int status, const struct crun_store_reply *rep,
+			 void *arg)
+{
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+
+	(void)rep;
+	(void)status; /* the end is known either way */
+	if (r == NULL || !r->excl.sitting_out)
+		return;
+	r->excl.sitting_out = 0;
+	if (r->excl.over_kind == RDZV_END_SUCCESS)
+		return rdzv__round_fail(
+		    r, CRUN_ERDZV_LEFT_OUT,
+		    "the job finished without %s, which was left "
+		    "out after repeated failures: %s",
+		    r->o.host, r->excl.over_why);
+	rdzv__round_fail(r, CRUN_ERDZV_CLOSED,
+			 "the job stopped while %s was left out after repeated "
+			 "failures: %s",
+			 r->o.host, r->excl.over_why);
+}
+
+/* This node is left out until x->until: wait as a spare, say why. */
+static void excl_sit_out(struct crun_rdzv *r, const struct rdzv_exclusion *x)
+{
+	char why[400], at[32], k[KEYMAX];
+	int64_t left = x->until * 1000 - rdzv__wall_ms();
+	int ms = left > INT32_MAX ? INT32_MAX : (int)left;
+
+	r->state = R_WAITING;
+	uv_timer_stop(&r->deadline);
+	uv_timer_stop(&r->last_call);
+	snprintf(why, sizeof(why),
+		 "%s is left out until %s (%lld s more): the last %d "
+		 "failure-ended rounds (to round %d) failed first on it; it "
+		 "waits as a spare",
+		 r->o.host, excl_clock(x->until, at, sizeof(at)),
+		 (long long)(left + 500) / 1000, x->fails, x->round);
+	if (!r->excl.sitting_out) /* said once, not at every re-check */
+		excl_notify(r, x, 0, why);
+	r->excl.sitting_out = 1;
+	r->excl.round = x->round;
+	/* Our own copy of "over": the store host can tell if we vanish. */
+	rdzv__key(r, k, "over/%s/%s#%s/%d", r->o.host, r->excl.addr, r->excl.id,
+		  x->round);
+	if (rdzv__watch1(r, k, ms > 0 ? ms : 1, on_sitout_over,
+			 rdzv__op_new(r, 0)))
+		rdzv__store_error(r, CRUN_ECLOSED);
+}
+
+/* How many of the n entries are still left out now. */
+static int excl_active(const struct rdzv_exclusion *x, int n)
+{
+	int64_t now = rdzv__wall_ms();
+	int k = 0;
+
+	for (int i = 0; i < n; i++)
+		k += x[i].until * 1000 > now;
+	return k;
+}
+
+static void on_excl_check(int status, const struct crun_store_reply *rep,
+			  void *arg)
+{
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+	struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
+	int n;
+
+	if (r == NULL || r->state != R_JOINING)
+		return;
+	if (status)
+		return rdzv__store_error(r, status);
+	n = excl_parse(r, rep, x);
+	excl_update(r, x, n);
+	for (int i = 0; i < n; i++) {
+		if (!excl_is_self(r, x[i].host, x[i].addr, x[i].id))
+			continue;
+		if (x[i].until * 1000 > rdzv__wall_ms() &&
+		    excl_active(x, n) > r->o.max_nodes - r->o.min_nodes)
+			return rdzv__round_fail(
+			    r, CRUN_ERDZV_CLOSED,
+			    "%d of at most %d nodes are left out of the "
+			    "rounds: the others cannot reach the minimum of "
+			    "%d, the job cannot go on",
+			    excl_active(x, n), r->o.max_nodes, r->o.min_nodes);
+		if (x[i].until * 1000 > rdzv__wall_ms())
+			return excl_sit_out(r, &x[i]);
+		/* Listed, but its time is up (a restarted agent). */
+		r->excl.sitting_out = 1;
+		return excl_readmit(r);
+	}
+	if (r->excl.sitting_out) /* taken off the list meanwhile */
+		return excl_rejoin(r);
+	rdzv__join_round_now(r);
+}
+
+/* Before joining: is this node left out? */
+void rdzv__excl_check(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+
+	rdzv__key(r, k, "excluded");
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_excl_check, rdzv__op_new(r, 0)))
+		rdzv__store_error(r, CRUN_ECLOSED);
+}
+
+/* Readmitted: back to joining, with the whole join_timeout again. */
+static void excl_rejoin(struct crun_rdzv *r)
+{
+	r->excl.sitting_out = 0;
+	r->state = R_JOINING;
+	r->deadline_phase = 0;
+	uv_timer_start(&r->deadline, rdzv__on_deadline,
+		       (uint64_t)(r->o.join_timeout * 1000), 0);
+	rdzv__join_round_now(r);
+}
+
+static void on_readmit_cas(int status, const struct crun_store_reply *rep,
+			   void *arg)
+{
+	char *want =
+	    ((struct rdzv__op *)arg)->data; /* rdzv__op_take frees the op */
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+	struct rdzv_exclusion self;
+
+	if (r == NULL || !r->excl.sitting_out) {
+		free(want);
+		return;
+	}
+	if (status) {
+		free(want);
+		return rdzv__store_error(r, status);
+	}
+	if (!rdzv__reply_is(rep, want) && r->excl.tries++ < 20) {
+		/* Someone changed it meanwhile: read it again. */
+		free(want);
+		return excl_readmit(r);
+	}
+	free(want);
+	for (int i = 0; i < r->excl.n; i++) {
+		if (!excl_is_self(r, r->excl.list[i].host, r->excl.list[i].addr,
+				  r->excl.list[i].id))
+			continue;
+		self = r->excl.list[i];
+		r->excl.list[i] = r->excl.list[--r->excl.n];
+		excl_notify(r, &self, 1,
+			    "its cooldown ended: it joins the next round");
+		break;
+	}
+	excl_rejoin(r);
+}
+
+static void on_readmit_read(int status, const struct crun_store_reply *rep,
+			    void *arg)
+{
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+	struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
+	char cur[RDZV_MAX_LIST_RECORD + 1], next[RDZV_MAX_LIST_RECORD + 1];
+	char k[KEYMAX];
+	struct rdzv__op *o;
+	size_t clen;
+	int n, m = 0;
+
+	if (r == NULL || !r->excl.sitting_out)
+		return;
+	if (status)
+		return rdzv__store_error(r, status);
+	if (rep->value == NULL || rdzv__reply_is(rep, PEEK) ||
+	    rep->len > RDZV_MAX_LIST_RECORD)
+		return excl_rejoin(r); /* nothing to take ourselves off */
+	clen = rep->len;
+	memcpy(cur, rep->value, clen);
+	n = excl_parse(r, rep, x);
+	/* The cache keeps our own entry until the write is in. */
+	memcpy(r->excl.list, x, (size_t)n * sizeof(*x));
+	r->excl.n = n;
+	r->excl.known = 1;
+	for (int i = 0; i < n; i++)
+		if (!excl_is_self(r, x[i].host, x[i].addr, x[i].id))
+			x[m++] = x[i];
+	rdzv_format_excluded(next, sizeof(next), x, m);
+	o = rdzv__op_new(r, 0);
+	o->data = strdup(next);
+	if (o->data == NULL)
+		abort();
+	rdzv__key(r, k, "excluded");
+	if (r->ops->compare_set(r->kv, k, cur, clen, next, strlen(next),
+				on_readmit_cas, o)) {
+		free(o->data);
+		free(o);
+		rdzv__store_error(r, CRUN_ECLOSED);
+	}
+}
+
+/* The cooldown is over: take this node off "excluded", then join. */
+static void excl_readmit(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+
+	rdzv__key(r, k, "excluded");
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_readmit_read, rdzv__op_new(r, 0)))
+		rdzv__store_error(r, CRUN_ECLOSED);
+}
+
+static void on_over_acks(int status, const struct crun_store_reply *rep,
+			 void *arg)
+{
+	(void)rep;
+	if (status != CRUN_ECANCELED)
+		rdzv__finish_done(arg);
+}
+
+static void on_host_excluded(int status, const struct crun_store_reply *rep,
+			     void *arg)
+{
+	struct crun_rdzv *r = arg;
+	struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
+	char keys[RDZV_MAX_EXCLUDED][KEYMAX];
+	const char *kp[RDZV_MAX_EXCLUDED];
+	int n;
+
+	if (status || r->state != R_FINISHING)
+		return rdzv__finish_done(r);
+	n = excl_parse(r, rep, x);
+	for (int i = 0; i < n; i++) {
+		rdzv__key(r, keys[i], "over_seen/%s/%s#%s/%d", x[i].host,
+			  x[i].addr, x[i].id, x[i].round);
+		kp[i] = keys[i];
+	}
+	/* Bounded by close_timeout (the deadline timer runs meanwhile). */
+	if (n == 0 || r->ops->multi_get(r->kv, kp, (size_t)n,
+					(int)(r->o.close_timeout * 1000),
+					on_over_acks, r))
+		rdzv__finish_done(r);
+}
+
+/*
+ * Everyone left: the store host serves on until each node left out has
+ * read "over" (else it would learn only that the store went away).
+ */
+void rdzv__excl_host_wait(struct crun_rdzv *r)
+{
+	char k[KEYMAX];
+
+	if (!uv_is_active((uv_handle_t *)&r->deadline))
+		uv_timer_start(&r->deadline, rdzv__on_finish_timeout,
+			       (uint64_t)(r->o.close_timeout * 1000), 0);
+	rdzv__key(r, k, "excluded");
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_host_excluded, r))
+		rdzv__finish_done(r);
+}
+
+/* The job is over: say so once in "over", for the nodes left out. */
+void rdzv__excl_over(struct crun_rdzv *r, int kind, const char *why)
+{
+	char k[KEYMAX], val[600];
+
+	if (r->o.exclude_after <= 0 || r->state == R_DONE)
+		return;
+	rdzv__key(r, k, "over");
+	rdzv_format_end(val, sizeof(val), kind, why);
+	r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL, NULL);
+	/* A copy for each node left out (as of our last join): what it waits
+	 * on. */
+	for (int i = 0; i < r->excl.n; i++) {
+		rdzv__key(r, k, "over/%s/%s#%s/%d", r->excl.list[i].host,
+			  r->excl.list[i].addr, r->excl.list[i].id,
+			  r->excl.list[i].round);
+		r->ops->compare_set(r->kv, k, "", 0, val, strlen(val), NULL,
+				    NULL);
+	}
+}
+
+/*
+ * The decision, taken by the node whose failure ended round R (its "F" end
+ * was recorded first), before it writes "r<R+1>/restarts": everyone else
+ * waits for that record before joining R+1, so they all see its outcome.
+ */
+struct decide {
+	struct crun_rdzv *r;
+	int round;
+	int64_t restarts;
+	int gworld;
+	int tries;
+	char *want; /* the "excluded" value being written */
+	struct rdzv_fail f[RDZV_MAX_FAILS + 1];
+	int nf;
+};
+
+/* Last step: the restart count of R+1, which lets everyone go on. */
+static void decide_done(struct decide *d)
+{
+	struct crun_rdzv *r = d->r;
+	char k[KEYMAX], v[24];
+
+	if (r->state != R_DONE) {
+		snprintf(v, sizeof(v), "%" PRId64, d->restarts);
+		rdzv__key(r, k, "r%d/restarts", d->round + 1);
+		r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
+	}
+	free(d->want);
+	free(d);
+}
+
+/* Write the history "fails" (the n entries from first). */
+static void decide_put_fails(struct decide *d, int first, int n)
+{
+	struct crun_rdzv *r = d->r;
+	char buf[RDZV_MAX_LIST_RECORD + 1], k[KEYMAX];
+
+	rdzv_format_fails(buf, sizeof(buf), d->f + first, n);
+	rdzv__key(r, k, "fails");
+	r->ops->set(r->kv, k, buf, strlen(buf), NULL, NULL);
+}
+
+static void decide_read_excluded(struct decide *d);
+
+static void on_decide_excl_cas(int status, const struct crun_store_reply *rep,
+			       void *arg)
+{
+	struct decide *d = arg;
+	struct crun_rdzv *r = d->r;
+	struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
+	char k[KEYMAX], e[16];
+	int n;
+
+	if (status || r->state == R_DONE)
+		return decide_done(d);
+	if (!rdzv__reply_is(rep, d->want) && d->tries++ < 20)
+		return decide_read_excluded(d); /* changed meanwhile */
+	/* Left out: the history starts afresh, the next round expects one
+	 * node fewer. */
+	decide_put_fails(d, 0, 0);
+	snprintf(e, sizeof(e), "%d", d->gworld - 1);
+	rdzv__key(r, k, "r%d/expect", d->round + 1);
+	r->ops->set(r->kv, k, e, strlen(e), NULL, NULL);
+	if (rdzv_parse_excluded(d->want, strlen(d->want), x, RDZV_MAX_EXCLUDED,
+				&n, NULL, 0))
+		n = 0;
+	memcpy(r->excl.list, x, (size_t)n * sizeof(*x));
+	r->excl.n = n;
+	r->excl.known = 1;
+	decide_done(d);
+}
+
+static void on_decide_excl_read(int status, const struct crun_store_reply *rep,
+				void *arg)
+{
+	struct decide *d = arg;
+	struct crun_rdzv *r = d->r;
+	struct rdzv_exclusion x[RDZV_MAX_EXCLUDED + 1];
+	char buf[RDZV_MAX_LIST_RECORD + 1], k[KEYMAX];
+	const char *cur = "";
+	size_t clen = 0;
+	int n, m = 0;
+
+	if (status || r->state == R_DONE)
+		return decide_done(d);
+	n = excl_parse(r, rep, x);
+	if (rep->value && !rdzv__reply_is(rep, PEEK)) {
+		cur = rep->value;
+		clen = rep->len;
+	}
+	for (int i = 0; i < n; i++)
+		if (!excl_is_self(r, x[i].host, x[i].addr, x[i].id))
+			x[m++] = x[i];
+	if (m >= RDZV_MAX_EXCLUDED) {
+		log_say("%s is not left out: %d nodes are left out "
+			"already (at most %d)",
+			r->o.host, m, RDZV_MAX_EXCLUDED);
+		decide_put_fails(d, 0, d->nf);
+		return decide_done(d);
+	}
+	snprintf(x[m].host, sizeof(x[m].host), "%s", r->o.host);
+	snprintf(x[m].addr, sizeof(x[m].addr), "%s", r->excl.addr);
+	snprintf(x[m].id, sizeof(x[m].id), "%s", r->excl.id);
+	/* Rounded up: the cooldown is never shorter than exclude_for. */
+	x[m].until =
+	    (rdzv__wall_ms() + (int64_t)(r->o.exclude_for * 1000) + 999) / 1000;
+	x[m].round = d->round;
+	x[m].fails = r->o.exclude_after;
+	rdzv_format_excluded(buf, sizeof(buf), x, m + 1);
+	free(d->want);
+	d->want = strdup(buf);
+	if (d->want == NULL)
+		abort();
+	rdzv__key(r, k, "excluded");
+	/* From what we read (a missing key: from nothing). */
+	if (r->ops->compare_set(r->kv, k, cur, clen, buf, strlen(buf),
+				on_decide_excl_cas, d))
+		decide_done(d);
+}
+
+static void decide_read_excluded(struct decide *d)
+{
+	struct crun_rdzv *r = d->r;
+	char k[KEYMAX];
+
+	rdzv__key(r, k, "excluded");
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_decide_excl_read, d))
+		decide_done(d);
+}
+
+static void on_decide_fails(int status, const struct crun_store_reply *rep,
+			    void *arg)
+{
+	struct decide *d = arg;
+	struct crun_rdzv *r = d->r;
+	int k = r->o.exclude_after, first, same = 0;
+	char why[200], key_[KEYMAX];
+
+	if (status || r->state == R_DONE)
+		return decide_done(d);
+	d->nf = 0;
+	if (rep->value && !rdzv__reply_is(rep, PEEK) &&
+	    rdzv_parse_fails(rep->value, rep->len, d->f, RDZV_MAX_FAILS, &d->nf,
+			     why, sizeof(why))) {
+		rdzv__key(r, key_, "fails");
+		log_msg(LOG_WARN, "crun",
+			"malformed rendezvous record '%s': %s: the "
+			"failure history starts afresh",
+			key_, why);
+		d->nf = 0;
+	}
+	/* A history from a later round (forged or stale) is dropped. */
+	if (d->nf > 0 && d->f[d->nf - 1].round >= d->round)
+		d->nf = 0;
+	d->f[d->nf].round = d->round;
+	snprintf(d->f[d->nf].host, sizeof(d->f[0].host), "%s", r->o.host);
+	snprintf(d->f[d->nf].addr, sizeof(d->f[0].addr), "%s", r->excl.addr);
+	snprintf(d->f[d->nf].id, sizeof(d->f[0].id), "%s", r->excl.id);
+	d->nf++;
+	first = d->nf > k ? d->nf - k : 0;
+	memmove(d->f, d->f + first, (size_t)(d->nf - first) * sizeof(d->f[0]));
+	d->nf -= first;
+	for (int i = 0; i < d->nf; i++)
+		same += excl_is_self(r, d->f[i].host, d->f[i].addr, d->f[i].id);
+	if (same < k) {
+		decide_put_fails(d, 0, d->nf);
+		return decide_done(d);
+	}
+	if (d->gworld - 1 < r->o.min_nodes) {
+		log_say("%s is not left out although the last %d "
+			"failure-ended rounds failed first on it: %d node%s "
+			"would remain, below the minimum of %d",
+			r->o.host, k, d->gworld - 1,
+			d->gworld - 1 == 1 ? "" : "s", r->o.min_nodes);
+		decide_put_fails(d, 0, d->nf);
+		return decide_done(d);
+	}
+	decide_read_excluded(d);
+}
+
+void rdzv__excl_decide(struct crun_rdzv *r, int round, int64_t restarts)
+{
+	struct decide *d = calloc(1, sizeof(*d));
+	char k[KEYMAX], v[600];
+
+	if (d == NULL)
+		abort();
+	d->r = r;
+	d->round = round;
+	d->restarts = restarts;
+	d->gworld = r->gworld;
+	/* Who ended round R: attribution for status and metrics. */
+	rdzv__key(r, k, "r%d/failed", round);
+	snprintf(v, sizeof(v), "%d %s %s#%s", r->grank, r->o.host, r->excl.addr,
+		 r->excl.id);
+	r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
+	rdzv__key(r, k, "fails");
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_decide_fails, d))
+		decide_done(d);
+}

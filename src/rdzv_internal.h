@@ -1,0 +1,236 @@
+/*
+ * What the files of the rendezvous share (libuv's internal.h): the state of
+ * one rendezvous, the request in flight, and the rdzv__ helpers each file
+ * offers the others. Nothing outside src/rdzv*.c includes it; the public
+ * API is include/crun/rdzv.h.
+ *
+ * The files, in the order of a round: rdzv.c (the life cycle: create,
+ * free, and the helpers every step uses: keys, replies, failing or ending
+ * a round), rdzv_join.c (agreeing on the job, joining a round, waiting for
+ * the assignment), rdzv_close.c (the node that closes a round reads every
+ * descriptor and writes every assignment), rdzv_run.c (heartbeats, the
+ * watch on the round's end, nodes that vanish), rdzv_end.c (ending a
+ * round, deciding on a restart, finishing and leaving), rdzv_exclude.c
+ * (leaving out a node whose failures keep ending rounds).
+ */
+#ifndef CRUN_RDZV_INTERNAL_H
+#define CRUN_RDZV_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crun/fingerprint.h"
+#include "crun/rdzv.h"
+#include "crun/rdzv_records.h"
+
+/* An expected value no real key holds: CAS with it reads without writing. */
+#define PEEK "\001crun-peek"
+#define KEYMAX 512
+
+/*
+ * Where the rendezvous is: idle between rounds, joining one, waiting as a
+ * spare (or left out), running one, ended (the round, or our finishing),
+ * finishing (leaving after success, or departing), or freed.
+ */
+enum rstate {
+	R_IDLE,
+	R_JOINING,
+	R_WAITING,
+	R_RUNNING,
+	R_ENDED,
+	R_FINISHING,
+	R_DONE
+};
+
+/*
+ * Our last read of the successor's heartbeat counter: answered, asked, or
+ * asked and past the bound, to be judged once more after the loop has read
+ * its sockets (the reply may be waiting there unread).
+ */
+enum hb_wait { HB_ANSWERED, HB_ASKED, HB_RECHECK };
+
+struct crun_rdzv {
+	uv_loop_t *loop;
+	struct rdzv_opts o;
+	const struct rdzv_kv_ops *ops;
+	void *kv;
+	rdzv_end_cb on_end;
+	char run_id[256];
+	char prefix[300]; /* "crun/<run_id>/", once the job id is agreed */
+	char config[200];
+	char errmsg[768];
+	enum rstate state;
+	/* The round (rdzv.c, rdzv_join.c, rdzv_close.c). */
+	int round;  /* current round number */
+	int index;  /* arrival index in the round */
+	int closed; /* participants, once known */
+	int expect; /* participants the round expects (0: unknown) */
+	int grank, gworld;
+	int deadline_phase; /* 1: join_timeout passed, the store was asked */
+	int aborted;	    /* the last round seen aborted while forming */
+	int ended;	    /* the round whose recorded end we read, or -1 */
+	int64_t restarts;   /* job-wide failure restarts, last read */
+	int env_refused;    /* the round failed for env_check=strict */
+	char env_diff[RDZV_MAX_ENVCHECK + 1];
+	char *peers; /* the round's node addresses ("r<R>/addrs"), or NULL */
+	rdzv_round_cb cb;
+	void *cb_data;
+	struct rdzv_result res;
+	uv_timer_t last_call;
+	uv_timer_t deadline;
+	int timers; /* initialised timer handles */
+	/* This node's descriptor, which may wait for the fingerprint. */
+	struct {
+		char text[RDZV_MAX_RECORD + 1];
+		char fp[FP_MAX_TEXT + 1]; /* the fingerprint field, or "" */
+		int fp_wait;		  /* the fingerprint is not ready yet */
+		uv_timer_t fp_timer;	  /* the bound on waiting for it */
+		int held_round;	 /* round whose descriptor waits, or -1 */
+		int held_index;	 /* and its arrival index there */
+		int close_after; /* rdzv__try_close waits for that descriptor */
+	} descr;
+	/* Heartbeats of the running round (rdzv_run.c). */
+	struct {
+		uv_timer_t timer;
+		uint64_t ms;	   /* the interval of this round */
+		int succ;	   /* group rank whose heartbeat we watch */
+		int64_t succ_last; /* its counter, last read (-1: none yet) */
+		int succ_stall;	   /* reads in a row that found it unchanged */
+		enum hb_wait wait; /* our read of its counter */
+		uint64_t last_reply; /* loop time of the last reply */
+		uint64_t tick;	     /* loop time of the last tick */
+		uint64_t silence; /* unanswered, our own stalls not counted */
+	} hb;
+	/* Ending the round and leaving (rdzv_end.c). */
+	struct {
+		int seen;      /* the round's "end" was read */
+		int unwatched; /* rdzv_may_restart took the watch on end/<g> */
+		int chain;     /* our end's record and restarts still to send */
+		int depart_wait; /* rdzv_depart waits for them */
+		void (*finish_cb)(struct crun_rdzv *, void *);
+		void *finish_data;
+	} end;
+	/* Leaving out a failing node (exclude_after > 0, rdzv_exclude.c). */
+	struct {
+		/* "excluded", as last read: n entries */
+		struct rdzv_exclusion list[RDZV_MAX_EXCLUDED];
+		int n;
+		int known;	 /* list holds a reading of "excluded" */
+		int sitting_out; /* this node is left out and waits */
+		int tries;	 /* compare-and-set retries of "excluded" */
+		int round;     /* the round that left us out (names our keys) */
+		int over_kind; /* how the job ended while we sat out */
+		char over_why[512];
+		/*
+		 * Who this node is in those records (rdzv_records.h): its
+		 * address, cut to leave room for "#<id>", and the id its agent
+		 * drew.
+		 */
+		char addr[RDZV_MAX_FIELD - RDZV_MAX_ID];
+		char id[RDZV_MAX_ID + 1];
+	} excl;
+};
+
+/* One request in flight: the round it belongs to, and a step-specific int. */
+struct rdzv__op {
+	struct crun_rdzv *r;
+	int round;
+	int arg;
+	int n; /* rdzv_end_round: the participants to mark */
+	void (*cb)(struct crun_rdzv *, int);
+	void *data;
+};
+
+/* --- rdzv.c: keys, requests and replies, failing or ending a round ----- */
+
+/* Build "crun/<run_id>/<fmt...>" into buf (KEYMAX bytes). */
+void rdzv__key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Watch one key (see rdzv_kv_ops.watch). */
+int rdzv__watch1(struct crun_rdzv *r, const char *k, int timeout_ms,
+		 rdzv_kv_cb cb, void *arg);
+/* A request of the current round (never NULL: aborts without memory). */
+struct rdzv__op *rdzv__op_new(struct crun_rdzv *r, int arg);
+/* Frees the op; the rendezvous if its reply is still wanted, else NULL. */
+struct crun_rdzv *rdzv__op_take(void *arg, int *round, int *a);
+/* rdzv__op_take, and n values or the failure reported (then NULL). */
+struct crun_rdzv *rdzv__take_values(void *arg, int status,
+				    const struct crun_store_reply *rep,
+				    size_t n);
+/* A reply's number: an ADD's count, or the value as a decimal. */
+int64_t rdzv__reply_int(const struct crun_store_reply *rep);
+/* Value i of a reply as a C string in buf. */
+const char *rdzv__reply_str(const struct crun_store_reply *rep, size_t i,
+			    char *buf, size_t len);
+/* Whether the reply's value is exactly s. */
+int rdzv__reply_is(const struct crun_store_reply *rep, const char *s);
+/* Stop the last call, heartbeat and deadline timers. */
+void rdzv__stop_timers(struct crun_rdzv *r);
+/* The round could not be formed: the round callback, once. */
+void rdzv__round_fail(struct crun_rdzv *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Record k (written by by, or NULL) is malformed: fail or end the round. */
+void rdzv__bad_record(struct crun_rdzv *r, const char *k, const char *by,
+		      const char *why);
+/* A number record in [lo, hi] into *out: 0, or the round failed/ended. */
+int rdzv__record_int(struct crun_rdzv *r, const struct crun_store_reply *rep,
+		     const char *k, int64_t lo, int64_t hi, int64_t *out);
+/* The running round ended: on_end, once (or, finishing, leave). */
+void rdzv__round_ended(struct crun_rdzv *r, int kind, const char *why);
+/* A request failed: the store is gone or made no sense. */
+void rdzv__store_error(struct crun_rdzv *r, int status);
+
+/* --- rdzv_join.c ------------------------------------------------------- */
+
+/* The deadline timer's callback: join_timeout passed. */
+void rdzv__on_deadline(uv_timer_t *t);
+/* This node's descriptor, from the options and the fingerprint so far. */
+void rdzv__descr_build(struct crun_rdzv *r);
+/* The fingerprint timer's callback: the descriptor goes without it. */
+void rdzv__on_fp_timeout(uv_timer_t *t);
+/* Read the current round and join it (this node is not left out). */
+void rdzv__join_round_now(struct crun_rdzv *r);
+
+/* --- rdzv_close.c ------------------------------------------------------ */
+
+/* Enough nodes joined: try to close the round (CAS of "closed"). */
+void rdzv__try_close(struct crun_rdzv *r);
+
+/* --- rdzv_run.c -------------------------------------------------------- */
+
+/* The reply of the watch on our end/<g> mark: the round ended. */
+void rdzv__on_node_end(int status, const struct crun_store_reply *rep,
+		       void *arg);
+/* The round is formed: heartbeats and the watch on our end/<g>. */
+void rdzv__start_running(struct crun_rdzv *r);
+/* The store host saw a client vanish while it waited on key k. */
+void rdzv__on_vanish(void *arg, const char *k, size_t klen);
+
+/* --- rdzv_end.c -------------------------------------------------------- */
+
+/* End a round that is still forming; "assigned" tells its participants. */
+void rdzv__abort_round(struct crun_rdzv *r, int kind, const char *why);
+/* Finishing is over: the finish callback, once. */
+void rdzv__finish_done(struct crun_rdzv *r);
+/* The deadline timer's callback while finishing: stop waiting. */
+void rdzv__on_finish_timeout(uv_timer_t *t);
+/* The store host waits (bounded) for the others to leave. */
+void rdzv__host_wait_left(struct crun_rdzv *r);
+/* The reply to an ADD of "finished": the last one out releases the host. */
+void rdzv__on_finished_count(int status, const struct crun_store_reply *rep,
+			     void *arg);
+
+/* --- rdzv_exclude.c ---------------------------------------------------- */
+
+/* Wall-clock time in milliseconds (exclusions last until an epoch second). */
+int64_t rdzv__wall_ms(void);
+/* Before joining: is this node left out? Then wait, else join. */
+void rdzv__excl_check(struct crun_rdzv *r);
+/* Everyone left: the store host waits for the nodes left out to read "over". */
+void rdzv__excl_host_wait(struct crun_rdzv *r);
+/* The job is over: say so in "over", for the nodes left out. */
+void rdzv__excl_over(struct crun_rdzv *r, int kind, const char *why);
+/* Our failure ended round R: count it, and maybe leave this node out. */
+void rdzv__excl_decide(struct crun_rdzv *r, int round, int64_t restarts);
+
+#endif
