@@ -491,7 +491,19 @@ static void on_re_open(struct crun_rdzv_etcd *re, int status, void *data)
 	start_read(cs, &rdzv_etcd_ops, re);
 }
 
-int cmd_status_main(int argc, char **argv)
+/* What the command line and the environment ask for. */
+struct status_args {
+	const char *endpoint, *run_id, *backend, *conf_str, *secret;
+	double timeout, hb_wait;
+	long max_nodes;
+};
+
+/*
+ * Read the options into sa (cs->json too); returns -1 to go on, else the
+ * exit status (--help: 0, a usage error: 2).
+ */
+static int status_parse_args(int argc, char **argv, struct status_args *sa,
+			     struct cmd_status *cs)
 {
 	static const struct option opts[] = {
 	    {"rdzv_endpoint", required_argument, NULL, 'e'},
@@ -513,22 +525,10 @@ int cmd_status_main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct cmd_status cs;
-	struct crun_rdzv_conf conf;
-	struct crun_auth_key key;
-	const char *endpoint = getenv("PET_RDZV_ENDPOINT");
-	const char *run_id = getenv("PET_RDZV_ID");
-	const char *backend = getenv("PET_RDZV_BACKEND");
-	const char *conf_str = getenv("PET_RDZV_CONF");
-	const char *secret = getenv("CRUN_RDZV_SECRET_FILE");
-	double timeout = 5, hb_wait = -1, d;
-	char errmsg[512] = "", host[256], why[400];
-	struct rdzv_backend_opts bo;
-	int c, rc, port, etcd, kind, has_key = 0;
-	long max_nodes = 1 << 20;
+	double d;
 	char *end;
+	int c;
 
-	memset(&cs, 0, sizeof(cs));
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -537,25 +537,26 @@ int cmd_status_main(int argc, char **argv)
 			fputs(status_usage, stdout);
 			return 0;
 		case 'e':
-			endpoint = optarg;
+			sa->endpoint = optarg;
 			break;
 		case 'i':
-			run_id = optarg;
+			sa->run_id = optarg;
 			break;
 		case 'b':
-			backend = optarg;
+			sa->backend = optarg;
 			break;
 		case 'c':
-			conf_str = optarg;
+			sa->conf_str = optarg;
 			break;
 		case 's':
-			secret = optarg;
+			sa->secret = optarg;
 			break;
 		case 'j':
-			cs.json = 1;
+			cs->json = 1;
 			break;
 		case 't':
-			if (parse_secs(optarg, 3600, &timeout) || timeout <= 0)
+			if (parse_secs(optarg, 3600, &sa->timeout) ||
+			    sa->timeout <= 0)
 				return status_usage_error(
 				    "invalid --timeout \"%s\": seconds in "
 				    "(0, 3600]",
@@ -567,13 +568,13 @@ int cmd_status_main(int argc, char **argv)
 				    "invalid --hb_wait \"%s\": seconds in "
 				    "[0, 3600]",
 				    optarg);
-			hb_wait = d;
+			sa->hb_wait = d;
 			break;
 		case 'n':
 			errno = 0;
-			max_nodes = strtol(optarg, &end, 10);
+			sa->max_nodes = strtol(optarg, &end, 10);
 			if (errno || *end != '\0' || end == optarg ||
-			    max_nodes < 1 || max_nodes > (1 << 20))
+			    sa->max_nodes < 1 || sa->max_nodes > (1 << 20))
 				return status_usage_error(
 				    "invalid --max_nodes \"%s\": a count in "
 				    "1..1048576",
@@ -590,6 +591,42 @@ int cmd_status_main(int argc, char **argv)
 	if (optind < argc)
 		return status_usage_error("unexpected argument \"%s\"",
 					  argv[optind]);
+	return -1;
+}
+
+int cmd_status_main(int argc, char **argv)
+{
+	struct cmd_status cs;
+	struct crun_rdzv_conf conf;
+	struct crun_auth_key key;
+	struct status_args sa;
+	const char *endpoint, *run_id, *backend, *conf_str, *secret;
+	double timeout, hb_wait, d;
+	char errmsg[512] = "", host[256], why[400];
+	struct rdzv_backend_opts bo;
+	int rc, port, etcd, kind, has_key = 0;
+	long max_nodes;
+
+	memset(&cs, 0, sizeof(cs));
+	sa.endpoint = getenv("PET_RDZV_ENDPOINT");
+	sa.run_id = getenv("PET_RDZV_ID");
+	sa.backend = getenv("PET_RDZV_BACKEND");
+	sa.conf_str = getenv("PET_RDZV_CONF");
+	sa.secret = getenv("CRUN_RDZV_SECRET_FILE");
+	sa.timeout = 5;
+	sa.hb_wait = -1;
+	sa.max_nodes = 1 << 20;
+	rc = status_parse_args(argc, argv, &sa, &cs);
+	if (rc >= 0)
+		return rc;
+	endpoint = sa.endpoint;
+	run_id = sa.run_id;
+	backend = sa.backend;
+	conf_str = sa.conf_str;
+	secret = sa.secret;
+	timeout = sa.timeout;
+	hb_wait = sa.hb_wait;
+	max_nodes = sa.max_nodes;
 	if (endpoint == NULL || *endpoint == '\0')
 		return status_usage_error("missing --rdzv_endpoint");
 	if (backend == NULL || *backend == '\0')
