@@ -1,133 +1,165 @@
 /*
- * The per-node agent: one libuv loop that runs rounds of "meet the other
- * nodes, start the worker group, watch it, stop it" until the job succeeds,
- * fails for good, or is told to stop. worker.c holds one worker (its process
- * and output streams); agent.c the group's lifecycle. Private to agent/.
+ * The agent's own state, shared by its core files (and only by them: the
+ * leaves under it, pool.h, worker.h, group.h, initdiag.h, metrics.h, ...,
+ * never include this header).
+ *
+ *   agent.c        the ROUND / RUNNING / STOPPING / DONE machine, signals,
+ *                  the agent's start and finish
+ *   agent_multi.c  several nodes: the rendezvous backend, its callbacks,
+ *                  leaving and departing
+ *   agent_store.c  the workers' store of a round (its port, who may reach it)
+ *   agent_logs.c   log directories, failure reports, the error file and the
+ *                  console as log.h's sink
+ *
+ * The leaves, each with its own header and prefix, called downward only
+ * and reporting back through the callbacks they were created with:
+ *
+ *   pool.c     the workers of a round: start, signal, kill timer, done count
+ *   worker.c   one worker: argv, environment, spawn, where its output goes
+ *   stream.c   one output stream: pipe, tee file, console lines, tail
+ *   group.c    a worker's process group after the worker exited
+ *   initdiag.c which ranks do not reach the workers' store, and why
+ *   envcheck.c this node's environment fingerprint (--env_check)
+ *   metrics.c, events.c, filetimer.c, console.c, netcheck.c, nofile.c
+ *
+ * Functions shared by the core files are agent__name (libuv's uv__ style).
  */
 #ifndef CRUN_AGENT_H
 #define CRUN_AGENT_H
 
+#include <limits.h>
 #include <uv.h>
 
 #include "crun/binding.h"
 #include "crun/cfg.h"
-#include "crun/env.h"
-#include "crun/linebuf.h"
-#include "crun/proc.h"
-#include "crun/tail.h"
+#include "crun/log.h"
+#include "crun/peers.h"
+#include "crun/rdzv.h"
+#include "crun/rdzv_etcd.h"
+#include "crun/rdzv_store.h"
+#include "crun/report.h"
+#include "crun/store.h"
+#include "agent_run.h"
+#include "envcheck.h"
+#include "pool.h"
 
-struct agent;
+struct console;
+struct events;
+struct filetimer;
+struct initdiag;
+struct metrics;
 
-/* One output stream of a worker: a pipe the agent reads, or nothing. */
-struct wstream {
-	struct worker *w;
-	uv_pipe_t pipe;
-	int open;		/* the pipe handle is initialised */
-	int console_fd;		/* 1, 2, or -1: not on the console */
-	int file_fd;		/* tee copy, or -1 */
-	int is_err;
-	int pty;		/* the worker writes to a pseudo-terminal */
-	struct crun_linebuf lb;
-	int filter_fd;		/* <attempt>/filtered_std*.log, or -1 */
-	struct crun_linebuf flb; /* lines for the duplicate filters */
+enum agent_state { A_ROUND, A_RUNNING, A_STOPPING, A_DONE };
+enum stop_reason { STOP_NONE, STOP_FAILURE, STOP_SIGNAL, STOP_PEER };
+
+/* How the round ended elsewhere (rdzv_end_cb), or by our own failure. */
+struct peer_end {
+	int kind; /* enum rdzv_end_kind, 0: not ended elsewhere */
+	int status, signal;
+	char why[512];	  /* as recorded, for logs */
+	char detail[512]; /* for display: why without its leading status */
 };
 
-/* The worker's process group once the worker has exited (group.c). */
-struct wgroup {
-	uv_timer_t timer;
-	int active; /* the timer handle is open */
-	int killed; /* SIGKILL sent */
-	uint64_t deadline;
-	struct crun_proc *rest; /* the worker's proc until its leftovers in
-				   other groups are gone too (proc.h) */
+/* Why the agent stops, and with which status: one place for all of it. */
+struct agent_stop {
+	enum stop_reason reason; /* why the running group stops, this round */
+	int signal;		 /* the first signal received, 0: none */
+	int sigint_seen;	 /* a second SIGINT escalates to SIGKILL */
+	int leaving;	/* the group is over: waiting for the others to leave */
+	int own_status; /* the root failure's status on this node */
+	int failed_rank; /* its rank */
+	int exit_status; /* crun's exit status once decided */
+	struct peer_end peer;
 };
 
-struct worker {
-	struct agent *a;
-	int local_rank;
-	struct crun_proc *proc;
-	pid_t pid;
-	int exited, status, signal;
-	int stopped;		/* the agent signalled it */
-	double exit_time;
-	int handles;		/* open uv handles (pipes), its proc */
-	struct wstream out, err;
-	struct crun_tail tail;	/* last bytes of stderr */
-	char *dir;		/* <attempt>/<local_rank>, or NULL */
-	char *stderr_file;	/* stderr.log when stderr goes only there */
-	char *error_file;
-	struct wgroup grp;
-};
-
-/** Everything the workers of one round need to know. */
-struct round {
-	struct crun_ranks ranks;
-	const char *master_addr;
-	int master_port;
-	int use_agent_store;
+struct agent {
+	uv_loop_t loop;
+	struct crun_cfg *cfg;
+	struct envcheck ec; /* --env_check: this node's fingerprint */
+	struct crun_procs *procs;
+	uv_signal_t sigs[32];
+	int nsigs;
+	uv_signal_t winch; /* the console's window size changed */
+	char host[256];
+	char *log_root;	  /* <log_dir>/<run_id>, NULL: no files */
+	int log_root_tmp; /* we made it up: remove after success */
+	int log_kept;	  /* ... unless --redirects/--tee wrote files there */
+	char *attempt_dir;
 	int restart_count;
-	const char *attempt_dir; /* NULL: no log files */
+	int restarts_left;
+	enum agent_state state;
+	struct agent_stop stop;
+	struct pool pool; /* the round's workers */
+	int port_fd;	  /* MASTER_PORT held for the round */
+	struct worker_round round;
+
+	/* Multi-node: the rendezvous and the store it runs over. */
+	int multi;
+	struct crun_rdzv_store *rs;
+	struct crun_rdzv_etcd *re; /* --rdzv_backend=etcd: no store host */
+	struct crun_rdzv *rdzv;
+	struct rdzv_result res;
+	char addr[256];		      /* this node's address for MASTER_ADDR */
+	char ips[RDZV_MAX_FIELD + 1]; /* its interface addresses (peers.h) */
+	int name_unresolved;	      /* the host name does not resolve */
+	struct crun_failure *pending_report;
+	int npending;
+	int error_file_done; /* TORCHELASTIC_ERROR_FILE written */
+	char report_path[PATH_MAX];
+
+	struct filetimer *ft;	 /* TORCHELASTIC_ENABLE_FILE_TIMER's watchdog */
+	struct events *ev;	 /* --event_log, or NULL */
+	struct metrics *metrics; /* --metrics_port, or NULL */
+	struct initdiag *diag;	 /* --init_warn_after */
+	struct console *console; /* our stdout and stderr, never blocking */
+
+	/* The workers' store of the current round (agent store mode). */
+	struct crun_store_server *wstore;
+	struct crun_peers *peers; /* who may reach it (store_allow=round) */
+	int logs_ready;
+	double started;
+	struct crun_binding_plan *binding; /* NULL: workers inherit ours */
 };
 
-/** Start local_rank's worker for round r; 0 or a negative error. */
-int worker_start(struct agent *a, struct worker *w, int local_rank,
-		 const struct round *r, char *errmsg, size_t errlen);
+/* agent.c */
+void agent__round_start(struct agent *a);
+/** Stop the running group: sig now, SIGKILL after the shutdown timeout. */
+void agent__stop_group(struct agent *a, enum stop_reason why, int sig);
+/** Close every handle; the loop then runs dry and agent_run returns. */
+void agent__finish(struct agent *a, int status);
+/** One summary line after every worker of this node succeeded. */
+void agent__say_success(struct agent *a);
 
-/** Send sig to the worker's process group if it is still running. */
-void worker_signal(struct worker *w, int sig);
+/* agent_multi.c */
+/** Multi-node: host or reach the rendezvous backend, then join rounds. */
+int agent__multi_start(struct agent *a);
+/** Several nodes: the round is over here; decide it with the others. */
+void agent__multi_round_end(struct agent *a, int nf, int status);
+/** Close the rendezvous and the backend it runs over. */
+void agent__close_backend(struct agent *a);
+/** A unique run id (torchrun's default "none" makes unrelated jobs collide). */
+char *agent__run_id(const char *host);
 
-/** The console's window size changed: pass it on to w's terminals. */
-void worker_winch(struct worker *w);
+/* agent_store.c */
+/** rdzv_opts.start_master: the workers' store of round (or a free port). */
+int agent__start_master(void *data, int round, int *port);
 
-/** Release what the worker holds once it has exited and its pipes closed. */
-void worker_release(struct worker *w);
-
-/** One of the worker's handles closed; done once all are and it exited. */
-void worker_handle_closed(struct worker *w);
-
-/** After the worker exited: stop what is left of its process group. */
-void group_reap(struct worker *w);
-
-/** Send sig to what is left of an exited worker's process group. */
-void group_signal(struct worker *w, int sig);
-
-/* Called by worker.c. */
-void agent_on_worker_exit(struct agent *a, struct worker *w);
-void agent_on_worker_done(struct agent *a, struct worker *w);
-
-/* Agent internals worker.c needs. */
-const struct crun_cfg *agent_cfg(const struct agent *a);
-/** The workers' binding plan (binding.h), or NULL: no binding. */
-const struct crun_binding_plan *agent_binding(const struct agent *a);
-struct crun_procs *agent_procs(const struct agent *a);
-uv_loop_t *agent_loop(const struct agent *a);
-
-/** Wall-clock time in epoch seconds (for reports, not for timeouts). */
-double agent_wall_time(void);
-char **agent_base_env(const struct agent *a);
-void agent_console(struct agent *a, int fd, const char *line, size_t len);
-
-/** The agent's console (console.h), for batching worker lines. */
-struct console *agent_con(const struct agent *a);
-
-/** One line from crun itself ("crun: ..."), on stderr. */
-void agent_say(struct agent *a, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/**
- * Raise RLIMIT_NOFILE's soft limit to the hard one and cap cfg's store
- * connections below it, with a reserve for the workers (nofile.c). Returns
- * the cap; note gets a warning line when fds are scarce, else "".
- */
-size_t nofile_budget(struct crun_cfg *cfg, char *note, size_t len);
-
-/**
- * Multi-node: warn (or set GLOO_SOCKET_IFNAME, when asked) if host's name
- * makes the workers' gloo bind to loopback. Blocking: before the loop runs.
- */
-void agent_check_ifname(struct agent *a, const char *host);
-
-/** Run the agent for cfg until the job ends; returns crun's exit status. */
-int agent_run(struct crun_cfg *cfg);
+/* agent_logs.c */
+/** log.h's sink while the agent runs: every line, on the console. */
+void agent__on_log(void *data, enum log_level level, const char *line,
+		   size_t len, const char *msg);
+/** The console lines go to from now on (NULL: straight to the fds). */
+void agent__set_console(struct console *c);
+int agent__setup_logs(struct agent *a);
+/** Create <log_root>/attempt_<n>; a directory that exists is never reused. */
+int agent__attempt_dir(struct agent *a, int generation);
+/** Collect the failures of the round that just ended; returns how many. */
+int agent__collect_failures(struct agent *a, struct crun_failure **out);
+/** Print (print != 0) and forget the round's pending failure report. */
+void agent__drop_report(struct agent *a, int print);
+/** TORCHELASTIC_ERROR_FILE of crun's own environment, written once. */
+void agent__write_error_file(struct agent *a, int status);
+/** A log directory crun invented is removed after a success. */
+void agent__remove_logs(struct agent *a);
 
 #endif

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "crun/err.h"
-#include "agent.h"
+#include "crun/log.h"
 #include "envcheck.h"
 
 static void envcheck_on_ready(const struct crun_fingerprint *fp, int status,
@@ -25,11 +25,10 @@ static void envcheck_on_ready(const struct crun_fingerprint *fp, int status,
 
 	ec->read = NULL;
 	if (status == UV_ETIMEDOUT)
-		agent_say(NULL,
-			  "env check: reading the fingerprint of '%s' did not "
-			  "end within %.1f s: going without it",
-			  ec->python ? ec->python : "the driver",
-			  ec->abandon_after);
+		log_say("env check: reading the fingerprint of '%s' did not "
+			"end within %.1f s: going without it",
+			ec->python ? ec->python : "the driver",
+			ec->abandon_after);
 	ec->fp = *fp;
 	ec->state = 2;
 	fingerprint_format(&ec->fp, text, sizeof(text));
@@ -96,7 +95,7 @@ void envcheck_report(struct events *ev, struct crun_rdzv *r,
 	for (const char *p = res->env_diff; *p;) {
 		size_t n = strcspn(p, "\n");
 
-		agent_say(NULL, "%.*s", (int)n, p);
+		log_say("%.*s", (int)n, p);
 		json_array_append_new(lines, json_stringn(p, n));
 		p += n + (p[n] == '\n');
 	}

@@ -20,7 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "crun/log.h"
+#include "group.h"
 
 #define GROUP_TICK_MS 50
 #define GROUP_KILL_GRACE_MS 5000
@@ -62,60 +63,59 @@ static int group_alive(pid_t pg)
 
 static void group_on_close(uv_handle_t *h)
 {
-	struct worker *w = h->data;
+	struct wgroup *g = h->data;
 
-	w->grp.active = 0;
-	worker_handle_closed(w);
+	g->active = 0;
+	g->closed_cb(g, g->data);
 }
 
 static void group_on_tick(uv_timer_t *t)
 {
-	struct worker *w = t->data;
+	struct wgroup *g = t->data;
 	uint64_t now = uv_now(t->loop);
 
-	if (!group_alive(w->pid)) {
+	if (!group_alive(g->pgid)) {
 		uv_timer_stop(t);
 		uv_close((uv_handle_t *)t, group_on_close);
 		return;
 	}
-	if (!w->grp.killed && now >= w->grp.deadline) {
-		kill(-w->pid, SIGKILL);
-		w->grp.killed = 1;
-		w->grp.deadline = now + GROUP_KILL_GRACE_MS;
-	} else if (w->grp.killed && now >= w->grp.deadline) {
-		agent_say(w->a,
-			  "process group %d of local rank %d survives SIGKILL: "
-			  "giving up on it",
-			  (int)w->pid, w->local_rank);
+	if (!g->killed && now >= g->deadline) {
+		kill(-g->pgid, SIGKILL);
+		g->killed = 1;
+		g->deadline = now + GROUP_KILL_GRACE_MS;
+	} else if (g->killed && now >= g->deadline) {
+		log_say("process group %d of local rank %d survives SIGKILL: "
+			"giving up on it",
+			(int)g->pgid, g->local_rank);
 		uv_timer_stop(t);
 		uv_close((uv_handle_t *)t, group_on_close);
 	}
 }
 
-void group_reap(struct worker *w)
+int group_reap(struct wgroup *g, uv_loop_t *loop, pid_t pgid, int local_rank,
+	       double timeout_s, wgroup_closed_cb closed_cb, void *data)
 {
-	const struct crun_cfg *cfg = agent_cfg(w->a);
-	uv_loop_t *loop = agent_loop(w->a);
-
-	if (w->grp.active || !group_alive(w->pid))
-		return;
-	kill(-w->pid, SIGTERM);
-	if (uv_timer_init(loop, &w->grp.timer)) {
-		kill(-w->pid, SIGKILL);
-		return;
+	if (g->active || !group_alive(pgid))
+		return 0;
+	kill(-pgid, SIGTERM);
+	if (uv_timer_init(loop, &g->timer)) {
+		kill(-pgid, SIGKILL);
+		return 0;
 	}
-	w->grp.timer.data = w;
-	w->grp.active = 1;
-	w->grp.killed = 0;
-	w->grp.deadline =
-	    uv_now(loop) + (uint64_t)(cfg->shutdown_timeout * 1000);
-	w->handles++;
-	uv_timer_start(&w->grp.timer, group_on_tick, GROUP_TICK_MS,
-		       GROUP_TICK_MS);
+	g->pgid = pgid;
+	g->local_rank = local_rank;
+	g->closed_cb = closed_cb;
+	g->data = data;
+	g->timer.data = g;
+	g->active = 1;
+	g->killed = 0;
+	g->deadline = uv_now(loop) + (uint64_t)(timeout_s * 1000);
+	uv_timer_start(&g->timer, group_on_tick, GROUP_TICK_MS, GROUP_TICK_MS);
+	return 1;
 }
 
-void group_signal(struct worker *w, int sig)
+void group_signal(struct wgroup *g, int sig)
 {
-	if (w->grp.active)
-		kill(-w->pid, sig);
+	if (g->active)
+		kill(-g->pgid, sig);
 }

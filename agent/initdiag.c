@@ -52,7 +52,8 @@
 
 #include "crun/err.h"
 #include "crun/rdzv_records.h"
-#include "agent.h"
+#include "crun/tcptab.h"
+#include "crun/log.h"
 #include "events.h"
 #include "initdiag.h"
 
@@ -64,7 +65,6 @@
 #define SCAN_MAX_ROWS 4096 /* rows of /proc/net/tcp read without sock_diag */
 
 struct initdiag {
-	struct agent *a;
 	uv_loop_t *loop;
 	double warn_after;
 	struct events *ev;
@@ -105,124 +105,6 @@ struct initdiag {
 };
 
 /* ---- pure parts --------------------------------------------------------- */
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* n hex digits at s into *v; returns the digits read (n) or -1. */
-static int hexn(const char *s, int n, uint64_t *v)
-{
-	*v = 0;
-	for (int i = 0; i < n; i++) {
-		int h = hexval((unsigned char)s[i]);
-
-		if (h < 0)
-			return -1;
-		*v = *v << 4 | (uint64_t)h;
-	}
-	return n;
-}
-
-/*
- * "ADDR:PORT" as the kernel prints it: ADDR is 8 (IPv4) or 32 (IPv6) hex
- * digits, each 32-bit word printed as the host-order integer of its
- * network-order bytes, so reading it back and copying the integer gives
- * the bytes again on any byte order.
- */
-static const char *parse_endpoint(const char *s, unsigned char out[16],
-				  int *port)
-{
-	size_t n = 0;
-	uint64_t v;
-
-	while (isxdigit((unsigned char)s[n]))
-		n++;
-	if ((n != 8 && n != 32) || s[n] != ':')
-		return NULL;
-	memset(out, 0, 16);
-	if (n == 8) {
-		uint32_t w;
-
-		hexn(s, 8, &v);
-		w = (uint32_t)v;
-		out[10] = out[11] = 0xff;
-		memcpy(out + 12, &w, 4);
-	} else {
-		for (int k = 0; k < 4; k++) {
-			uint32_t w;
-
-			hexn(s + 8 * k, 8, &v);
-			w = (uint32_t)v;
-			memcpy(out + 4 * k, &w, 4);
-		}
-	}
-	s += n + 1;
-	n = 0;
-	while (isxdigit((unsigned char)s[n]))
-		n++;
-	if (n != 4 || hexn(s, 4, &v) < 0)
-		return NULL;
-	*port = (int)v;
-	return s + 4;
-}
-
-int initdiag_parse_tcp(const char *line, struct initdiag_tcp *t)
-{
-	const char *s = line;
-	char *end;
-	uint64_t v;
-
-	memset(t, 0, sizeof(*t));
-	while (*s == ' ')
-		s++;
-	/* "sl:" */
-	if (!isdigit((unsigned char)*s))
-		return -1;
-	strtoul(s, &end, 10);
-	if (*end != ':')
-		return -1;
-	s = end + 1;
-	while (*s == ' ')
-		s++;
-	if ((s = parse_endpoint(s, t->local, &t->local_port)) == NULL ||
-	    *s != ' ')
-		return -1;
-	s++;
-	if ((s = parse_endpoint(s, t->remote, &t->remote_port)) == NULL ||
-	    *s != ' ')
-		return -1;
-	s++;
-	if (hexn(s, 2, &v) < 0 || s[2] != ' ')
-		return -1;
-	t->state = (int)v;
-	/* tx:rx tr:when retrnsmt uid timeout inode */
-	s += 3;
-	for (int f = 0; f < 5; f++) {
-		while (*s == ' ')
-			s++;
-		if (*s == '\0')
-			return -1;
-		while (*s && *s != ' ')
-			s++;
-	}
-	while (*s == ' ')
-		s++;
-	if (!isdigit((unsigned char)*s))
-		return -1;
-	errno = 0;
-	t->inode = strtoull(s, &end, 10);
-	if (errno || (*end != ' ' && *end != '\n' && *end != '\0'))
-		return -1;
-	return 0;
-}
 
 int initdiag_ranges(const unsigned char *flags, int n, int base, int want,
 		    char *buf, size_t len)
@@ -321,6 +203,13 @@ struct scan {
 	int n;
 };
 
+/* One pass of scan_own over the host's sockets. */
+struct scan_pass {
+	struct initdiag *d;
+	const struct scan *sc;
+	unsigned char *trying;
+};
+
 /* Remember the socket inodes among pid's descriptors, for local rank r. */
 static void scan_fds(struct scan *sc, int pid, int r)
 {
@@ -376,7 +265,7 @@ static void scan_children(int pid, int *q, int *nq)
 	closedir(dir);
 }
 
-static int scan_is_store(const struct initdiag *d, const struct initdiag_tcp *t)
+static int scan_is_store(const struct initdiag *d, const struct tcptab_row *t)
 {
 	if (t->remote_port != d->r.store_port)
 		return 0;
@@ -391,7 +280,7 @@ static int scan_is_store(const struct initdiag *d, const struct initdiag_tcp *t)
 /* A socket t of the host: mark the worker holding it if it reaches the store.
  */
 static void scan_mark(struct initdiag *d, const struct scan *sc,
-		      const struct initdiag_tcp *t, unsigned char *trying)
+		      const struct tcptab_row *t, unsigned char *trying)
 {
 	if (!scan_is_store(d, t))
 		return;
@@ -405,119 +294,19 @@ static void scan_mark(struct initdiag *d, const struct scan *sc,
 	}
 }
 
-/*
- * The host's TCP sockets of family to the store's port, ESTABLISHED or
- * SYN_SENT, from sock_diag: the kernel filters by port (bytecode dport >=
- * port and <= port), so unrelated sockets cost nothing here. A non-blocking
- * netlink socket, read with read(2); at most SCAN_MAX_DIAG_BYTES. 0, or -1
- * when sock_diag is not there or refuses the request.
- */
-static int scan_sockdiag(struct initdiag *d, const struct scan *sc, int family,
-			 unsigned char *trying)
+/* tcptab_cb: one socket of the host; mark the worker holding it. */
+static void scan_on_row(void *data, const struct tcptab_row *t)
 {
-	struct {
-		struct nlmsghdr nlh;
-		struct inet_diag_req_v2 req;
-		struct nlattr bc_attr;
-		struct inet_diag_bc_op bc[4];
-	} msg;
-	union {
-		struct nlmsghdr h;
-		char b[16384];
-	} buf;
-	size_t total = 0;
-	int fd, rc = -1;
+	struct scan_pass *sp = data;
 
-	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-		    NETLINK_SOCK_DIAG);
-	if (fd < 0)
-		return -1;
-	memset(&msg, 0, sizeof(msg));
-	msg.nlh.nlmsg_len = sizeof(msg);
-	msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	msg.req.sdiag_family = (unsigned char)family;
-	msg.req.sdiag_protocol = IPPROTO_TCP;
-	msg.req.idiag_states =
-	    (1U << 1) | (1U << 2); /* ESTABLISHED, SYN_SENT */
-	msg.bc_attr.nla_len = (unsigned short)(NLA_HDRLEN + sizeof(msg.bc));
-	msg.bc_attr.nla_type = INET_DIAG_REQ_BYTECODE;
-	/* Accept when running off the end (8 + 8 bytes), reject at end + 4. */
-	msg.bc[0].code = INET_DIAG_BC_D_GE;
-	msg.bc[0].yes = 8;
-	msg.bc[0].no = 20;
-	msg.bc[1].no = (unsigned short)d->r.store_port;
-	msg.bc[2].code = INET_DIAG_BC_D_LE;
-	msg.bc[2].yes = 8;
-	msg.bc[2].no = 12;
-	msg.bc[3].no = (unsigned short)d->r.store_port;
-	if (send(fd, &msg, sizeof(msg), 0) != (ssize_t)sizeof(msg))
-		goto out;
-	while (total < SCAN_MAX_DIAG_BYTES) {
-		ssize_t n = read(fd, buf.b, sizeof(buf.b));
-		struct nlmsghdr *h;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break; /* nothing more now (EAGAIN): what came counts */
-		total += (size_t)n;
-		for (h = &buf.h; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
-			const struct inet_diag_msg *m = NLMSG_DATA(h);
-			struct initdiag_tcp t;
-
-			if (h->nlmsg_type == NLMSG_DONE) {
-				rc = 0;
-				goto out;
-			}
-			if (h->nlmsg_type == NLMSG_ERROR)
-				goto out;
-			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
-			    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
-				continue;
-			memset(&t, 0, sizeof(t));
-			t.state = m->idiag_state;
-			t.remote_port = ntohs(m->id.idiag_dport);
-			t.inode = m->idiag_inode;
-			if (m->idiag_family == AF_INET) {
-				t.remote[10] = t.remote[11] = 0xff;
-				memcpy(t.remote + 12, m->id.idiag_dst, 4);
-			} else {
-				memcpy(t.remote, m->id.idiag_dst, 16);
-			}
-			scan_mark(d, sc, &t, trying);
-		}
-	}
-	rc = 0; /* cut at the bound: the next tick looks again */
-out:
-	close(fd);
-	return rc;
-}
-
-/*
- * Without sock_diag: the table at path, its first SCAN_MAX_ROWS rows only
- * (a bound, not a full answer: a host that large has sock_diag).
- */
-static void scan_table(struct initdiag *d, const struct scan *sc,
-		       const char *path, unsigned char *trying)
-{
-	char line[512];
-	FILE *fp = fopen(path, "re");
-	struct initdiag_tcp t;
-	int rows = 0;
-
-	if (fp == NULL)
-		return;
-	while (rows++ < SCAN_MAX_ROWS && fgets(line, sizeof(line), fp))
-		if (initdiag_parse_tcp(line, &t) == 0)
-			scan_mark(d, sc, &t, trying);
-	fclose(fp);
+	scan_mark(sp->d, sp->sc, t, sp->trying);
 }
 
 /* One pass over this node's workers; sets own_done once all connected. */
 static void scan_own(struct initdiag *d)
 {
 	struct scan *sc = malloc(sizeof(*sc));
+	struct scan_pass sp;
 	unsigned char trying[RDZV_DIAG_MAX_NPROC];
 	int done = 1;
 
@@ -526,21 +315,28 @@ static void scan_own(struct initdiag *d)
 	sc->n = 0;
 	memset(trying, 0, sizeof(trying));
 	for (int r = 0; r < d->r.nproc; r++) {
-		const struct worker *w = &d->r.workers[r];
+		pid_t pid = d->r.pids[r];
 		int q[SCAN_MAX_PIDS], nq = 0;
 
-		if (d->conn[r] || w->pid <= 0 || w->exited)
+		if (d->conn[r] || pid <= 0)
 			continue;
-		q[nq++] = (int)w->pid;
+		q[nq++] = (int)pid;
 		for (int k = 0; k < nq && sc->n < SCAN_MAX_INODES; k++) {
 			scan_fds(sc, q[k], r);
 			scan_children(q[k], q, &nq);
 		}
 	}
-	if (sc->n > 0 && scan_sockdiag(d, sc, AF_INET, trying))
-		scan_table(d, sc, "/proc/net/tcp", trying);
-	if (sc->n > 0 && scan_sockdiag(d, sc, AF_INET6, trying))
-		scan_table(d, sc, "/proc/net/tcp6", trying);
+	sp.d = d;
+	sp.sc = sc;
+	sp.trying = trying;
+	if (sc->n > 0 &&
+	    tcptab_dump_port(AF_INET, d->r.store_port, SCAN_MAX_DIAG_BYTES,
+			     scan_on_row, &sp))
+		tcptab_read("/proc/net/tcp", SCAN_MAX_ROWS, scan_on_row, &sp);
+	if (sc->n > 0 &&
+	    tcptab_dump_port(AF_INET6, d->r.store_port, SCAN_MAX_DIAG_BYTES,
+			     scan_on_row, &sp))
+		tcptab_read("/proc/net/tcp6", SCAN_MAX_ROWS, scan_on_row, &sp);
 	free(sc);
 	memcpy(d->trying, trying, sizeof(trying));
 	for (int r = 0; r < d->r.nproc; r++)
@@ -750,7 +546,7 @@ static void warn_node(struct initdiag *d, const struct rdzv_diag *rd,
 				 " (the store has %d connection%s from it)",
 				 conns, conns == 1 ? "" : "s");
 	}
-	agent_say(d->a, "%s", line);
+	log_say("%s", line);
 	events_emit(
 	    d->ev, "crun.init_diagnosis",
 	    json_pack("{s:s, s:s?, s:i, s:s, s:i, s:s, s:i, s:f, s:b, s:s, "
@@ -826,10 +622,9 @@ static void evaluate(struct initdiag *d, struct rdzv_diag *recs,
 		mark_active(d, now);
 	if (all) {
 		if (d->warned) {
-			agent_say(d->a,
-				  "all %d ranks connected to the workers' "
-				  "store after %.0f s",
-				  d->r.world_size, secs);
+			log_say("all %d ranks connected to the workers' "
+				"store after %.0f s",
+				d->r.world_size, secs);
 			events_emit(
 			    d->ev, "crun.init_diagnosis",
 			    json_pack("{s:s, s:i, s:f, s:s, s:i, s:o?}",
@@ -1089,15 +884,14 @@ static void resolve(struct initdiag *d)
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-int initdiag_new(struct agent *a, uv_loop_t *loop, double warn_after,
-		 struct events *ev, struct initdiag **out)
+int initdiag_new(uv_loop_t *loop, double warn_after, struct events *ev,
+		 struct initdiag **out)
 {
 	struct initdiag *d = calloc(1, sizeof(*d));
 
 	*out = NULL;
 	if (d == NULL)
 		return UV_ENOMEM;
-	d->a = a;
 	d->loop = loop;
 	d->warn_after = warn_after;
 	d->ev = ev;
@@ -1158,13 +952,12 @@ void initdiag_stop(struct initdiag *d)
 		return;
 	/* After a warning, the group may have got through between ticks. */
 	if (d->warned && barrier_count(d) >= d->r.world_size)
-		agent_say(d->a,
-			  "all %d ranks connected to the workers' store after "
-			  "%.0f s",
-			  d->r.world_size, elapsed(d));
+		log_say("all %d ranks connected to the workers' store after "
+			"%.0f s",
+			d->r.world_size, elapsed(d));
 	d->active = 0;
 	d->gen++;
-	d->r.workers = NULL;
+	d->r.pids = NULL;
 	stop_timer(d);
 }
 

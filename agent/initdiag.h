@@ -13,9 +13,7 @@
 #include "crun/rdzv.h"
 #include "crun/store.h"
 
-struct agent;
 struct events;
-struct worker;
 struct initdiag;
 
 /** What one round's diagnosis needs; copied by initdiag_start. */
@@ -26,8 +24,9 @@ struct initdiag_round {
 	int group_rank, group_world_size;
 	int base_rank, nproc, world_size;
 	int restart_count; /* TORCHELASTIC_RESTART_COUNT */
-	/* The round's workers: read until initdiag_stop. */
-	const struct worker *workers;
+	/* Each local rank's pid while it runs, 0 once it exited: read until
+	 * initdiag_stop. */
+	const pid_t *pids;
 	/* Several nodes: the rendezvous store and this round's key prefix
 	 * ("crun/<run_id>/r<R>/"); ops NULL alone. */
 	const struct rdzv_kv_ops *ops;
@@ -44,10 +43,10 @@ struct initdiag_round {
 
 /**
  * A diagnosis that warns after warn_after seconds (0: never; then every
- * call below does nothing). Lines go through agent_say, events to ev (may be
+ * call below does nothing). Lines go through log_say, events to ev (may be
  * NULL). Free with initdiag_close, then initdiag_free once the loop ran dry.
  */
-int initdiag_new(struct agent *a, uv_loop_t *loop, double warn_after,
+int initdiag_new(uv_loop_t *loop, double warn_after,
 		 struct events *ev, struct initdiag **out);
 
 /** The workers of round r started: watch them until initdiag_stop. */
@@ -61,17 +60,6 @@ void initdiag_close(struct initdiag *d);
 void initdiag_free(struct initdiag *d);
 
 /* ---- pure parts, exposed for unit tests -------------------------------- */
-
-/* One row of /proc/net/tcp or tcp6: addresses as 16 bytes (IPv4 mapped). */
-struct initdiag_tcp {
-	unsigned char local[16], remote[16];
-	int local_port, remote_port;
-	int state; /* 1 ESTABLISHED, 2 SYN_SENT, ... */
-	uint64_t inode;
-};
-
-/** Parse one row (not the header); 0 or -1. */
-int initdiag_parse_tcp(const char *line, struct initdiag_tcp *t);
 
 /**
  * Ranks base + i for every i < n with flags[i] == want, as "0,2-5,9"; at

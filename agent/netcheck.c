@@ -12,11 +12,11 @@
 #include <string.h>
 
 #include "crun/netif.h"
-#include "agent.h"
+#include "crun/log.h"
+#include "netcheck.h"
 
-void agent_check_ifname(struct agent *a, const char *host)
+void netcheck_ifname(const struct crun_cfg *cfg, const char *host)
 {
-	const struct crun_cfg *cfg = agent_cfg(a);
 	char ep[256], addr[64], ifname[64], via[64];
 	const char *why;
 	enum netif_name_state st;
@@ -54,18 +54,16 @@ void agent_check_ifname(struct agent *a, const char *host)
 		setenv("GLOO_SOCKET_IFNAME", ifname, 1);
 		if (set == 2 && getenv("NCCL_SOCKET_IFNAME") == NULL)
 			setenv("NCCL_SOCKET_IFNAME", ifname, 1);
-		agent_say(a,
-			  "host name '%s' %s%s%s: workers get "
-			  "GLOO_SOCKET_IFNAME=%s%s (the interface of %s, which "
-			  "reaches the rendezvous host %s)",
-			  host, why, *addr ? " " : "", addr, ifname,
-			  set == 2 ? " and NCCL_SOCKET_IFNAME" : "", via, ep);
+		log_say("host name '%s' %s%s%s: workers get "
+			"GLOO_SOCKET_IFNAME=%s%s (the interface of %s, which "
+			"reaches the rendezvous host %s)",
+			host, why, *addr ? " " : "", addr, ifname,
+			set == 2 ? " and NCCL_SOCKET_IFNAME" : "", via, ep);
 		return;
 	}
-	agent_say(a,
-		  "host name '%s' %s%s%s: gloo will bind there and other nodes "
-		  "cannot reach this node's workers; set GLOO_SOCKET_IFNAME=%s "
-		  "(the interface of %s, which reaches the rendezvous host %s) "
-		  "or pass --rdzv_conf=set_socket_ifname=true",
-		  host, why, *addr ? " " : "", addr, ifname, via, ep);
+	log_say("host name '%s' %s%s%s: gloo will bind there and other nodes "
+		"cannot reach this node's workers; set GLOO_SOCKET_IFNAME=%s "
+		"(the interface of %s, which reaches the rendezvous host %s) "
+		"or pass --rdzv_conf=set_socket_ifname=true",
+		host, why, *addr ? " " : "", addr, ifname, via, ep);
 }

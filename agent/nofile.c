@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <sys/resource.h>
 
-#include "agent.h"
+#include "nofile.h"
 
 /* fds one worker needs at once: pipes, log files, spawn and guard pipes. */
 #define NOFILE_PER_WORKER 12

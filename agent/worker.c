@@ -1,6 +1,7 @@
 /*
  * One worker: its command line and environment (built completely before the
- * spawn), its process, and its two output streams.
+ * spawn), its process, and where its two output streams go (stream.c
+ * carries the bytes, group.c stops what it leaves behind).
  *
  * Each stream goes where --redirects/--tee/--local_ranks_filter say: straight
  * into a log file when only the file wants it (the agent never touches those
@@ -31,143 +32,44 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crun/err.h"
 #include "crun/gpu.h"
-#include "agent.h"
 #include "console.h"
+#include "worker.h"
+
+extern char **environ;
 
 #define LINE_MAX_BYTES (64 * 1024)
 #define TAIL_BYTES (16 * 1024)
 
-static char readbuf[64 * 1024];
-
-static void worker_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+double worker_wall_time(void)
 {
-	(void)h;
-	(void)hint;
-	/* One loop thread consumes each read before the next alloc. */
-	buf->base = readbuf;
-	buf->len = sizeof(readbuf);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void stream_on_line(void *ctx, const char *line, size_t len)
-{
-	struct wstream *s = ctx;
-
-	/* Queued only: stream_consume writes the whole batch at once. */
-	console_put(agent_con(s->w->a), s->console_fd, line, len);
-}
-
-/* A line holding one of the duplicate filters is copied to their file. */
-static void stream_on_filter_line(void *ctx, const char *line, size_t len)
-{
-	struct wstream *s = ctx;
-	const struct crun_cfg *cfg = agent_cfg(s->w->a);
-	size_t plen = s->flb.plen;
-
-	for (int i = 0; i < cfg->ndup_filters[s->is_err]; i++)
-		if (memmem(line + plen, len - plen,
-			   cfg->dup_filters[s->is_err][i],
-			   strlen(cfg->dup_filters[s->is_err][i]))) {
-			/* O_APPEND: one write per line, whole among ranks. */
-			if (write(s->filter_fd, line, len) < 0)
-				return; /* a full disk must not stop the job */
-			return;
-		}
-}
-
-/* Route one chunk of a stream's bytes to its tee file, console and tail. */
-static void stream_consume(struct wstream *s, const char *data, size_t n)
-{
-	if (s->file_fd >= 0) {
-		size_t off = 0;
-
-		while (off < n) {
-			ssize_t k = write(s->file_fd, data + off, n - off);
-
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k <= 0)
-				break; /* a full disk must not stop the job */
-			off += (size_t)k;
-		}
-	}
-	if (s->console_fd >= 0) {
-		linebuf_feed(&s->lb, data, n, stream_on_line, s);
-		console_flush(agent_con(s->w->a), s->console_fd);
-	}
-	if (s->filter_fd >= 0)
-		linebuf_feed(&s->flb, data, n, stream_on_filter_line, s);
-	if (s->is_err)
-		tail_write(&s->w->tail, data, n);
-}
-
-void worker_handle_closed(struct worker *w)
+/* One of the worker's handles closed; done once all are and it exited. */
+static void worker_handle_closed(struct worker *w)
 {
 	if (--w->handles == 0 && w->exited)
-		agent_on_worker_done(w->a, w);
+		w->ctx->on_done(w, w->ctx->data);
 }
 
-static void stream_on_close(uv_handle_t *h)
+static void worker_on_stream_closed(struct wstream *st, void *data)
 {
-	struct wstream *s = h->data;
-
-	worker_handle_closed(s->w);
+	(void)st;
+	worker_handle_closed(data);
 }
 
-static void stream_finish(struct wstream *s)
+static void worker_on_group_closed(struct wgroup *g, void *data)
 {
-	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe))
-		return;
-	if (s->console_fd >= 0) {
-		linebuf_flush(&s->lb, stream_on_line, s);
-		console_flush(agent_con(s->w->a), s->console_fd);
-	}
-	if (s->filter_fd >= 0)
-		linebuf_flush(&s->flb, stream_on_filter_line, s);
-	uv_close((uv_handle_t *)&s->pipe, stream_on_close);
-}
-
-static void stream_on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
-{
-	struct wstream *s = h->data;
-
-	if (n > 0)
-		stream_consume(s, buf->base, (size_t)n);
-	else if (n < 0)
-		stream_finish(s); /* EOF or error: nothing more will come */
-}
-
-/*
- * Read what is in the pipe now; the writer has exited. Bounded by the bytes
- * queued at this moment: a grandchild still writing gets EPIPE afterwards.
- */
-static void stream_drain(struct wstream *s)
-{
-	uv_os_fd_t fd;
-	ssize_t n;
-	int avail = 0;
-	size_t left;
-
-	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe) ||
-	    uv_fileno((uv_handle_t *)&s->pipe, &fd))
-		return;
-	if (ioctl(fd, FIONREAD, &avail) || avail < 0)
-		avail = (int)sizeof(readbuf);
-	for (left = (size_t)avail; left > 0;) {
-		n = read(fd, readbuf,
-			 left < sizeof(readbuf) ? left : sizeof(readbuf));
-		if (n > 0) {
-			stream_consume(s, readbuf, (size_t)n);
-			left -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		break;
-	}
+	(void)g;
+	worker_handle_closed(data);
 }
 
 static void worker_on_exit(struct crun_proc *p, int status, int sig)
@@ -175,20 +77,23 @@ static void worker_on_exit(struct crun_proc *p, int status, int sig)
 	struct worker *w = proc_data(p);
 
 	w->proc = NULL;
-	w->grp.rest = p; /* until worker_on_done */
+	w->rest = p; /* until worker_on_done */
 	w->handles++;
 	w->exited = 1;
 	w->status = status;
 	w->signal = sig;
-	w->exit_time = agent_wall_time();
+	w->exit_time = worker_wall_time();
 	stream_drain(&w->out);
 	stream_drain(&w->err);
 	stream_finish(&w->out);
 	stream_finish(&w->err);
-	group_reap(w);
-	agent_on_worker_exit(w->a, w);
+	if (group_reap(&w->grp, w->ctx->loop, w->pid, w->local_rank,
+		       w->ctx->cfg->shutdown_timeout, worker_on_group_closed,
+		       w))
+		w->handles++;
+	w->ctx->on_exit(w, w->ctx->data);
 	if (w->handles == 0)
-		agent_on_worker_done(w->a, w);
+		w->ctx->on_done(w, w->ctx->data);
 }
 
 /* Nothing the worker left behind lives any more. */
@@ -196,7 +101,7 @@ static void worker_on_done(struct crun_proc *p)
 {
 	struct worker *w = proc_data(p);
 
-	w->grp.rest = NULL;
+	w->rest = NULL;
 	worker_handle_closed(w);
 }
 
@@ -407,9 +312,10 @@ static int open_pty(int console_fd, int fds[2])
  * *child_fd is what the worker gets as fd 1 or 2 (-1: inherit).
  */
 static int stream_setup(struct worker *w, struct wstream *s, int bit,
-			const struct round *r, int *child_fd, int *close_fd)
+			const struct worker_round *r, int *child_fd,
+			int *close_fd)
 {
-	const struct crun_cfg *cfg = agent_cfg(w->a);
+	const struct crun_cfg *cfg = w->ctx->cfg;
 	int rbits = cfg_std_for(&cfg->redirects, w->local_rank);
 	int tbits = cfg_std_for(&cfg->tee, w->local_rank);
 	int to_file = w->dir && ((rbits | tbits) & bit);
@@ -423,11 +329,13 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 	    r->attempt_dir && cfg->ndup_filters[bit == CRUN_STD_ERR] > 0;
 	int fds[2], rc;
 
-	s->w = w;
-	s->is_err = bit == CRUN_STD_ERR;
-	s->file_fd = -1;
-	s->console_fd = -1;
-	s->filter_fd = -1;
+	stream_init(s, bit == CRUN_STD_ERR);
+	s->console = w->ctx->console;
+	s->tail = s->is_err ? &w->tail : NULL;
+	if (filter) {
+		s->filters = cfg->dup_filters[s->is_err];
+		s->nfilters = cfg->ndup_filters[s->is_err];
+	}
 	*child_fd = -1;
 	*close_fd = -1;
 
@@ -487,27 +395,38 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 		/* A roomy pipe absorbs bursts from fast writers. */
 		fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
 	}
-	rc = uv_pipe_init(agent_loop(w->a), &s->pipe, 0);
-	if (rc == 0)
-		rc = uv_pipe_open(&s->pipe, fds[0]);
-	if (rc) {
+	rc = stream_open(s, w->ctx->loop, fds[0], worker_on_stream_closed, w);
+	if (!s->open) {
 		close(fds[0]);
 		close(fds[1]);
 		return rc;
 	}
-	s->open = 1;
-	s->pipe.data = s;
 	w->handles++;
 	*child_fd = fds[1];
 	*close_fd = fds[1];
-	return uv_read_start((uv_stream_t *)&s->pipe, worker_on_alloc,
-			     stream_on_read);
+	return rc;
 }
 
-int worker_start(struct agent *a, struct worker *w, int local_rank,
-		 const struct round *r, char *errmsg, size_t errlen)
+void worker_init(struct worker *w, const struct worker_ctx *ctx, int local_rank)
 {
-	const struct crun_cfg *cfg = agent_cfg(a);
+	memset(w, 0, sizeof(*w));
+	w->ctx = ctx;
+	w->local_rank = local_rank;
+	stream_init(&w->out, 0);
+	stream_init(&w->err, 1);
+}
+
+void worker_fail(struct worker *w)
+{
+	w->exited = 1;
+	w->status = 127;
+	w->exit_time = worker_wall_time();
+}
+
+int worker_start(struct worker *w, const struct worker_ctx *wc, int local_rank,
+		 const struct worker_round *r, char *errmsg, size_t errlen)
+{
+	const struct crun_cfg *cfg = wc->cfg;
 	struct crun_worker_ctx ctx;
 	struct crun_env env;
 	struct proc_opts po;
@@ -515,11 +434,7 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 	char **argv = NULL;
 	int out_fd, err_fd, close_out = -1, close_err = -1, rc;
 
-	memset(w, 0, sizeof(*w));
-	w->a = a;
-	w->local_rank = local_rank;
-	w->out.file_fd = w->err.file_fd = -1;
-	w->out.filter_fd = w->err.filter_fd = -1;
+	worker_init(w, wc, local_rank);
 	env.v = NULL;
 	if ((rc = tail_init(&w->tail, TAIL_BYTES)))
 		goto fail;
@@ -548,7 +463,7 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 		goto fail;
 	}
 
-	if ((rc = env_init(&env, agent_base_env(a))))
+	if ((rc = env_init(&env, wc->environ ? wc->environ : environ)))
 		goto fail;
 	for (int i = 0; i < cfg->nenv; i++)
 		env_put(&env, cfg->env[i]);
@@ -594,7 +509,7 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 	po.exit_cb = worker_on_exit;
 	po.done_cb = worker_on_done;
 	po.data = w;
-	bind = agent_binding(a);
+	bind = wc->binding;
 	if (bind && local_rank < bind->n) {
 		const struct crun_binding *b = &bind->w[local_rank];
 
@@ -604,7 +519,7 @@ int worker_start(struct agent *a, struct worker *w, int local_rank,
 		po.mpol_maxnode = CRUN_BIND_MAX_NODES;
 		po.mpol_first = b->first_node;
 	}
-	rc = proc_spawn(agent_procs(a), &po, &w->proc);
+	rc = proc_spawn(wc->procs, &po, &w->proc);
 	if (rc == CRUN_ECPUBIND || rc == CRUN_EMEMBIND) {
 		const struct crun_binding *b = &bind->w[local_rank];
 
@@ -647,9 +562,7 @@ fail:
 	if (rc) {
 		/* Never started: no exit event will come; close what is open.
 		 */
-		w->exited = 1;
-		w->status = 127;
-		w->exit_time = agent_wall_time();
+		worker_fail(w);
 		stream_finish(&w->out);
 		stream_finish(&w->err);
 	}
@@ -661,9 +574,9 @@ void worker_signal(struct worker *w, int sig)
 	if (w->proc == NULL) {
 		/* Exited: its survivors get the signal (a second SIGINT's
 		 * SIGKILL, say). */
-		group_signal(w, sig);
-		if (w->grp.rest)
-			proc_kill(w->grp.rest, sig);
+		group_signal(&w->grp, sig);
+		if (w->rest)
+			proc_kill(w->rest, sig);
 		return;
 	}
 	w->stopped = 1;
@@ -697,25 +610,34 @@ void worker_winch(struct worker *w)
 
 void worker_release(struct worker *w)
 {
-	if (w->out.file_fd >= 0)
-		close(w->out.file_fd);
-	if (w->err.file_fd >= 0)
-		close(w->err.file_fd);
-	if (w->out.filter_fd >= 0)
-		close(w->out.filter_fd);
-	if (w->err.filter_fd >= 0)
-		close(w->err.filter_fd);
-	if (w->out.flb.buf)
-		linebuf_release(&w->out.flb);
-	if (w->err.flb.buf)
-		linebuf_release(&w->err.flb);
-	if (w->out.lb.buf)
-		linebuf_release(&w->out.lb);
-	if (w->err.lb.buf)
-		linebuf_release(&w->err.lb);
+	stream_release(&w->out);
+	stream_release(&w->err);
 	tail_release(&w->tail);
 	free(w->dir);
 	free(w->stderr_file);
 	free(w->error_file);
 	w->dir = w->stderr_file = w->error_file = NULL;
+}
+
+void worker_tail_from_file(struct worker *w)
+{
+	char buf[16384];
+	ssize_t k;
+	off_t size;
+	int fd;
+
+	if (w->stderr_file == NULL)
+		return;
+	fd = open(w->stderr_file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	size = lseek(fd, 0, SEEK_END);
+	if (size > (off_t)sizeof(buf))
+		lseek(fd, size - (off_t)sizeof(buf), SEEK_SET);
+	else
+		lseek(fd, 0, SEEK_SET);
+	k = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (k > 0)
+		tail_write(&w->tail, buf, (size_t)k);
 }

@@ -28,6 +28,7 @@
 #include "crun/banned.h"
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/rdzv_backend.h"
 #include "crun/rdzv_etcd.h"
 #include "crun/rdzv_status.h"
 #include "crun/rdzv_store.h"
@@ -47,7 +48,7 @@ static const char status_usage[] =
     "  --rdzv_id=ID           the job's run id (c10d: default whatever job\n"
     "                         the endpoint serves; etcd: \"none\")\n"
     "                         [PET_RDZV_ID]\n"
-    "  --rdzv_backend=B       c10d (default), static, etcd, etcd-v2 or\n"
+    "  --rdzv_backend=B       c10d (default), static, etcd or its alias\n"
     "                         etcd-v3 [PET_RDZV_BACKEND]\n"
     "  --rdzv_conf=K=V,...    as the agents': secret_file (c10d), and\n"
     "                         etcd_prefix, protocol, cacert, cert, key,\n"
@@ -490,7 +491,19 @@ static void on_re_open(struct crun_rdzv_etcd *re, int status, void *data)
 	start_read(cs, &rdzv_etcd_ops, re);
 }
 
-int cmd_status_main(int argc, char **argv)
+/* What the command line and the environment ask for. */
+struct status_args {
+	const char *endpoint, *run_id, *backend, *conf_str, *secret;
+	double timeout, hb_wait;
+	long max_nodes;
+};
+
+/*
+ * Read the options into sa (cs->json too); returns -1 to go on, else the
+ * exit status (--help: 0, a usage error: 2).
+ */
+static int status_parse_args(int argc, char **argv, struct status_args *sa,
+			     struct cmd_status *cs)
 {
 	static const struct option opts[] = {
 	    {"rdzv_endpoint", required_argument, NULL, 'e'},
@@ -512,21 +525,10 @@ int cmd_status_main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct cmd_status cs;
-	struct crun_rdzv_conf conf;
-	struct crun_auth_key key;
-	const char *endpoint = getenv("PET_RDZV_ENDPOINT");
-	const char *run_id = getenv("PET_RDZV_ID");
-	const char *backend = getenv("PET_RDZV_BACKEND");
-	const char *conf_str = getenv("PET_RDZV_CONF");
-	const char *secret = getenv("CRUN_RDZV_SECRET_FILE");
-	double timeout = 5, hb_wait = -1, d;
-	char errmsg[512] = "", host[256], why[400];
-	int c, rc, port, etcd, has_key = 0;
-	long max_nodes = 1 << 20;
+	double d;
 	char *end;
+	int c;
 
-	memset(&cs, 0, sizeof(cs));
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -535,25 +537,26 @@ int cmd_status_main(int argc, char **argv)
 			fputs(status_usage, stdout);
 			return 0;
 		case 'e':
-			endpoint = optarg;
+			sa->endpoint = optarg;
 			break;
 		case 'i':
-			run_id = optarg;
+			sa->run_id = optarg;
 			break;
 		case 'b':
-			backend = optarg;
+			sa->backend = optarg;
 			break;
 		case 'c':
-			conf_str = optarg;
+			sa->conf_str = optarg;
 			break;
 		case 's':
-			secret = optarg;
+			sa->secret = optarg;
 			break;
 		case 'j':
-			cs.json = 1;
+			cs->json = 1;
 			break;
 		case 't':
-			if (parse_secs(optarg, 3600, &timeout) || timeout <= 0)
+			if (parse_secs(optarg, 3600, &sa->timeout) ||
+			    sa->timeout <= 0)
 				return status_usage_error(
 				    "invalid --timeout \"%s\": seconds in "
 				    "(0, 3600]",
@@ -565,13 +568,13 @@ int cmd_status_main(int argc, char **argv)
 				    "invalid --hb_wait \"%s\": seconds in "
 				    "[0, 3600]",
 				    optarg);
-			hb_wait = d;
+			sa->hb_wait = d;
 			break;
 		case 'n':
 			errno = 0;
-			max_nodes = strtol(optarg, &end, 10);
+			sa->max_nodes = strtol(optarg, &end, 10);
 			if (errno || *end != '\0' || end == optarg ||
-			    max_nodes < 1 || max_nodes > (1 << 20))
+			    sa->max_nodes < 1 || sa->max_nodes > (1 << 20))
 				return status_usage_error(
 				    "invalid --max_nodes \"%s\": a count in "
 				    "1..1048576",
@@ -588,19 +591,52 @@ int cmd_status_main(int argc, char **argv)
 	if (optind < argc)
 		return status_usage_error("unexpected argument \"%s\"",
 					  argv[optind]);
+	return -1;
+}
+
+int cmd_status_main(int argc, char **argv)
+{
+	struct cmd_status cs;
+	struct crun_rdzv_conf conf;
+	struct crun_auth_key key;
+	struct status_args sa;
+	const char *endpoint, *run_id, *backend, *conf_str, *secret;
+	double timeout, hb_wait, d;
+	char errmsg[512] = "", host[256], why[400];
+	struct rdzv_backend_opts bo;
+	int rc, port, etcd, kind, has_key = 0;
+	long max_nodes;
+
+	memset(&cs, 0, sizeof(cs));
+	sa.endpoint = getenv("PET_RDZV_ENDPOINT");
+	sa.run_id = getenv("PET_RDZV_ID");
+	sa.backend = getenv("PET_RDZV_BACKEND");
+	sa.conf_str = getenv("PET_RDZV_CONF");
+	sa.secret = getenv("CRUN_RDZV_SECRET_FILE");
+	sa.timeout = 5;
+	sa.hb_wait = -1;
+	sa.max_nodes = 1 << 20;
+	rc = status_parse_args(argc, argv, &sa, &cs);
+	if (rc >= 0)
+		return rc;
+	endpoint = sa.endpoint;
+	run_id = sa.run_id;
+	backend = sa.backend;
+	conf_str = sa.conf_str;
+	secret = sa.secret;
+	timeout = sa.timeout;
+	hb_wait = sa.hb_wait;
+	max_nodes = sa.max_nodes;
 	if (endpoint == NULL || *endpoint == '\0')
 		return status_usage_error("missing --rdzv_endpoint");
 	if (backend == NULL || *backend == '\0')
 		backend = "c10d";
-	etcd = strcmp(backend, "etcd") == 0 ||
-	       strcmp(backend, "etcd-v2") == 0 ||
-	       strcmp(backend, "etcd-v3") == 0;
-	if (!etcd && strcmp(backend, "c10d") != 0 &&
-	    strcmp(backend, "static") != 0)
-		return status_usage_error(
-		    "invalid --rdzv_backend \"%s\": c10d, static, etcd, "
-		    "etcd-v2 or etcd-v3",
-		    backend);
+	/* The names the agents accept (rdzv_backend.h), no more. */
+	kind = rdzv_backend_kind(backend, why, sizeof(why));
+	if (kind < 0)
+		return status_usage_error("invalid --rdzv_backend \"%s\": %s",
+					  backend, why);
+	etcd = kind == RDZV_BACKEND_ETCD;
 	if (run_id != NULL && *run_id == '\0')
 		run_id = NULL;
 	if (run_id != NULL && (strlen(run_id) > 200 || strchr(run_id, '/')))
@@ -649,41 +685,21 @@ int cmd_status_main(int argc, char **argv)
 			    (uint64_t)(1000 * (2 * timeout + d + 1)));
 	uv_timer_start(&cs.deadline, on_deadline,
 		       uv_timer_get_repeat(&cs.deadline), 0);
-	if (etcd) {
-		struct rdzv_etcd_opts eo;
-
-		memset(&eo, 0, sizeof(eo));
-		eo.endpoints = endpoint;
-		eo.https = conf.https;
-		eo.cacert = conf.cacert;
-		eo.cert = conf.cert;
-		eo.key = conf.key;
-		eo.user = conf.user;
-		eo.password_file = conf.password_file;
-		eo.prefix = conf.etcd_prefix ? conf.etcd_prefix : "/crun";
-		eo.run_id = run_id ? run_id : "none";
-		eo.lease_ttl = 10;
-		eo.timeout = timeout;
-		cfg_etcd_limits(&conf, &eo.lim);
-		eo.readonly = 1;
-		eo.errmsg = errmsg;
-		eo.errlen = sizeof(errmsg);
-		if (cs.so.run_id == NULL)
-			cs.so.run_id = "none";
-		rc = rdzv_etcd_open(&cs.loop, &eo, on_re_open, &cs, &cs.re);
-	} else {
-		struct rdzv_store_opts ro;
-
-		memset(&ro, 0, sizeof(ro));
-		ro.host = host;
-		ro.port = port >= 0 ? port : 29400;
-		ro.is_host = 0; /* never serve: only read */
-		ro.timeout_ms = (int)(timeout * 1000);
-		ro.auth = has_key ? &key : NULL;
-		ro.errmsg = errmsg;
-		ro.errlen = sizeof(errmsg);
-		rc = rdzv_store_open(&cs.loop, &ro, on_rs_open, &cs, &cs.rs);
-	}
+	memset(&bo, 0, sizeof(bo));
+	bo.kind = kind;
+	bo.endpoint = endpoint;
+	bo.run_id = run_id;
+	bo.conf = &conf;
+	bo.is_host = 0; /* never serve: only read */
+	bo.readonly = 1;
+	bo.timeout = timeout;
+	bo.auth = has_key ? &key : NULL;
+	bo.errmsg = errmsg;
+	bo.errlen = sizeof(errmsg);
+	if (etcd && cs.so.run_id == NULL)
+		cs.so.run_id = "none";
+	rc = rdzv_backend_open(&cs.loop, &bo, on_rs_open, on_re_open, &cs,
+			       &cs.rs, &cs.re);
 	sodium_memzero(&key, sizeof(key));
 	if (rc) {
 		fprintf(stderr, "crun status: %s\n",

@@ -16,7 +16,7 @@
 #include "crun/err.h"
 #include "crun/fingerprint.h"
 #include "crun/pyexec.h"
-#include "../agent/agent.h"
+#include "../agent/agent_run.h"
 #include "launcher.h"
 
 extern char **environ;

@@ -223,6 +223,8 @@ static void finishing_round_ended(struct crun_rdzv *r, int kind)
  */
 void rdzv__round_ended(struct crun_rdzv *r, int kind, const char *why)
 {
+	struct rdzv_end e;
+
 	r->end.seen = 1;
 	if (r->state == R_FINISHING)
 		return finishing_round_ended(r, kind);
@@ -231,7 +233,8 @@ void rdzv__round_ended(struct crun_rdzv *r, int kind, const char *why)
 	r->state = R_ENDED;
 	rdzv__stop_timers(r);
 	snprintf(r->errmsg, sizeof(r->errmsg), "%s", why);
-	r->on_end(r, kind, why, r->o.data);
+	rdzv_end_describe(kind, why, &e);
+	r->on_end(r, &e, r->o.data);
 }
 
 /* A store request failed: the host is gone or the reply made no sense. */

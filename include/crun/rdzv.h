@@ -93,6 +93,7 @@
 #include <uv.h>
 
 #include "crun/env.h"
+#include "crun/rdzv_end.h"
 #include "crun/rdzv_records.h"
 #include "crun/store.h"
 
@@ -227,8 +228,11 @@ enum rdzv_end_kind {
 	RDZV_END_LOST = 'L',	/* this node lost the store host */
 };
 
-/** Called when the current round ends while this node runs workers. */
-typedef void (*rdzv_end_cb)(struct crun_rdzv *r, int kind, const char *why,
+/**
+ * Called when the current round ends while this node runs workers; e (see
+ * rdzv_end.h) is valid during the call only.
+ */
+typedef void (*rdzv_end_cb)(struct crun_rdzv *r, const struct rdzv_end *e,
 			    void *data);
 /** Called once a round is formed (status 0) or cannot be (status < 0). */
 typedef void (*rdzv_round_cb)(struct crun_rdzv *r, int status,

@@ -907,15 +907,14 @@ static void on_round(struct crun_rdzv *r, int status,
 	send_msg(in->sim, &m);
 }
 
-static void on_end(struct crun_rdzv *r, int kind, const char *why, void *data)
+static void on_end(struct crun_rdzv *r, const struct rdzv_end *e, void *data)
 {
 	struct inst *in = data;
-	struct msg m = {.type = M_END, .a = kind, .t = now()};
+	struct msg m = {.type = M_END, .a = e->kind, .t = now()};
 
-	(void)why;
 	send_msg(in->sim, &m);
 	/* What an agent does after a node died: join the next round. */
-	if (kind == RDZV_END_DEAD && rdzv_next(r, on_round, in) != 0) {
+	if (e->kind == RDZV_END_DEAD && rdzv_next(r, on_round, in) != 0) {
 		m.type = M_ERR;
 		send_msg(in->sim, &m);
 	}

@@ -638,15 +638,15 @@ static int on_start_master(void *data, int round, int *port)
 	return 0;
 }
 
-static void on_end(struct crun_rdzv *r, int kind, const char *why, void *data)
+static void on_end(struct crun_rdzv *r, const struct rdzv_end *e, void *data)
 {
 	struct node *n = data;
 
 	(void)r;
 	n->nend++;
-	n->end_kind = kind;
+	n->end_kind = e->kind;
 	n->end_at = uv_now(&n->w->loop);
-	snprintf(n->end_why, sizeof(n->end_why), "%s", why);
+	snprintf(n->end_why, sizeof(n->end_why), "%s", e->why);
 }
 
 static void on_round(struct crun_rdzv *r, int status, const struct rdzv_result *res,

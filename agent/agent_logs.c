@@ -1,0 +1,252 @@
+/*
+ * Where the agent writes: <log_dir>/<run_id>_XXXXXX/attempt_<n>/ (a
+ * temporary directory, removed after a success, when no --log_dir is
+ * given), the round's failure report (failures.json, printed when the job
+ * cannot restart), TORCHELASTIC_ERROR_FILE for a scheduler, and the console
+ * as log.h's sink, so that libcrun's lines and the agent's share one
+ * non-blocking console.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <ftw.h>
+#include <sys/stat.h>
+
+#include "agent.h"
+#include "console.h"
+
+/*
+ * The console of the running agent, the sink of every "crun: ..." line
+ * (log.h), libcrun's included; NULL before it exists and after it is freed
+ * (then lines go straight out).
+ */
+static struct console *the_console;
+
+/* The last line crun said: why it stops, for the launcher's error file. */
+static char last_said[LOG_LINE_MAX];
+
+/* The console lines go to from now on (NULL: straight to the fds). */
+void agent__set_console(struct console *c)
+{
+	the_console = c;
+}
+
+/* Write whole bytes to the console; the agent is its only writer. */
+static void agent_console(int fd, const char *line, size_t len)
+{
+	if (the_console) {
+		console_write(the_console, fd, line, len);
+		return;
+	}
+	while (len > 0) {
+		ssize_t n = write(fd, line, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return; /* console gone: keep running, files still work
+				 */
+		line += n;
+		len -= (size_t)n;
+	}
+}
+
+/* log.h's sink while the agent runs: every line, on the console's stderr. */
+void agent__on_log(void *data, enum log_level level, const char *line,
+		   size_t len, const char *msg)
+{
+	(void)data;
+	(void)level;
+	(void)msg;
+	snprintf(last_said, sizeof(last_said), "%.*s", (int)(len - 1), line);
+	agent_console(2, line, len);
+}
+
+/*
+ * When crun's own environment names TORCHELASTIC_ERROR_FILE (a scheduler
+ * asks for the launcher's root cause, as torchrun writes it), write it once:
+ * the root failure of this node when there is one, else why crun stops.
+ */
+void agent__write_error_file(struct agent *a, int status)
+{
+	const char *path = getenv("TORCHELASTIC_ERROR_FILE");
+	const struct crun_failure *root = NULL;
+	char why[1200];
+
+	if (a->error_file_done || path == NULL || *path == '\0')
+		return;
+	a->error_file_done = 1;
+	snprintf(why, sizeof(why), "%s", last_said);
+	if (a->npending > 0) {
+		root = &a->pending_report[report_root(a->pending_report,
+						      a->npending)];
+		snprintf(why, sizeof(why),
+			 "ChildFailedError: %s: rank %d (local rank %d, pid "
+			 "%d) on %s exited with %d%s%s",
+			 a->cfg->argv[0], root->rank, root->local_rank,
+			 (int)root->pid, root->host, root->exitcode,
+			 root->signal ? ", " : "",
+			 root->signal ? cfg_signame(root->signal) : "");
+		status = root->exitcode;
+	}
+	if (report_write_error_file(path, root, why, status))
+		log_say("cannot write the error file '%s'", path);
+}
+
+/* Collect the failures of the round that just ended; returns how many. */
+int agent__collect_failures(struct agent *a, struct crun_failure **out)
+{
+	struct crun_failure *f = calloc((size_t)a->pool.n, sizeof(*f));
+	int n = 0;
+
+	for (int i = 0; i < a->pool.n && f; i++) {
+		struct worker *w = &a->pool.w[i];
+		struct crun_failure *x = &f[n];
+
+		/* Workers the agent stopped were terminated, not failed. */
+		if (w->status == 0 || w->stopped)
+			continue;
+		x->local_rank = w->local_rank;
+		x->group_rank = a->round.ranks.group_rank;
+		x->rank = a->round.ranks.base_rank + w->local_rank;
+		x->pid = w->pid;
+		snprintf(x->host, sizeof(x->host), "%s", a->host);
+		x->exitcode = w->status;
+		x->signal = w->signal;
+		x->time = w->exit_time;
+		if (w->error_file == NULL ||
+		    failure_read_error_file(x, w->error_file) != 0) {
+			/* stderr that went straight to its file: read its end.
+			 */
+			worker_tail_from_file(w);
+			x->traceback = tail_lines(&w->tail, 20);
+		}
+		n++;
+	}
+	*out = f;
+	return n;
+}
+
+void agent__drop_report(struct agent *a, int print)
+{
+	if (a->pending_report && print) {
+		char *text = NULL;
+		size_t len = 0;
+		FILE *fp = open_memstream(&text, &len);
+
+		/* Through the console, which never blocks. */
+		if (fp) {
+			report_print(fp, a->cfg->argv[0], a->pending_report,
+				     a->npending);
+			fclose(fp);
+			agent_console(2, text, len);
+		}
+		free(text);
+		agent__write_error_file(a, 1);
+		if (*a->report_path)
+			log_say("failure report saved to %s", a->report_path);
+	}
+	for (int i = 0; i < a->npending; i++)
+		failure_release(&a->pending_report[i]);
+	free(a->pending_report);
+	a->pending_report = NULL;
+	a->npending = 0;
+}
+
+/* Create <log_root>/attempt_<n>; a directory that exists is never reused. */
+int agent__attempt_dir(struct agent *a, int generation)
+{
+	char path[PATH_MAX];
+
+	free(a->attempt_dir);
+	a->attempt_dir = NULL;
+	if (a->log_root == NULL)
+		return 0;
+	snprintf(path, sizeof(path), "%s/attempt_%d", a->log_root, generation);
+	for (int k = 1; mkdir(path, 0755) != 0; k++) {
+		if (errno != EEXIST || k > 1000) {
+			log_say("cannot create log directory '%s': %s", path,
+				strerror(errno));
+			return -errno;
+		}
+		snprintf(path, sizeof(path), "%s/attempt_%d.%d", a->log_root,
+			 generation, k);
+	}
+	a->attempt_dir = strdup(path);
+	return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int agent__setup_logs(struct agent *a)
+{
+	const char *dir = a->cfg->log_dir;
+	char path[PATH_MAX];
+
+	if (dir && strcmp(dir, "/dev/null") == 0)
+		return 0; /* no files at all, as newer torchrun */
+	if (dir == NULL) {
+		const char *tmp = getenv("TMPDIR");
+
+		snprintf(path, sizeof(path), "%s/crun_XXXXXX",
+			 tmp && *tmp ? tmp : "/tmp");
+		if (mkdtemp(path) == NULL) {
+			log_say("cannot create a log directory in '%s': %s",
+				tmp && *tmp ? tmp : "/tmp", strerror(errno));
+			return -errno;
+		}
+		a->log_root_tmp = 1;
+		dir = path;
+		for (int i = 0; i < a->cfg->nproc_per_node; i++)
+			a->log_kept |= cfg_std_for(&a->cfg->redirects, i) |
+				       cfg_std_for(&a->cfg->tee, i);
+	} else if (mkdir(dir, 0755) && errno != EEXIST) {
+		log_say("cannot create log directory '%s': %s", dir,
+			strerror(errno));
+		return -errno;
+	}
+	/*
+	 * <dir>/<run_id>_<random>, as torchrun: reruns of a job with a fixed
+	 * --rdzv_id, and nodes sharing one log_dir, never mix their files.
+	 */
+	a->log_root = malloc(strlen(dir) + strlen(a->cfg->rdzv_id) + 9);
+	snprintf(a->log_root, strlen(dir) + strlen(a->cfg->rdzv_id) + 9,
+		 "%s/%s_XXXXXX", dir, a->cfg->rdzv_id);
+	if (mkdtemp(a->log_root) == NULL || chmod(a->log_root, 0755)) {
+		log_say("cannot create log directory '%s': %s", a->log_root,
+			strerror(errno));
+		return -errno;
+	}
+	if (a->log_root_tmp && a->log_kept)
+		log_say("worker logs go to %s (no --log_dir given)",
+			a->log_root);
+	return 0;
+}
+
+/* A log directory crun invented is removed after a success. */
+void agent__remove_logs(struct agent *a)
+{
+	char *parent;
+
+	if (!a->log_root_tmp || a->log_kept || a->stop.exit_status != 0 ||
+	    a->log_root == NULL)
+		return;
+	parent = strdup(a->log_root);
+	nftw(a->log_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	if (parent && strrchr(parent, '/')) {
+		*strrchr(parent, '/') = '\0';
+		rmdir(parent);
+	}
+	free(parent);
+}

@@ -1,0 +1,16 @@
+/*
+ * Before a multi-node job starts: will the workers' gloo bind to an address
+ * the other nodes reach (netcheck.c)? Private to agent/.
+ */
+#ifndef CRUN_AGENT_NETCHECK_H
+#define CRUN_AGENT_NETCHECK_H
+
+#include "crun/cfg.h"
+
+/**
+ * Warn (or set GLOO_SOCKET_IFNAME, when cfg asks) if host's name makes the
+ * workers' gloo bind to loopback. Blocking: before the loop runs.
+ */
+void netcheck_ifname(const struct crun_cfg *cfg, const char *host);
+
+#endif

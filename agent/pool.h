@@ -1,0 +1,69 @@
+/*
+ * The workers of one round (pool.c): started together, signalled together,
+ * SIGKILLed together when they outstay the shutdown timeout, and counted
+ * until every one is done. The pool reports to its owner through the
+ * callbacks it was created with, as each worker reports to the pool.
+ * Private to agent/.
+ */
+#ifndef CRUN_AGENT_POOL_H
+#define CRUN_AGENT_POOL_H
+
+#include "worker.h"
+
+struct pool;
+
+/** A worker of the round exited (or could not start: status 127). */
+typedef void (*pool_exit_cb)(struct pool *p, struct worker *w, void *data);
+/** A worker started (its pid is known). */
+typedef void (*pool_started_cb)(struct pool *p, struct worker *w, void *data);
+/** Every worker of the round is done: judge the round, then pool_end. */
+typedef void (*pool_done_cb)(struct pool *p, void *data);
+
+struct pool {
+	struct worker *w; /* n workers of the round, NULL between rounds */
+	int n, ndone;
+	pid_t *pids; /* each worker's pid while it runs, 0 once it exited */
+	uv_timer_t kill_timer;
+	double shutdown_timeout;
+	struct worker_ctx wctx; /* each worker's, reporting to the pool */
+	pool_exit_cb on_exit;
+	pool_started_cb on_started;
+	pool_done_cb on_done;
+	void *data;
+};
+
+/*
+ * Set up p on ctx's loop: ctx's callbacks are replaced by the pool's, which
+ * call on_exit / on_started / on_done with data. Returns 0 or a libuv error.
+ */
+int pool_init(struct pool *p, const struct worker_ctx *ctx,
+	      pool_exit_cb on_exit, pool_started_cb on_started,
+	      pool_done_cb on_done, void *data);
+
+/** Close the kill timer (the loop then runs dry once the rest is closed). */
+void pool_close(struct pool *p);
+
+/**
+ * Start n workers for round r, in local-rank order. A worker that cannot
+ * start fails the round like one that exited 127 (its line said); the ranks
+ * after it, never started, count as done and stopped, not as failed.
+ * on_done may run before this returns. Returns 0 if all started, else -1.
+ */
+int pool_start(struct pool *p, int n, const struct worker_round *r);
+
+/** A round of n workers of which none can start (no log directory). */
+void pool_fail(struct pool *p, int n);
+
+/** Send sig to every worker (and what is left of exited ones' groups). */
+void pool_signal(struct pool *p, int sig);
+
+/** Stop the round: sig now, SIGKILL after the shutdown timeout. */
+void pool_stop(struct pool *p, int sig);
+
+/** The console's window size changed: tell every worker's terminal. */
+void pool_winch(struct pool *p);
+
+/** After on_done: release every worker; the pool is empty again. */
+void pool_end(struct pool *p);
+
+#endif
