@@ -21,7 +21,7 @@ static const char *rec(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 static const char *rec(const char *fmt, ...)
 {
 	static char buf[8][32768];
-	static int next;
+	static unsigned next;
 	char *b = buf[next++ % 8];
 	va_list ap;
 
@@ -50,11 +50,14 @@ static const char *run_of(int slot, char c, size_t n)
 static const char *padded(const char *num, size_t len)
 {
 	static char buf[2][4096];
-	static int next;
+	static unsigned next;
 	char *b = buf[next++ % 2];
 	size_t n = strlen(num);
 
-	cr_assert(len < sizeof(buf[0]) && n <= len);
+	if (len >= sizeof(buf[0]) || n > len) {
+		cr_assert_fail("cannot pad %zu bytes to %zu", n, len);
+		return "";
+	}
 	memset(b, ' ', len - n);
 	memcpy(b + len - n, num, n + 1);
 	return b;
