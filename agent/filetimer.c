@@ -34,11 +34,11 @@
 #include "crun/linebuf.h"
 #include "filetimer.h"
 
-#define MAX_TIMERS 4096
-#define SCOPE_MAX 256
+#define MAX_TIMERS CRUN_FILETIMER_MAX_TIMERS
+#define SCOPE_MAX (CRUN_FILETIMER_MAX_SCOPE + 1)
 /* The longest the timer is armed for: a later expiration (up to 1e308 s
  * away, which no integer holds) is looked at again after this. */
-#define FT_MAX_WAIT_MS (3600.0 * 1000)
+#define FT_MAX_WAIT_MS (CRUN_FILETIMER_MAX_ARM * 1000.0)
 
 struct ftimer {
 	pid_t pid;

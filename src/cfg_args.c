@@ -289,7 +289,7 @@ static void man_text(FILE *fp, const char *s)
 /*
  * One limit: what it bounds, its value (an option's default) with its unit,
  * and what sets it: an option (flag and environment variable), an rdzv_conf
- * key, or nothing (flag and key NULL: fixed).
+ * key, or nothing (flag and key NULL: env is "fixed" or "derived").
  */
 static void limit_row(FILE *fp, const char *format, const char *what,
 		      const char *def, const char *unit, const char *flag,
@@ -308,7 +308,7 @@ static void limit_row(FILE *fp, const char *format, const char *what,
 		else if (flag)
 			snprintf(set, sizeof(set), "`--%s`, `%s`", flag, env);
 		else
-			snprintf(set, sizeof(set), "fixed");
+			snprintf(set, sizeof(set), "%s", env);
 		fprintf(fp, "| %s | %s | %s |\n", what, dflt, set);
 		return;
 	}
@@ -317,7 +317,7 @@ static void limit_row(FILE *fp, const char *format, const char *what,
 	else if (flag)
 		snprintf(set, sizeof(set), "--%s", flag);
 	else
-		snprintf(set, sizeof(set), "(fixed)");
+		snprintf(set, sizeof(set), "(%s)", env);
 	if (strcmp(format, "man") == 0) {
 		fprintf(fp, ".TP\n.B ");
 		man_text(fp, set);
@@ -350,6 +350,13 @@ void cfg__print_limits(FILE *fp, const char *format)
 	    CFG_FIXED_LIMITS(X)
 #undef X
 	};
+	static const struct {
+		const char *what, *rule;
+	} derived[] = {
+#define X(what, rule) {what, rule},
+	    CFG_DERIVED_LIMITS(X)
+#undef X
+	};
 	char env[80], v[32];
 
 	if (strcmp(format, "markdown") == 0)
@@ -376,6 +383,9 @@ void cfg__print_limits(FILE *fp, const char *format)
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
 		snprintf(v, sizeof(v), "%ld", fixed[i].value);
 		limit_row(fp, format, fixed[i].what, v, fixed[i].unit, NULL,
-			  NULL, NULL);
+			  "fixed", NULL);
 	}
+	for (size_t i = 0; i < sizeof(derived) / sizeof(derived[0]); i++)
+		limit_row(fp, format, derived[i].what, derived[i].rule, "",
+			  NULL, "derived", NULL);
 }

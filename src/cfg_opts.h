@@ -393,7 +393,23 @@ extern const struct cfg_rdzv_key cfg_rdzv_keys[CFG_NRDZV_KEYS];
 	X("names in one SLURM hostlist", HOSTLIST_MAX_HOSTS, "")               \
 	X("names in one LO-HI range of a hostlist", HOSTLIST_MAX_RANGE, "")    \
 	X("items in one bracket group of a hostlist", HOSTLIST_MAX_RANGES, "") \
-	X("bytes in one host name of a hostlist", HOSTLIST_MAX_NAME, "bytes")
+	X("bytes in one host name of a hostlist", HOSTLIST_MAX_NAME, "bytes")    \
+	X("live FileTimer timers (more are refused)",                          \
+	  CRUN_FILETIMER_MAX_TIMERS, "")                                       \
+	X("bytes in a FileTimer scope", CRUN_FILETIMER_MAX_SCOPE, "bytes")     \
+	X("seconds a FileTimer wait is armed for (later expirations are "      \
+	  "looked at again then)",                                             \
+	  CRUN_FILETIMER_MAX_ARM, "seconds")
+
+/*
+ * Bounds derived from the options, listed after them: what, and the rule.
+ */
+#define CFG_DERIVED_LIMITS(X)                                                  \
+	X("largest request the store reads",                                   \
+	  "2 x store_max_value_size + store_max_key_size + 64 bytes")          \
+	X("unsent reply bytes of one store connection while several have "     \
+	  "some",                                                              \
+	  "store_max_output, at most store_max_memory / 2 / their number")
 
 /** The rdzv_conf key named n (exactly), or NULL. */
 const struct cfg_rdzv_key *cfg_rdzv_key_named(const char *n);

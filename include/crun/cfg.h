@@ -32,6 +32,12 @@ enum crun_src {
 #define CRUN_MAX_LOCAL_RANKS 1024
 #define CRUN_CFG_MAX_OPTS 96
 
+/* The agent's FileTimer server (torch's FileTimerClient requests): bounds
+ * that are not options, listed in the limits table (CFG_FIXED_LIMITS). */
+#define CRUN_FILETIMER_MAX_TIMERS 4096 /* live timers at once */
+#define CRUN_FILETIMER_MAX_SCOPE 255   /* bytes in a timer's scope */
+#define CRUN_FILETIMER_MAX_ARM 3600    /* seconds one wait is armed for */
+
 /* "3" or "0:1,1:2": one value for every local rank, or a per-rank map. */
 struct crun_std_spec {
 	int all; /* applies to local ranks not in the map */

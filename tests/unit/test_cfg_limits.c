@@ -133,6 +133,14 @@ Test(cfg_limits, limits_listed_from_the_tables)
 	cr_expect_not_null(strstr(text, "| names in one SLURM hostlist | 1048576 "
 					"| fixed |\n"),
 			   "%s", text);
+	cr_expect_not_null(strstr(text, "| live FileTimer timers (more are "
+					"refused) | 4096 | fixed |\n"),
+			   "%s", text);
+	cr_expect_not_null(strstr(text, "| largest request the store reads | 2 x "
+					"store_max_value_size + "
+					"store_max_key_size + 64 bytes | "
+					"derived |\n"),
+			   "%s", text);
 	cr_expect_not_null(strstr(text, "| largest etcd answer | 64M bytes | "
 					"`--rdzv_conf=etcd_max_body=` |\n"),
 			   "%s", text);
@@ -146,6 +154,7 @@ Test(cfg_limits, limits_listed_from_the_tables)
 		want += (cfg_rdzv_keys[i].flags & CFG_F_LIMIT) != 0;
 #define X(...) want++;
 	CFG_FIXED_LIMITS(X)
+	CFG_DERIVED_LIMITS(X)
 #undef X
 	cr_expect_eq(rows, want + 2, "%d rows for %d limits", rows, want);
 	cr_expect_geq(want, 20);
