@@ -394,6 +394,19 @@ void rdzv__on_finished_count(int status, const struct crun_store_reply *rep,
 static void on_left_count(int status, const struct crun_store_reply *rep,
 			  void *arg);
 
+/* Finishing or departing: the round is over for this node. */
+static void finishing_begin(struct crun_rdzv *r,
+			    void (*cb)(struct crun_rdzv *r, void *data),
+			    void *data)
+{
+	uv_timer_stop(&r->last_call);
+	r->state = R_FINISHING;
+	r->round = r->res.round;
+	r->end.finish_cb = cb;
+	r->end.finish_data = data;
+	leave_bounded(r);
+}
+
 int rdzv_finish(struct crun_rdzv *r,
 		void (*cb)(struct crun_rdzv *r, void *data), void *data)
 {
@@ -401,12 +414,7 @@ int rdzv_finish(struct crun_rdzv *r,
 
 	if (!r->o.is_store_host || r->end.seen)
 		uv_timer_stop(&r->hb.timer);
-	uv_timer_stop(&r->last_call);
-	r->state = R_FINISHING;
-	r->round = r->res.round;
-	r->end.finish_cb = cb;
-	r->end.finish_data = data;
-	leave_bounded(r);
+	finishing_begin(r, cb, data);
 	/*
 	 * The store host waits for the round's end before it stops serving;
 	 * if asking whether to restart took its watch on end/<g>, watch it
@@ -467,12 +475,7 @@ int rdzv_depart(struct crun_rdzv *r,
 		void (*cb)(struct crun_rdzv *r, void *data), void *data)
 {
 	uv_timer_stop(&r->hb.timer);
-	uv_timer_stop(&r->last_call);
-	r->state = R_FINISHING;
-	r->round = r->res.round;
-	r->end.finish_cb = cb;
-	r->end.finish_data = data;
-	leave_bounded(r);
+	finishing_begin(r, cb, data);
 	/*
 	 * If our end was recorded, the others wait for the next round's
 	 * restart count, which we write once the store answers our CAS: leave
