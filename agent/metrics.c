@@ -16,7 +16,8 @@
  * says nothing is closed after idle_timeout seconds by libmicrohttpd, and
  * one whose request is not in whole idle_timeout seconds after it connected
  * (or after its previous request), a dribbler, by the tick; clients
- * beyond max_conns are closed at once (the daemon's CONNECTION_LIMIT), and
+ * beyond max_conns (the daemon's CONNECTION_LIMIT) are not served until a
+ * slot is given back (they wait in the listen backlog), and
  * each connection's memory is bounded (CONNECTION_MEMORY_LIMIT: an
  * oversized request line or header gets an error reply and a close);
  * garbage gets libmicrohttpd's 400; methods other than GET and HEAD get 405;

@@ -76,7 +76,7 @@ typedef void (*metrics_fill_cb)(void *data, struct metrics_snap *s);
 struct metrics_opts {
 	const char *addr; /* numeric IPv4 or IPv6 address to bind */
 	int port;	  /* 0: a free one (metrics_port tells which) */
-	int max_conns;	  /* connections served at once; more are closed */
+	int max_conns;	  /* connections served at once; more wait */
 	int idle_timeout; /* seconds before an idle connection is closed */
 	metrics_fill_cb fill;
 	void *data;
