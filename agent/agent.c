@@ -51,6 +51,7 @@
 #include "events.h"
 #include "filetimer.h"
 #include "initdiag.h"
+#include "stall.h"
 #include "metrics.h"
 #include "netcheck.h"
 #include "nofile.h"
@@ -93,12 +94,14 @@ void agent__stop_group(struct agent *a, enum stop_reason why, int sig)
 	if (a->state != A_RUNNING)
 		return;
 	initdiag_stop(a->diag);
+	stall_stop(a->stall, 0);
 	a->state = A_STOPPING;
 	a->stop.reason = why;
 	events_emit(a->ev, "crun.group.stopping",
 		    json_pack("{s:s, s:s}", "reason",
 			      why == STOP_FAILURE  ? "worker failed"
 			      : why == STOP_SIGNAL ? "signal"
+			      : why == STOP_STALL  ? "stall"
 						   : "round ended elsewhere",
 			      "signal", cfg_signame(sig)));
 	pool_stop(&a->pool, sig);
@@ -163,6 +166,13 @@ static void agent_on_worker_exit(struct pool *p, struct worker *w, void *data)
 		      "rank", a->round.ranks.base_rank + w->local_rank, "pid",
 		      (int)w->pid, "exitcode", w->status, "signal",
 		      w->signal ? cfg_signame(w->signal) : NULL));
+	if (a->hang) {
+		/* faulthandler's dump is the end of its stderr */
+		char *t = (worker_tail_from_file(w), tail_lines(&w->tail, 400));
+
+		agent__stall_exited(a, w->local_rank, t, t ? strlen(t) : 0);
+		free(t);
+	}
 	if (w->status != 0 && !w->stopped)
 		metrics_note_failure(a->metrics, w->status, w->exit_time, 1);
 	if (a->state != A_RUNNING || w->status == 0)
@@ -204,7 +214,11 @@ static void agent_round_end(struct agent *a)
 		a->port_fd = -1;
 	}
 	nf = agent__collect_failures(a, &f);
-	restart = !a->multi && nf > 0 && a->stop.reason == STOP_FAILURE &&
+	/* A node whose workers all succeeded stays counted as quiet. */
+	stall_stop(a->stall, nf == 0 && a->stop.reason == STOP_NONE);
+	restart = !a->multi &&
+		  ((nf > 0 && a->stop.reason == STOP_FAILURE) ||
+		   a->stop.reason == STOP_STALL) &&
 		  a->restarts_left > 0;
 	if (nf > 0) {
 		root = report_root(f, nf);
@@ -229,7 +243,17 @@ static void agent_round_end(struct agent *a)
 	} else {
 		free(f);
 	}
-	if (restart) {
+	if (restart && a->stop.reason == STOP_STALL) {
+		a->restarts_left--;
+		a->restart_count++;
+		log_say("the worker group hung; restarting it (restart %d of "
+			"%d)",
+			a->restart_count, a->cfg->max_restarts);
+		events_emit(a->ev, "crun.group.restarting",
+			    json_pack("{s:s, s:i}", "after", "stall",
+				      "restarts_used", a->restart_count));
+		agent__drop_report(a, 0);
+	} else if (restart) {
 		a->restarts_left--;
 		a->restart_count++;
 		log_say("rank %d (local rank %d, pid %d) failed with exit code "
@@ -255,7 +279,12 @@ static void agent_round_end(struct agent *a)
 			agent__finish(a, 128 + a->stop.signal);
 		else if (restart)
 			agent__round_start(a);
-		else if (nf > 0) {
+		else if (a->stop.reason == STOP_STALL) {
+			log_say("worker group hung; no restarts left "
+				"(--max_restarts=%d); exiting with status 1",
+				a->cfg->max_restarts);
+			agent__finish(a, 1);
+		} else if (nf > 0) {
 			log_say(
 			    "worker group failed; exiting with status %d (that "
 			    "of rank %d)",
@@ -305,6 +334,7 @@ static void agent_diag_start(struct agent *a)
 	r.wstore = a->wstore;
 	r.peers = a->rdzv ? rdzv_peers(a->rdzv) : NULL;
 	initdiag_start(a->diag, &r);
+	agent__stall_start(a);
 }
 
 /* A worker of the round started: say so, and where it is bound. */
@@ -462,6 +492,7 @@ void agent__finish(struct agent *a, int status)
 	filetimer_close(a->ft);
 	a->ft = NULL;
 	initdiag_close(a->diag);
+	agent__stall_close(a);
 	if (a->port_fd >= 0) {
 		close(a->port_fd);
 		a->port_fd = -1;
@@ -639,7 +670,8 @@ static void agent_begin(struct agent *a)
 				      cfg->nproc_per_node, "backend",
 				      cfg->rdzv_backend, "pid", (int)getpid()));
 	}
-	if (initdiag_new(&a->loop, cfg->init_warn_after, a->ev, &a->diag))
+	if (initdiag_new(&a->loop, cfg->init_warn_after, a->ev, &a->diag) ||
+	    agent__stall_new(a))
 		agent__finish(a, 1);
 	if (a->multi && a->state != A_DONE) {
 		char first[64];
@@ -689,6 +721,7 @@ static int agent_run_loop(struct crun_cfg *cfg)
 
 	agent__remove_logs(&a);
 	initdiag_free(a.diag);
+	stall_free(a.stall);
 	events_close(a.ev);
 	binding_plan_free(a.binding);
 	free(a.log_root);
@@ -721,14 +754,18 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 					    a->wstore};
 	int failing = a->stop.reason == STOP_FAILURE ||
 		      a->stop.peer.kind == RDZV_END_FAILURE;
+	int stalled =
+	    a->stop.reason == STOP_STALL || a->stop.peer.kind == RDZV_END_STALL;
 
 	snprintf(s->host, sizeof(s->host), "%s", a->host);
 	snprintf(s->run_id, sizeof(s->run_id), "%s",
 		 a->cfg->rdzv_id ? a->cfg->rdzv_id : "");
 	snprintf(s->backend, sizeof(s->backend), "%s", a->cfg->rdzv_backend);
-	s->state =
-	    a->state == A_STOPPING && failing ? "failed" : states[a->state];
+	s->state = a->state == A_STOPPING && (failing || stalled)
+		       ? "failed"
+		       : states[a->state];
 	s->reason = a->state != A_STOPPING	    ? ""
+		    : stalled			    ? "stall"
 		    : failing			    ? "worker failed"
 		    : a->stop.reason == STOP_SIGNAL ? "signal"
 						    : "round ended elsewhere";

@@ -10,6 +10,8 @@
  *   agent_store.c  the workers' store of a round (its port, who may reach it)
  *   agent_logs.c   log directories, failure reports, the error file and the
  *                  console as log.h's sink
+ *   agent_stall.c  a hung job (--stall_timeout): named, its stacks taken,
+ *                  its round ended
  *
  * The leaves, each with its own header and prefix, called downward only
  * and reporting back through the callbacks they were created with:
@@ -20,6 +22,7 @@
  *   group.c    a worker's process group after the worker exited
  *   initdiag.c which ranks do not reach the workers' store, and why
  *   envcheck.c this node's environment fingerprint (--env_check)
+ *   stall.c    whether any rank progresses (progress.c: from /proc)
  *   metrics.c, events.c, filetimer.c, console.c, netcheck.c, nofile.c
  *
  * Functions shared by the core files are agent__name (libuv's uv__ style).
@@ -48,9 +51,11 @@ struct events;
 struct filetimer;
 struct initdiag;
 struct metrics;
+struct hang;
+struct stall;
 
 enum agent_state { A_ROUND, A_RUNNING, A_STOPPING, A_DONE };
-enum stop_reason { STOP_NONE, STOP_FAILURE, STOP_SIGNAL, STOP_PEER };
+enum stop_reason { STOP_NONE, STOP_FAILURE, STOP_SIGNAL, STOP_PEER, STOP_STALL };
 
 /* How the round ended elsewhere (rdzv_end_cb), or by our own failure. */
 struct peer_end {
@@ -111,6 +116,8 @@ struct agent {
 	struct events *ev;	 /* --event_log, or NULL */
 	struct metrics *metrics; /* --metrics_port, or NULL */
 	struct initdiag *diag;	 /* --init_warn_after */
+	struct stall *stall;	 /* --stall_timeout */
+	struct hang *hang;	 /* a hang being reported (agent_stall.c) */
 	struct console *console; /* our stdout and stderr, never blocking */
 
 	/* The workers' store of the current round (agent store mode). */
@@ -139,6 +146,19 @@ void agent__multi_round_end(struct agent *a, int nf, int status);
 void agent__close_backend(struct agent *a);
 /** A unique run id (torchrun's default "none" makes unrelated jobs collide). */
 char *agent__run_id(const char *host);
+
+/* agent_stall.c */
+/** Create the stall detector (--stall_timeout; off: it does nothing). */
+int agent__stall_new(struct agent *a);
+/** The round's workers started: watch their progress. */
+void agent__stall_start(struct agent *a);
+/** The job is hung (why: one line): take the stacks, then stop the group. */
+void agent__stall_stop(struct agent *a, const char *why);
+/** Local rank local_rank exited while its stack was taken: its stderr. */
+void agent__stall_exited(struct agent *a, int local_rank, const char *tail,
+			 size_t len);
+/** The agent finishes: a report in progress is dropped. */
+void agent__stall_close(struct agent *a);
 
 /* agent_store.c */
 /** rdzv_opts.start_master: the workers' store of round (or a free port). */

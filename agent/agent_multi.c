@@ -58,6 +58,8 @@ static const char *rdzv_end_name(int kind)
 		return "fatal";
 	case RDZV_END_LOST:
 		return "store lost";
+	case RDZV_END_STALL:
+		return "stall";
 	}
 	return "?";
 }
@@ -93,7 +95,10 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, const struct rdzv_end *e,
 		snprintf(p->why, sizeof(p->why), "%s", why);
 		snprintf(p->detail, sizeof(p->detail), "%s", e->detail);
 	}
-	if (a->state == A_RUNNING) {
+	if (kind == RDZV_END_STALL) {
+		/* Every node names where its ranks are, then stops them. */
+		agent__stall_stop(a, why);
+	} else if (a->state == A_RUNNING) {
 		log_say("round %d ended: %s", a->res.round,
 			kind == RDZV_END_FAILURE
 			    ? "a worker failed on another node"
@@ -134,14 +139,16 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 		events_emit(a->ev, "crun.group.restarting",
 			    json_pack("{s:s, s:i}", "after",
 				      kind == RDZV_END_FAILURE ? "failure"
+				      : kind == RDZV_END_STALL ? "stall"
 							       : "membership",
 				      "restarts_used", rdzv_restarts(r)));
 		agent__drop_report(a, 0);
-		if (kind == RDZV_END_FAILURE)
+		if (kind == RDZV_END_FAILURE || kind == RDZV_END_STALL)
 			log_say(
-			    "re-forming the group: restart %d of %d after a "
-			    "worker failure",
-			    rdzv_restarts(r), a->cfg->max_restarts);
+			    "re-forming the group: restart %d of %d after %s",
+			    rdzv_restarts(r), a->cfg->max_restarts,
+			    kind == RDZV_END_STALL ? "the job hung"
+						   : "a worker failure");
 		else
 			log_say(
 			    "re-forming the group (%s); no restart is spent",
@@ -168,6 +175,16 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 			? "no restarts left"
 			: "it cannot restart: another node already finished",
 		    a->cfg->max_restarts, status);
+	} else if (kind == RDZV_END_STALL) {
+		status = 1;
+		log_say(
+		    "job failed: it hung (%s); %s (--max_restarts=%d); "
+		    "exiting with status 1",
+		    a->stop.peer.detail,
+		    rdzv_restarts(r) > a->cfg->max_restarts
+			? "no restarts left"
+			: "it cannot restart: another node already finished",
+		    a->cfg->max_restarts);
 	} else if (kind == RDZV_END_SUCCESS) {
 		status = 1;
 		log_say("cannot restart: another node already finished");

@@ -70,7 +70,7 @@ struct metrics {
 	metrics_fill_cb fill;
 	void *data;
 	/* Kept on the loop (metrics_note_*), copied into each snapshot. */
-	uint64_t failures, node_losses;
+	uint64_t failures, node_losses, stalls;
 	double last_failure;
 	int last_exit_code;
 	pthread_mutex_t lock; /* guards pub */
@@ -239,6 +239,9 @@ char *metrics_render(const struct metrics_snap *s, double now, size_t *len)
 	       (double)s->node_losses);
 	single(fp, "crun_worker_failures_total", "counter",
 	       "Workers of this node that failed.", (double)s->failures);
+	single(fp, "crun_stalls_total", "counter",
+	       "Rounds ended because no rank progressed (--stall_timeout).",
+	       (double)s->stalls);
 	if (s->last_failure > 0) {
 		double age = now - s->last_failure;
 
@@ -525,6 +528,7 @@ void metrics_update(struct metrics *m)
 	m->fill(m->data, &s);
 	s.failures = m->failures;
 	s.node_losses = m->node_losses;
+	s.stalls = m->stalls;
 	s.last_failure = m->last_failure;
 	s.last_exit_code = m->last_exit_code;
 	pthread_mutex_lock(&m->lock);
@@ -553,6 +557,14 @@ void metrics_note_node_lost(struct metrics *m)
 	if (m == NULL)
 		return;
 	m->node_losses++;
+	metrics_update(m);
+}
+
+void metrics_note_stall(struct metrics *m)
+{
+	if (m == NULL)
+		return;
+	m->stalls++;
 	metrics_update(m);
 }
 

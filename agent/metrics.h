@@ -42,6 +42,7 @@ struct metrics_snap {
 	int running, succeeded, failed, stopped; /* workers by state */
 	/* Kept by metrics.c itself (metrics_note_*). */
 	uint64_t failures, node_losses; /* this node's failed workers */
+	uint64_t stalls; /* rounds ended hung (--stall_timeout) */
 	double last_failure; /* epoch seconds, 0: none yet (any node) */
 	int last_exit_code;
 	struct metrics_store stores[2];
@@ -106,6 +107,9 @@ void metrics_note_failure(struct metrics *m, int code, double t, int local);
 
 /** Another node of the job was lost. */
 void metrics_note_node_lost(struct metrics *m);
+
+/** A round ended because no rank progressed (--stall_timeout). */
+void metrics_note_stall(struct metrics *m);
 
 /**
  * Stop serving (the thread is joined, every connection closed), then free m

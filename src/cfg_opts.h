@@ -194,6 +194,11 @@ enum { CFG_C_NONE, CFG_C_BOOL, CFG_C_INT, CFG_C_SECS, CFG_C_SIZE, CFG_C_STR };
 	  "seconds before naming ranks not yet at the workers' store (0: "     \
 	  "off)",                                                              \
 	  SECS, 0, CFG_MAX_SECONDS, F(init_warn_after), 0, "seconds")          \
+	X(stall_timeout, "stall_timeout", 0, STR, "job", "0", CFG_ENV_CRUN,    \
+	  G_LIFE,                                                              \
+	  "seconds with no rank progressing (CPU or I/O) before the job is "   \
+	  "called hung and restarted (0: off)",                                \
+	  SECS, 0, CFG_MAX_SECONDS, F(stall_timeout), 0, "seconds")            \
 	X(signals_to_handle, "signals_to_handle", 0, STR, "job",               \
 	  "SIGTERM,SIGINT,SIGHUP,SIGQUIT", CFG_ENV_PET, G_LIFE,                \
 	  "signals forwarded to the workers", NONE, 0, 0, NOF, 0, "")          \

@@ -70,7 +70,11 @@ static void on_end_recorded(int status, const struct crun_store_reply *rep,
 
 		t->round = o->round;
 		rdzv__key(r, k, "restarts");
-		if (r->ops->add(r->kv, k, o->arg == RDZV_END_FAILURE ? 1 : 0,
+		if (r->ops->add(r->kv, k,
+				o->arg == RDZV_END_FAILURE ||
+					o->arg == RDZV_END_STALL
+				    ? 1
+				    : 0,
 				on_restart_total, t)) {
 			free(t);
 			end_chain_done(r);
@@ -213,7 +217,8 @@ static void on_may_finished(int status, const struct crun_store_reply *rep,
 		int64_t finished = rdzv__reply_int(rep);
 
 		ok = finished == 0;
-		if (m->kind == RDZV_END_FAILURE &&
+		if ((m->kind == RDZV_END_FAILURE ||
+		     m->kind == RDZV_END_STALL) &&
 		    m->restarts > m->r->o.max_restarts)
 			ok = 0;
 		if (m->kind == RDZV_END_DEAD &&

@@ -363,7 +363,7 @@ int rdzv_parse_end(const void *p, size_t len, int *kind, char *text,
 
 	if (check_len(len, why, wlen))
 		return CRUN_EPROTO;
-	if (strchr("FJDSX", s[0]) == NULL || s[0] == '\0' ||
+	if (strchr("FJDSXH", s[0]) == NULL || s[0] == '\0' ||
 	    (len > 1 && s[1] != ' '))
 		return reason(why, wlen, "unknown end kind '%c'",
 			      s[0] >= 0x20 && s[0] < 0x7f ? s[0] : '?');
@@ -788,6 +788,51 @@ int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
 	return 0;
 }
 
+int rdzv_parse_stall(const void *p, size_t len, char *host, size_t hlen,
+		     struct rdzv_stall_rank *r, int max, int *n, char *why,
+		     size_t wlen)
+{
+	struct cur c = {p, (const char *)p + len};
+	int rc, count;
+
+	*n = 0;
+	if ((rc = next_str(&c, "host", host, hlen, why, wlen)) ||
+	    (rc = list_count(&c, len, max, &count, why, wlen)))
+		return rc;
+	for (int i = 0; i < count; i++) {
+		const char *f, *eol;
+		size_t wn;
+
+		if ((rc = next_int(&c, "rank", 0, INT32_MAX - 1, &r[i].rank,
+				   why, wlen)))
+			return rc;
+		/* The rest of the line, without its leading blanks. */
+		while (c.p < c.end && *c.p == ' ')
+			c.p++;
+		f = c.p;
+		eol = memchr(f, '\n', (size_t)(c.end - f));
+		c.p = eol ? eol : c.end;
+		wn = (size_t)(c.p - f);
+		if (wn == 0 || wn > RDZV_MAX_STALL_WHERE)
+			return reason(why, wlen,
+				      "where of rank %d is %zu bytes (1..%d)",
+				      r[i].rank, wn, RDZV_MAX_STALL_WHERE);
+		for (size_t k = 0; k < wn; k++)
+			if ((unsigned char)f[k] < 0x20 ||
+			    (unsigned char)f[k] >= 0x7f)
+				return reason(why, wlen,
+					      "where of rank %d has a control "
+					      "character",
+					      r[i].rank);
+		memcpy(r[i].where, f, wn);
+		r[i].where[wn] = '\0';
+	}
+	if (!cur_done(&c))
+		return reason(why, wlen, "more than %d ranks", count);
+	*n = count;
+	return 0;
+}
+
 /*
  * The writers. Each formats what its parser above reads back; the algorithm
  * writes no record by hand. Like snprintf they cut what does not fit, but
@@ -907,4 +952,16 @@ size_t rdzv_format_excluded(char *buf, size_t len,
 				      x[i].id, (long long)x[i].until,
 				      x[i].round, x[i].fails);
 	return o < len ? o : len - 1;
+}
+
+size_t rdzv_format_stall(char *buf, size_t len, const char *host,
+			 const struct rdzv_stall_rank *r, int n)
+{
+	size_t o = written(snprintf(buf, len, "%s %d", host, n), len);
+
+	for (int i = 0; i < n && o + 1 < len; i++)
+		o += written(snprintf(buf + o, len - o, "\n%d %s", r[i].rank,
+				      r[i].where),
+			     len - o);
+	return o;
 }

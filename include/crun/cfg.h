@@ -149,6 +149,7 @@ struct crun_cfg {
 	/* Lifecycle. */
 	double shutdown_timeout;
 	double init_warn_after; /* 0: no init diagnosis (agent/initdiag.c) */
+	double stall_timeout;	/* 0: no stall detector (agent/stall.c) */
 	char *signals_str;
 	int signals[32];
 	int nsignals;

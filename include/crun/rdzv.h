@@ -16,7 +16,8 @@
  *   hb/<g>      heartbeat counter of group rank g
  *   end         why the round ended: "F <code> <rank> <host>" a worker
  *               failed, "J <host>" a node waits to join, "D <host>" a node
- *               died, "S" a node succeeded and left, "X <why>" fatal
+ *               died, "S" a node succeeded and left, "X <why>" fatal,
+ *               "H <why>" the job hung (no rank progressed: --stall_timeout)
  *   end/<g>     set for every participant once "end" is written: what
  *               node g watches, so the store host learns at once when g's
  *               watching connection vanishes (an agent that died)
@@ -30,6 +31,13 @@
  *               "-": written with the assignments, printed by every node
  *   done/<g>    node g finished and left: its silence is not a death
  *   finished    counter of nodes whose workers all succeeded
+ *   quiet       --stall_timeout: counter of nodes none of whose ranks
+ *               progressed for the timeout (the agent's stall.c ADDs +1
+ *               and -1); the ADD that reads the node count ends the round
+ *   progress/<g>  milliseconds since node g's ranks last progressed
+ *   stall/<g>   after an "H" end: where node g's ranks were, one
+ *               "<rank> <host> <where>" line each, for the store host's
+ *               summary
  * plus "crun/<run_id>/round" (the current round), ".../config" (nnodes and
  * backend, which every node must agree on), ".../restarts" (job-wide count
  * of failure restarts), ".../params" ("max_restarts=N keep_alive_ms=N",
@@ -226,6 +234,8 @@ enum rdzv_end_kind {
 	RDZV_END_SUCCESS = 'S', /* a node finished: no restart possible */
 	RDZV_END_FATAL = 'X',	/* the job cannot go on */
 	RDZV_END_LOST = 'L',	/* this node lost the store host */
+	RDZV_END_STALL = 'H',	/* no rank progressed (--stall_timeout):
+				   costs a restart, as a failure does */
 };
 
 /**

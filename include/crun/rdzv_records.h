@@ -235,6 +235,24 @@ int rdzv_parse_fails(const void *p, size_t len, struct rdzv_fail *f, int max,
 int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
 			int max, int *n, char *why, size_t wlen);
 
+/* Where one rank was when the job hung (pystack.h's label). */
+#define RDZV_MAX_STALL_WHERE 127
+struct rdzv_stall_rank {
+	int rank;
+	char where[RDZV_MAX_STALL_WHERE + 1];
+};
+
+/**
+ * A node's stall record, written after an "H" end: "<host> <n>", then n
+ * lines "<rank> <where>" (where: printable, blanks allowed, at most
+ * RDZV_MAX_STALL_WHERE bytes), at most RDZV_MAX_LIST_RECORD bytes. Fills
+ * host (hlen bytes) and up to max entries of r, *n how many (n > max is
+ * refused).
+ */
+int rdzv_parse_stall(const void *p, size_t len, char *host, size_t hlen,
+		     struct rdzv_stall_rank *r, int max, int *n, char *why,
+		     size_t wlen);
+
 /*
  * The writers: each formats the record its parser above reads back into
  * buf (len bytes, NUL-terminated; what does not fit is cut, as snprintf
@@ -286,6 +304,13 @@ size_t rdzv_format_failure(char *buf, size_t len, int round, int64_t unix_ms,
 /** The failure history "fails" (rdzv_parse_fails). */
 size_t rdzv_format_fails(char *buf, size_t len, const struct rdzv_fail *f,
 			 int n);
+
+/**
+ * A node's stall record "r<R>/stall/<g>" (rdzv_parse_stall): its host and
+ * where each of its ranks was when the job hung.
+ */
+size_t rdzv_format_stall(char *buf, size_t len, const char *host,
+			 const struct rdzv_stall_rank *r, int n);
 
 /** The nodes left out, "excluded" (rdzv_parse_excluded). */
 size_t rdzv_format_excluded(char *buf, size_t len,

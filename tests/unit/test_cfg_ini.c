@@ -162,6 +162,7 @@ static const char *sample(int id)
 	case CFG_metrics_max_conns: return "8";
 	case CFG_metrics_idle_timeout: return "5";
 	case CFG_init_warn_after: return "7";
+	case CFG_stall_timeout: return "9";
 	}
 	return "true"; /* booleans */
 }

@@ -43,6 +43,7 @@ static void snap_full(struct metrics_snap *s)
 	s->failed = 1;
 	s->failures = 5;
 	s->node_losses = 1;
+	s->stalls = 2;
 	s->last_failure = 1500;
 	s->last_exit_code = 139;
 	s->stores[0].name = "rendezvous";
@@ -137,6 +138,7 @@ Test(metrics, render_full)
 	cr_assert(has_line(t, "crun_group_world_size 2"));
 	cr_assert(has_line(t, "crun_world_size 4"));
 	cr_assert(has_line(t, "crun_node_losses_total 1"));
+	cr_assert(has_line(t, "crun_stalls_total 2"));
 	cr_assert(has_line(t, "crun_worker_failures_total 5"));
 	cr_assert(has_line(t, "crun_last_failure_age_seconds 12.5"), "%s", t);
 	cr_assert(has_line(t, "crun_last_failure_exit_code 139"));
