@@ -75,9 +75,13 @@ static void on_hung(struct stall *s, const char *why, void *data)
 	(void)s;
 	if (a->state != A_RUNNING)
 		return;
-	if (a->multi)
-		rdzv_end_round(a->rdzv, RDZV_END_STALL, why);
-	else
+	if (a->multi) {
+		char text[200];
+
+		/* The end's reason names it for `crun status` and the logs. */
+		snprintf(text, sizeof(text), "stall: %s", why);
+		rdzv_end_round(a->rdzv, RDZV_END_STALL, text);
+	} else
 		agent__stall_stop(a, why);
 }
 
@@ -290,6 +294,8 @@ void agent__stall_stop(struct agent *a, const char *why)
 
 	if (a->state != A_RUNNING)
 		return;
+	if (strncmp(why, "stall: ", 7) == 0)
+		why += 7;
 	log_say("job hung: %s; taking every rank's stack", why);
 	events_emit(a->ev, "crun.job.hung", json_pack("{s:s}", "reason", why));
 	metrics_note_stall(a->metrics);

@@ -6,7 +6,7 @@
  * inside their worlds, ports in range, one address per node, fingerprint
  * values of the wire's character set, "assigned" counts in 0..max_nodes
  * (or -1, aborted), env-check lines of printable ASCII, the failure history
- * in round order, exclusions in range).
+ * in round order, exclusions in range, stall records of printable places).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 4:
 		if (rdzv_parse_end(data, size, &kind, text, sizeof(text), why,
 				   sizeof(why)) == 0 &&
-		    (strchr("FJDSX", kind) == NULL || kind == 0 ||
+		    (strchr("FJDSXH", kind) == NULL || kind == 0 ||
 		     strlen(text) >= sizeof(text)))
 			abort();
 		break;
@@ -101,10 +101,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		break;
 	}
-	case 7: { /* exclude_after's failure history and exclusions */
+	case 7: { /* exclude_after's failure history and exclusions; a
+		   node's stall record (agent/agent_stall.c) */
 		struct rdzv_fail f[RDZV_MAX_FAILS];
 		struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
+		static struct rdzv_stall_rank sr[64];
 		int n;
+
+		if (rdzv_parse_stall(data, size, addr, sizeof(addr), sr, 64, &n,
+				     why, sizeof(why)) == 0) {
+			if (n < 0 || n > 64 || !*addr)
+				abort();
+			for (int i = 0; i < n; i++) {
+				size_t wl = strlen(sr[i].where);
+
+				if (sr[i].rank < 0 || wl == 0 ||
+				    wl > RDZV_MAX_STALL_WHERE)
+					abort();
+				for (size_t c = 0; c < wl; c++)
+					if (sr[i].where[c] < 0x20 ||
+					    sr[i].where[c] == 0x7f)
+						abort();
+			}
+		}
 
 		if (rdzv_parse_fails(data, size, f, RDZV_MAX_FAILS, &n, why,
 				     sizeof(why)) == 0) {

@@ -174,6 +174,12 @@ Test(rdzv_records, master_and_end, .timeout = 10)
 	cr_assert_eq(rdzv_parse_end(S("S"), &kind, text, sizeof(text), why,
 				    sizeof(why)),
 		     0);
+	cr_assert_eq(rdzv_parse_end(S("H stall: nothing for 5 s"),
+				    &kind, text, sizeof(text), why,
+				    sizeof(why)),
+		     0);
+	cr_assert_eq(kind, 'H');
+	cr_assert_str_eq(text, "stall: nothing for 5 s");
 	cr_assert_eq(rdzv_parse_end(S("Q what"), &kind, text, sizeof(text),
 				    why, sizeof(why)),
 		     CRUN_EPROTO);
@@ -420,4 +426,75 @@ Test(rdzv_records, writer_descriptor_cut, .timeout = 10)
 	cr_assert_eq(rdzv_format_end(small, sizeof(small), 'F', "long reason"),
 		     sizeof(small) - 1);
 	cr_assert_str_eq(small, "F long ");
+}
+
+/* A node's stall record (agent/agent_stall.c): written, read back. */
+Test(rdzv_records, stall_roundtrip, .timeout = 10)
+{
+	struct rdzv_stall_rank in[2] = {{2, "all_reduce (train.py:41)"},
+					{3, "wait (train.py:37)"}};
+	struct rdzv_stall_rank out[4];
+	char buf[512], host[64], why[200];
+	size_t len;
+	int n = -1;
+
+	len = rdzv_format_stall(buf, sizeof(buf), "n2", in, 2);
+	cr_assert_str_eq(buf, "n2 2\n2 all_reduce (train.py:41)\n3 wait "
+			      "(train.py:37)");
+	cr_assert_eq(rdzv_parse_stall(buf, len, host, sizeof(host), out, 4,
+				      &n, why, sizeof(why)),
+		     0, "%s", why);
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(host, "n2");
+	cr_assert_eq(out[1].rank, 3);
+	cr_assert_str_eq(out[0].where, "all_reduce (train.py:41)");
+	cr_assert_str_eq(out[1].where, "wait (train.py:37)");
+	len = rdzv_format_stall(buf, sizeof(buf), "n1", in, 0);
+	cr_assert_eq(rdzv_parse_stall(buf, len, host, sizeof(host), out, 4,
+				      &n, why, sizeof(why)),
+		     0);
+	cr_assert_eq(n, 0);
+}
+
+Test(rdzv_records, stall_hostile, .timeout = 10)
+{
+	struct rdzv_stall_rank out[2];
+	char host[64], why[200], big[RDZV_MAX_LIST_RECORD + 8];
+	int n = 7;
+
+	cr_assert_eq(rdzv_parse_stall(S("n1 3\n0 a\n1 b\n2 c"), host,
+				      sizeof(host), out, 2, &n, why,
+				      sizeof(why)),
+		     CRUN_EPROTO, "more ranks than room");
+	cr_assert_eq(n, 0);
+	cr_assert_eq(rdzv_parse_stall(S("n1 2\n0 a"), host, sizeof(host), out,
+				      2, &n, why, sizeof(why)),
+		     CRUN_EPROTO, "fewer lines than said");
+	cr_assert_eq(rdzv_parse_stall(S("n1 1\n0 a\n1 b"), host,
+				      sizeof(host), out, 2, &n, why,
+				      sizeof(why)),
+		     CRUN_EPROTO, "trailing lines");
+	cr_assert_eq(rdzv_parse_stall(S("n1 1\n-1 a"), host, sizeof(host),
+				      out, 2, &n, why, sizeof(why)),
+		     CRUN_EPROTO, "a negative rank");
+	cr_assert_eq(rdzv_parse_stall(S("n1 1\n0 \033[2J"), host,
+				      sizeof(host), out, 2, &n, why,
+				      sizeof(why)),
+		     CRUN_EPROTO, "a control byte");
+	cr_assert(strstr(why, "control") != NULL, "%s", why);
+	cr_assert_eq(rdzv_parse_stall(S("n1 1\n0 "), host, sizeof(host), out,
+				      2, &n, why, sizeof(why)),
+		     CRUN_EPROTO, "an empty place");
+	memset(big, 'x', sizeof(big));
+	memcpy(big, "n1 1\n0 ", 7);
+	cr_assert_eq(rdzv_parse_stall(big, 7 + RDZV_MAX_STALL_WHERE + 1, host,
+				      sizeof(host), out, 2, &n, why,
+				      sizeof(why)),
+		     CRUN_EPROTO, "a place too long");
+	cr_assert_eq(rdzv_parse_stall(big, sizeof(big), host, sizeof(host),
+				      out, 2, &n, why, sizeof(why)),
+		     CRUN_EPROTO, "a record too long");
+	cr_assert_eq(rdzv_parse_stall("", 0, host, sizeof(host), out, 2, &n,
+				      why, sizeof(why)),
+		     CRUN_EPROTO);
 }
