@@ -43,6 +43,7 @@ rank = dist.get_rank()
 attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 stall_rank = int(os.environ.get("STALL_RANK", "-1"))
 busy_s = float(os.environ.get("STALL_BUSY", "0"))
+print(f"rank {rank}: attempt {attempt} running", flush=True)
 t = torch.ones(4)
 if busy_s > 0:
     if rank == 0:
