@@ -260,6 +260,12 @@ static json_t *status_json(const struct cmd_status *cs,
 		    "{s:i, s:s, s:s, s:i, s:s, s:i, s:b}", "index", n->index,
 		    "host", n->d.host, "addr", n->d.addr, "nproc", n->d.nproc,
 		    "role", n->d.role, "pid", n->d.pid, "done", n->done);
+
+		json_object_set_new(
+		    j, "progress_age",
+		    n->progress_ms >= 0
+			? json_real((double)n->progress_ms / 1000)
+			: json_null());
 		json_t *ranks = json_array();
 
 		if (n->group_rank >= 0) {
@@ -370,6 +376,12 @@ static void status_text(const struct cmd_status *cs,
 		printf("  %-5s %-20s %-16s %5d %-11s %s\n", g, n->d.host,
 		       n->d.addr, n->d.nproc, ranks, hb);
 	}
+	for (int i = 0; i < st->nnodes; i++)
+		if (st->nodes[i].progress_ms >= 0)
+			printf("%s group rank %d: last progress %.1f s ago "
+			       "(--stall_timeout)\n",
+			       st->nodes[i].d.host, st->nodes[i].group_rank,
+			       (double)st->nodes[i].progress_ms / 1000);
 	if (st->have_failure) {
 		const struct rdzv_failure *f = &st->failure;
 		char when[64], sig[48] = "";

@@ -322,8 +322,18 @@ static void on_done_marks(struct crun_rdzv_status *s)
 	double w = s->o.hb_wait;
 	int derived = w < 0;
 
-	for (int i = 0; i < s->st.nnodes; i++)
-		s->st.nodes[i].done = s->slots[i].present;
+	for (int i = 0; i < s->st.nnodes; i++) {
+		struct slot *p = &s->slots[2 * i + 1];
+		int64_t v;
+
+		s->st.nodes[i].done = s->slots[2 * i].present;
+		/* Only a well-formed age is shown; anyone can write it. */
+		s->st.nodes[i].progress_ms =
+		    p->present && rdzv_parse_int(p->v, p->len, 0, INT64_MAX, &v,
+						 NULL, 0) == 0
+			? v
+			: -1;
+	}
 	if (w < 0)
 		w = s->st.have_params
 			? 2.0 * s->st.params.keep_alive_ms / 1000 + 0.2
@@ -373,6 +383,7 @@ static void on_nodes(struct crun_rdzv_status *s)
 		nd->group_rank = -1;
 		nd->hb = -1;
 		nd->hb_age = -1;
+		nd->progress_ms = -1;
 		snprintf(k, sizeof(k), "r%d/node/%d", s->st.round, i + 1);
 		if (!d->present) {
 			if (running)
@@ -406,9 +417,11 @@ static void on_nodes(struct crun_rdzv_status *s)
 				 s->st.nodes[i].index);
 			return bad(s, k, "group ranks not 0..N-1 once each");
 		}
-	batch_begin(s, (size_t)kept, on_done_marks);
-	for (int g = 0; g < kept; g++)
-		peek(s, (size_t)g, "r%d/done/%d", s->st.round, g);
+	batch_begin(s, 2 * (size_t)kept, on_done_marks);
+	for (int g = 0; g < kept; g++) {
+		peek(s, 2 * (size_t)g, "r%d/done/%d", s->st.round, g);
+		peek(s, 2 * (size_t)g + 1, "r%d/progress/%d", s->st.round, g);
+	}
 	batch_end(s);
 }
 
@@ -463,6 +476,7 @@ static void on_forming(struct crun_rdzv_status *s)
 		nd->group_rank = -1;
 		nd->hb = -1;
 		nd->hb_age = -1;
+		nd->progress_ms = -1;
 		snprintf(k, sizeof(k), "r%d/node/%d", st->round, nd->index);
 		if (rdzv_parse_descr(d->v, d->len, st->max_nodes, &nd->d, why,
 				     sizeof(why)))

@@ -38,6 +38,9 @@ struct rdzv_status_node {
 	 * move; < 0: it did not move within the sampling window. */
 	double hb_age;
 	int done; /* its workers finished and it left */
+	/* --stall_timeout: ms since its ranks last progressed, as it last
+	 * wrote ("r<R>/progress/<g>"); -1: not written (detector off). */
+	int64_t progress_ms;
 };
 
 struct rdzv_status {

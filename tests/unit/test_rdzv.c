@@ -393,6 +393,45 @@ Test(rdzv, failure_restarts_then_exhausts, .timeout = 10)
 }
 
 /*
+ * A hang (--stall_timeout: the agent's "H" end) costs a restart as a
+ * failure does, and ends the job once the restarts are spent.
+ */
+Test(rdzv, stall_restarts_then_exhausts, .timeout = 10)
+{
+	world_init();
+	node_add(1, 2, 1, 2, 2);
+	node_add(2, 2, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	for (int round = 0; round < 2; round++) {
+		clear_ends();
+		cr_assert_eq(rdzv_end_round(W.n[1].r, RDZV_END_STALL,
+					    "stall: no rank progressed for 5 s"),
+			     0);
+		cr_assert(run_until(all_ends, 1000), "round %d: no end", round);
+		for (int i = 0; i < 2; i++) {
+			cr_assert_eq(W.n[i].end_kind, 'H', "%s: end %c",
+				     W.n[i].host, W.n[i].end_kind);
+			cr_assert_str_eq(W.n[i].end_why,
+					 "stall: no rank progressed for 5 s");
+		}
+		may_all(RDZV_END_STALL);
+		for (int i = 0; i < 2; i++) {
+			cr_assert_eq(W.n[i].may_ok, round == 0,
+				     "round %d, %s: may_restart %d", round,
+				     W.n[i].host, W.n[i].may_ok);
+			cr_assert_eq(rdzv_restarts(W.n[i].r), round + 1);
+		}
+		if (round == 1)
+			break;
+		for (int i = 0; i < 2; i++)
+			node_next(&W.n[i]);
+		cr_assert(run_until(all_rounds, 2000), "round 1 did not form");
+	}
+	world_close();
+}
+
+/*
  * Two workers fail on two nodes at the same moment: the round ends once,
  * and it costs one restart, not two ("only for the node whose end was
  * recorded first").
