@@ -91,3 +91,31 @@ for h in 1 2; do
 	expect_grep "3: h$h restarted" "re-forming the group: restart 1 of 1 after the job hung" "$T/h$h.out"
 	expect_grep "3: h$h ran generation 1" "generation 1" "$T/h$h.out"
 done
+
+# 4. the same on the etcd backend (two agents on loopback), where etcd is
+# installed
+. tests/integration/lib_etcd.sh
+if [ -x "$ETCD" ] && [ -x "$ETCDCTL" ]; then
+	etcd_cluster 1
+	for n in a b; do
+		STALL_RANK=3 "$CRUN" --nnodes=2 --nproc_per_node=2 --rdzv_backend=etcd \
+			--rdzv_endpoint="$ETCD_EP" --rdzv_id="stalletcd$$" \
+			--rdzv_conf=last_call_timeout=1,join_timeout=30 \
+			--stall_timeout=$S --max_restarts=1 "$W" >"$T/e$n.out" 2>&1 &
+		eval "pid_e$n=\$!"
+		at_exit "kill -KILL \$pid_e$n"
+	done
+	wait_for 60 sh -c "grep -q 'rank 3: skipping all_reduce' '$T/ea.out' '$T/eb.out'" ||
+		{ cat "$T/ea.out" "$T/eb.out" >&2; fail "4: rank 3 never blocked"; }
+	for n in a b; do
+		eval "p=\$pid_e$n"
+		wait_pid 90 "$p" "$T/e$n.out" || { cat "$T/e$n.out" >&2; fail "4: agent $n exited $?, want 0"; }
+		expect_grep "4: $n called it hung" "crun: job hung: no rank progressed for $S s" "$T/e$n.out"
+		expect_grep "4: $n restarted" "re-forming the group: restart 1 of 1 after the job hung" "$T/e$n.out"
+	done
+	cat "$T/ea.out" "$T/eb.out" >"$T/e.out"
+	expect_grep "4: one summary line" "crun: hang: .*rank 3 in [^;]*(stall_gloo.py:[0-9]*)" "$T/e.out"
+	note "4. etcd: the hang named, both nodes restarted"
+else
+	note "4. etcd: not installed, left out"
+fi
