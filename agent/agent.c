@@ -103,7 +103,8 @@ void agent__stop_group(struct agent *a, enum stop_reason why, int sig)
 			      : why == STOP_SIGNAL ? "signal"
 			      : why == STOP_STALL  ? "stall"
 						   : "round ended elsewhere",
-			      "signal", cfg_signame(sig)));
+			      /* 0: SIGTERM once the stacks are taken */
+			      "signal", cfg_signame(sig ? sig : SIGTERM)));
 	pool_stop(&a->pool, sig);
 }
 

@@ -172,7 +172,7 @@ static void on_records(int status, const struct crun_store_reply *rep,
 		if (read_records(h) == 0)
 			goto keep;
 	}
-	if (all == NULL || hosts == NULL || hp == NULL)
+	if (all == NULL || hosts == NULL || hp == NULL || h->a->state == A_DONE)
 		goto out;
 	for (int g = 0; g < nodes; g++) {
 		const struct crun_store_iov *v =
