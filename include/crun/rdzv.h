@@ -204,6 +204,11 @@ struct rdzv_opts {
 	 */
 	void (*on_exclusion)(void *data, const struct rdzv_exclusion *x,
 			     int readmitted, int self, const char *why);
+	/*
+	 * Optional: a `crun status --stacks` request (rdzv_stacks.h) for the
+	 * running round, once per nonce; answer with rdzv_stacks_put.
+	 */
+	void (*on_stacks)(void *data, const char *nonce);
 };
 
 /* What a round gives this node. */
