@@ -25,7 +25,8 @@ static int is_nonce(const char *s, size_t n)
 	if (n == 0 || n > RDZV_STACKS_MAX_NONCE)
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'f')))
 			return 0;
 	return 1;
 }
