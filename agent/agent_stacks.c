@@ -85,7 +85,7 @@ static void agent_stacks_on_done(struct stacks *s, void *data)
 	}
 	if (rc == 0 && a->rdzv != NULL &&
 	    rdzv_stacks_put(a->rdzv, as->nonce, ans.buf, ans.len) == 0)
-		log_msg(LOG_INFO, NULL,
+		log_msg(LOG_INFO, "crun",
 			"stacks of %d rank(s) taken for crun status --stacks",
 			as->n);
 	rdzv_stacks_answer_release(&ans);
