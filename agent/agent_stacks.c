@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "crun/err.h"
 #include "crun/pystack.h"
 #include "crun/rdzv_stacks.h"
 #include "stacks.h"
@@ -82,6 +83,13 @@ static void agent_stacks_on_done(struct stacks *s, void *data)
 			snprintf(where, sizeof(where), "?");
 		rc = rdzv_stacks_answer_add(&ans, as->ranks[i], taken, where,
 					    text, len, cap);
+	}
+	if (rc == CRUN_ETOOBIG) {
+		/* The ranks that fit are worth more than no answer. */
+		log_warn("the stacks of ranks past rank %d did not fit in "
+			 "one answer",
+			 as->ranks[ans.nranks > 0 ? ans.nranks - 1 : 0]);
+		rc = 0;
 	}
 	if (rc == 0 && a->rdzv != NULL &&
 	    rdzv_stacks_put(a->rdzv, as->nonce, ans.buf, ans.len) == 0)

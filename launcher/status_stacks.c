@@ -549,7 +549,7 @@ static void on_poll(int status, const struct crun_store_reply *rep, void *arg)
 			if (v->len == 0)
 				continue;
 			nd->got = 1;
-			if (v->len > RDZV_STACKS_MAX_ANSWER + 4096) {
+			if (v->len > RDZV_STACKS_MAX_ANSWER) {
 				nd->too_big = 1;
 				continue;
 			}

@@ -1,14 +1,7 @@
 /*
- * Stacks on demand over the rendezvous keys (see rdzv_stacks.h): the
- * request and answer records, and the agent's side of the exchange.
- *
- * Happy path on an agent: each heartbeat tick also peeks "stacks_req"; a
- * value naming this round with a nonce not seen before calls
- * rdzv_opts.on_stacks once, and the agent later writes its answer with
- * rdzv_stacks_put. Failure modes: the peek fails (ignored: the heartbeat's
- * own requests report a lost store), the value is garbage or names another
- * round (ignored), the round ends before the answer (rdzv_stacks_put
- * refuses; the reader names the node as not answering).
+ * The records of stacks on demand (see rdzv_stacks.h): the request and the
+ * answers, built and parsed with no I/O, so they are unit-tested and fuzzed
+ * alone. The agent's side of the exchange is rdzv_stacks_run.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +11,6 @@
 
 #include "crun/err.h"
 #include "crun/rdzv_stacks.h"
-#include "rdzv_internal.h"
 
 static int is_nonce(const char *s, size_t n)
 {
@@ -121,17 +113,17 @@ int rdzv_stacks_answer_add(struct rdzv_stacks_answer *a, int rank, int taken,
 			   size_t dump_cap)
 {
 	char head[96], cut[96] = "";
-	size_t wlen = where ? strlen(where) : 0, room, keep;
+	size_t wlen = where ? strlen(where) : 0, fixed, keep;
 	int h;
 
 	if (wlen > 512)
 		wlen = 512;
-	/* What is left of the answer, after this rank's header lines. */
-	room = RDZV_STACKS_MAX_ANSWER > a->len + 1024 + wlen
-		   ? RDZV_STACKS_MAX_ANSWER - a->len - 1024 - wlen
-		   : 0;
-	if (dump_cap > room)
-		dump_cap = room;
+	/* This rank's header, its where, its cut line and newlines. */
+	fixed = 32 + wlen + sizeof(cut) + 2;
+	if (a->len + fixed > RDZV_STACKS_MAX_ANSWER)
+		return CRUN_ETOOBIG;
+	if (dump_cap > RDZV_STACKS_MAX_ANSWER - a->len - fixed)
+		dump_cap = RDZV_STACKS_MAX_ANSWER - a->len - fixed;
 	keep = len;
 	if (keep > dump_cap) {
 		keep = dump_cap;
@@ -171,7 +163,7 @@ int rdzv_stacks_answer_parse(const char *v, size_t n,
 	size_t mlen = sizeof(answer_magic) - 1;
 	int k = 0;
 
-	if (n > RDZV_STACKS_MAX_ANSWER + 4096) {
+	if (n > RDZV_STACKS_MAX_ANSWER) {
 		snprintf(why, whylen, "%zu bytes, more than an answer's %d", n,
 			 RDZV_STACKS_MAX_ANSWER);
 		return -1;
@@ -219,51 +211,4 @@ int rdzv_stacks_answer_parse(const char *v, size_t n,
 bad:
 	snprintf(why, whylen, "rank entry %d does not parse", k + 1);
 	return -1;
-}
-
-/* ---- the agent's side ---- */
-
-static void on_stacks_req(int status, const struct crun_store_reply *rep,
-			  void *arg)
-{
-	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
-	char nonce[RDZV_STACKS_MAX_NONCE + 1];
-	int round;
-
-	if (r == NULL || status || rep == NULL || rep->nvalues != 1 ||
-	    r->o.on_stacks == NULL ||
-	    (r->state != R_RUNNING && r->state != R_FINISHING))
-		return;
-	if (rdzv_stacks_req_parse(rep->values[0].base, rep->values[0].len,
-				  nonce, sizeof(nonce), &round) ||
-	    round != r->round || strcmp(nonce, r->stacks_seen) == 0)
-		return;
-	snprintf(r->stacks_seen, sizeof(r->stacks_seen), "%s", nonce);
-	r->o.on_stacks(r->o.data, nonce);
-}
-
-void rdzv__stacks_poll(struct crun_rdzv *r)
-{
-	char k[KEYMAX];
-	const char *kp[1] = {k};
-	struct rdzv__op *o;
-
-	if (r->o.on_stacks == NULL)
-		return;
-	rdzv__key(r, k, "stacks_req");
-	o = rdzv__op_new(r, 0);
-	if (r->ops->peek(r->kv, kp, 1, on_stacks_req, o))
-		free(o);
-}
-
-int rdzv_stacks_put(struct crun_rdzv *r, const char *nonce, const char *v,
-		    size_t n)
-{
-	char k[KEYMAX];
-
-	if (!is_nonce(nonce, strlen(nonce)) || r->grank < 0 ||
-	    (r->state != R_RUNNING && r->state != R_FINISHING))
-		return CRUN_ECLOSED;
-	rdzv__key(r, k, "stacks/%s/%d", nonce, r->grank);
-	return r->ops->set(r->kv, k, v, n, NULL, NULL);
 }

@@ -59,8 +59,10 @@ struct rdzv_stacks_answer {
 int rdzv_stacks_answer_init(struct rdzv_stacks_answer *a);
 /**
  * Add a rank: where (one printable line: anything else becomes '?') and its
- * dump, cut to dump_cap bytes (and the answer's RDZV_STACKS_MAX_ANSWER)
- * with a line saying how much was cut. 0 or UV_ENOMEM.
+ * dump, cut at a line's end to dump_cap bytes (and to what is left of the
+ * answer's RDZV_STACKS_MAX_ANSWER) with a line saying how much was cut.
+ * Returns 0, CRUN_ETOOBIG when not even the rank's header fits any more
+ * (nothing added), or UV_ENOMEM.
  */
 int rdzv_stacks_answer_add(struct rdzv_stacks_answer *a, int rank, int taken,
 			   const char *where, const char *dump, size_t len,
