@@ -47,6 +47,7 @@ struct ss_node {
 /* One rank of an answer, sanitized. */
 struct ss_rank {
 	int rank, taken;
+	int grank; /* its node's */
 	const char *host;
 	char *where;
 	char *dump;
@@ -292,6 +293,7 @@ static void ss_parse(struct status_stacks *ss, struct ss_parsed *p)
 			r->rank = tmp[j].rank;
 			r->taken = tmp[j].taken;
 			r->host = nd->host;
+			r->grank = nd->grank;
 			r->where = clean(tmp[j].where, tmp[j].where_len);
 			r->dump = clean(tmp[j].dump, tmp[j].dump_len);
 			r->key = r->taken ? stack_key(r->dump) : strdup("");
@@ -372,7 +374,7 @@ static int answered(const struct status_stacks *ss, int *asked)
 	return n;
 }
 
-/* The ranks of one node that have no stack, on one line. */
+/* The ranks without a stack: one line for each node. */
 static void print_untaken(const struct ss_parsed *p, size_t ntaken)
 {
 	for (size_t i = ntaken; i < p->n; i++) {
@@ -380,15 +382,16 @@ static void print_untaken(const struct ss_parsed *p, size_t ntaken)
 		size_t j, n = 0;
 
 		for (j = ntaken; j < i; j++)
-			if (strcmp(p->ranks[j].host, r->host) == 0)
+			if (p->ranks[j].grank == r->grank)
 				break;
 		if (j < i)
-			continue; /* said with this host's first */
+			continue; /* said with this node's first */
 		for (j = i; j < p->n; j++)
-			n += strcmp(p->ranks[j].host, r->host) == 0;
-		printf("%s: no stack for %zu rank(s), e.g. rank %d: %.*s\n",
-		       r->host, n, r->rank, (int)strcspn(r->dump, "\n"),
-		       r->dump);
+			n += p->ranks[j].grank == r->grank;
+		printf("%s (group rank %d): no stack for %zu rank(s), e.g. "
+		       "rank %d: %.*s\n",
+		       r->host, r->grank, n, r->rank,
+		       (int)strcspn(r->dump, "\n"), r->dump);
 	}
 }
 
