@@ -76,7 +76,7 @@ static const char status_usage[] =
     "ended), 2 usage error, 3 the rendezvous could not be reached or read\n"
     "(an endpoint that does not answer within --timeout, an etcd that\n"
     "cannot be reached, a malformed record, a secret refused, the store\n"
-    "lost).\n";
+    "lost; --stacks: a node that did not answer, or answered garbage).\n";
 
 struct cmd_status {
 	uv_loop_t loop;
