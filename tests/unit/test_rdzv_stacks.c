@@ -1,14 +1,21 @@
 /*
  * The stacks request and answer records (rdzv_stacks.h): round trips, cuts
- * that keep within the bounds, and hostile values refused with one line.
+ * that keep within the bounds, and hostile values refused with one line;
+ * and the agents' side over the rendezvous fake (rdzv_fake.h): a request
+ * for the running round reaches every node once per nonce, through the
+ * heartbeat, and its answer lands under the node's group rank.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "crun/err.h"
+#include "crun/rdzv.h"
 #include "crun/rdzv_stacks.h"
+
+#include "rdzv_fake.h"
 
 Test(rdzv_stacks, request)
 {
@@ -161,4 +168,78 @@ Test(rdzv_stacks, answer_hostile)
 	memcpy(huge, "crun-stacks 1\n", 14);
 	expect_bad(huge, RDZV_STACKS_MAX_ANSWER + 1, "more than");
 	free(huge);
+}
+
+/* ---- the agents' side, over the fake ---- */
+
+static int asked[MAXNODES];
+static char last_nonce[MAXNODES][RDZV_STACKS_MAX_NONCE + 1];
+
+/* rdzv_opts.on_stacks: answer at once with the node's host name. */
+static void on_stacks(void *data, const char *nonce)
+{
+	struct node *n = data;
+	int i = (int)(n - W.n);
+
+	asked[i]++;
+	snprintf(last_nonce[i], sizeof(last_nonce[i]), "%s", nonce);
+	cr_assert_eq(rdzv_stacks_put(n->r, nonce, n->host, strlen(n->host)),
+		     0);
+}
+
+static int both_asked_once(void)
+{
+	return asked[0] == 1 && asked[1] == 1;
+}
+
+static int both_asked_twice(void)
+{
+	return asked[0] == 2 && asked[1] == 2;
+}
+
+static void request(const char *v)
+{
+	fkv_put(&W.kv, "crun/job1/stacks_req", v, strlen(v));
+}
+
+Test(rdzv_stacks, agents_answer_once_per_nonce, .timeout = 10)
+{
+	const char *a0, *a1;
+
+	memset(asked, 0, sizeof(asked));
+	world_init();
+	for (int i = 0; i < 2; i++)
+		node_add(i + 1, 1, i == 0, 2, 2)->o.on_stacks = on_stacks;
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	run_for(100);
+	cr_expect_eq(asked[0] + asked[1], 0, "asked before any request");
+	/* Another round's request, and garbage: nobody acts. */
+	request("abc 1");
+	run_for(200);
+	request("ABC 0");
+	run_for(200);
+	request("abc");
+	run_for(200);
+	cr_expect_eq(asked[0] + asked[1], 0, "a request not for this round");
+	/* This round's: every node once, even over many heartbeats. */
+	request("abc 0");
+	cr_assert(run_until(both_asked_once, 1000), "asked %d, %d", asked[0],
+		  asked[1]);
+	run_for(300);
+	cr_expect(both_asked_once(), "asked again: %d, %d", asked[0], asked[1]);
+	cr_expect_str_eq(last_nonce[0], "abc");
+	a0 = fkv_get(&W.kv, "crun/job1/stacks/abc/0");
+	a1 = fkv_get(&W.kv, "crun/job1/stacks/abc/1");
+	cr_assert(a0 != NULL && a1 != NULL, "answers missing");
+	cr_expect_str_eq(a0, W.n[0].res.ranks.group_rank == 0 ? "n1" : "n2");
+	cr_expect_str_eq(a1, W.n[0].res.ranks.group_rank == 0 ? "n2" : "n1");
+	/* A new nonce: asked again. */
+	request("d0d0 0");
+	cr_assert(run_until(both_asked_twice, 1000));
+	cr_expect_str_eq(last_nonce[1], "d0d0");
+	/* A nonce that is not one never becomes a key. */
+	cr_expect_eq(rdzv_stacks_put(W.n[0].r, "../x", "v", 1), CRUN_ECLOSED);
+	cr_expect_eq(rdzv_stacks_put(W.n[0].r, "", "v", 1), CRUN_ECLOSED);
+	world_close();
 }
