@@ -6,7 +6,8 @@
 # distinct stack once), as --json too; asked again, a new request is
 # answered again; hostile requests in the store (garbage, a huge value)
 # leave the agents unmoved; a node that does not answer in time is named;
-# agents without py-spy say so in one line each; the etcd backend the same.
+# forged answers (garbage, too large) are one line naming the node; agents
+# without py-spy say so in one line each; the etcd backend the same.
 # Nothing is stopped: the workers keep their pids, the job finishes 0 in
 # generation 0.
 . tests/integration/lib.sh
@@ -101,11 +102,18 @@ expect_eq "stk: json none missing" "$(j "(j['not_answered'], j['errors'])")" "([
 # 2. Hostile requests in the store: garbage and 120 kB (argv's bound). The agents ignore
 #    them and still answer the next real request.
 note "2. hostile stacks requests"
+# hb: the nodes' heartbeat counters, summed (each heartbeat also reads the
+# request).
+hb() { st --json --hb_wait=0 && j "sum(n['heartbeat'] or 0 for n in j['nodes'])"; }
+# beats N: wait until every node has beaten N times more than at $HB0.
+beats() { _h=$(hb) && [ "$_h" -ge $((HB0 + 2 * $1)) ]; }
 $RAW 127.0.0.1 "${EP#*:}" set "crun/$JOB/stacks_req" "zz;rm -rf 0" >/dev/null || fail "cannot forge a request"
-sleep 1 # heartbeats (every 0.3 s) read it
+HB0=$(hb)
+wait_for 10 beats 3 || fail "no heartbeats after a garbage request"
 $RAW 127.0.0.1 "${EP#*:}" set "crun/$JOB/stacks_req" "$("$PYTHON" -c 'print("a" * 120000 + " 0")')" >/dev/null ||
 	fail "cannot forge a huge request"
-sleep 1
+HB0=$(hb)
+wait_for 10 beats 3 || fail "no heartbeats after a huge request"
 for p in $pid_a $pid_b; do kill -0 "$p" 2>/dev/null || fail "an agent died of a hostile request"; done
 st --stacks
 expect_eq "stk: after hostile requests, exit status" "$RC" 0
@@ -129,6 +137,30 @@ expect_eq "stk: one node silent, first line" "$(sed -n 1p "$T/st.out")" \
 expect_grep "stk: one node silent, named" "^crun status: $H (group rank 1) did not answer within 2.0 s$" "$T/st.err"
 expect_eq "stk: the other's answer" "$(sed -n 2p "$T/st.out")" \
 	"rank 0 in barrier (stacks_sleep.py:$LB) on $H; rank 1 in straggle (stacks_sleep.py:$LS) on $H"
+
+# 4b. While b is stopped, a forger answers for it (group rank 1): garbage,
+#     then more than an answer may hold. One line each names the node; the
+#     real node's answer is printed all the same.
+for kind in garbage huge; do
+	kill -STOP "$pid_b"
+	rm -f "$T/forge.ready"
+	"$PYTHON" "$TOP/tests/integration/py/stacks_forge.py" 127.0.0.1 "${EP#*:}" "$JOB" 1 $kind "$T/forge.ready" &
+	fpid=$!
+	wait_for 10 test -e "$T/forge.ready" || fail "the forger never started"
+	st --stacks --stacks_wait=5
+	wait "$fpid"
+	frc=$?
+	kill -CONT "$pid_b"
+	expect_eq "stk: $kind forged" "$frc" 0
+	expect_eq "stk: $kind answer, exit status" "$RC" 3
+	case $kind in
+	garbage) want="malformed stacks answer: not a stacks answer" ;;
+	huge) want="malformed stacks answer: larger than an answer may be" ;;
+	esac
+	expect_eq "stk: $kind answer, one line" "$(cat "$T/st.err")" "crun status: $H (group rank 1): $want"
+	expect_eq "stk: $kind answer, the other's" "$(sed -n 2p "$T/st.out")" \
+		"rank 0 in barrier (stacks_sleep.py:$LB) on $H; rank 1 in straggle (stacks_sleep.py:$LS) on $H"
+done
 finish
 
 # 5. No py-spy on the agents' PATH (nor beside the workers' interpreter):
