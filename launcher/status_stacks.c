@@ -544,6 +544,14 @@ static void on_poll(int status, const struct crun_store_reply *rep, void *arg)
 	struct status_stacks *ss = q->ss;
 
 	ss->polling = 0;
+	if (status != 0 && !ss->reported) {
+		/* The store is gone or refuses: say so, print what came. */
+		fprintf(stderr, "crun status: reading the stacks answers: %s\n",
+			crun_strerror(status));
+		ss->rc = 3;
+		free(q);
+		return ss_report(ss);
+	}
 	if (status == 0 && !ss->reported && rep->nvalues == (size_t)q->n) {
 		for (int i = 0; i < q->n; i++) {
 			struct ss_node *nd = &ss->nodes[q->idx[i]];
