@@ -66,7 +66,7 @@ static void agent_stacks_on_done(struct stacks *s, void *data)
 	struct agent *a = as->a;
 	struct rdzv_stacks_answer ans;
 	size_t cap = RDZV_STACKS_MAX_DUMP;
-	int rc = 0;
+	int rc = 0, ntaken = 0;
 
 	if (as->n > 0 && (RDZV_STACKS_MAX_ANSWER / 2) / (size_t)as->n < cap)
 		cap = (RDZV_STACKS_MAX_ANSWER / 2) / (size_t)as->n;
@@ -83,6 +83,7 @@ static void agent_stacks_on_done(struct stacks *s, void *data)
 			snprintf(where, sizeof(where), "?");
 		rc = rdzv_stacks_answer_add(&ans, as->ranks[i], taken, where,
 					    text, len, cap);
+		ntaken += taken && rc == 0;
 	}
 	if (rc == CRUN_ETOOBIG) {
 		/* The ranks that fit are worth more than no answer. */
@@ -94,8 +95,9 @@ static void agent_stacks_on_done(struct stacks *s, void *data)
 	if (rc == 0 && a->rdzv != NULL &&
 	    rdzv_stacks_put(a->rdzv, as->nonce, ans.buf, ans.len) == 0)
 		log_msg(LOG_INFO, "crun",
-			"stacks of %d rank(s) taken for crun status --stacks",
-			as->n);
+			"crun status --stacks: the live stacks of %d of %d "
+			"rank(s) sent",
+			ntaken, as->n);
 	rdzv_stacks_answer_release(&ans);
 out:
 	/* Freed from within its callback, which stacks.h allows. */
