@@ -12,6 +12,7 @@
  *                  console as log.h's sink
  *   agent_stall.c  a hung job (--stall_timeout): named, its stacks taken,
  *                  its round ended
+ *   agent_stacks.c `crun status --stacks`: this node's live stacks, answered
  *
  * The leaves, each with its own header and prefix, called downward only
  * and reporting back through the callbacks they were created with:
@@ -46,6 +47,7 @@
 #include "envcheck.h"
 #include "pool.h"
 
+struct agent_stacks;
 struct console;
 struct events;
 struct filetimer;
@@ -126,6 +128,7 @@ struct agent {
 	int logs_ready;
 	double started;
 	struct crun_binding_plan *binding; /* NULL: workers inherit ours */
+	struct agent_stacks *stacks; /* a `crun status --stacks` being taken */
 };
 
 /* agent.c */
@@ -163,6 +166,12 @@ void agent__stall_close(struct agent *a);
 /* agent_store.c */
 /** rdzv_opts.start_master: the workers' store of round (or a free port). */
 int agent__start_master(void *data, int round, int *port);
+
+/* agent_stacks.c */
+/** rdzv_opts.on_stacks: take this node's live stacks and answer. */
+void agent__on_stacks(void *data, const char *nonce);
+/** Abandon the stacks being taken (their answer is never written). */
+void agent__stacks_close(struct agent *a);
 
 /* agent_logs.c */
 /** log.h's sink while the agent runs: every line, on the console. */

@@ -3,7 +3,10 @@
  * a dump, as a worker or another machine could send it; its label, found
  * for a script named by the input's first line, must be NUL-terminated
  * printable ASCII within the buffer, and feeding the labels of the dump's
- * prefixes to pystack_summary must give a bounded line too.
+ * prefixes to pystack_summary must give a bounded line too. The same bytes
+ * are read as a stacks answer and request (rdzv_stacks.h), as `crun status
+ * --stacks` and the agents read them from the store: every rank parsed
+ * must lie within the input.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 
 #include "crun/err.h"
 #include "crun/pystack.h"
+#include "crun/rdzv_stacks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -54,5 +58,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (pystack_summary(r, FUZZ_RANKS, line, sizeof(line)) != 0)
 		abort();
 	check_text(line, sizeof(line));
+	{
+		struct rdzv_stacks_rank sr[16];
+		char why[128], nonce[RDZV_STACKS_MAX_NONCE + 1];
+		int n = rdzv_stacks_answer_parse(dump, size, sr, 16, why,
+						 sizeof(why)),
+		    round;
+
+		if (n < 0 && (why[0] == '\0' || strchr(why, '\n')))
+			abort();
+		for (int i = 0; i < n; i++)
+			if (sr[i].where < dump || sr[i].dump < dump ||
+			    sr[i].where + sr[i].where_len > dump + size ||
+			    sr[i].dump + sr[i].dump_len > dump + size ||
+			    memchr(sr[i].where, '\n', sr[i].where_len))
+				abort();
+		if (rdzv_stacks_req_parse(dump, size, nonce, sizeof(nonce),
+					  &round) == 0 &&
+		    (strlen(nonce) == 0 || round < 0))
+			abort();
+	}
 	return 0;
 }
