@@ -116,6 +116,7 @@ struct agent {
 	/* The workers' store of the current round (agent store mode). */
 	struct crun_store_server *wstore;
 	struct crun_peers *peers; /* who may reach it (store_allow=round) */
+	int store_survivors; /* pool.survivors when it was started */
 	int logs_ready;
 	double started;
 	struct crun_binding_plan *binding; /* NULL: workers inherit ours */

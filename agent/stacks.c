@@ -46,7 +46,8 @@ struct stacks_one {
 	pid_t pid;
 	int python;
 	enum one_state st;
-	int taken; /* text is a stack, not a why */
+	int taken;	    /* text is a stack, not a why */
+	const char *source; /* how it was taken */
 	char *text;
 	size_t len;
 	char *buf; /* py-spy's output so far */
@@ -242,6 +243,7 @@ static void one_from_proc(struct stacks_one *o)
 	free(kstack);
 	o->text = text;
 	o->taken = 1;
+	o->source = "/proc";
 out:
 	if (o->text == NULL)
 		o->text = strdup("");
@@ -393,6 +395,7 @@ static void one_spy_end(struct stacks_one *o)
 		o->buf = NULL;
 		o->blen = 0;
 		o->taken = 1;
+		o->source = "py-spy";
 		if (o->cut) {
 			static const char cut[] = "... (cut)\n";
 
@@ -708,6 +711,7 @@ void stacks_exited(struct stacks *s, size_t i, const char *tail, size_t len)
 			o->text[k] = '\0';
 			o->len = k;
 			o->taken = 1;
+			o->source = "faulthandler";
 		} else {
 			one_why(o, "pid %d: out of memory", (int)o->pid);
 		}
@@ -727,6 +731,11 @@ const char *stacks_text(const struct stacks *s, size_t i, size_t *len)
 int stacks_taken(const struct stacks *s, size_t i)
 {
 	return i < s->n && s->one[i].taken;
+}
+
+const char *stacks_source(const struct stacks *s, size_t i)
+{
+	return i < s->n && s->one[i].taken ? s->one[i].source : NULL;
 }
 
 void stacks_free(struct stacks *s)

@@ -68,6 +68,13 @@ const char *stacks_text(const struct stacks *s, size_t i, size_t *len);
 int stacks_taken(const struct stacks *s, size_t i);
 
 /**
+ * How p[i]'s stack was taken: "py-spy", "faulthandler" (the text is what
+ * the process wrote to its own stderr: its owner has shown it already) or
+ * "/proc"; NULL when the text is a why. After cb.
+ */
+const char *stacks_source(const struct stacks *s, size_t i);
+
+/**
  * Release s (also before cb: pending dumps are abandoned and cb never
  * runs; also from within cb). Its py-spy children are killed and s is freed
  * once their handles are closed.
