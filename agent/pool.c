@@ -34,8 +34,14 @@ static void pool_on_worker_exit(struct worker *w, void *data)
 		/* faulthandler's dump, if it was asked for one, is there. */
 		char *end = worker_stderr_end(w, POOL_DUMP_LINES);
 
-		stacks_exited(p->stacks, (size_t)p->stack_of[w->local_rank],
-			      end, end ? strlen(end) : 0);
+		/* Its SIGABRT was how the kill took its stack: it died of
+		 * the SIGKILL crun was sending (137, as without stacks). */
+		if (stacks_exited(p->stacks, (size_t)p->stack_of[w->local_rank],
+				  end, end ? strlen(end) : 0) &&
+		    w->signal == SIGABRT) {
+			w->signal = SIGKILL;
+			w->status = 128 + SIGKILL;
+		}
 		free(end);
 	}
 	p->on_exit(p, w, p->data);

@@ -226,6 +226,18 @@ static int is_python(const char *prog)
 	       strspn(base + 6, "0123456789.") == strlen(base + 6);
 }
 
+/*
+ * A Python worker's environment: faulthandler on, so that before a kill it
+ * dumps every thread at SIGABRT (stacks.c); the user's setting, even an
+ * empty one, stands.
+ */
+static int python_env(struct crun_env *env)
+{
+	if (env_get(env, "PYTHONFAULTHANDLER") != NULL)
+		return 0;
+	return env_set(env, "PYTHONFAULTHANDLER", "1");
+}
+
 static void free_argv(char **argv)
 {
 	for (int i = 0; argv && argv[i]; i++)
@@ -524,10 +536,7 @@ int worker_start(struct worker *w, const struct worker_ctx *wc, int local_rank,
 		goto fail;
 	}
 	w->python = cfg->python != NULL || is_python(argv[0]);
-	/* faulthandler dumps every thread at SIGABRT, before a kill
-	 * (stacks.c); the user's setting, even empty, stands. */
-	if (w->python && env_get(&env, "PYTHONFAULTHANDLER") == NULL &&
-	    (rc = env_set(&env, "PYTHONFAULTHANDLER", "1")))
+	if (w->python && (rc = python_env(&env)))
 		goto fail;
 	memset(&po, 0, sizeof(po));
 	po.argv = argv;
