@@ -153,6 +153,11 @@ void pool_fail(struct pool *p, int n)
 	pool_start_failed(p, 0);
 }
 
+static int pool_rank(const struct pool *p, const struct worker *w)
+{
+	return p->base_rank + w->local_rank;
+}
+
 /* Whoever is still there POOL_STUCK_MS after SIGKILL cannot be killed. */
 static void pool_on_stuck_timer(uv_timer_t *t)
 {
@@ -164,8 +169,8 @@ static void pool_on_stuck_timer(uv_timer_t *t)
 
 		if (w->proc == NULL || w->exited || !p->killed[i])
 			continue;
-		stacks_describe_unkillable((p->base_rank + w->local_rank),
-					   w->pid, line, sizeof(line));
+		stacks_describe_unkillable(pool_rank(p, w), w->pid, line,
+					   sizeof(line));
 		log_say("%s: giving up on it (the round ends without it)",
 			line);
 		p->survivors++;
@@ -173,11 +178,10 @@ static void pool_on_stuck_timer(uv_timer_t *t)
 	}
 }
 
+/* SIGKILL was sent: every worker it was sent to gets POOL_STUCK_MS. */
 static void pool_armed_kill(struct pool *p)
 {
-	if (!uv_is_active((uv_handle_t *)&p->stuck_timer))
-		uv_timer_start(&p->stuck_timer, pool_on_stuck_timer,
-			       POOL_STUCK_MS, 0);
+	uv_timer_start(&p->stuck_timer, pool_on_stuck_timer, POOL_STUCK_MS, 0);
 }
 
 void pool_signal(struct pool *p, int sig)
@@ -222,24 +226,23 @@ static void pool_show_stack(struct pool *p, struct worker *w, size_t k)
 	free(w->stacks);
 	w->stacks = strdup(text);
 	if (src == NULL) {
-		log_say("no stack of rank %d: %s",
-			(p->base_rank + w->local_rank), text);
+		log_say("no stack of rank %d: %s", pool_rank(p, w), text);
 		return;
 	}
 	log_say("stack of rank %d (pid %d) before SIGKILL, from %s%s",
-		(p->base_rank + w->local_rank), (int)w->pid, src,
+		pool_rank(p, w), (int)w->pid, src,
 		strcmp(src, "faulthandler") == 0 ? " (above, on its stderr)"
 						 : ":");
 	if (strcmp(src, "faulthandler") == 0)
 		return;
 	n = snprintf(head, sizeof(head), "--- stack of rank %d (pid %d), %s\n",
-		     (p->base_rank + w->local_rank), (int)w->pid, src);
+		     pool_rank(p, w), (int)w->pid, src);
 	worker_inject(w, head, (size_t)n);
 	worker_inject(w, text, len);
 	if (len > 0 && text[len - 1] != '\n')
 		worker_inject(w, "\n", 1);
 	n = snprintf(head, sizeof(head), "--- end of stack of rank %d\n",
-		     (p->base_rank + w->local_rank));
+		     pool_rank(p, w));
 	worker_inject(w, head, (size_t)n);
 }
 

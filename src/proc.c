@@ -184,6 +184,19 @@ static void procs_on_close(uv_handle_t *h)
 {
 	struct crun_procs *r = h->data;
 
+	/* Nobody holds an abandoned proc any more: forget it. */
+	for (struct crun_proc **pp = &r->head; *pp;) {
+		struct crun_proc *p = *pp;
+
+		if (!p->abandoned) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		munmap(p->sh, sizeof(*p->sh));
+		free(p);
+	}
+
 	if (r->close_cb)
 		r->close_cb(r->close_arg);
 	free(r);
