@@ -18,6 +18,7 @@
  *   worker.c   one worker: argv, environment, spawn, where its output goes
  *   stream.c   one output stream: pipe, tee file, console lines, tail
  *   group.c    a worker's process group after the worker exited
+ *   stacks.c   workers' stacks before a kill (py-spy, faulthandler, /proc)
  *   initdiag.c which ranks do not reach the workers' store, and why
  *   envcheck.c this node's environment fingerprint (--env_check)
  *   metrics.c, events.c, filetimer.c, console.c, netcheck.c, nofile.c
