@@ -10,6 +10,7 @@
  *   agent_store.c  the workers' store of a round (its port, who may reach it)
  *   agent_logs.c   log directories, failure reports, the error file and the
  *                  console as log.h's sink
+ *   agent_stacks.c `crun status --stacks`: this node's live stacks, answered
  *
  * The leaves, each with its own header and prefix, called downward only
  * and reporting back through the callbacks they were created with:
@@ -44,6 +45,7 @@
 #include "envcheck.h"
 #include "pool.h"
 
+struct agent_stacks;
 struct console;
 struct events;
 struct filetimer;
@@ -121,6 +123,7 @@ struct agent {
 	int logs_ready;
 	double started;
 	struct crun_binding_plan *binding; /* NULL: workers inherit ours */
+	struct agent_stacks *stacks; /* a `crun status --stacks` being taken */
 };
 
 /* agent.c */
@@ -145,6 +148,12 @@ char *agent__run_id(const char *host);
 /* agent_store.c */
 /** rdzv_opts.start_master: the workers' store of round (or a free port). */
 int agent__start_master(void *data, int round, int *port);
+
+/* agent_stacks.c */
+/** rdzv_opts.on_stacks: take this node's live stacks and answer. */
+void agent__on_stacks(void *data, const char *nonce);
+/** Abandon the stacks being taken (their answer is never written). */
+void agent__stacks_close(struct agent *a);
 
 /* agent_logs.c */
 /** log.h's sink while the agent runs: every line, on the console. */

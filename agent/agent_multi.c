@@ -275,6 +275,7 @@ void agent__close_backend(struct agent *a)
 {
 	/* The rendezvous first: the store's pending replies then find it done.
 	 */
+	agent__stacks_close(a);
 	if (a->rdzv) {
 		envcheck_attach(&a->ec, NULL);
 		rdzv_free(a->rdzv);
@@ -371,6 +372,7 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 	o.exclude_after = cfg->rdzv.exclude_after;
 	o.exclude_for = cfg->rdzv.exclude_for;
 	o.on_exclusion = agent_on_exclusion;
+	o.on_stacks = agent__on_stacks;
 	if (a->re) {
 		/*
 		 * Node loss shows as lease expiry; missed heartbeat replies

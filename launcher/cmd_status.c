@@ -33,6 +33,7 @@
 #include "crun/rdzv_status.h"
 #include "crun/rdzv_store.h"
 #include "launcher.h"
+#include "status_stacks.h"
 
 static const char status_usage[] =
     "usage: crun status --rdzv_endpoint=H[:P] [--rdzv_id=ID] [options]\n"
@@ -63,6 +64,11 @@ static const char status_usage[] =
     "                         wait)\n"
     "  --max_nodes=N          refuse a job announcing more nodes than N\n"
     "                         (default 1048576)\n"
+    "  --stacks               instead, ask every node for its ranks' live\n"
+    "                         Python stacks (py-spy on the nodes; nothing\n"
+    "                         is stopped) and print them grouped\n"
+    "  --stacks_wait=S        wait at most S seconds for the nodes'\n"
+    "                         answers (default 30)\n"
     "  -h, --help             show this help\n"
     "\n"
     "Exit status: 0 the job runs (or re-forms to restart), 1 no such job\n"
@@ -70,7 +76,7 @@ static const char status_usage[] =
     "ended), 2 usage error, 3 the rendezvous could not be reached or read\n"
     "(an endpoint that does not answer within --timeout, an etcd that\n"
     "cannot be reached, a malformed record, a secret refused, the store\n"
-    "lost).\n";
+    "lost; --stacks: a node that did not answer, or answered garbage).\n";
 
 struct cmd_status {
 	uv_loop_t loop;
@@ -84,6 +90,11 @@ struct cmd_status {
 	struct crun_rdzv_status *st;
 	int rc;
 	int closing;
+	int stacks;	    /* --stacks */
+	double stacks_wait; /* --stacks_wait */
+	const struct rdzv_kv_ops *ops;
+	void *kv;
+	struct status_stacks *ss;
 };
 
 static int status_usage_error(const char *fmt, ...)
@@ -125,6 +136,8 @@ static void status_free_reader(struct cmd_status *cs)
 	if (cs->st != NULL)
 		rdzv_status_free(cs->st);
 	cs->st = NULL;
+	status_stacks_free(cs->ss);
+	cs->ss = NULL;
 }
 
 static void on_rs_closed(void *data)
@@ -396,6 +409,33 @@ static void status_text(const struct cmd_status *cs,
 	}
 }
 
+static void on_stacks_done(struct status_stacks *ss, int rc, void *data)
+{
+	(void)ss;
+	status_close(data, rc);
+}
+
+/* --stacks: the round is known, ask its nodes. */
+static void status_stacks(struct cmd_status *cs, const struct rdzv_status *st)
+{
+	int rc;
+
+	if (st->state != RDZV_STATUS_RUNNING) {
+		fprintf(stderr,
+			"crun status: job '%s' runs no round now (%s): no "
+			"stacks to take\n",
+			st->run_id, rdzv_status_state_name(st->state));
+		return status_close(cs, 1);
+	}
+	rc = status_stacks_run(&cs->loop, cs->ops, cs->kv, st, cs->json,
+			       cs->stacks_wait, on_stacks_done, cs, &cs->ss);
+	if (rc) {
+		fprintf(stderr, "crun status: cannot ask for stacks: %s\n",
+			crun_strerror(rc));
+		status_close(cs, 3);
+	}
+}
+
 static void on_status(struct crun_rdzv_status *s, int status,
 		      const struct rdzv_status *st, const char *errmsg,
 		      void *data)
@@ -412,6 +452,8 @@ static void on_status(struct crun_rdzv_status *s, int status,
 		fprintf(stderr, "crun status: %s\n", errmsg);
 		return status_close(cs, 3);
 	}
+	if (cs->stacks)
+		return status_stacks(cs, st);
 	if (cs->json) {
 		json_t *j = status_json(cs, st);
 
@@ -432,8 +474,12 @@ static void on_status(struct crun_rdzv_status *s, int status,
 static void start_read(struct cmd_status *cs, const struct rdzv_kv_ops *ops,
 		       void *kv)
 {
-	int rc = rdzv_status_read(&cs->loop, ops, kv, &cs->so, on_status, cs,
-				  &cs->st);
+	int rc;
+
+	cs->ops = ops;
+	cs->kv = kv;
+	rc = rdzv_status_read(&cs->loop, ops, kv, &cs->so, on_status, cs,
+			      &cs->st);
 
 	if (rc) {
 		fprintf(stderr, "crun status: cannot read: %s\n",
@@ -522,6 +568,9 @@ static int status_parse_args(int argc, char **argv, struct status_args *sa,
 	    {"hb-wait", required_argument, NULL, 'w'},
 	    {"max_nodes", required_argument, NULL, 'n'},
 	    {"max-nodes", required_argument, NULL, 'n'},
+	    {"stacks", no_argument, NULL, 'S'},
+	    {"stacks_wait", required_argument, NULL, 'W'},
+	    {"stacks-wait", required_argument, NULL, 'W'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -580,6 +629,17 @@ static int status_parse_args(int argc, char **argv, struct status_args *sa,
 				    "1..1048576",
 				    optarg);
 			break;
+		case 'S':
+			cs->stacks = 1;
+			break;
+		case 'W':
+			if (parse_secs(optarg, 3600, &cs->stacks_wait) ||
+			    cs->stacks_wait <= 0)
+				return status_usage_error(
+				    "invalid --stacks_wait \"%s\": seconds in "
+				    "(0, 3600]",
+				    optarg);
+			break;
 		case ':':
 			return status_usage_error("option \"%s\" needs a value",
 						  argv[optind - 1]);
@@ -616,6 +676,7 @@ int cmd_status_main(int argc, char **argv)
 	sa.timeout = 5;
 	sa.hb_wait = -1;
 	sa.max_nodes = 1 << 20;
+	cs.stacks_wait = 30;
 	rc = status_parse_args(argc, argv, &sa, &cs);
 	if (rc >= 0)
 		return rc;
@@ -674,6 +735,9 @@ int cmd_status_main(int argc, char **argv)
 	cs.backend = backend;
 	cs.so.run_id = run_id;
 	cs.so.max_nodes = (int)max_nodes;
+	/* --stacks shows no heartbeat ages: do not wait to sample them. */
+	if (cs.stacks && hb_wait < 0)
+		hb_wait = 0;
 	cs.so.hb_wait = hb_wait;
 	uv_loop_init(&cs.loop);
 	uv_timer_init(&cs.loop, &cs.deadline);
@@ -681,6 +745,8 @@ int cmd_status_main(int argc, char **argv)
 	/* Connect and reads (timeout), sampling (hb_wait, or at most its
 	 * default window), and a second. */
 	d = hb_wait >= 0 ? hb_wait : RDZV_STATUS_DEFAULT_HB_WAIT_MAX;
+	if (cs.stacks)
+		d += cs.stacks_wait;
 	uv_timer_set_repeat(&cs.deadline,
 			    (uint64_t)(1000 * (2 * timeout + d + 1)));
 	uv_timer_start(&cs.deadline, on_deadline,

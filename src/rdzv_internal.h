@@ -22,6 +22,7 @@
 #include "crun/fingerprint.h"
 #include "crun/rdzv.h"
 #include "crun/rdzv_records.h"
+#include "crun/rdzv_stacks.h"
 
 /* An expected value no real key holds: CAS with it reads without writing. */
 #define PEEK "\001crun-peek"
@@ -129,6 +130,8 @@ struct crun_rdzv {
 		char addr[RDZV_MAX_FIELD - RDZV_MAX_ID];
 		char id[RDZV_MAX_ID + 1];
 	} excl;
+	/* The last stacks request acted on (rdzv_stacks.c). */
+	char stacks_seen[RDZV_STACKS_MAX_NONCE + 1];
 };
 
 /* One request in flight: the round it belongs to, and a step-specific int. */
@@ -205,6 +208,8 @@ void rdzv__on_node_end(int status, const struct crun_store_reply *rep,
 void rdzv__start_running(struct crun_rdzv *r);
 /* The store host saw a client vanish while it waited on key k. */
 void rdzv__on_vanish(void *arg, const char *k, size_t klen);
+/* rdzv_stacks.c: peek the stacks request (with each heartbeat). */
+void rdzv__stacks_poll(struct crun_rdzv *r);
 
 /* --- rdzv_end.c -------------------------------------------------------- */
 

@@ -193,6 +193,7 @@ static void on_hb_tick(uv_timer_t *t)
 	rdzv__key(r, k1, "r%d/hb/%d", r->round, r->grank);
 	if (r->ops->add(r->kv, k1, 1, NULL, NULL))
 		return rdzv__store_error(r, CRUN_ECLOSED);
+	rdzv__stacks_poll(r);
 	if (r->hb.succ == r->grank)
 		return; /* everyone else finished */
 	rdzv__key(r, k2, "r%d/hb/%d", r->round, r->hb.succ);

@@ -36,6 +36,9 @@
  * set by each agent as it first joins), ".../failure" (the last worker
  * failure: "<round> <unix_ms> <why of its F end>") and "crun/job" (the run
  * id of the endpoint's job). `crun status` reads them (rdzv_status.h).
+ * `crun status --stacks` writes ".../stacks_req", which every running node
+ * peeks with its heartbeats, and reads the nodes' ".../stacks/<nonce>/<g>"
+ * (rdzv_stacks.h).
  *
  * Leaving out a failing node (exclude_after K > 0; rdzv_records.h parses;
  * each <addr> below is "<addr>#<id>", the id this agent drew at start):
@@ -204,6 +207,11 @@ struct rdzv_opts {
 	 */
 	void (*on_exclusion)(void *data, const struct rdzv_exclusion *x,
 			     int readmitted, int self, const char *why);
+	/*
+	 * Optional: a `crun status --stacks` request (rdzv_stacks.h) for the
+	 * running round, once per nonce; answer with rdzv_stacks_put.
+	 */
+	void (*on_stacks)(void *data, const char *nonce);
 };
 
 /* What a round gives this node. */

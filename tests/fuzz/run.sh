@@ -7,6 +7,8 @@
 #   fuzz_cfg_ini        the INI job-file loader (and cfg_finalize)
 #   fuzz_cli            the command line (cfg_parse_args, cfg_finalize)
 #   fuzz_hostlist       the Slurm hostlist expander (and compressor)
+#   fuzz_pystack        the py-spy / faulthandler stack dump reader (and
+#                       the stacks answers `crun status --stacks` reads)
 # Each starts from its seed corpus: tests/fuzz/corpus/<target>/ (for the
 # frame decoder, the PyTorch 1.13 captures in tests/data/store_frames.hex),
 # plus the examples in configs/ for the job-file loader. Each runs for
@@ -38,6 +40,7 @@ sources() {
 	store_wire) echo "src/store_wire.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
 	rdzv_records | rdzv_status) echo "src/rdzv_records.c src/fingerprint.c src/pyexec.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
 	hostlist) echo "src/hostlist.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
+	pystack) echo "src/pystack.c src/rdzv_stacks.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
 	cfg_ini | cli) echo "$CFG_SRC $(pkg-config --cflags --libs libuv inih libcurl jansson libsodium hwloc) -ldl" ;;
 	esac
 }
@@ -61,6 +64,9 @@ seed() {
 			printf '00%s' "$hex" | xxd -r -p >"$2/seed$i"
 		done ;;
 	cfg_ini) cp configs/*.ini "$2"/ 2>/dev/null || true ;;
+	pystack)
+		cp tests/data/pystack/*.txt "$2"/
+		printf 'crun-stacks 1\nrank 3 1 4 f (t.py:1)\nabc\n\n' >"$2/answer" ;;
 	esac
 }
 
@@ -86,7 +92,7 @@ build() {
 	"$CLANG" $FLAGS "tests/fuzz/fuzz_$1.c" $objs $libs -o "$OUT/fuzz_$1"
 }
 
-targets=${FUZZ_TARGETS:-"store_wire rdzv_records rdzv_status cfg_ini cli hostlist"}
+targets=${FUZZ_TARGETS:-"store_wire rdzv_records rdzv_status cfg_ini cli hostlist pystack"}
 for t in $targets; do
 	build "$t"
 	corpus="$OUT/corpus_$t"

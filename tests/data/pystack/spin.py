@@ -1,0 +1,4 @@
+def spin():
+    while True:
+        pass
+spin()
