@@ -524,6 +524,18 @@ static int agent_owns_pid(void *data, pid_t pid, int *rank)
 	return 0;
 }
 
+/* An expired FileTimer's SIGKILL: the worker's stack first (pool.h). */
+static void agent_watchdog_kill(void *data, pid_t pid, int rank)
+{
+	struct agent *a = data;
+	int lr = rank - a->round.ranks.base_rank;
+
+	if (lr >= 0 && lr < a->pool.n && a->pool.w[lr].pid == pid)
+		pool_kill_stacks(&a->pool, lr);
+	else
+		kill(pid, SIGKILL); /* one of its group: as torch does */
+}
+
 /*
  * torchrun's FileTimer watchdog, when crun's environment asks for it: the
  * workers find the FIFO in TORCHELASTIC_TIMER_FILE.
@@ -540,6 +552,7 @@ static int agent_start_watchdog(struct agent *a)
 		log_say("%s", errmsg);
 		return -1;
 	}
+	filetimer_set_kill(a->ft, agent_watchdog_kill);
 	setenv("TORCHELASTIC_TIMER_FILE", filetimer_path(a->ft), 1);
 	return 0;
 }

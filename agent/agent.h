@@ -21,6 +21,7 @@
  *   worker.c   one worker: argv, environment, spawn, where its output goes
  *   stream.c   one output stream: pipe, tee file, console lines, tail
  *   group.c    a worker's process group after the worker exited
+ *   stacks.c   workers' stacks before a kill (py-spy, faulthandler, /proc)
  *   initdiag.c which ranks do not reach the workers' store, and why
  *   envcheck.c this node's environment fingerprint (--env_check)
  *   stall.c    whether any rank progresses (progress.c: from /proc)
@@ -125,6 +126,7 @@ struct agent {
 	/* The workers' store of the current round (agent store mode). */
 	struct crun_store_server *wstore;
 	struct crun_peers *peers; /* who may reach it (store_allow=round) */
+	int store_survivors; /* pool.survivors when it was started */
 	int logs_ready;
 	double started;
 	struct crun_binding_plan *binding; /* NULL: workers inherit ours */

@@ -97,36 +97,48 @@ void agent__write_error_file(struct agent *a, int status)
 		log_say("cannot write the error file '%s'", path);
 }
 
-/* Collect the failures of the round that just ended; returns how many. */
+/* Worker w's entry in the failure report. */
+static void agent_failure_of(struct agent *a, struct worker *w,
+			     struct crun_failure *x)
+{
+	x->local_rank = w->local_rank;
+	x->group_rank = a->round.ranks.group_rank;
+	x->rank = a->round.ranks.base_rank + w->local_rank;
+	x->pid = w->pid;
+	snprintf(x->host, sizeof(x->host), "%s", a->host);
+	x->exitcode = w->status;
+	x->signal = w->signal;
+	x->time = w->exit_time;
+	if (w->error_file == NULL ||
+	    failure_read_error_file(x, w->error_file) != 0) {
+		/* stderr that went straight to its file: read its end. */
+		worker_tail_from_file(w);
+		x->traceback = tail_lines(&w->tail, 20);
+	}
+	x->stacks = w->stacks ? strdup(w->stacks) : NULL;
+}
+
+/*
+ * Collect the failures of the round that just ended; returns how many.
+ * Workers the agent stopped were terminated, not failed; those it had to
+ * SIGKILL are listed after the failures, for their stacks, when there
+ * are failures (the report exists).
+ */
 int agent__collect_failures(struct agent *a, struct crun_failure **out)
 {
 	struct crun_failure *f = calloc((size_t)a->pool.n, sizeof(*f));
 	int n = 0;
 
-	for (int i = 0; i < a->pool.n && f; i++) {
-		struct worker *w = &a->pool.w[i];
-		struct crun_failure *x = &f[n];
+	for (int pass = 0; pass < 2 && f; pass++)
+		for (int i = 0; i < a->pool.n; i++) {
+			struct worker *w = &a->pool.w[i];
+			int failed = w->status != 0 && !w->stopped;
 
-		/* Workers the agent stopped were terminated, not failed. */
-		if (w->status == 0 || w->stopped)
-			continue;
-		x->local_rank = w->local_rank;
-		x->group_rank = a->round.ranks.group_rank;
-		x->rank = a->round.ranks.base_rank + w->local_rank;
-		x->pid = w->pid;
-		snprintf(x->host, sizeof(x->host), "%s", a->host);
-		x->exitcode = w->status;
-		x->signal = w->signal;
-		x->time = w->exit_time;
-		if (w->error_file == NULL ||
-		    failure_read_error_file(x, w->error_file) != 0) {
-			/* stderr that went straight to its file: read its end.
-			 */
-			worker_tail_from_file(w);
-			x->traceback = tail_lines(&w->tail, 20);
+			if (pass == 0 ? !failed
+				      : failed || n == 0 || w->stacks == NULL)
+				continue;
+			agent_failure_of(a, w, &f[n++]);
 		}
-		n++;
-	}
 	*out = f;
 	return n;
 }

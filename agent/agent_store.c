@@ -93,10 +93,20 @@ int agent__start_master(void *data, int round, int *port)
 						      : 0,
 	    rc;
 
-	if (a->wstore) {
+	/*
+	 * A worker that survived SIGKILL may still hold a connection to the
+	 * old store: the new one must be another port (made while the old one
+	 * still holds its own), so that nothing of it is reused or counted.
+	 */
+	struct crun_store_server *old = a->wstore;
+	int stuck = a->pool.survivors > a->store_survivors;
+
+	a->store_survivors = a->pool.survivors;
+	a->wstore = NULL;
+	if (old && !(stuck && want == 0 && cfg->agent_store)) {
 		/* The previous round's workers are gone; so is their store. */
-		store_server_close(a->wstore, NULL, NULL);
-		a->wstore = NULL;
+		store_server_close(old, NULL, NULL);
+		old = NULL;
 	}
 	if (!cfg->agent_store)
 		return reserve_port(a, port);
@@ -110,6 +120,8 @@ int agent__start_master(void *data, int round, int *port)
 	if (a->multi && strcmp(cfg->rdzv_backend, "static") == 0 && want == 0 &&
 	    rs != NULL) {
 		if (cfg->rdzv.secret_file == NULL) {
+			if (old)
+				store_server_close(old, NULL, NULL);
 			*port = store_server_port(rs);
 			return 0;
 		}
@@ -122,9 +134,18 @@ int agent__start_master(void *data, int round, int *port)
 				"--rdzv_conf=store_port=P)");
 	}
 	rc = store_server_new(&a->loop, NULL, want, &a->cfg->store, &a->wstore);
+	if (old) {
+		store_server_close(old, NULL, NULL);
+		old = NULL;
+	}
 	if (rc)
 		return rc;
 	store_server_set_quiet(a->wstore, 1);
 	*port = store_server_port(a->wstore);
+	if (stuck)
+		log_say("a worker of the last round survived SIGKILL: the "
+			"workers' store starts afresh on port %d, without its "
+			"connections",
+			*port);
 	return agent_confine_store(a);
 }

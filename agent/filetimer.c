@@ -56,6 +56,7 @@ struct filetimer {
 	char path[PATH_MAX];
 	struct crun_linebuf lb;
 	filetimer_owns_cb owns;
+	filetimer_kill_cb kill; /* NULL: kill(2) */
 	void *data;
 	struct ftimer *t;
 	int n;
@@ -152,7 +153,10 @@ static void filetimer_on_timer(uv_timer_t *h)
 			     "%s",
 			     first.scope, rank, (int)first.pid,
 			     cfg_signame(first.signal));
-			kill(first.pid, first.signal);
+			if (first.signal == SIGKILL && ft->kill)
+				ft->kill(ft->data, first.pid, rank);
+			else
+				kill(first.pid, first.signal);
 		}
 		drop_pid(ft, first.pid);
 		i = 0; /* the table changed under us */
@@ -326,6 +330,11 @@ fail:
 	free(ft->t);
 	free(ft);
 	return rc;
+}
+
+void filetimer_set_kill(struct filetimer *ft, filetimer_kill_cb kill)
+{
+	ft->kill = kill;
 }
 
 const char *filetimer_path(const struct filetimer *ft)

@@ -28,6 +28,16 @@ int filetimer_new(uv_loop_t *loop, const char *path, filetimer_owns_cb owns,
 		  void *data, struct filetimer **out, char *errmsg,
 		  size_t errlen);
 
+/**
+ * Who sends an expired timer's SIGKILL (so that its owner can take the
+ * worker's stack first); without one, the server sends it itself. Other
+ * signals are always sent by the server.
+ */
+typedef void (*filetimer_kill_cb)(void *data, pid_t pid, int rank);
+
+/** Let kill (with filetimer_new's data) send the SIGKILLs from now on. */
+void filetimer_set_kill(struct filetimer *ft, filetimer_kill_cb kill);
+
 /** The FIFO's path, for the workers' TORCHELASTIC_TIMER_FILE. */
 const char *filetimer_path(const struct filetimer *ft);
 

@@ -11,7 +11,8 @@
  * Failure modes: survivors ignore SIGTERM (SIGKILL after --shutdown_timeout);
  * survivors that are only zombies whose new parent does not reap them count
  * as gone; a group still there 5 s after SIGKILL (a process stuck in the
- * kernel) is given up on with a message, so the round still ends.
+ * kernel) is given up on with a message naming the process, its state and
+ * wait channel (stacks.h), so the round still ends.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,17 +23,23 @@
 
 #include "crun/log.h"
 #include "group.h"
+#include "stacks.h"
 
 #define GROUP_TICK_MS 50
 #define GROUP_KILL_GRACE_MS 5000
 
-/* Is a process of group pg alive (not a zombie)? Scans /proc when needed. */
-static int group_alive(pid_t pg)
+/*
+ * Is a process of group pg alive (not a zombie)? Scans /proc when needed;
+ * *who (may be NULL) is then the first one found.
+ */
+static int group_alive_pid(pid_t pg, pid_t *who)
 {
 	DIR *d;
 	struct dirent *e;
 	int alive = 0;
 
+	if (who)
+		*who = 0;
 	if (pg <= 0 || kill(-pg, 0) != 0)
 		return 0;
 	d = opendir("/proc");
@@ -53,12 +60,20 @@ static int group_alive(pid_t pg)
 		    (close_paren = strrchr(buf, ')')) != NULL &&
 		    sscanf(close_paren + 1, " %c %*d %ld", &state, &pgrp) ==
 			2 &&
-		    pgrp == pg && state != 'Z')
+		    pgrp == pg && state != 'Z') {
 			alive = 1;
+			if (who)
+				*who = (pid_t)strtol(e->d_name, NULL, 10);
+		}
 		fclose(f);
 	}
 	closedir(d);
 	return alive;
+}
+
+static int group_alive(pid_t pg)
+{
+	return group_alive_pid(pg, NULL);
 }
 
 static void group_on_close(uv_handle_t *h)
@@ -84,9 +99,18 @@ static void group_on_tick(uv_timer_t *t)
 		g->killed = 1;
 		g->deadline = now + GROUP_KILL_GRACE_MS;
 	} else if (g->killed && now >= g->deadline) {
+		char line[300];
+		pid_t who;
+
 		log_say("process group %d of local rank %d survives SIGKILL: "
 			"giving up on it",
 			(int)g->pgid, g->local_rank);
+		/* Name the one still there: its state and wait channel. */
+		if (group_alive_pid(g->pgid, &who) && who > 0) {
+			stacks_describe_unkillable(g->local_rank, who, line,
+						   sizeof(line));
+			log_say("in it, local %s", line);
+		}
 		uv_timer_stop(t);
 		uv_close((uv_handle_t *)t, group_on_close);
 	}

@@ -11,6 +11,7 @@
 #include "worker.h"
 
 struct pool;
+struct stacks;
 
 /** A worker of the round exited (or could not start: status 127). */
 typedef void (*pool_exit_cb)(struct pool *p, struct worker *w, void *data);
@@ -22,9 +23,18 @@ typedef void (*pool_done_cb)(struct pool *p, void *data);
 struct pool {
 	struct worker *w; /* n workers of the round, NULL between rounds */
 	int n, ndone;
+	int base_rank; /* the global rank of local rank 0 */
 	pid_t *pids; /* each worker's pid while it runs, 0 once it exited */
 	uv_timer_t kill_timer;
 	double shutdown_timeout;
+	double stack_timeout; /* 0: SIGKILL without taking stacks first */
+	struct stacks *stacks; /* being taken before a kill, or NULL */
+	int *stack_of;	       /* local rank -> its index there, -1 */
+	char *kill_after;      /* local ranks to SIGKILL once they are taken */
+	char *killed;	       /* local ranks SIGKILL was sent to */
+	int kill_all;	       /* the kill is the stop's (workers stopped) */
+	uv_timer_t stuck_timer; /* SIGKILL sent: who is still there then */
+	int survivors; /* workers that outlived SIGKILL, in every round */
 	struct worker_ctx wctx; /* each worker's, reporting to the pool */
 	pool_exit_cb on_exit;
 	pool_started_cb on_started;
@@ -59,6 +69,16 @@ void pool_signal(struct pool *p, int sig);
 
 /** Stop the round: sig now, SIGKILL after the shutdown timeout. */
 void pool_stop(struct pool *p, int sig);
+
+/**
+ * SIGKILL local rank local_rank (-1: every running worker, which the stop
+ * signal has already marked stopped) after taking its stack (stacks.h),
+ * for at most --stack_timeout; the stack goes to the console, its stderr
+ * tail and w->stacks (the failure report). A single rank killed so counts
+ * as failed, not as stopped. A worker still there STUCK_MS after SIGKILL is
+ * named (its state and wait channel) and given up on (worker_abandon).
+ */
+void pool_kill_stacks(struct pool *p, int local_rank);
 
 /** The console's window size changed: tell every worker's terminal. */
 void pool_winch(struct pool *p);

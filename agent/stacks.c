@@ -46,7 +46,9 @@ struct stacks_one {
 	pid_t pid;
 	int python;
 	enum one_state st;
-	int taken; /* text is a stack, not a why */
+	int taken;	    /* text is a stack, not a why */
+	const char *source; /* how it was taken */
+	int faulted;	    /* it was sent faulthandler's SIGABRT */
 	char *text;
 	size_t len;
 	char *buf; /* py-spy's output so far */
@@ -242,6 +244,7 @@ static void one_from_proc(struct stacks_one *o)
 	free(kstack);
 	o->text = text;
 	o->taken = 1;
+	o->source = "/proc";
 out:
 	if (o->text == NULL)
 		o->text = strdup("");
@@ -363,6 +366,7 @@ static void one_fallback(struct stacks_one *o)
 		prlimit(o->pid, RLIMIT_CORE, &nocore, NULL);
 		if (kill(o->pid, SIGABRT) == 0) {
 			o->st = ONE_FAULT;
+			o->faulted = 1;
 			return;
 		}
 	}
@@ -393,6 +397,7 @@ static void one_spy_end(struct stacks_one *o)
 		o->buf = NULL;
 		o->blen = 0;
 		o->taken = 1;
+		o->source = "py-spy";
 		if (o->cut) {
 			static const char cut[] = "... (cut)\n";
 
@@ -670,18 +675,18 @@ int stacks_start(uv_loop_t *loop, const struct stacks_proc *p, size_t n,
 }
 
 /* The end of a faulthandler dump in tail: from its last "Fatal Python". */
-void stacks_exited(struct stacks *s, size_t i, const char *tail, size_t len)
+int stacks_exited(struct stacks *s, size_t i, const char *tail, size_t len)
 {
 	static const char mark[] = "Fatal Python error";
 	struct stacks_one *o;
 	const char *start = NULL, *p = tail;
 	size_t left = len;
 
-	if (s == NULL || i >= s->n || s->called)
-		return;
+	if (s == NULL || i >= s->n)
+		return 0;
 	o = &s->one[i];
-	if (o->st != ONE_FAULT)
-		return;
+	if (s->called || o->st != ONE_FAULT)
+		return o->faulted;
 	while (tail && left >= sizeof(mark) - 1) {
 		const char *hit = memmem(p, left, mark, sizeof(mark) - 1);
 
@@ -708,11 +713,13 @@ void stacks_exited(struct stacks *s, size_t i, const char *tail, size_t len)
 			o->text[k] = '\0';
 			o->len = k;
 			o->taken = 1;
+			o->source = "faulthandler";
 		} else {
 			one_why(o, "pid %d: out of memory", (int)o->pid);
 		}
 	}
 	one_done(o);
+	return 1;
 }
 
 const char *stacks_text(const struct stacks *s, size_t i, size_t *len)
@@ -727,6 +734,11 @@ const char *stacks_text(const struct stacks *s, size_t i, size_t *len)
 int stacks_taken(const struct stacks *s, size_t i)
 {
 	return i < s->n && s->one[i].taken;
+}
+
+const char *stacks_source(const struct stacks *s, size_t i)
+{
+	return i < s->n && s->one[i].taken ? s->one[i].source : NULL;
 }
 
 void stacks_free(struct stacks *s)

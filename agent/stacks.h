@@ -53,9 +53,10 @@ int stacks_start(uv_loop_t *loop, const struct stacks_proc *p, size_t n,
  * not be NUL-terminated), where faulthandler wrote its dump. Only a
  * faulthandler dump waiting for that exit takes it; otherwise (py-spy or
  * /proc already answered, or after cb) this does nothing, so the owner may
- * call it for every exit.
+ * call it for every exit. Returns 1 when stacks sent p[i] faulthandler's
+ * SIGABRT (a death by it is the kill's), else 0.
  */
-void stacks_exited(struct stacks *s, size_t i, const char *tail, size_t len);
+int stacks_exited(struct stacks *s, size_t i, const char *tail, size_t len);
 
 /**
  * After cb: the text taken for p[i] (NUL-terminated; at most
@@ -66,6 +67,13 @@ const char *stacks_text(const struct stacks *s, size_t i, size_t *len);
 
 /** Whether p[i]'s text is a stack (1) or a one-line why (0). After cb. */
 int stacks_taken(const struct stacks *s, size_t i);
+
+/**
+ * How p[i]'s stack was taken: "py-spy", "faulthandler" (the text is what
+ * the process wrote to its own stderr: its owner has shown it already) or
+ * "/proc"; NULL when the text is a why. After cb.
+ */
+const char *stacks_source(const struct stacks *s, size_t i);
 
 /**
  * Release s (also before cb: pending dumps are abandoned and cb never

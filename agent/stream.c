@@ -76,6 +76,11 @@ static void stream_consume(struct wstream *s, const char *data, size_t n)
 		tail_write(s->tail, data, n);
 }
 
+void stream_inject(struct wstream *s, const char *data, size_t n)
+{
+	stream_consume(s, data, n);
+}
+
 static void stream_on_close(uv_handle_t *h)
 {
 	struct wstream *s = h->data;

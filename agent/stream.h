@@ -48,6 +48,9 @@ void stream_init(struct wstream *s, int is_err);
 int stream_open(struct wstream *s, uv_loop_t *loop, int fd,
 		stream_closed_cb cb, void *data);
 
+/** Route n bytes that did not come from the pipe as if they had. */
+void stream_inject(struct wstream *s, const char *data, size_t n);
+
 /** The writer exited: read what is in the pipe now, and no more. */
 void stream_drain(struct wstream *s);
 

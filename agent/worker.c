@@ -72,13 +72,9 @@ static void worker_on_group_closed(struct wgroup *g, void *data)
 	worker_handle_closed(data);
 }
 
-static void worker_on_exit(struct crun_proc *p, int status, int sig)
+/* The worker's process is gone (or given up on): drain and report it. */
+static void worker_exited(struct worker *w, int status, int sig)
 {
-	struct worker *w = proc_data(p);
-
-	w->proc = NULL;
-	w->rest = p; /* until worker_on_done */
-	w->handles++;
 	w->exited = 1;
 	w->status = status;
 	w->signal = sig;
@@ -87,13 +83,35 @@ static void worker_on_exit(struct crun_proc *p, int status, int sig)
 	stream_drain(&w->err);
 	stream_finish(&w->out);
 	stream_finish(&w->err);
-	if (group_reap(&w->grp, w->ctx->loop, w->pid, w->local_rank,
+	if (!w->abandoned &&
+	    group_reap(&w->grp, w->ctx->loop, w->pid, w->local_rank,
 		       w->ctx->cfg->shutdown_timeout, worker_on_group_closed,
 		       w))
 		w->handles++;
 	w->ctx->on_exit(w, w->ctx->data);
 	if (w->handles == 0)
 		w->ctx->on_done(w, w->ctx->data);
+}
+
+static void worker_on_exit(struct crun_proc *p, int status, int sig)
+{
+	struct worker *w = proc_data(p);
+
+	w->proc = NULL;
+	w->rest = p; /* until worker_on_done */
+	w->handles++;
+	worker_exited(w, status, sig);
+}
+
+void worker_abandon(struct worker *w)
+{
+	if (w->proc == NULL || w->exited)
+		return;
+	proc_abandon(w->proc);
+	w->proc = NULL;
+	w->abandoned = 1;
+	/* Its pipes never see EOF while it lives: only what is there now. */
+	worker_exited(w, 128 + SIGKILL, SIGKILL);
 }
 
 /* Nothing the worker left behind lives any more. */
@@ -196,6 +214,28 @@ static int missing_interpreter(const char *prog, char *out, size_t len)
 	memcpy(out, p, k);
 	out[k] = '\0';
 	return access(out, F_OK) != 0;
+}
+
+/* Is prog a Python interpreter (python, python3, python3.12, ...)? */
+static int is_python(const char *prog)
+{
+	const char *base = strrchr(prog, '/');
+
+	base = base ? base + 1 : prog;
+	return strncmp(base, "python", 6) == 0 &&
+	       strspn(base + 6, "0123456789.") == strlen(base + 6);
+}
+
+/*
+ * A Python worker's environment: faulthandler on, so that before a kill it
+ * dumps every thread at SIGABRT (stacks.c); the user's setting, even an
+ * empty one, stands.
+ */
+static int python_env(struct crun_env *env)
+{
+	if (env_get(env, "PYTHONFAULTHANDLER") != NULL)
+		return 0;
+	return env_set(env, "PYTHONFAULTHANDLER", "1");
 }
 
 static void free_argv(char **argv)
@@ -495,6 +535,9 @@ int worker_start(struct worker *w, const struct worker_ctx *wc, int local_rank,
 		rc = UV_ENOMEM;
 		goto fail;
 	}
+	w->python = cfg->python != NULL || is_python(argv[0]);
+	if (w->python && (rc = python_env(&env)))
+		goto fail;
 	memset(&po, 0, sizeof(po));
 	po.argv = argv;
 	po.envp = env.v;
@@ -569,6 +612,41 @@ fail:
 	return rc;
 }
 
+void worker_kill(struct worker *w)
+{
+	if (w->proc)
+		proc_kill(w->proc, SIGKILL);
+	else
+		worker_signal(w, SIGKILL);
+}
+
+void worker_inject(struct worker *w, const char *text, size_t len)
+{
+	stream_inject(&w->err, text, len);
+	if (w->err.console_fd >= 0)
+		console_flush(w->ctx->console, w->err.console_fd);
+}
+
+char *worker_stderr_end(struct worker *w, int max_lines)
+{
+	struct crun_tail keep = w->tail;
+	char *s;
+
+	if (w->stderr_file == NULL)
+		return tail_lines(&w->tail, max_lines);
+	/* stderr went straight to its file: read its end into a tail of its
+	 * own (the failure report reads it into w's tail later). */
+	if (tail_init(&w->tail, TAIL_BYTES)) {
+		w->tail = keep;
+		return NULL;
+	}
+	worker_tail_from_file(w);
+	s = tail_lines(&w->tail, max_lines);
+	tail_release(&w->tail);
+	w->tail = keep;
+	return s;
+}
+
 void worker_signal(struct worker *w, int sig)
 {
 	if (w->proc == NULL) {
@@ -616,7 +694,8 @@ void worker_release(struct worker *w)
 	free(w->dir);
 	free(w->stderr_file);
 	free(w->error_file);
-	w->dir = w->stderr_file = w->error_file = NULL;
+	free(w->stacks);
+	w->dir = w->stderr_file = w->error_file = w->stacks = NULL;
 }
 
 void worker_tail_from_file(struct worker *w)

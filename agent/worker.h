@@ -69,6 +69,9 @@ struct worker {
 	struct wgroup grp;	/* its process group after it exited */
 	struct crun_proc *rest; /* its proc until its leftovers in other
 				   groups are gone too (proc.h) */
+	int python;	/* it runs a Python interpreter */
+	int abandoned;	/* it survived SIGKILL: given up on */
+	char *stacks;	/* its stack, taken before it was killed */
 };
 
 /** Wall-clock time in epoch seconds (for reports, not for timeouts). */
@@ -92,6 +95,26 @@ void worker_fail(struct worker *w);
 
 /** Send sig to the worker's process group if it is still running. */
 void worker_signal(struct worker *w, int sig);
+
+/** SIGKILL to the worker's group, as a failure (not marked stopped). */
+void worker_kill(struct worker *w);
+
+/**
+ * The worker survived SIGKILL (state D): stop waiting for it. It counts as
+ * exited by SIGKILL (on_exit, then on_done once its pipes are closed); its
+ * process is left to the kernel (proc_abandon).
+ */
+void worker_abandon(struct worker *w);
+
+/**
+ * Show text (a stack crun took of the worker) as if the worker had written
+ * it to its stderr: on the console with its prefix, in its tee file and its
+ * stderr tail.
+ */
+void worker_inject(struct worker *w, const char *text, size_t len);
+
+/** The last lines of w's stderr (the caller frees), or NULL. */
+char *worker_stderr_end(struct worker *w, int max_lines);
 
 /** The console's window size changed: pass it on to w's terminals. */
 void worker_winch(struct worker *w);

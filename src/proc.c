@@ -77,7 +77,8 @@ struct crun_proc {
 	pid_t pid;  /* the guard: what the registry reaps */
 	pid_t wpid; /* the child proper: its pid and process group */
 	int own_group;
-	int exited; /* exit_cb has run */
+	int exited;    /* exit_cb has run */
+	int abandoned; /* proc_abandon: no callbacks, not counted */
 	struct proc_shared *sh;
 	proc_exit_cb exit_cb;
 	proc_done_cb done_cb;
@@ -148,7 +149,8 @@ static void procs_on_sigchld(uv_signal_t *h, int signum)
 		 * when the child's never came (the guard was killed). */
 		proc_report_exit(p, st);
 		*pp = p->next;
-		r->live--;
+		if (!p->abandoned)
+			r->live--;
 		if (p->done_cb)
 			p->done_cb(p);
 		munmap(p->sh, sizeof(*p->sh));
@@ -181,6 +183,19 @@ int procs_new(uv_loop_t *loop, struct crun_procs **out)
 static void procs_on_close(uv_handle_t *h)
 {
 	struct crun_procs *r = h->data;
+
+	/* Nobody holds an abandoned proc any more: forget it. */
+	for (struct crun_proc **pp = &r->head; *pp;) {
+		struct crun_proc *p = *pp;
+
+		if (!p->abandoned) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		munmap(p->sh, sizeof(*p->sh));
+		free(p);
+	}
 
 	if (r->close_cb)
 		r->close_cb(r->close_arg);
@@ -594,6 +609,24 @@ int proc_kill(struct crun_proc *p, int sig)
 	if (rc && p->own_group)
 		rc = kill(p->wpid, sig);
 	return rc ? -errno : 0;
+}
+
+static void proc_on_abandoned_exit(struct crun_proc *p, int status, int sig)
+{
+	(void)p;
+	(void)status;
+	(void)sig;
+}
+
+void proc_abandon(struct crun_proc *p)
+{
+	if (p->abandoned)
+		return;
+	p->abandoned = 1;
+	p->exit_cb = proc_on_abandoned_exit;
+	p->done_cb = NULL;
+	p->data = NULL;
+	p->reg->live--;
 }
 
 void procs_kill_all(struct crun_procs *r, int sig)

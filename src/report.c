@@ -20,7 +20,8 @@ void failure_release(struct crun_failure *f)
 	free(f->error_file);
 	free(f->message);
 	free(f->traceback);
-	f->error_file = f->message = f->traceback = NULL;
+	free(f->stacks);
+	f->error_file = f->message = f->traceback = f->stacks = NULL;
 }
 
 static char *dup_str(json_t *j)
@@ -126,6 +127,10 @@ static void entry(FILE *fp, int idx, const struct crun_failure *f)
 		fprintf(fp,
 			"  traceback : <no error file and no stderr output>\n");
 	}
+	if (f->stacks) {
+		fprintf(fp, "  stacks    : (taken before SIGKILL)\n");
+		indented(fp, f->stacks, "    ");
+	}
 }
 
 void report_print(FILE *fp, const char *entrypoint,
@@ -216,6 +221,9 @@ int report_write_json(const char *path, const char *entrypoint,
 		json_object_set_new(o, "traceback",
 				    f[i].traceback ? json_text(f[i].traceback)
 						   : json_null());
+		json_object_set_new(o, "stacks",
+				    f[i].stacks ? json_text(f[i].stacks)
+						: json_null());
 		json_array_append_new(arr, o);
 	}
 	json_object_set_new(root, "entrypoint", json_text(entrypoint));

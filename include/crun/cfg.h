@@ -148,6 +148,8 @@ struct crun_cfg {
 
 	/* Lifecycle. */
 	double shutdown_timeout;
+	double
+	    stack_timeout; /* a stack dump before SIGKILL, at most; 0: none */
 	double init_warn_after; /* 0: no init diagnosis (agent/initdiag.c) */
 	double stall_timeout;	/* 0: no stall detector (agent/stall.c) */
 	char *signals_str;

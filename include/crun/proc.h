@@ -88,6 +88,13 @@ int proc_spawn(struct crun_procs *r, const struct proc_opts *opts,
  */
 int proc_kill(struct crun_proc *p, int sig);
 
+/**
+ * Give up on a child that SIGKILL does not stop (a process in
+ * uninterruptible sleep): exit_cb and done_cb never run, procs_live no
+ * longer counts it, and should it ever die it is reaped and freed quietly.
+ */
+void proc_abandon(struct crun_proc *p);
+
 /** Signal every live child of the registry (their groups). */
 void procs_kill_all(struct crun_procs *r, int sig);
 

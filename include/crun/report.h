@@ -21,6 +21,7 @@ struct crun_failure {
 	char *error_file; /* path, or NULL when none was written */
 	char *message;	  /* error file's message, or NULL */
 	char *traceback;  /* error file's py_callstack, else stderr tail */
+	char *stacks;	  /* its stack, taken before crun killed it, or NULL */
 };
 
 void failure_release(struct crun_failure *f);

@@ -42,13 +42,15 @@ expect_eq "success: torchrun" "$(cat "$T/torch.rc")" 0
 #   MASTER_PORT, TORCHELASTIC_RUN_ID   random in both (compared for presence;
 #                        torchrun's run id is a uuid4, crun's names the host)
 #   TORCHELASTIC_ERROR_FILE            under each launcher's own log layout
+#   PYTHONFAULTHANDLER   crun sets it (1) for Python workers, so that their
+#                        stacks can be taken before a kill (docs/operations.md)
 # and with torchrun 1.13 only (2.x does as crun does):
 #   TORCHELASTIC_USE_AGENT_STORE       crun serves the workers' store (True);
 #                        torchrun 1.13 --standalone leaves it to rank 0 (False)
 #   NCCL_ASYNC_ERROR_HANDLING          1.13's name; crun sets only the current
 #                        TORCH_NCCL_ASYNC_ERROR_HANDLING (as torchrun 2.x)
 #   TORCHELASTIC_SIGNALS_TO_HANDLE     crun exports it, as torchrun 2.x does
-intended="MASTER_ADDR MASTER_PORT TORCHELASTIC_RUN_ID TORCHELASTIC_ERROR_FILE"
+intended="MASTER_ADDR MASTER_PORT TORCHELASTIC_RUN_ID TORCHELASTIC_ERROR_FILE PYTHONFAULTHANDLER"
 [ "$TV" = 1 ] && intended="$intended TORCHELASTIC_USE_AGENT_STORE NCCL_ASYNC_ERROR_HANDLING TORCH_NCCL_ASYNC_ERROR_HANDLING TORCHELASTIC_SIGNALS_TO_HANDLE"
 v() { sed -n "s/^$1=//p" "$T/$2.$r.s"; }
 for r in 0 1; do
@@ -71,6 +73,8 @@ for r in 0 1; do
 	expect_eq "crun's NCCL name" "$(v TORCH_NCCL_ASYNC_ERROR_HANDLING ec)" 1
 	expect_eq "crun: no deprecated NCCL name" "$(v NCCL_ASYNC_ERROR_HANDLING ec)" ""
 	expect_eq "crun's signals" "$(v TORCHELASTIC_SIGNALS_TO_HANDLE ec)" "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+	expect_eq "crun's faulthandler" "$(v PYTHONFAULTHANDLER ec)" 1
+	expect_eq "torchrun's faulthandler" "$(v PYTHONFAULTHANDLER et)" ""
 	if [ "$TV" = 1 ]; then
 		expect_eq "torchrun's 1.13 NCCL name" "$(v NCCL_ASYNC_ERROR_HANDLING et)" 1
 	else
@@ -165,7 +169,7 @@ for r in 0 1; do
 	[ -f "$T/mcrun.$r" ] && [ -f "$T/mtorch.$r" ] || fail "two nodes: rank $r did not run under both"
 	diff "$T/mcrun.$r" "$T/mtorch.$r" | sed -n 's/^[<>] \([^=]*\)=.*/\1/p' | sort -u >"$T/mdiff.$r"
 	for k in $(cat "$T/mdiff.$r"); do
-		case " MASTER_ADDR MASTER_PORT TORCHELASTIC_ERROR_FILE " in *" $k "*) ;; *)
+		case " MASTER_ADDR MASTER_PORT TORCHELASTIC_ERROR_FILE PYTHONFAULTHANDLER " in *" $k "*) ;; *)
 			[ "$TV" = 1 ] && case " $intended " in *" $k "*) continue ;; esac
 			grep "^$k=" "$T/mcrun.$r" "$T/mtorch.$r" >&2
 			fail "two nodes, rank $r: $k differs and is not an intended difference" ;;
