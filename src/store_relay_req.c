@@ -12,6 +12,9 @@
 #include "crun/err.h"
 #include "store_relay_internal.h"
 
+/* Held requests a new one looks through for one to join. */
+#define RELAY_JOIN_SCAN 64
+
 static struct relay_up *relay_up_new(enum store_op op, enum relay_kind kind);
 static void relay_hold(struct crun_store_relay *r, struct relay_up *u);
 
@@ -258,7 +261,12 @@ static struct relay_up *relay_joinable(struct crun_store_relay *r,
 {
 	struct relay_up *u;
 
-	for (u = r->held_head; u != NULL; u = u->next) {
+	int scanned = 0;
+
+	/* A bounded look (a client pipelining thousands of GETs must not
+	 * make each one walk all the others): combining is an optimisation. */
+	for (u = r->held_head; u != NULL && scanned++ < RELAY_JOIN_SCAN;
+	     u = u->next) {
 		if (u->op != op || u->pos < cl->last_seq)
 			continue;
 		if (op == STORE_OP_WAIT && u->w != NULL && u->w->held &&
