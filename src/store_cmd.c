@@ -208,6 +208,36 @@ static int store_cmd_wait(struct store_conn *c, const struct store_req *req,
 	return store__park(c, req, missing, 0);
 }
 
+/* WAIT_TAG: a WAIT answered with its tag; it marks c's replies from now on.
+ */
+static int store_cmd_wait_tag(struct store_conn *c, const struct store_req *req,
+			      struct store_entry *hit, char *errmsg,
+			      size_t errlen)
+{
+	const unsigned char *p = req->list, *end = req->list + req->list_len;
+	const unsigned char *k;
+	size_t klen, missing = 0;
+
+	c->tagged = 1;
+	while (store_wire_next_str(&p, end, &k, &klen))
+		if (!store__present(store__conn_find(c, k, klen)))
+			missing++;
+	if (missing > 0)
+		return store__park(c, req, missing, 0);
+	store_buf_u8(&c->out, STORE_TAG_ANSWER); /* all of them, at once */
+	store_buf_u64(&c->out, (uint64_t)req->num);
+	return 0;
+}
+
+static int store_cmd_cancel_tag(struct store_conn *c,
+				const struct store_req *req,
+				struct store_entry *hit, char *errmsg,
+				size_t errlen)
+{
+	store__conn_cancel_tag(c, (uint64_t)req->num, req->u32);
+	return 0;
+}
+
 static int store_cmd_num_keys(struct store_conn *c, const struct store_req *req,
 			      struct store_entry *hit, char *errmsg,
 			      size_t errlen)
@@ -446,6 +476,8 @@ const struct store_cmd store__cmds[STORE_OP__COUNT] = {
     [STORE_OP_WAIT_GET] = {"wait_get", store_cmd_wait, store_size_wait_get, 0},
     [STORE_OP_WAIT_FIRST_GET] = {"wait_first_get", store_cmd_wait,
 				 store_size_wait_get, 0},
+    [STORE_OP_WAIT_TAG] = {"wait_tag", store_cmd_wait_tag, NULL, 0},
+    [STORE_OP_CANCEL_TAG] = {"cancel_tag", store_cmd_cancel_tag, NULL, 0},
 };
 
 /*
@@ -457,7 +489,12 @@ size_t store__reply_size(struct store_conn *c, const struct store_req *req,
 {
 	const struct store_cmd *cmd = &store__cmds[req->op];
 
-	return cmd->size != NULL ? cmd->size(c, req, hit) : 8;
+	size_t n = cmd->size != NULL ? cmd->size(c, req, hit) : 8;
+
+	/* A tagged connection's mark, or a tagged answer's 9 bytes. */
+	if (c->tagged || req->op == STORE_OP_WAIT_TAG)
+		n += 9;
+	return n;
 }
 
 /* Handle one decoded request from c; a negative return closes c. */
@@ -468,9 +505,26 @@ int store__exec(struct store_conn *c, const struct store_req *req,
 	const struct store_cmd *cmd = &store__cmds[req->op];
 	int err;
 
+	size_t mark = c->out.len;
+	int wtag = req->op == STORE_OP_WAIT_TAG;
+	int tagged = c->tagged || wtag;
+
 	srv->ops[req->op]++; /* the decoder yields known kinds only */
+	if (tagged && !wtag)
+		store_buf_u8(&c->out, STORE_TAG_REPLY);
 	err = cmd->proc != NULL ? cmd->proc(c, req, hit, errmsg, errlen)
 				: CRUN_EPROTO;
+	if (err < 0 && tagged && err != CRUN_EAUTH) {
+		/* A relay's connection stays: the error is its client's. */
+		c->out.len = mark;
+		store_buf_u8(&c->out,
+			     wtag ? STORE_TAG_FAILED : STORE_TAG_ERROR);
+		if (wtag)
+			store_buf_u64(&c->out, (uint64_t)req->num);
+		store__log(srv, "%s failed for a relayed client: %s", cmd->name,
+			   errmsg[0] != '\0' ? errmsg : crun_strerror(err));
+		return 0;
+	}
 	if (err >= 0 || errmsg[0] != '\0')
 		return err;
 	if (err == CRUN_ETOOBIG)

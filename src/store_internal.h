@@ -51,6 +51,9 @@ struct store_waiter {
 	/* WAIT_GET: its key list (after regs), read into the reply. */
 	const unsigned char *list;
 	size_t list_len;
+	int tagged; /* WAIT_TAG: answered STORE_TAG_ANSWER and tag */
+	uint64_t tag;
+	uint32_t count; /* WAIT_TAG: the identical waits it stands for */
 	struct store_reg regs[];
 };
 
@@ -107,6 +110,7 @@ struct store_conn {
 	int nobufs; /* the last read buffer was refused by max_memory */
 	int closing;
 	int authed;		/* passed the rendezvous secret (auth.h) */
+	int tagged; /* sent a WAIT_TAG: replies are marked (store_wire.h) */
 	struct crun_auth_hs hs; /* that handshake, while it runs */
 	/* The entries of this connection's last two single-key requests,
 	 * valid while no entry has been freed since (hit_gen == srv->nfreed):
@@ -266,6 +270,7 @@ void store__wake_list(struct store_reglist *l, int one);
 int store__park(struct store_conn *c, const struct store_req *req,
 		size_t missing, int barrier);
 void store__conn_cancel_waits(struct store_conn *c);
+void store__conn_cancel_tag(struct store_conn *c, uint64_t tag, uint32_t n);
 int store__watch(struct store_conn *c, const struct store_req *req);
 void store__conn_unwatch(struct store_conn *c);
 void store__free_entries(struct crun_store_server *srv);

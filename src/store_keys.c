@@ -333,7 +333,7 @@ void store__reply_wait_get(struct store_conn *c, const unsigned char *p,
  * Count one registration of w as satisfied; answer and free w at zero.
  * Returns 1 if w was answered (and is freed).
  */
-static int store_waiter_hit(struct store_waiter *w)
+static int store_waiter_hit(struct store_waiter *w, int one)
 {
 	struct store_conn *c = w->c;
 
@@ -341,7 +341,11 @@ static int store_waiter_hit(struct store_waiter *w)
 	if (--w->missing > 0)
 		return 0;
 	if (!c->closing && c->doom == NULL) {
-		if (w->list == NULL)
+		if (w->tagged) {
+			store_buf_u8(&c->out, one ? STORE_TAG_ANSWER_ONE
+						  : STORE_TAG_ANSWER);
+			store_buf_u64(&c->out, w->tag);
+		} else if (w->list == NULL)
 			store_buf_u8(&c->out, STORE_STOP_WAITING);
 		else if (!store__conn_fits(
 			     c, 1 + store__values_size(c->srv, w->list,
@@ -367,31 +371,64 @@ void store__wake_list(struct store_reglist *l, int one)
 	struct store_reg *r;
 
 	while ((r = l->head) != NULL) {
+		struct store_waiter *w = r->w;
+
+		if (one && w->count > 1 && w->missing == 1) {
+			/* One of a relay's identical waits is answered; the
+			 * others keep its place at the head. */
+			w->count--;
+			if (!w->c->closing && w->c->doom == NULL) {
+				store_buf_u8(&w->c->out, STORE_TAG_ANSWER_ONE);
+				store_buf_u64(&w->c->out, w->tag);
+				store__conn_account(w->c);
+				store__conn_dirty(w->c);
+			}
+			return;
+		}
 		store_reg_unlink(r);
-		if (store_waiter_hit(r->w) && one)
+		if (store_waiter_hit(w, one) && one)
 			return;
 	}
 }
 
 /* Drop every parked WAIT/BARRIER of c, without answering. */
-void store__conn_cancel_waits(struct store_conn *c)
+/* Drop w's registrations and free it. */
+static void store_waiter_cancel(struct store_waiter *w)
 {
-	struct crun_store_server *srv = c->srv;
+	struct crun_store_server *srv = w->c->srv;
 	struct store_entry *e;
 	size_t i;
 
-	while (c->waiters != NULL) {
-		struct store_waiter *w = c->waiters;
-
-		for (i = 0; i < w->nregs; i++) {
-			e = w->regs[i].e;
-			if (e == NULL)
-				continue;
-			store_reg_unlink(&w->regs[i]);
-			store__entry_gc(srv, e);
-		}
-		store_waiter_free(w);
+	for (i = 0; i < w->nregs; i++) {
+		e = w->regs[i].e;
+		if (e == NULL)
+			continue;
+		store_reg_unlink(&w->regs[i]);
+		store__entry_gc(srv, e);
 	}
+	store_waiter_free(w);
+}
+
+void store__conn_cancel_waits(struct store_conn *c)
+{
+	while (c->waiters != NULL)
+		store_waiter_cancel(c->waiters);
+}
+
+/* CANCEL_TAG: take n of c's tagged wait tag back (nothing if it was
+ * answered), dropping it with its last. O(waits). */
+void store__conn_cancel_tag(struct store_conn *c, uint64_t tag, uint32_t n)
+{
+	struct store_waiter *w;
+
+	for (w = c->waiters; w != NULL; w = w->next)
+		if (w->tagged && w->tag == tag) {
+			if (w->count > n)
+				w->count -= n;
+			else
+				store_waiter_cancel(w);
+			return;
+		}
 }
 
 /*
@@ -425,6 +462,9 @@ int store__park(struct store_conn *c, const struct store_req *req,
 		memcpy(&w->regs[missing], req->list, req->list_len);
 	}
 	w->c = c;
+	w->tagged = req->op == STORE_OP_WAIT_TAG;
+	w->tag = (uint64_t)req->num;
+	w->count = w->tagged ? req->u32 : 1;
 	w->nregs = missing;
 	w->missing = missing;
 	w->bytes = bytes;

@@ -60,7 +60,7 @@ static const char *const store_wire_names[STORE_OP__COUNT] = {
     "check",	  "wait",      "getnumkeys",	 "watch_key",	"delete_key",
     "append",	  "multi_get", "multi_set",	 "cancel_wait", "ping",
     "queue_push", "queue_pop", "queue_len",	 "list_keys",	"barrier",
-    "auth",	  "wait_get",  "wait_first_get",
+    "auth",	  "wait_get",  "wait_first_get", "wait_tag",	"cancel_tag",
 };
 
 static const unsigned char store_wire_magic[5] = {0x00, 0xce, 0xf7, 0x85, 0x3c};
@@ -101,6 +101,10 @@ int store_wire_opcode(enum store_gen gen, enum store_op op)
 		return STORE_WIRE_WAIT_GET_CODE;
 	if (op == STORE_OP_WAIT_FIRST_GET)
 		return STORE_WIRE_WAIT_FIRST_GET_CODE;
+	if (op == STORE_OP_WAIT_TAG)
+		return STORE_WIRE_WAIT_TAG_CODE;
+	if (op == STORE_OP_CANCEL_TAG)
+		return STORE_WIRE_CANCEL_TAG_CODE;
 	if ((unsigned)op >= STORE_OP__COUNT)
 		return -1;
 	return gen == STORE_GEN_G3 ? store_wire_g3_codes[op]
@@ -244,6 +248,10 @@ int store_wire_op_of(enum store_gen gen, unsigned code)
 		return STORE_OP_WAIT_GET;
 	if (code == STORE_WIRE_WAIT_FIRST_GET_CODE)
 		return STORE_OP_WAIT_FIRST_GET;
+	if (code == STORE_WIRE_WAIT_TAG_CODE)
+		return STORE_OP_WAIT_TAG;
+	if (code == STORE_WIRE_CANCEL_TAG_CODE)
+		return STORE_OP_CANCEL_TAG;
 	if (gen == STORE_GEN_G3)
 		return code < sizeof(store_wire_g3_ops)
 			   ? store_wire_g3_ops[code]
@@ -366,6 +374,20 @@ int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
 		break;
 	case STORE_OP_MULTI_SET:
 		rc = store_cur_list(&c, 1, req);
+		break;
+	case STORE_OP_WAIT_TAG:
+	case STORE_OP_CANCEL_TAG:
+		rc = store_cur_u64(&c, &n);
+		req->num = (int64_t)n;
+		if (rc == 1)
+			rc = store_cur_u64(&c, &n);
+		if (rc == 1 && (n == 0 || n > UINT32_MAX))
+			return store_wire_err(&c, CRUN_EPROTO,
+					      "tagged wait count %llu",
+					      (unsigned long long)n);
+		req->u32 = (uint32_t)n;
+		if (rc == 1 && req->op == STORE_OP_WAIT_TAG)
+			rc = store_cur_list(&c, 0, req);
 		break;
 	case STORE_OP_GETNUMKEYS:
 	case STORE_OP_CANCEL_WAIT:

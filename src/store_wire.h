@@ -48,6 +48,8 @@ enum store_op {
 	STORE_OP_AUTH,	   /* crun only: the rendezvous secret (auth.h) */
 	STORE_OP_WAIT_GET, /* crun only: WAIT, then MULTI_GET, one reply */
 	STORE_OP_WAIT_FIRST_GET, /* crun only: the same, waiting on key 1 */
+	STORE_OP_WAIT_TAG,	 /* crun only: a WAIT answered with its tag */
+	STORE_OP_CANCEL_TAG,	 /* crun only: drop one tagged WAIT */
 	STORE_OP__COUNT
 };
 
@@ -65,6 +67,28 @@ enum store_op {
  * only; the others are read as they are then (a missing key empty).
  */
 #define STORE_WIRE_WAIT_FIRST_GET_CODE 0x65
+/*
+ * crun's tagged waits, for a relay that multiplexes many clients over one
+ * connection (store_relay.c). WAIT_TAG (op, u64 tag, u64 count, keys) is
+ * count identical WAITs, for every key, in one waiter (a relay's clients
+ * that asked at once); its answer, whenever it comes, is STORE_TAG_ANSWER
+ * and the u64 tag for all of them, STORE_TAG_ANSWER_ONE and the tag for one
+ * when a QUEUE_PUSH woke it (present for one waiter: the others keep their
+ * place), or STORE_TAG_FAILED and the tag when it could not park.
+ * CANCEL_TAG (op, u64 tag, u64 count) takes count of them back. A connection's first WAIT_TAG makes it
+ * "tagged" for good: every later request other than WAIT_TAG is answered
+ * STORE_TAG_REPLY followed by its usual reply (if any), or STORE_TAG_ERROR
+ * alone where the request failed, instead of a closed connection (so that
+ * one relayed client's bad ADD does not cut off all the others). Only a
+ * crun store knows them.
+ */
+#define STORE_WIRE_WAIT_TAG_CODE 0x66
+#define STORE_WIRE_CANCEL_TAG_CODE 0x67
+#define STORE_TAG_REPLY 0x00
+#define STORE_TAG_ANSWER 0x01
+#define STORE_TAG_ERROR 0x02
+#define STORE_TAG_FAILED 0x03
+#define STORE_TAG_ANSWER_ONE 0x04
 /* Largest AUTH message (a nonce or a MAC). */
 #define STORE_WIRE_AUTH_MAX 64
 

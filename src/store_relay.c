@@ -1,0 +1,703 @@
+/*
+ * The store relay (include/crun/store_relay.h): a TCPStore server for one
+ * node's workers that forwards their requests over ONE connection to the
+ * round's workers' store, a crun store.
+ *
+ * Happy path: the relay connects, validates (VALIDATE, PING) and sends a
+ * WAIT_TAG with no keys, which makes the connection "tagged"
+ * (store_wire.h): every request is then answered in order behind a mark
+ * byte, an error by an error mark instead of a closed connection, and a
+ * WAIT_TAG whenever its keys exist by its tag. A worker's frame is decoded
+ * in its own generation (G0 for PyTorch 1.13, G3 for 2.x) and re-sent in G3;
+ * a WAIT becomes a WAIT_TAG, so that one worker's parked wait holds back
+ * nobody: requests keep flowing on the same connection while any number of
+ * waits are parked there. Each request with a reply holds a slot in its
+ * client's FIFO, filled when the store's answer comes, and the FIFO is
+ * written out in order, so a client sees its replies in the order the store
+ * produced them. A WAIT's slot is filled by its tag's answer; once an
+ * in-order reply sent after it arrives first, the wait is known to be
+ * parked on the store and its slot leaves the FIFO (its answer will come
+ * whenever it comes, as the store would have sent it).
+ *
+ * Combining: requests read in one loop iteration are held until the loop is
+ * about to wait (a prepare handle), then sent together. Until then, a
+ * client's GET or WAIT joins a held one of the same key (list), and its ADD
+ * joins a held ADD of the same key (one ADD of their sum; the store's
+ * answer v gives the i-th its v - sum + d_1 + ... + d_i, as if they had
+ * run back to back). That is safe because the requests joined are
+ * concurrent: none was answered before the others were sent, and a request
+ * joins only if its client has nothing held after the request it joins (a
+ * client's own order is kept). A WAIT answered by a QUEUE_PUSH (present for
+ * one waiter) releases its first client only; the others wait again.
+ *
+ * Failure modes: a store that cannot be reached, or a connection that
+ * breaks, calls lost once and closes every client (their parked waits end
+ * with the connection: a worker never waits forever on a relay); new
+ * clients are then closed at once. A client's bad frame closes that client,
+ * as the store would; a request the store refused (ADD of a non-number,
+ * max_memory) closes its client when its turn in the FIFO comes. A client
+ * that closes drops its parked waits (CANCEL_TAG when it was the last one
+ * waiting). A 2.x CANCEL_WAIT is answered after a PING through the store,
+ * so that a wait answered before it is answered first, as the store does.
+ * Every buffer is bounded: a frame by the store's limits, a client's bytes
+ * in flight by its share (max_client_bytes, and max_memory divided among the
+ * clients); a client over its share is not read until its replies drain.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "crun/err.h"
+#include "crun/log.h"
+#include "crun/store.h"
+#include "crun/store_relay.h"
+#include "store_relay_internal.h"
+
+static void relay_on_flush(uv_prepare_t *h);
+static void relay_client_flush(struct relay_client *cl);
+
+void store_relay__kick(struct crun_store_relay *r)
+{
+	uv_prepare_start(&r->flush, relay_on_flush);
+}
+
+/* ---- Client connections ------------------------------------------------- */
+
+static void relay_on_handle_close(uv_handle_t *h);
+
+static void relay_client_on_close(uv_handle_t *h)
+{
+	struct relay_client *cl = h->data;
+	struct crun_store_relay *r = cl->r;
+
+	store_buf_release(&cl->in);
+	store_buf_release(&cl->out);
+	free(cl);
+	relay_on_handle_close((uv_handle_t *)&r->listener);
+}
+
+/*
+ * Close cl: its slots are orphaned (their replies go nowhere), its parked
+ * waits dropped (CANCEL_TAG where it was the last one waiting).
+ */
+void store_relay__client_close(struct relay_client *cl, const char *why)
+{
+	struct crun_store_relay *r = cl->r;
+	struct relay_wait *w, *wnext;
+	struct relay_slot *s, *next;
+
+	if (cl->closing)
+		return;
+	cl->closing = 1;
+	if (why != NULL && !r->closing && r->state != RS_LOST)
+		log_msg(LOG_INFO, "crun relay", "client closed: %s", why);
+	for (w = r->waits; w != NULL; w = wnext) {
+		wnext = w->next;
+		for (s = w->slots; s != NULL; s = next) {
+			next = s->onext;
+			if (s->cl != cl)
+				continue;
+			store_relay__wait_drop_slot(r, w, s);
+			store_relay__slot_maybe_free(s);
+		}
+		if (!r->closing && r->state != RS_LOST)
+			store_relay__wait_release(r, w);
+	}
+	for (s = cl->head; s != NULL; s = next) {
+		next = s->next;
+		s->cl = NULL;
+		s->infifo = 0;
+		store_relay__slot_maybe_free(s);
+	}
+	cl->head = cl->tail = NULL;
+	if (cl->dirty) { /* off the flush's list: it is freed before */
+		struct relay_client **pp = &r->dirty;
+
+		while (*pp != cl)
+			pp = &(*pp)->dirty_next;
+		*pp = cl->dirty_next;
+		cl->dirty = 0;
+	}
+	if (cl->prev != NULL)
+		cl->prev->next = cl->next;
+	else
+		r->clients = cl->next;
+	if (cl->next != NULL)
+		cl->next->prev = cl->prev;
+	r->nclients--;
+	r->st.clients = r->nclients;
+	uv_close((uv_handle_t *)&cl->tcp, relay_client_on_close);
+}
+
+static void relay_client_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct relay_client *cl = h->data;
+
+	if (store_buf_reserve(&cl->in, 65536) != 0) {
+		*buf = uv_buf_init(NULL, 0);
+		return;
+	}
+	*buf = uv_buf_init((char *)cl->in.data + cl->in.len,
+			   (unsigned)(cl->in.cap - cl->in.len));
+}
+
+static void relay_client_on_read(uv_stream_t *st, ssize_t nread,
+				 const uv_buf_t *buf)
+{
+	struct relay_client *cl = st->data;
+
+	if (cl->closing)
+		return;
+	if (nread < 0) {
+		store_relay__client_close(
+		    cl, nread == UV_EOF ? NULL : uv_strerror((int)nread));
+		return;
+	}
+	cl->in.len += (size_t)nread;
+	store_relay__client_parse(cl);
+	/* Over its share (its requests in flight, its replies not yet
+	 * taken): not read until they drain. */
+	if (!cl->closing && !cl->paused &&
+	    cl->in.len + cl->held + cl->out.len + cl->queued >
+		store_relay__client_share(cl)) {
+		cl->paused = 1;
+		uv_read_stop(st);
+	}
+}
+
+/* Read a paused client again once it is down to half its share. */
+static void relay_client_maybe_resume(struct relay_client *cl)
+{
+	if (cl->closing || !cl->paused ||
+	    cl->in.len + cl->held + cl->out.len + cl->queued >
+		store_relay__client_share(cl) / 2)
+		return;
+	cl->paused = 0;
+	uv_read_start((uv_stream_t *)&cl->tcp, relay_client_on_alloc,
+		      relay_client_on_read);
+}
+
+static void relay_client_on_write(uv_write_t *req, int status)
+{
+	struct relay_write *wr = (struct relay_write *)req;
+	struct relay_client *cl = wr->cl;
+
+	cl->queued -= wr->len;
+	free(wr);
+	if (status < 0 && !cl->closing)
+		store_relay__client_close(cl, uv_strerror(status));
+	else
+		relay_client_maybe_resume(cl);
+}
+
+/* Write what cl has to say, and read it again if it is under its share. */
+static void relay_client_flush(struct relay_client *cl)
+{
+	struct relay_write *wr;
+	uv_buf_t b;
+	int rc;
+
+	cl->dirty = 0;
+	if (cl->closing)
+		return;
+	if (cl->out.len > 0) {
+		b = uv_buf_init((char *)cl->out.data, (unsigned)cl->out.len);
+		rc = uv_try_write((uv_stream_t *)&cl->tcp, &b, 1);
+		if (rc == UV_EAGAIN)
+			rc = 0;
+		if (rc < 0) {
+			store_relay__client_close(cl, uv_strerror(rc));
+			return;
+		}
+		if ((size_t)rc < cl->out.len) {
+			size_t n = cl->out.len - (size_t)rc;
+
+			wr = malloc(sizeof(*wr) + n);
+			if (wr == NULL) {
+				store_relay__client_close(cl, "out of memory");
+				return;
+			}
+			wr->cl = cl;
+			wr->len = n;
+			memcpy(wr->data, cl->out.data + rc, n);
+			b = uv_buf_init((char *)wr->data, (unsigned)n);
+			rc = uv_write(&wr->req, (uv_stream_t *)&cl->tcp, &b, 1,
+				      relay_client_on_write);
+			if (rc != 0) {
+				free(wr);
+				store_relay__client_close(cl, uv_strerror(rc));
+				return;
+			}
+			cl->queued += n;
+		}
+		cl->out.len = 0;
+		if (cl->out.cap > 65536)
+			store_buf_release(&cl->out);
+	}
+	relay_client_maybe_resume(cl);
+}
+
+static void relay_on_connection(uv_stream_t *ls, int status)
+{
+	struct crun_store_relay *r = ls->data;
+	struct relay_client *cl;
+
+	if (status < 0 || r->closing)
+		return;
+	cl = calloc(1, sizeof(*cl));
+	if (cl == NULL)
+		return;
+	cl->r = r;
+	uv_tcp_init(r->loop, &cl->tcp);
+	cl->tcp.data = cl;
+	r->nhandles++;
+	store_buf_init(&cl->in);
+	store_buf_init(&cl->out);
+	cl->next = r->clients;
+	if (r->clients != NULL)
+		r->clients->prev = cl;
+	r->clients = cl;
+	r->nclients++;
+	r->st.clients = r->nclients;
+	if (uv_accept(ls, (uv_stream_t *)&cl->tcp) != 0) {
+		store_relay__client_close(cl, "accept failed");
+		return;
+	}
+	if (r->state == RS_LOST) {
+		store_relay__client_close(cl, NULL); /* the store is gone */
+		return;
+	}
+	if (r->nclients > r->lim.max_conns) {
+		store_relay__client_close(cl, "over max-conns");
+		return;
+	}
+	uv_tcp_nodelay(&cl->tcp, 1);
+	uv_read_start((uv_stream_t *)&cl->tcp, relay_client_on_alloc,
+		      relay_client_on_read);
+}
+
+/* ---- The upstream connection -------------------------------------------- */
+
+static void relay_up_on_write(uv_write_t *req, int status)
+{
+	struct relay_write *wr = (struct relay_write *)req;
+	struct crun_store_relay *r = wr->r;
+
+	r->up_queued -= wr->len;
+	free(wr);
+	if (status < 0 && status != UV_ECANCELED)
+		store_relay__up_lost(r, status);
+}
+
+/* Send r->up_out: 0 or an error. */
+static int relay_up_send(struct crun_store_relay *r)
+{
+	struct relay_write *wr;
+	uv_buf_t b;
+	size_t n;
+	int rc;
+
+	if (r->up_out.len == 0)
+		return 0;
+	if (r->up_out.oom)
+		return UV_ENOMEM;
+	rc = 0;
+	if (r->up_queued == 0) {
+		b = uv_buf_init((char *)r->up_out.data,
+				(unsigned)r->up_out.len);
+		rc = uv_try_write((uv_stream_t *)&r->up, &b, 1);
+		if (rc == UV_EAGAIN)
+			rc = 0;
+		if (rc < 0)
+			return rc;
+	}
+	n = r->up_out.len - (size_t)rc;
+	if (n > 0) {
+		wr = malloc(sizeof(*wr) + n);
+		if (wr == NULL)
+			return UV_ENOMEM;
+		wr->r = r;
+		wr->cl = NULL;
+		wr->len = n;
+		memcpy(wr->data, r->up_out.data + rc, n);
+		b = uv_buf_init((char *)wr->data, (unsigned)n);
+		rc = uv_write(&wr->req, (uv_stream_t *)&r->up, &b, 1,
+			      relay_up_on_write);
+		if (rc != 0) {
+			free(wr);
+			return rc;
+		}
+		r->up_queued += n;
+	}
+	r->up_out.len = 0;
+	if (r->up_out.cap > 65536)
+		store_buf_release(&r->up_out);
+	return 0;
+}
+
+/* Before the loop waits: send what is held, write to the clients. */
+static void relay_on_flush(uv_prepare_t *h)
+{
+	struct crun_store_relay *r = h->data;
+	struct relay_client *cl;
+	int rc;
+
+	uv_prepare_stop(h);
+	if (r->state == RS_READY && r->held_head != NULL) {
+		store_relay__send_held(r);
+		rc = relay_up_send(r);
+		if (rc != 0)
+			store_relay__up_lost(r, rc);
+	}
+	while ((cl = r->dirty) != NULL) {
+		r->dirty = cl->dirty_next;
+		relay_client_flush(cl);
+	}
+}
+
+static void relay_up_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct crun_store_relay *r = h->data;
+
+	if (r->up_in.len > r->lim.max_output + 64 ||
+	    store_buf_reserve(&r->up_in, 65536) != 0) {
+		*buf = uv_buf_init(NULL, 0);
+		return;
+	}
+	*buf = uv_buf_init((char *)r->up_in.data + r->up_in.len,
+			   (unsigned)(r->up_in.cap - r->up_in.len));
+}
+
+static void relay_up_on_read(uv_stream_t *st, ssize_t nread,
+			     const uv_buf_t *buf)
+{
+	struct crun_store_relay *r = st->data;
+
+	if (r->closing || r->state == RS_LOST)
+		return;
+	if (nread < 0) {
+		store_relay__up_lost(r, (int)nread);
+		return;
+	}
+	r->up_in.len += (size_t)nread;
+	if (r->state == RS_VALIDATING) {
+		/* The PING's echo, then the tagging WAIT_TAG's answer. */
+		if (r->up_in.len < 13)
+			return;
+		if (store_wire_u32(r->up_in.data) != r->nonce ||
+		    r->up_in.data[4] != STORE_TAG_ANSWER ||
+		    store_wire_u64(r->up_in.data + 5) != 0) {
+			store_relay__up_lost(r, CRUN_EPROTO);
+			return;
+		}
+		memmove(r->up_in.data, r->up_in.data + 13, r->up_in.len - 13);
+		r->up_in.len -= 13;
+		r->state = RS_READY;
+		store_relay__kick(r);
+	}
+	store_relay__up_process(r);
+}
+
+static void relay_connect(struct crun_store_relay *r);
+
+static void relay_up_on_tcp_close(uv_handle_t *h)
+{
+	struct crun_store_relay *r = h->data;
+
+	r->nhandles--;
+	if (!r->closing && r->state == RS_CONNECTING) {
+		relay_connect(r); /* a retry, after its delay */
+		return;
+	}
+	relay_on_handle_close(h);
+}
+
+static void relay_up_on_connect(uv_connect_t *req, int status)
+{
+	struct crun_store_relay *r = req->data;
+	struct store_buf b;
+	int rc;
+
+	if (r->closing || r->state != RS_CONNECTING)
+		return;
+	if (status < 0) {
+		if (status == UV_ECONNREFUSED &&
+		    uv_now(r->loop) + 100 < r->deadline) {
+			r->up_open = 0;
+			uv_close((uv_handle_t *)&r->up, relay_up_on_tcp_close);
+			return;
+		}
+		store_relay__up_lost(r, status);
+		return;
+	}
+	uv_tcp_nodelay(&r->up, 1);
+	r->state = RS_VALIDATING;
+	store_buf_init(&b);
+	store_buf_op(&b, STORE_GEN_G3, STORE_OP_VALIDATE);
+	store_buf_u32(&b, STORE_WIRE_MAGIC);
+	store_buf_op(&b, STORE_GEN_G3, STORE_OP_PING);
+	store_buf_u32(&b, r->nonce);
+	store_buf_op(&b, STORE_GEN_G3, STORE_OP_WAIT_TAG);
+	store_buf_u64(&b, 0); /* tag 0 */
+	store_buf_u64(&b, 1); /* one wait */
+	store_buf_u64(&b, 0); /* no keys: answered at once */
+	store_buf_put(&r->up_out, b.data, b.len);
+	store_buf_release(&b);
+	rc = relay_up_send(r);
+	if (rc == 0)
+		rc = uv_read_start((uv_stream_t *)&r->up, relay_up_on_alloc,
+				   relay_up_on_read);
+	if (rc != 0)
+		store_relay__up_lost(r, rc);
+}
+
+static void relay_on_retry(uv_timer_t *t)
+{
+	struct crun_store_relay *r = t->data;
+	int rc;
+
+	uv_tcp_init(r->loop, &r->up);
+	r->up.data = r;
+	r->up_open = 1;
+	r->nhandles++;
+	r->conn_req.data = r;
+	rc = uv_tcp_connect(&r->conn_req, &r->up,
+			    (const struct sockaddr *)&r->up_addr,
+			    relay_up_on_connect);
+	if (rc != 0)
+		store_relay__up_lost(r, rc);
+}
+
+/* Connect now the first time, after 100 ms on a retry. */
+static void relay_connect(struct crun_store_relay *r)
+{
+	static const uint64_t delay = 100;
+
+	uv_timer_start(&r->timer, relay_on_retry, delay, 0);
+}
+
+/*
+ * The store is lost: close every client (their waits end with their
+ * connections), and call lost once.
+ */
+void store_relay__up_lost(struct crun_store_relay *r, int err)
+{
+	struct relay_up *u;
+
+	if (r->state == RS_LOST || r->closing)
+		return;
+	r->state = RS_LOST;
+	uv_timer_stop(&r->timer);
+	if (r->up_open) {
+		r->up_open = 0;
+		uv_close((uv_handle_t *)&r->up, relay_up_on_tcp_close);
+	}
+	while (r->clients != NULL)
+		store_relay__client_close(r->clients, NULL);
+	while ((u = r->held_head) != NULL) {
+		r->held_head = u->next;
+		store_relay__up_free(u);
+	}
+	r->held_tail = NULL;
+	while ((u = r->sent_head) != NULL) {
+		r->sent_head = u->next;
+		store_relay__up_free(u);
+	}
+	r->sent_tail = NULL;
+	while (r->waits != NULL)
+		store_relay__wait_free(r, r->waits);
+	log_warn("store relay: lost the workers' store: %s",
+		 crun_strerror(err));
+	if (!r->lost_called && r->lost != NULL) {
+		r->lost_called = 1;
+		r->lost(r, err, r->lost_data);
+	}
+}
+
+/* ---- Life cycle --------------------------------------------------------- */
+
+static void relay_on_handle_close(uv_handle_t *h)
+{
+	struct crun_store_relay *r = h->data;
+	store_close_cb cb;
+	void *data;
+
+	if (h != (uv_handle_t *)&r->up)
+		r->nhandles--;
+	if (!r->closing || r->nhandles > 0)
+		return;
+	cb = r->close_cb;
+	data = r->close_data;
+	store_buf_release(&r->up_in);
+	store_buf_release(&r->up_out);
+	free(r);
+	if (cb != NULL)
+		cb(data);
+}
+
+static int relay_resolve(struct crun_store_relay *r, const char *host, int port)
+{
+	struct addrinfo hints, *ai = NULL;
+	char pstr[16];
+	int rc;
+
+	if (port <= 0 || port > 65535)
+		return UV_EINVAL;
+	if (host == NULL || host[0] == '\0')
+		host = "127.0.0.1";
+	if (uv_ip4_addr(host, port, (struct sockaddr_in *)&r->up_addr) == 0 ||
+	    uv_ip6_addr(host, port, (struct sockaddr_in6 *)&r->up_addr) == 0)
+		return 0;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	snprintf(pstr, sizeof(pstr), "%d", port);
+	rc = getaddrinfo(host, pstr, &hints, &ai);
+	if (rc != 0)
+		return rc == EAI_SYSTEM ? -errno : UV_EAI_NONAME;
+	memcpy(&r->up_addr, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	return 0;
+}
+
+static int relay_listen(struct crun_store_relay *r,
+			const struct store_relay_opts *o)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss), rc;
+	const char *host = o->listen_host;
+
+	if (o->listen_fd >= 0) {
+		/* A copy: the caller's fd stays theirs until this succeeds. */
+		int fd = dup(o->listen_fd);
+
+		rc = fd < 0 ? -errno : uv_tcp_open(&r->listener, fd);
+		if (rc != 0 && fd >= 0)
+			close(fd);
+	} else if (host == NULL || host[0] == '\0' || strcmp(host, "::") == 0) {
+		uv_ip6_addr("::", o->listen_port, (struct sockaddr_in6 *)&ss);
+		rc = uv_tcp_bind(&r->listener, (struct sockaddr *)&ss, 0);
+		if (rc == UV_EAFNOSUPPORT || rc == UV_EADDRNOTAVAIL) {
+			uv_ip4_addr("0.0.0.0", o->listen_port,
+				    (struct sockaddr_in *)&ss);
+			rc = uv_tcp_bind(&r->listener, (struct sockaddr *)&ss,
+					 0);
+		}
+	} else if (uv_ip4_addr(host, o->listen_port,
+			       (struct sockaddr_in *)&ss) == 0 ||
+		   uv_ip6_addr(host, o->listen_port,
+			       (struct sockaddr_in6 *)&ss) == 0) {
+		rc = uv_tcp_bind(&r->listener, (struct sockaddr *)&ss, 0);
+	} else {
+		rc = UV_EINVAL;
+	}
+	if (rc == 0)
+		rc = uv_listen((uv_stream_t *)&r->listener, 4096,
+			       relay_on_connection);
+	if (rc == 0)
+		rc = uv_tcp_getsockname(&r->listener, (struct sockaddr *)&ss,
+					&len);
+	if (rc == 0)
+		r->port = ntohs(ss.ss_family == AF_INET6
+				    ? ((struct sockaddr_in6 *)&ss)->sin6_port
+				    : ((struct sockaddr_in *)&ss)->sin_port);
+	return rc;
+}
+
+int store_relay_new(uv_loop_t *loop, const struct store_relay_opts *o,
+		    store_relay_lost_cb lost, void *data,
+		    struct crun_store_relay **out)
+{
+	struct crun_store_relay *r = calloc(1, sizeof(*r));
+	int rc;
+
+	if (r == NULL)
+		return UV_ENOMEM;
+	r->loop = loop;
+	if (o->lim != NULL)
+		r->lim = *o->lim;
+	else
+		store_limits_default(&r->lim);
+	r->max_client =
+	    o->max_client_bytes ? o->max_client_bytes : r->lim.max_output;
+	r->lost = lost;
+	r->lost_data = data;
+	r->nonce = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)r;
+	r->deadline = uv_now(loop) + (uint64_t)(o->connect_timeout_ms > 0
+						    ? o->connect_timeout_ms
+						    : 10000);
+	store_buf_init(&r->up_in);
+	store_buf_init(&r->up_out);
+	rc = relay_resolve(r, o->up_host, o->up_port);
+	if (rc != 0) {
+		free(r);
+		return rc;
+	}
+	uv_tcp_init(loop, &r->listener);
+	r->listener.data = r;
+	uv_timer_init(loop, &r->timer);
+	r->timer.data = r;
+	uv_prepare_init(loop, &r->flush);
+	r->flush.data = r;
+	r->nhandles = 3;
+	rc = relay_listen(r, o);
+	if (rc != 0) {
+		r->closing = 1;
+		uv_close((uv_handle_t *)&r->listener, relay_on_handle_close);
+		uv_close((uv_handle_t *)&r->timer, relay_on_handle_close);
+		uv_close((uv_handle_t *)&r->flush, relay_on_handle_close);
+		return rc;
+	}
+	if (o->listen_fd >= 0)
+		close(o->listen_fd); /* the relay serves its copy */
+	r->state = RS_CONNECTING;
+	uv_timer_start(&r->timer, relay_on_retry, 0, 0);
+	*out = r;
+	return 0;
+}
+
+int store_relay_port(const struct crun_store_relay *r)
+{
+	return r->port;
+}
+
+void store_relay_stats(const struct crun_store_relay *r,
+		       struct store_relay_stats *st)
+{
+	*st = r->st;
+}
+
+void store_relay_close(struct crun_store_relay *r, store_close_cb cb,
+		       void *data)
+{
+	struct relay_up *u;
+
+	assert(!r->closing);
+	r->closing = 1;
+	r->close_cb = cb;
+	r->close_data = data;
+	while (r->clients != NULL)
+		store_relay__client_close(r->clients, NULL);
+	while ((u = r->held_head) != NULL) {
+		r->held_head = u->next;
+		store_relay__up_free(u);
+	}
+	while ((u = r->sent_head) != NULL) {
+		r->sent_head = u->next;
+		store_relay__up_free(u);
+	}
+	while (r->waits != NULL)
+		store_relay__wait_free(r, r->waits);
+	if (r->up_open) {
+		r->up_open = 0;
+		uv_close((uv_handle_t *)&r->up, relay_up_on_tcp_close);
+	}
+	uv_close((uv_handle_t *)&r->listener, relay_on_handle_close);
+	uv_close((uv_handle_t *)&r->timer, relay_on_handle_close);
+	uv_close((uv_handle_t *)&r->flush, relay_on_handle_close);
+}
