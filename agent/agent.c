@@ -249,6 +249,7 @@ static void agent_round_end(struct agent *a)
 	if (a->ft)
 		filetimer_clear(a->ft);
 	pool_end(&a->pool);
+	agent__stop_relay(a); /* its workers are gone */
 
 	if (!a->multi) {
 		if (a->stop.reason == STOP_SIGNAL)
@@ -343,6 +344,11 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	}
 	a->logs_ready = 1;
 	rp->attempt_dir = a->attempt_dir;
+	if (agent__start_relay(a, rp)) {
+		log_say("cannot start the store relay");
+		pool_fail(&a->pool, cfg->nproc_per_node);
+		return;
+	}
 	if (a->multi)
 		log_say(
 		    "round %d: group rank %d of %d, ranks %d-%d of %d, store "
@@ -466,6 +472,7 @@ void agent__finish(struct agent *a, int status)
 		close(a->port_fd);
 		a->port_fd = -1;
 	}
+	agent__stop_relay(a);
 	if (a->wstore) {
 		store_server_close(a->wstore, NULL, NULL);
 		a->wstore = NULL;

@@ -116,6 +116,9 @@ struct agent {
 	/* The workers' store of the current round (agent store mode). */
 	struct crun_store_server *wstore;
 	struct crun_peers *peers; /* who may reach it (store_allow=round) */
+	/* This node's relay to the round's workers' store (store_relay). */
+	struct crun_store_relay *relay;
+	char relay_why[512]; /* why it lost the store, for the round's end */
 	int logs_ready;
 	double started;
 	struct crun_binding_plan *binding; /* NULL: workers inherit ours */
@@ -137,12 +140,21 @@ int agent__multi_start(struct agent *a);
 void agent__multi_round_end(struct agent *a, int nf, int status);
 /** Close the rendezvous and the backend it runs over. */
 void agent__close_backend(struct agent *a);
+/** This node lost the workers' store (its relay did): end the round so. */
+void agent__store_lost(struct agent *a, const char *why);
 /** A unique run id (torchrun's default "none" makes unrelated jobs collide). */
 char *agent__run_id(const char *host);
 
 /* agent_store.c */
 /** rdzv_opts.start_master: the workers' store of round (or a free port). */
 int agent__start_master(void *data, int round, int *port);
+/**
+ * With store_relay, start this node's relay to rp's workers' store and point
+ * rp (the workers' MASTER_ADDR/MASTER_PORT) at it; 0 or an error.
+ */
+int agent__start_relay(struct agent *a, struct worker_round *rp);
+/** Close this node's relay of the round (if any). */
+void agent__stop_relay(struct agent *a);
 
 /* agent_logs.c */
 /** log.h's sink while the agent runs: every line, on the console. */

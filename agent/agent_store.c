@@ -1,7 +1,10 @@
 /*
  * The workers' store of a round (rank 0's node): a fresh keyspace per round
  * on the agent's own store server, confined to the round's nodes, or, without
- * the agent store, a free port held for worker rank 0's own TCPStore.
+ * the agent store, a free port held for worker rank 0's own TCPStore. With
+ * store_relay, every node's agent also runs a relay (store_relay.h) for the
+ * round: its workers connect to it on loopback and it forwards their
+ * requests over one connection, so the store holds one connection per node.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +17,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "crun/err.h"
+#include "crun/store_relay.h"
 #include "agent.h"
 
 /*
@@ -127,4 +132,69 @@ int agent__start_master(void *data, int round, int *port)
 	store_server_set_quiet(a->wstore, 1);
 	*port = store_server_port(a->wstore);
 	return agent_confine_store(a);
+}
+
+/*
+ * Whether this round's workers go through a relay: store_relay=true, or
+ * auto (the default) once their own connections (two per rank for PyTorch
+ * <= 1.13's clients, one for 2.x) could take half of the store's connection
+ * budget (max_conns, which nofile.c keeps under RLIMIT_NOFILE): with fewer
+ * ranks the store serves them directly at no cost, and a relay would only
+ * add a hop. Only with several nodes and the agent store (the relay speaks
+ * crun's own extensions to it).
+ */
+static int agent_wants_relay(const struct agent *a,
+			     const struct worker_round *rp)
+{
+	const struct crun_cfg *cfg = a->cfg;
+	size_t conns = 2 * (size_t)rp->ranks.world_size;
+
+	if (!a->multi || !cfg->agent_store || cfg->rdzv.store_relay == 0)
+		return 0;
+	return cfg->rdzv.store_relay == 1 || conns >= cfg->store.max_conns / 2;
+}
+
+/* The relay lost the workers' store: the round ends here as a lost store. */
+static void agent_on_relay_lost(struct crun_store_relay *r, int status,
+				void *data)
+{
+	struct agent *a = data;
+
+	(void)r;
+	snprintf(a->relay_why, sizeof(a->relay_why),
+		 "%.256s lost the workers' store (its relay: %.128s)", a->host,
+		 crun_strerror(status));
+	agent__store_lost(a, a->relay_why);
+}
+
+int agent__start_relay(struct agent *a, struct worker_round *rp)
+{
+	struct store_relay_opts o;
+	int rc;
+
+	agent__stop_relay(a);
+	if (!agent_wants_relay(a, rp))
+		return 0;
+	memset(&o, 0, sizeof(o));
+	o.up_host = rp->master_addr;
+	o.up_port = rp->master_port;
+	/* Loopback only: the relay has no allow list of its own. */
+	o.listen_host = "127.0.0.1";
+	o.listen_fd = -1;
+	o.lim = &a->cfg->store;
+	o.connect_timeout_ms = 10000;
+	rc = store_relay_new(&a->loop, &o, agent_on_relay_lost, a, &a->relay);
+	if (rc)
+		return rc;
+	rp->master_addr = "127.0.0.1";
+	rp->master_port = store_relay_port(a->relay);
+	return 0;
+}
+
+void agent__stop_relay(struct agent *a)
+{
+	if (a->relay == NULL)
+		return;
+	store_relay_close(a->relay, NULL, NULL);
+	a->relay = NULL;
 }

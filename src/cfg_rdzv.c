@@ -148,6 +148,13 @@ static int rdzv_other(struct crun_rdzv_conf *c, const struct cfg_rdzv_key *k,
 			c->set_ifname = b;
 		else
 			return -1;
+	} else if (strcmp(k->key, "store_relay") == 0) {
+		if (strcmp(v, "auto") == 0)
+			c->store_relay = -1;
+		else if (cfg_parse_bool(v, &b) == 0)
+			c->store_relay = b;
+		else
+			return -1;
 	} else if (strcmp(k->key, "store_allow") == 0) {
 		if (strcmp(v, "any") != 0 && strcmp(v, "round") != 0)
 			return -1;

@@ -78,6 +78,7 @@ struct crun_rdzv_conf {
 	char *secret_file;   /* the rendezvous secret (see auth.h), or NULL */
 	int store_allow_any; /* workers' store: 1 any peer, 0 the round's */
 	int store_port;	     /* workers' store of a multi-node job, 0: free */
+	int store_relay;     /* a per-node relay to it: 1, 0, -1 auto */
 	int set_ifname;	     /* export *_SOCKET_IFNAME: 0 no, 1 gloo, 2 +nccl */
 	int exclude_after;   /* leave out a node after K failures (0: off) */
 	double exclude_for;  /* ... for this many seconds */

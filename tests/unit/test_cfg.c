@@ -1224,6 +1224,34 @@ Test(cfg, parse_rdzv_conf)
 	}
 }
 
+/* store_relay: true, false or auto; auto (-1) by default. */
+Test(cfg, parse_rdzv_conf_store_relay)
+{
+	static const char *const in[] = {"store_relay=true", "store_relay=0",
+					 "store_relay=auto"};
+	static const int want[] = {1, 0, -1};
+	struct crun_rdzv_conf c;
+	char e[512] = "";
+
+	cfg_rdzv_conf_init(&c);
+	cr_expect_eq(c.store_relay, -1, "the default is auto");
+	cfg_rdzv_conf_release(&c);
+	for (int i = 0; i < 3; i++) {
+		cfg_rdzv_conf_init(&c);
+		c.store_relay = 7;
+		cr_assert_eq(cfg_parse_rdzv_conf(in[i], &c, e, sizeof(e)), 0,
+			     "%s", e);
+		cr_expect_eq(c.store_relay, want[i], "%s", in[i]);
+		cfg_rdzv_conf_release(&c);
+	}
+	cfg_rdzv_conf_init(&c);
+	cr_expect_eq(cfg_parse_rdzv_conf("store_relay=sometimes", &c, e,
+					 sizeof(e)),
+		     CRUN_EUSAGE);
+	cr_expect_not_null(strstr(e, "sometimes"), "%s", e);
+	cfg_rdzv_conf_release(&c);
+}
+
 Test(cfg, parse_nnodes_and_bool)
 {
 	int lo, hi, b;
