@@ -18,7 +18,8 @@
  * kernel's loopback TCP cost; the difference is what the relays and the
  * store add. The floor stores nothing, so its WAITs are answered at once
  * and its ADDs return 1: the clients check replies only against the real
- * store.
+ * store. --runs R alternates R relay rounds with R floor rounds, so that the
+ * machine's drift falls on both alike, and reports the median of each.
  *
  * What is checked against the real store (any miss fails the run): every
  * rank finishes; the ADD results are 1..N, each exactly once (a map shared
@@ -41,6 +42,11 @@
  * relay_cpu_us_per_node (all relay processes' CPU over the round, per node)
  * and relay_rss_kb_per_node (their peak RSS summed, per node). A line on
  * stderr per N says where the CPU went (clients, relays, store, floor).
+ *
+ * Why this file is long: it is four programs that only make sense together
+ * (the clients, the store's process, the relays' processes and the parent
+ * that runs and checks them), and splitting them would need a bench library
+ * for one benchmark.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +60,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -550,6 +557,8 @@ static void c_run(struct fleet *f, int cmd, int rep)
 	char go;
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 
+	/* Named per role, for top and perf. */
+	prctl(PR_SET_NAME, "rsim-client");
 	f->c = calloc((size_t)f->count, sizeof(*f->c));
 	if (f->c == NULL || ep < 0)
 		_exit(3);
@@ -808,6 +817,7 @@ static void store_run(struct child *ch, long nodes)
 
 	memset(&sp, 0, sizeof(sp));
 	sp.ch = ch;
+	prctl(PR_SET_NAME, "rsim-store");
 	signal(SIGPIPE, SIG_IGN);
 	uv_loop_init(&sp.loop);
 	store_limits_default(&lim);
@@ -932,6 +942,7 @@ static void relay_run(struct child *ch, long first, long count, int up_port,
 	memset(&rp, 0, sizeof(rp));
 	rp.ch = ch;
 	rp.count = count;
+	prctl(PR_SET_NAME, "rsim-relay");
 	signal(SIGPIPE, SIG_IGN);
 	uv_loop_init(&rp.loop);
 	rp.r = calloc((size_t)count, sizeof(*rp.r));

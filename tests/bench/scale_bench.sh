@@ -99,7 +99,7 @@ set grid
 plot "$tmp/workers.dat" using 1:2 with linespoints title "workers' store init, crun store", \
      "$tmp/workers.dat" using 1:3 with linespoints dashtype 2 title "workers' store init, do-nothing floor", \
      "$tmp/relay.dat" using 1:2 with linespoints title "workers' store init through per-node relays (8 ranks a node)", \
-     "$tmp/relay.dat" using 1:3 with linespoints dashtype 2 title "the same clients, do-nothing servers (relay floor)", \
+     "$tmp/relay.dat" using 1:3 with linespoints dashtype 2 title "relays' floor: the same clients, do-nothing servers", \
      "$tmp/rdzv-form.dat" using 1:2 with linespoints title "rendezvous: round formed", \
      "$tmp/rdzv-reform.dat" using 1:2 with linespoints title "node lost: detected and re-formed", \
      "$tmp/rdzv-form.dat" using 1:4 with linespoints dashtype 3 title "rendezvous: store host CPU seconds"
