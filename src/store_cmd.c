@@ -224,7 +224,7 @@ static int store_cmd_wait_tag(struct store_conn *c, const struct store_req *req,
 			missing++;
 	if (missing > 0)
 		return store__park(c, req, missing, 0);
-	store_buf_u8(&c->out, STORE_TAG_ANSWER);
+	store_buf_u8(&c->out, STORE_TAG_ANSWER); /* all of them, at once */
 	store_buf_u64(&c->out, (uint64_t)req->num);
 	return 0;
 }
@@ -234,7 +234,7 @@ static int store_cmd_cancel_tag(struct store_conn *c,
 				struct store_entry *hit, char *errmsg,
 				size_t errlen)
 {
-	store__conn_cancel_tag(c, (uint64_t)req->num);
+	store__conn_cancel_tag(c, (uint64_t)req->num, req->u32);
 	return 0;
 }
 

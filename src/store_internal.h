@@ -53,6 +53,7 @@ struct store_waiter {
 	size_t list_len;
 	int tagged; /* WAIT_TAG: answered STORE_TAG_ANSWER and tag */
 	uint64_t tag;
+	uint32_t count; /* WAIT_TAG: the identical waits it stands for */
 	struct store_reg regs[];
 };
 
@@ -269,7 +270,7 @@ void store__wake_list(struct store_reglist *l, int one);
 int store__park(struct store_conn *c, const struct store_req *req,
 		size_t missing, int barrier);
 void store__conn_cancel_waits(struct store_conn *c);
-void store__conn_cancel_tag(struct store_conn *c, uint64_t tag);
+void store__conn_cancel_tag(struct store_conn *c, uint64_t tag, uint32_t n);
 int store__watch(struct store_conn *c, const struct store_req *req);
 void store__conn_unwatch(struct store_conn *c);
 void store__free_entries(struct crun_store_server *srv);

@@ -371,8 +371,22 @@ void store__wake_list(struct store_reglist *l, int one)
 	struct store_reg *r;
 
 	while ((r = l->head) != NULL) {
+		struct store_waiter *w = r->w;
+
+		if (one && w->count > 1 && w->missing == 1) {
+			/* One of a relay's identical waits is answered; the
+			 * others keep its place at the head. */
+			w->count--;
+			if (!w->c->closing && w->c->doom == NULL) {
+				store_buf_u8(&w->c->out, STORE_TAG_ANSWER_ONE);
+				store_buf_u64(&w->c->out, w->tag);
+				store__conn_account(w->c);
+				store__conn_dirty(w->c);
+			}
+			return;
+		}
 		store_reg_unlink(r);
-		if (store_waiter_hit(r->w, one) && one)
+		if (store_waiter_hit(w, one) && one)
 			return;
 	}
 }
@@ -401,15 +415,18 @@ void store__conn_cancel_waits(struct store_conn *c)
 		store_waiter_cancel(c->waiters);
 }
 
-/* CANCEL_TAG: drop c's tagged wait tag (none if it was answered). O(waits).
- */
-void store__conn_cancel_tag(struct store_conn *c, uint64_t tag)
+/* CANCEL_TAG: take n of c's tagged wait tag back (nothing if it was
+ * answered), dropping it with its last. O(waits). */
+void store__conn_cancel_tag(struct store_conn *c, uint64_t tag, uint32_t n)
 {
 	struct store_waiter *w;
 
 	for (w = c->waiters; w != NULL; w = w->next)
 		if (w->tagged && w->tag == tag) {
-			store_waiter_cancel(w);
+			if (w->count > n)
+				w->count -= n;
+			else
+				store_waiter_cancel(w);
 			return;
 		}
 }
@@ -447,6 +464,7 @@ int store__park(struct store_conn *c, const struct store_req *req,
 	w->c = c;
 	w->tagged = req->op == STORE_OP_WAIT_TAG;
 	w->tag = (uint64_t)req->num;
+	w->count = w->tagged ? req->u32 : 1;
 	w->nregs = missing;
 	w->missing = missing;
 	w->bytes = bytes;

@@ -102,7 +102,7 @@ void store_relay__client_close(struct relay_client *cl, const char *why)
 			next = s->onext;
 			if (s->cl != cl)
 				continue;
-			store_relay__wait_drop_slot(w, s);
+			store_relay__wait_drop_slot(r, w, s);
 			store_relay__slot_maybe_free(s);
 		}
 		if (!r->closing && r->state != RS_LOST)
@@ -433,6 +433,7 @@ static void relay_up_on_connect(uv_connect_t *req, int status)
 	store_buf_u32(&b, r->nonce);
 	store_buf_op(&b, STORE_GEN_G3, STORE_OP_WAIT_TAG);
 	store_buf_u64(&b, 0); /* tag 0 */
+	store_buf_u64(&b, 1); /* one wait */
 	store_buf_u64(&b, 0); /* no keys: answered at once */
 	store_buf_put(&r->up_out, b.data, b.len);
 	store_buf_release(&b);

@@ -144,7 +144,7 @@ struct crun_store_relay {
  void store_relay__slot_maybe_free(struct relay_slot *s);
  void store_relay__wait_free(struct crun_store_relay *r, struct relay_wait *w);
 void store_relay__wait_release(struct crun_store_relay *r, struct relay_wait *w);
-void store_relay__wait_drop_slot(struct relay_wait *w, struct relay_slot *s);
+void store_relay__wait_drop_slot(struct crun_store_relay *r, struct relay_wait *w, struct relay_slot *s);
  void store_relay__up_free(struct relay_up *u);
 size_t store_relay__client_share(const struct relay_client *cl);
 void store_relay__client_parse(struct relay_client *cl);

@@ -12,6 +12,9 @@
 #include "crun/err.h"
 #include "store_relay_internal.h"
 
+/* Held requests a new one looks through for one to join. */
+#define RELAY_JOIN_SCAN 64
+
 static struct relay_up *relay_up_new(enum store_op op, enum relay_kind kind);
 static void relay_hold(struct crun_store_relay *r, struct relay_up *u);
 
@@ -149,19 +152,11 @@ void store_relay__wait_free(struct crun_store_relay *r, struct relay_wait *w)
 	free(w);
 }
 
-/* w has no client left: cancel it on the store (if sent) and free it. */
+/* Free w once no client is left on it (each left with a CANCEL_TAG). */
 void store_relay__wait_release(struct crun_store_relay *r, struct relay_wait *w)
 {
-	struct relay_up *u;
-
 	if (w->slots != NULL || w->held)
-		return; /* a held one is freed by its answer */
-	if (w->sent && r->state == RS_READY && !r->closing &&
-	    (u = relay_up_new(STORE_OP_CANCEL_TAG, RK_CANCEL)) != NULL) {
-		store_buf_op(&u->frame, STORE_GEN_G3, STORE_OP_CANCEL_TAG);
-		store_buf_u64(&u->frame, w->tag);
-		relay_hold(r, u);
-	}
+		return; /* a held one is dropped when the held are sent */
 	store_relay__wait_free(r, w);
 }
 
@@ -178,9 +173,11 @@ static void relay_wait_add_slot(struct relay_wait *w, struct relay_slot *s)
 }
 
 /* Take s off its wait (which it leaves empty or not). */
-void store_relay__wait_drop_slot(struct relay_wait *w, struct relay_slot *s)
+void store_relay__wait_drop_slot(struct crun_store_relay *r,
+				 struct relay_wait *w, struct relay_slot *s)
 {
 	struct relay_slot **pp = &w->slots, *prev = NULL;
+	struct relay_up *u;
 
 	while (*pp != NULL && *pp != s) {
 		prev = *pp;
@@ -193,6 +190,14 @@ void store_relay__wait_drop_slot(struct relay_wait *w, struct relay_slot *s)
 		w->slots_tail = prev;
 	s->w = NULL;
 	s->inowner = 0;
+	/* One fewer of the identical waits the store holds for w. */
+	if (w->sent && r->state == RS_READY && !r->closing &&
+	    (u = relay_up_new(STORE_OP_CANCEL_TAG, RK_CANCEL)) != NULL) {
+		store_buf_op(&u->frame, STORE_GEN_G3, STORE_OP_CANCEL_TAG);
+		store_buf_u64(&u->frame, w->tag);
+		store_buf_u64(&u->frame, 1);
+		relay_hold(r, u);
+	}
 }
 
 /* ---- Requests to the store ---------------------------------------------- */
@@ -256,7 +261,12 @@ static struct relay_up *relay_joinable(struct crun_store_relay *r,
 {
 	struct relay_up *u;
 
-	for (u = r->held_head; u != NULL; u = u->next) {
+	int scanned = 0;
+
+	/* A bounded look (a client pipelining thousands of GETs must not
+	 * make each one walk all the others): combining is an optimisation. */
+	for (u = r->held_head; u != NULL && scanned++ < RELAY_JOIN_SCAN;
+	     u = u->next) {
 		if (u->op != op || u->pos < cl->last_seq)
 			continue;
 		if (op == STORE_OP_WAIT && u->w != NULL && u->w->held &&
@@ -497,12 +507,24 @@ void store_relay__send_held(struct crun_store_relay *r)
 			r->held_tail = NULL;
 		u->next = NULL;
 		r->st.requests_up++;
+		if (u->kind == RK_WAIT && u->w->slots == NULL) {
+			/* Its clients left before it went: nothing to send. */
+			u->w->held = 0;
+			store_relay__wait_free(r, u->w);
+			u->w = NULL;
+			store_relay__up_free(u);
+			continue;
+		}
 		if (u->kind == RK_WAIT) {
 			struct relay_wait *w = u->w;
+			uint64_t n = 0;
 
+			for (struct relay_slot *s = w->slots; s; s = s->onext)
+				n++;
 			store_buf_op(&r->up_out, STORE_GEN_G3,
 				     STORE_OP_WAIT_TAG);
 			store_buf_u64(&r->up_out, w->tag);
+			store_buf_u64(&r->up_out, n); /* the clients joined */
 			store_buf_put(&r->up_out, w->list.data, w->list.len);
 			w->held = 0;
 			w->sent = 1;
@@ -633,7 +655,7 @@ static void relay_answer(struct crun_store_relay *r, const unsigned char *p,
 					tn = t->onext;
 					if (t->cl != s->cl)
 						continue;
-					store_relay__wait_drop_slot(w, t);
+					store_relay__wait_drop_slot(r, w, t);
 					t->detached = 1;
 					store_relay__slot_maybe_free(t);
 				}
@@ -678,22 +700,10 @@ static void relay_tag_answer(struct crun_store_relay *r, uint64_t tag, int one,
 	}
 	for (s = list; s != NULL; s = s->onext)
 		s->w = NULL; /* still owned (inowner) by this list */
-	if (w->slots != NULL) {
-		/* The others wait again, behind whoever waits now. */
-		struct relay_up *u = relay_up_new(STORE_OP_WAIT, RK_WAIT);
-
-		if (w->sent && !w->decided)
-			r->undecided--;
-		w->tag = ++r->next_tag;
-		w->sent = w->decided = 0;
-		w->held = 0; /* not joinable: its clients came earlier */
-		if (u != NULL) {
-			u->w = w;
-			relay_hold(r, u);
-		}
-	} else {
+	/* After a QUEUE_PUSH's answer the others still wait on the store,
+	 * in their place. */
+	if (w->slots == NULL)
 		store_relay__wait_free(r, w);
-	}
 	for (s = list; s != NULL; s = next) {
 		next = s->onext;
 		relay_slot_fill(s, &c, 1, failed);

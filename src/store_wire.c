@@ -379,6 +379,13 @@ int store_wire_decode(const unsigned char *buf, size_t len, enum store_gen *gen,
 	case STORE_OP_CANCEL_TAG:
 		rc = store_cur_u64(&c, &n);
 		req->num = (int64_t)n;
+		if (rc == 1)
+			rc = store_cur_u64(&c, &n);
+		if (rc == 1 && (n == 0 || n > UINT32_MAX))
+			return store_wire_err(&c, CRUN_EPROTO,
+					      "tagged wait count %llu",
+					      (unsigned long long)n);
+		req->u32 = (uint32_t)n;
 		if (rc == 1 && req->op == STORE_OP_WAIT_TAG)
 			rc = store_cur_list(&c, 0, req);
 		break;

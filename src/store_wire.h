@@ -69,11 +69,13 @@ enum store_op {
 #define STORE_WIRE_WAIT_FIRST_GET_CODE 0x65
 /*
  * crun's tagged waits, for a relay that multiplexes many clients over one
- * connection (store_relay.c). WAIT_TAG (op, u64 tag, keys) waits for every
- * key like WAIT; its answer, whenever it comes, is STORE_TAG_ANSWER and the
- * u64 tag (STORE_TAG_ANSWER_ONE when a QUEUE_PUSH woke it: present for one
- * waiter only; STORE_TAG_FAILED when it could not park). CANCEL_TAG
- * (op, u64 tag) drops that wait. A connection's first WAIT_TAG makes it
+ * connection (store_relay.c). WAIT_TAG (op, u64 tag, u64 count, keys) is
+ * count identical WAITs, for every key, in one waiter (a relay's clients
+ * that asked at once); its answer, whenever it comes, is STORE_TAG_ANSWER
+ * and the u64 tag for all of them, STORE_TAG_ANSWER_ONE and the tag for one
+ * when a QUEUE_PUSH woke it (present for one waiter: the others keep their
+ * place), or STORE_TAG_FAILED and the tag when it could not park.
+ * CANCEL_TAG (op, u64 tag, u64 count) takes count of them back. A connection's first WAIT_TAG makes it
  * "tagged" for good: every later request other than WAIT_TAG is answered
  * STORE_TAG_REPLY followed by its usual reply (if any), or STORE_TAG_ERROR
  * alone where the request failed, instead of a closed connection (so that

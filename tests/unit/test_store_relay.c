@@ -791,6 +791,120 @@ static const char *combine(void)
 Test(store_relay, combine, .timeout = 60) { run(combine); }
 
 /*
+ * A client's own order survives combining: its ADD does not join a held ADD
+ * placed before its own SET of the same key (it would skip the SET).
+ */
+static const char *combine_keeps_order(void)
+{
+	struct rc c, d;
+	struct store_buf b;
+	unsigned char out[8];
+	int64_t dv, c1, c2;
+
+	CHECKF(rc_open(&c, W.relay_port[0], STORE_GEN_G3) == 0, "connect");
+	CHECKF(rc_open(&d, W.relay_port[0], STORE_GEN_G0) == 0, "connect");
+	CHECKF(probe(&c, 0, NULL) == 0 && probe(&d, 0, NULL) == 0, "probe");
+	pause_loop();
+	store_buf_init(&b);
+	b_op(&b, &d, STORE_OP_ADD);
+	store_buf_str(&b, "/k", 2);
+	store_buf_u64(&b, 1);
+	rc_send(&d, &b);
+	store_buf_release(&b);
+	usleep(20 * 1000); /* d's ADD is read first */
+	store_buf_init(&b);
+	b_op(&b, &c, STORE_OP_ADD);
+	store_buf_str(&b, "/k", 2);
+	store_buf_u64(&b, 1);
+	b_op(&b, &c, STORE_OP_SET);
+	store_buf_str(&b, "/k", 2);
+	store_buf_str(&b, "100", 3);
+	b_op(&b, &c, STORE_OP_ADD);
+	store_buf_str(&b, "/k", 2);
+	store_buf_u64(&b, 1);
+	rc_send(&c, &b);
+	store_buf_release(&b);
+	resume_loop();
+	CHECKF(rc_read(&d, out, 8) == 0, "d's add");
+	dv = (int64_t)store_wire_u64(out);
+	CHECKF(rc_read(&c, out, 8) == 0, "c's first add");
+	c1 = (int64_t)store_wire_u64(out);
+	CHECKF(rc_read(&c, out, 8) == 0, "c's second add");
+	c2 = (int64_t)store_wire_u64(out);
+	CHECKF(dv + c1 == 3 && c2 == 101, "d %lld, c %lld then %lld",
+	       (long long)dv, (long long)c1, (long long)c2);
+	rc_close(&c);
+	rc_close(&d);
+	return NULL;
+}
+
+/*
+ * Concurrent blocking pops' WAITs on one queue are one upstream wait, but a
+ * QUEUE_PUSH is present for one waiter only: each push wakes one client,
+ * as the store alone would.
+ */
+static const char *combine_queue(void)
+{
+	struct rc c[3], p;
+	struct store_buf b;
+	int i, push, woken;
+
+	for (i = 0; i < 3; i++)
+		CHECKF(rc_open(&c[i], W.relay_port[0], STORE_GEN_G3) == 0,
+		       "connect");
+	CHECKF(rc_open(&p, W.relay_port[1], STORE_GEN_G3) == 0, "connect");
+	for (i = 0; i < 3; i++)
+		CHECKF(probe(&c[i], 0, NULL) == 0, "probe");
+	pause_loop();
+	for (i = 0; i < 3; i++) {
+		store_buf_init(&b);
+		b_op(&b, &c[i], STORE_OP_WAIT);
+		b_keys(&b, (const char *const[]){"/q"}, 1);
+		rc_send(&c[i], &b);
+		store_buf_release(&b);
+	}
+	resume_loop();
+	for (int t = 0; t < 200 && snap().up.waiters != 1; t++)
+		usleep(10000);
+	CHECKF(snap().up.waiters == 1, "the waits were not combined");
+	int parked[3] = {1, 1, 1};
+	for (push = 1; push <= 3; push++) {
+		store_buf_init(&b);
+		b_op(&b, &p, STORE_OP_QUEUE_PUSH);
+		store_buf_str(&b, "/q", 2);
+		store_buf_str(&b, "item", 4);
+		rc_send(&p, &b);
+		store_buf_release(&b);
+		CHECKF(probe(&p, 0, NULL) == 0, "push %d", push);
+		woken = 0;
+		for (i = 0; i < 3; i++) {
+			int w;
+
+			if (!parked[i])
+				continue;
+			w = probe(&c[i], 1, NULL);
+			CHECKF(w >= 0, "client %d closed", i);
+			if (w) {
+				parked[i] = 0;
+				woken++;
+			}
+		}
+		CHECKF(woken == 1, "push %d woke %d clients", push, woken);
+	}
+	for (i = 0; i < 3; i++)
+		rc_close(&c[i]);
+	rc_close(&p);
+	return NULL;
+}
+
+Test(store_relay, combine_queue, .timeout = 30) { run(combine_queue); }
+
+Test(store_relay, combine_keeps_order, .timeout = 30)
+{
+	run(combine_keeps_order);
+}
+
+/*
  * A client's ADD that fails (not a number) closes that client only, as the
  * store would; its neighbour's ADD joined to it fails the same way, and a
  * third client on the same relay carries on.

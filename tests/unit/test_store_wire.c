@@ -176,9 +176,10 @@ static void encode_all(struct store_buf *b, enum store_gen gen)
 			store_buf_str(b, "", 0); break;
 		case STORE_OP_AUTH: store_buf_str(b, "nonce", 5); break;
 		case STORE_OP_WAIT_TAG:
-			store_buf_u64(b, 77); store_buf_u64(b, 1);
+			store_buf_u64(b, 77); store_buf_u64(b, 2); store_buf_u64(b, 1);
 			store_buf_str(b, "a", 1); break;
-		case STORE_OP_CANCEL_TAG: store_buf_u64(b, 77); break;
+		case STORE_OP_CANCEL_TAG:
+			store_buf_u64(b, 77); store_buf_u64(b, 1); break;
 		default: break;
 		}
 	}
