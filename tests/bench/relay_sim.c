@@ -638,6 +638,7 @@ static void child_end(struct child *ch)
 /* The totals of one client round. */
 struct round {
 	double secs, ops, bytes_per_rank, cpu;
+	double open_secs; /* to the SET of go: every rank's ADD answered */
 	struct creport tot;
 };
 
@@ -739,6 +740,7 @@ static int c_round(long n, int port, int nfloor, unsigned char *seen,
 		rc = -1;
 	}
 	out->secs = out->tot.t_last > t0 ? out->tot.t_last - t0 : 0;
+	out->open_secs = out->tot.t_set > t0 ? out->tot.t_set - t0 : 0;
 	out->ops = out->tot.ops;
 	out->bytes_per_rank = out->tot.bytes / (double)n;
 	return rc;
@@ -1208,13 +1210,14 @@ static int run_size(long n)
 		secs[i] = m[i].cr.secs;
 		fsecs[i] = fr.secs;
 		fprintf(stderr,
-			"relay_sim: N=%ld (%ld nodes, run %d): %.3f s, floor "
-			"%.3f s; CPU s: clients %.2f, relays %.2f, store "
+			"relay_sim: N=%ld (%ld nodes, run %d): %.3f s (barrier "
+			"open after %.3f), floor %.3f s; CPU s: clients %.2f, "
+			"relays %.2f, store "
 			"%.2f; floor: clients %.2f, servers %.2f; requests: "
 			"relays in %llu, up %llu, store ran %llu; load %.2f\n",
-			n, nodes, i + 1, m[i].cr.secs, fr.secs, m[i].cr.cpu,
-			m[i].relay_cpu, m[i].store_cpu, fr.cpu, fcpu,
-			(unsigned long long)m[i].rr.requests_in,
+			n, nodes, i + 1, m[i].cr.secs, m[i].cr.open_secs,
+			fr.secs, m[i].cr.cpu, m[i].relay_cpu, m[i].store_cpu,
+			fr.cpu, fcpu, (unsigned long long)m[i].rr.requests_in,
 			(unsigned long long)m[i].rr.requests_up,
 			(unsigned long long)(m[i].s1.reqs - m[i].s0.reqs),
 			load1());
