@@ -160,12 +160,26 @@ static void relay_client_on_read(uv_stream_t *st, ssize_t nread,
 	}
 	cl->in.len += (size_t)nread;
 	store_relay__client_parse(cl);
-	if (!cl->closing &&
-	    cl->in.len + cl->held > store_relay__client_share(cl) &&
-	    !cl->paused) {
+	/* Over its share (its requests in flight, its replies not yet
+	 * taken): not read until they drain. */
+	if (!cl->closing && !cl->paused &&
+	    cl->in.len + cl->held + cl->out.len + cl->queued >
+		store_relay__client_share(cl)) {
 		cl->paused = 1;
 		uv_read_stop(st);
 	}
+}
+
+/* Read a paused client again once it is down to half its share. */
+static void relay_client_maybe_resume(struct relay_client *cl)
+{
+	if (cl->closing || !cl->paused ||
+	    cl->in.len + cl->held + cl->out.len + cl->queued >
+		store_relay__client_share(cl) / 2)
+		return;
+	cl->paused = 0;
+	uv_read_start((uv_stream_t *)&cl->tcp, relay_client_on_alloc,
+		      relay_client_on_read);
 }
 
 static void relay_client_on_write(uv_write_t *req, int status)
@@ -177,6 +191,8 @@ static void relay_client_on_write(uv_write_t *req, int status)
 	free(wr);
 	if (status < 0 && !cl->closing)
 		store_relay__client_close(cl, uv_strerror(status));
+	else
+		relay_client_maybe_resume(cl);
 }
 
 /* Write what cl has to say, and read it again if it is under its share. */
@@ -223,12 +239,7 @@ static void relay_client_flush(struct relay_client *cl)
 		if (cl->out.cap > 65536)
 			store_buf_release(&cl->out);
 	}
-	if (cl->paused && cl->in.len + cl->held + cl->queued <=
-			      store_relay__client_share(cl) / 2) {
-		cl->paused = 0;
-		uv_read_start((uv_stream_t *)&cl->tcp, relay_client_on_alloc,
-			      relay_client_on_read);
-	}
+	relay_client_maybe_resume(cl);
 }
 
 static void relay_on_connection(uv_stream_t *ls, int status)

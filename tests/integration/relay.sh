@@ -12,6 +12,9 @@
 #      restart forms a fresh process group through fresh relays.
 #   3. a node loss (--nnodes=2:3, kill -9 of h3 while its workers run): the
 #      other two re-form and their workers init again through new relays.
+#   4. a relay that loses the workers' store (its one connection killed with
+#      ss -K): its node ends the round as a lost store and exits 1, its
+#      workers are not left waiting, and the other two re-form without it.
 . tests/integration/lib.sh
 . tests/integration/lib_netns.sh
 need_torch
@@ -101,4 +104,28 @@ for r in 0 1; do
 done
 expect_grep "3. no restart spent" "no restart is spent" "$T/a.out"
 note "3. a killed node: the others re-formed through new relays"
+
+# 4. Cut h2's relay off the workers' store: kill its one connection there.
+PORT=29504 JOB=relay4
+D="$T/r4"; mkdir "$D"
+agent a h1 1 2:3 $FAST tests/integration/py/relay_hold.py --dir "$D" --hang-on-attempt 0
+agent b h2 1 2:3 $FAST tests/integration/py/relay_hold.py --dir "$D" --hang-on-attempt 0
+agent c h3 1 2:3 $FAST tests/integration/py/relay_hold.py --dir "$D" --hang-on-attempt 0
+wait_for 90 have "$D" ready 3 || { cat "$T"/[abc].out >&2; fail "4. round 0 never got through init_process_group"; }
+H1=$(netns_addr h1)
+WPORT=$(sed -n "s/^crun: round 0: .*, store [^ ]*:\([0-9]*\)$/\1/p" "$T/b.out" | head -n 1)
+[ -n "$WPORT" ] || { cat "$T/b.out" >&2; fail "4. no workers' store port in h2's log"; }
+rm -f "$D"/ready.*
+netns_exec h2 ss -K dst "$H1" dport = ":$WPORT" >/dev/null 2>&1
+wait_for 20 agent_exited b || { cat "$T/b.out" >&2; fail "4. h2 kept running after its relay lost the store"; }
+expect_status b 1 5
+expect_grep "4. h2 names its relay's loss" "lost the workers' store (its relay" "$T/b.out"
+wait_for 90 have "$D" ready 2 || { cat "$T"/[ac].out >&2; fail "4. h1 and h3 never re-formed"; }
+touch "$D/go"
+expect_status a 0 60
+expect_status c 0 60
+for r in 0 1; do
+	expect_grep "4. rank $r finished" "^rank $r/2 attempt 1 sum 3 want 3 count 2$" "$D/done.$r"
+done
+note "4. a relay cut off the store: its node left, the others re-formed"
 exit 0

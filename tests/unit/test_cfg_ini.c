@@ -275,6 +275,16 @@ Test(cfg_ini, rdzv_section_alias)
 	expect_opt(CFG_rdzv_backend, "c10d", 2, "rdzv_backend");
 }
 
+/* store_relay in a job file, as --rdzv_conf=store_relay does. */
+Test(cfg_ini, rdzv_store_relay)
+{
+	load_ok("[job]\nentrypoint = /bin/true\n[rendezvous]\n"
+		"store_relay = true\n",
+		NULL, NULL);
+	cr_expect_str_eq(cfg.raw[CFG_rdzv_conf], "store_relay=true");
+	cr_expect_eq(cfg.rdzv.store_relay, 1);
+}
+
 /* Each rdzv_conf key is a key of [rendezvous], merged into rdzv_conf. */
 Test(cfg_ini, rdzv_conf_keys)
 {

@@ -52,6 +52,7 @@ struct world {
 };
 
 static struct world W;
+static size_t relay_max_client; /* the relays' max_client_bytes (0: default) */
 static char fail_buf[512];
 
 /* ---- Running things on the loop thread --------------------------------- */
@@ -204,6 +205,7 @@ static void run(scenario_fn fn)
 		o.up_port = store_server_port(W.up);
 		o.listen_host = "127.0.0.1";
 		o.listen_fd = -1;
+		o.max_client_bytes = relay_max_client;
 		cr_assert_eq(store_relay_new(&W.loop, &o, on_lost,
 					     (void *)(intptr_t)i, &W.relay[i]),
 			     0);
@@ -941,6 +943,88 @@ static const char *bad_add(void)
 }
 
 Test(store_relay, bad_add, .timeout = 30) { run(bad_add); }
+
+/* ---- Bounds ------------------------------------------------------------ */
+
+#define BIG (256u << 10)
+#define NGETS 200
+
+/*
+ * A client that asks and does not read is read no more once its replies
+ * pass its share (max_client_bytes): the relay holds a bounded amount for
+ * it, and its neighbour on the same relay is served meanwhile; once it
+ * reads, every reply comes, in order.
+ */
+static const char *slow_reader(void)
+{
+	struct rc setter, b, c;
+	struct store_buf f;
+	unsigned char hdr[8], *buf = malloc(BIG);
+	struct snap s0, s1;
+	uint64_t in;
+
+	CHECKF(buf != NULL, "malloc");
+	memset(buf, 'v', BIG);
+	CHECKF(rc_open(&setter, W.relay_port[1], STORE_GEN_G3) == 0, "connect");
+	CHECKF(rc_open(&b, W.relay_port[0], STORE_GEN_G3) == 0, "connect");
+	CHECKF(rc_open(&c, W.relay_port[0], STORE_GEN_G0) == 0, "connect");
+	store_buf_init(&f);
+	b_op(&f, &setter, STORE_OP_SET);
+	store_buf_str(&f, "/big", 4);
+	store_buf_str(&f, buf, BIG);
+	b_op(&f, &setter, STORE_OP_SET);
+	store_buf_str(&f, "/small", 6);
+	store_buf_str(&f, "s", 1);
+	rc_send(&setter, &f);
+	store_buf_release(&f);
+	CHECKF(probe(&setter, 0, NULL) == 0, "set");
+	CHECKF(probe(&b, 0, NULL) == 0 && probe(&c, 0, NULL) == 0, "probe");
+	s0 = snap();
+	for (int i = 0; i < NGETS / 5; i++) {
+		store_buf_init(&f);
+		for (int k = 0; k < 5; k++) {
+			b_op(&f, &b, STORE_OP_GET);
+			store_buf_str(&f, "/big", 4);
+		}
+		rc_send(&b, &f);
+		store_buf_release(&f);
+		usleep(5000);
+	}
+	/* c is served while b is stalled. */
+	store_buf_init(&f);
+	b_op(&f, &c, STORE_OP_GET);
+	store_buf_str(&f, "/small", 6);
+	rc_send(&c, &f);
+	store_buf_release(&f);
+	CHECKF(rc_read(&c, hdr, 8) == 0 && store_wire_u64(hdr) == 1 &&
+		   rc_read(&c, hdr, 1) == 0 && hdr[0] == 's',
+	       "c's get");
+	s1 = snap();
+	in = s1.relay[0].requests_in - s0.relay[0].requests_in;
+	CHECKF(in < NGETS, "all %llu of b's requests were read: no bound",
+	       (unsigned long long)in);
+	for (int i = 0; i < NGETS; i++) {
+		CHECKF(rc_read(&b, hdr, 8) == 0 && store_wire_u64(hdr) == BIG,
+		       "reply %d", i);
+		CHECKF(rc_read(&b, buf, BIG) == 0 && buf[0] == 'v' &&
+			   buf[BIG - 1] == 'v',
+		       "value %d", i);
+	}
+	s1 = snap();
+	CHECKF(s1.relay[0].requests_in - s0.relay[0].requests_in == NGETS + 1,
+	       "requests in");
+	free(buf);
+	rc_close(&setter);
+	rc_close(&b);
+	rc_close(&c);
+	return NULL;
+}
+
+Test(store_relay, slow_reader, .timeout = 60)
+{
+	relay_max_client = 1u << 20;
+	run(slow_reader);
+}
 
 /* ---- Disconnects and loss ---------------------------------------------- */
 
