@@ -94,7 +94,7 @@ set logscale xy 2
 set xlabel "N (ranks for the workers' store, nodes for the rendezvous)"
 set ylabel "seconds (load average in docs/scale.csv)"
 set format y "%g"
-set key top left font ",9"
+set key top left Left reverse font ",9"
 set grid
 plot "$tmp/workers.dat" using 1:2 with linespoints title "workers' store init, crun store", \
      "$tmp/workers.dat" using 1:3 with linespoints dashtype 2 title "workers' store init, do-nothing floor", \
