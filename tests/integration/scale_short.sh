@@ -15,6 +15,9 @@
 #    at 1024 agents).
 #  - 256 simulated ranks initialise through `crun store` and through the
 #    do-nothing floor server.
+#  - 1024 simulated ranks, 8 a node, initialise through 128 per-node relays
+#    (tests/bench/relay_sim, which checks every reply): the store holds one
+#    connection per relay and runs fewer requests than there are ranks.
 . "$(dirname "$0")/lib.sh"
 
 SIM=${RDZV_SIM:-$PWD/$BUILD/tests/rdzv_sim}
@@ -63,6 +66,14 @@ cat "$T/w.csv"
 grep -q '^workers,256,[0-9.]*,[0-9.]*,' "$T/w.csv" || fail "no workers row with a floor figure"
 # 256 ranks: ADD, WAIT and 3 GETs each, plus the SET that opens the barrier.
 expect_eq "workers' store ops" "$(awk -F, '{ print $5 }' "$T/w.csv")" 1281
+timeout 120 "$PWD/$BUILD/tests/relay_sim" --floor "$LOAD" --sizes 1024 \
+	--timeout 30 >"$T/x.csv" 2>"$T/x.err"
+rc=$?
+cat "$T/x.csv" "$T/x.err"
+[ "$rc" -eq 0 ] || fail "relay_sim exited $rc: $(tail -n 3 "$T/x.err")"
+expect_eq "store connections behind 128 relays" "$(awk -F, '{ print $10 }' "$T/x.csv")" 128
+awk -F, '{ exit !($11 > 0 && $11 < 1) }' "$T/x.csv" ||
+	fail "relays: $(awk -F, '{ print $11 }' "$T/x.csv") requests per rank reached the store (want < 1)"
 # Agent start-up: libcurl (30 libraries with its own dependencies) is opened
 # only by the etcd backend, and libmicrohttpd (gnutls and 8 more) only by
 # --metrics_port, not loaded by every crun at exec.
