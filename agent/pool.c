@@ -79,7 +79,7 @@ static void pool_start_failed(struct pool *p, int i)
 	struct worker *f = &p->w[i];
 	int later = 0;
 
-	if (f->ctx == NULL) { /* worker_start never ran for it */
+	if (f->ctx == NULL) { /* worker_start_begin never ran for it */
 		worker_init(f, &p->wctx, i);
 		worker_fail(f);
 	}

@@ -603,14 +603,6 @@ void worker_start_cancel(struct worker *w)
 	worker_never_ran(w);
 }
 
-int worker_start(struct worker *w, const struct worker_ctx *wc, int local_rank,
-		 const struct worker_round *r, char *errmsg, size_t errlen)
-{
-	int rc = worker_start_begin(w, wc, local_rank, r, errmsg, errlen);
-
-	return rc ? rc : worker_start_end(w, errmsg, errlen);
-}
-
 void worker_signal(struct worker *w, int sig)
 {
 	if (w->proc == NULL) {

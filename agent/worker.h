@@ -81,20 +81,14 @@ void worker_init(struct worker *w, const struct worker_ctx *ctx,
 		 int local_rank);
 
 /**
- * Start local_rank's worker for round r; 0 or a negative error (errmsg set).
- * On error the worker counts as exited with 127 (worker_fail) and its
- * on_done comes once its handles are closed (at once if none was open).
- */
-int worker_start(struct worker *w, const struct worker_ctx *ctx,
-		 int local_rank, const struct worker_round *r, char *errmsg,
-		 size_t errlen);
-
-/**
- * worker_start in two halves (proc.h's proc_spawn_begin/end), so that a
- * round's workers start at once: begin sets everything up and forks, end
- * waits for the exec; each returns and fails as worker_start does. A begun
- * worker that is not wanted any more (an earlier rank failed) goes to
- * worker_start_cancel: it counts as exited and stopped, never as failed.
+ * Start local_rank's worker for round r, in two halves (proc.h's
+ * proc_spawn_begin/end) so that a round's workers start at once: begin sets
+ * everything up and forks, end waits for the exec. Each returns 0 or a
+ * negative error (errmsg set); on error the worker counts as exited with 127
+ * (worker_fail) and its on_done comes once its handles are closed (at once
+ * if none was open). A begun worker that is not wanted any more (an earlier
+ * rank failed) goes to worker_start_cancel instead of end: it counts as
+ * exited and stopped, never as failed.
  */
 int worker_start_begin(struct worker *w, const struct worker_ctx *ctx,
 		       int local_rank, const struct worker_round *r,
