@@ -112,16 +112,25 @@ static void cout_drop(struct cout *o, const char *data, size_t len)
 		o->drop_lines += data[i] == '\n';
 }
 
-void console_put(struct console *c, int fd, const char *data, size_t len)
+/* Queue prefix + line as one line, or drop it whole (over the limit). */
+static void cout_put(struct console *c, struct cout *o, const char *prefix,
+		     size_t plen, const char *data, size_t len)
 {
-	struct cout *o = console_out(c, fd);
-
-	if (o->dead || len == 0)
+	if (o->dead || plen + len == 0)
 		return;
 	/* Within the limit, or nothing queued: a blocking fd never queues. */
-	if ((o->len + len > c->limit && o->len > 0) ||
-	    (o->drop_bytes > 0 && o->len > 0) || cout_append(o, data, len))
+	if ((o->len + plen + len > c->limit && o->len > 0) ||
+	    (o->drop_bytes > 0 && o->len > 0) ||
+	    (plen && cout_append(o, prefix, plen)) ||
+	    cout_append(o, data, len)) {
+		cout_drop(o, prefix, plen);
 		cout_drop(o, data, len);
+	}
+}
+
+void console_put(struct console *c, int fd, const char *data, size_t len)
+{
+	cout_put(c, console_out(c, fd), NULL, 0, data, len);
 }
 
 static void cout_on_writable(uv_poll_t *h, int status, int events);
@@ -196,6 +205,72 @@ static void cout_on_writable(uv_poll_t *h, int status, int events)
 		o->dead = 1;
 	uv_poll_stop(h);
 	o->polling = 0;
+	cout_flush(o);
+}
+
+/* Queue each whole line of data[0..len) after prefix, as console_put. */
+static void cout_put_lines(struct console *c, struct cout *o,
+			   const char *prefix, size_t plen, const char *data,
+			   size_t len)
+{
+	const char *end = data + len;
+
+	while (data < end) {
+		const char *nl = memchr(data, '\n', (size_t)(end - data));
+		size_t k = nl ? (size_t)(nl + 1 - data) : (size_t)(end - data);
+
+		cout_put(c, o, prefix, plen, data, k);
+		data += k;
+	}
+}
+
+/*
+ * A short write of n bytes of the lines [p, end): the line it cut is queued
+ * whole, whatever the limit (it is half out already), and the lines after
+ * it are queued as console_put queues them.
+ */
+static void cout_queue_rest(struct console *c, struct cout *o, const char *p,
+			    const char *end, size_t n)
+{
+	const char *nl = memchr(p + n, '\n', (size_t)(end - p) - n);
+
+	if (n > 0 && nl) {
+		if (cout_append(o, p + n, (size_t)(nl + 1 - p) - n))
+			return;
+		p = nl + 1;
+	}
+	cout_put_lines(c, o, NULL, 0, p, (size_t)(end - p));
+}
+
+void console_write_lines(struct console *c, int fd, const char *prefix,
+			 size_t plen, const char *data, size_t len)
+{
+	struct cout *o = console_out(c, fd);
+	ssize_t n;
+
+	if (o->dead || len == 0)
+		return;
+	if (plen > 0 || o->len > 0 || o->drop_bytes > 0) {
+		/*
+		 * Behind the queue (in order, after it), or prefixed: one copy
+		 * of each line into the queue and one write beat a writev of
+		 * two small pieces a line.
+		 */
+		cout_put_lines(c, o, prefix, plen, data, len);
+		cout_flush(o);
+		return;
+	}
+	/* Nothing queued, no prefix: straight from data. */
+	do
+		n = write(o->fd, data, len);
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)len)
+		return;
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+		o->dead = 1; /* the reader is gone */
+		return;
+	}
+	cout_queue_rest(c, o, data, data + len, n < 0 ? 0 : (size_t)n);
 	cout_flush(o);
 }
 

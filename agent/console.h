@@ -26,6 +26,17 @@ void console_put(struct console *c, int fd, const char *data, size_t len);
 /** Write what is queued for fd as far as it goes without blocking. */
 void console_flush(struct console *c, int fd);
 
+/**
+ * Write whole lines (data ends with a newline), each after prefix (plen
+ * bytes, 0: none). Unprefixed with nothing queued: straight from data in
+ * one write(2), no copy, and what the fd does not take is queued (the line
+ * it cut whole). Otherwise each line is queued as console_put queues it
+ * (prefix and line copied once) and the queue written. Lines are never
+ * split or mixed either way.
+ */
+void console_write_lines(struct console *c, int fd, const char *prefix,
+			 size_t plen, const char *data, size_t len);
+
 /** console_put and console_flush in one. */
 void console_write(struct console *c, int fd, const char *data, size_t len);
 

@@ -13,6 +13,7 @@
  * and given up on, so the round ends without it.
  */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,46 +106,74 @@ static void pool_alloc(struct pool *p, int n)
 /*
  * Local rank i cannot start (its log directory, pipes, fds or exec failed):
  * it failed like a worker that exited 127, so the round ends on every node
- * and restarts are spent job-wide. Ranks after i, never started, count as
- * done and not as failed.
+ * and restarts are spent job-wide. Ranks after i count as stopped, not as
+ * failed: never started, or begun and cancelled (done once their handles
+ * are closed).
  */
 static void pool_start_failed(struct pool *p, int i)
 {
 	struct worker *f = &p->w[i];
+	int later = 0;
 
-	if (f->ctx == NULL) { /* worker_start never ran for it */
+	if (f->ctx == NULL) { /* worker_start_begin never ran for it */
 		worker_init(f, &p->wctx, i);
 		worker_fail(f);
 	}
 	for (int k = i + 1; k < p->n; k++) {
-		worker_init(&p->w[k], &p->wctx, k);
-		worker_fail(&p->w[k]);
-		p->w[k].stopped = 1;
+		struct worker *w = &p->w[k];
+
+		if (w->ctx == NULL) {
+			worker_init(w, &p->wctx, k);
+			worker_fail(w);
+		}
+		w->stopped = 1;
+		later += w->handles > 0;
 	}
 	p->on_exit(p, f, p->data);
-	p->ndone += p->n - i - 1 + (f->handles == 0);
+	p->ndone += p->n - i - 1 - later + (f->handles == 0);
 	if (p->ndone == p->n)
 		p->on_done(p, p->data);
 }
 
+/*
+ * Every worker is forked before any exec is waited for (the guards set up
+ * and exec on the other cores meanwhile); then each exec's outcome is read
+ * in local-rank order, so the first rank that cannot start is the one said,
+ * and the ones after it that did start are stopped at once.
+ */
 int pool_start(struct pool *p, int n, const struct worker_round *r)
 {
-	char errmsg[512];
+	char errmsg[512], why[512] = "";
+	int begun = 0, failed = -1;
 
 	pool_alloc(p, n);
 	p->base_rank = r->ranks.base_rank;
-	for (int i = 0; i < n; i++) {
-		if (worker_start(&p->w[i], &p->wctx, i, r, errmsg,
-				 sizeof(errmsg)) == 0) {
+	for (; begun < n; begun++) {
+		if (worker_start_begin(&p->w[begun], &p->wctx, begun, r, why,
+				       sizeof(why))) {
+			failed = begun;
+			break;
+		}
+	}
+	for (int i = 0; i < begun; i++) {
+		if (failed >= 0 && failed < i) {
+			worker_start_cancel(&p->w[i]);
+		} else if (worker_start_end(&p->w[i], errmsg, sizeof(errmsg)) ==
+			   0) {
 			p->pids[i] = p->w[i].pid;
 			p->on_started(p, &p->w[i], p->data);
-			continue;
+		} else {
+			snprintf(why, sizeof(why), "%s", errmsg);
+			if (failed >= 0)
+				p->w[failed].stopped = 1;
+			failed = i;
 		}
-		log_say("%s", errmsg);
-		pool_start_failed(p, i);
-		return -1;
 	}
-	return 0;
+	if (failed < 0)
+		return 0;
+	log_say("%s", why);
+	pool_start_failed(p, failed);
+	return -1;
 }
 
 void pool_fail(struct pool *p, int n)

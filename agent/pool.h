@@ -54,10 +54,12 @@ int pool_init(struct pool *p, const struct worker_ctx *ctx,
 void pool_close(struct pool *p);
 
 /**
- * Start n workers for round r, in local-rank order. A worker that cannot
- * start fails the round like one that exited 127 (its line said); the ranks
- * after it, never started, count as done and stopped, not as failed.
- * on_done may run before this returns. Returns 0 if all started, else -1.
+ * Start n workers for round r: all forked, then each exec's outcome read in
+ * local-rank order. A worker that cannot start fails the round like one that
+ * exited 127 (its line said); the ranks after it count as done and stopped,
+ * not as failed (those whose exec had succeeded are SIGKILLed and reaped
+ * first, their output dropped). on_done may run before this returns.
+ * Returns 0 if all started, else -1.
  */
 int pool_start(struct pool *p, int n, const struct worker_round *r);
 

@@ -50,6 +50,39 @@ static void stream_on_filter_line(void *ctx, const char *line, size_t len)
 		}
 }
 
+/*
+ * The console's part of a chunk no longer than a line may be: the line an
+ * earlier chunk began ends through the line buffer; the whole lines after
+ * it (none can reach the cut length) go out as one batch from data itself;
+ * what follows the last newline waits in the line buffer.
+ */
+static void stream_console(struct wstream *s, const char *data, size_t n)
+{
+	const char *nl, *last;
+	size_t k;
+
+	if (s->lb.len > s->lb.plen) {
+		nl = memchr(data, '\n', n);
+		k = nl ? (size_t)(nl + 1 - data) : n;
+		linebuf_feed(&s->lb, data, k, stream_on_line, s);
+		console_flush(s->console, s->console_fd);
+		data += k;
+		n -= k;
+	}
+	last = n ? memrchr(data, '\n', n) : NULL;
+	if (last) {
+		k = (size_t)(last + 1 - data);
+		console_write_lines(s->console, s->console_fd, s->lb.buf,
+				    s->lb.plen, data, k);
+		data += k;
+		n -= k;
+	}
+	if (n) {
+		linebuf_feed(&s->lb, data, n, stream_on_line, s);
+		console_flush(s->console, s->console_fd);
+	}
+}
+
 /* Route one chunk of a stream's bytes to its tee file, console and tail. */
 static void stream_consume(struct wstream *s, const char *data, size_t n)
 {
@@ -66,7 +99,9 @@ static void stream_consume(struct wstream *s, const char *data, size_t n)
 			off += (size_t)k;
 		}
 	}
-	if (s->console_fd >= 0) {
+	if (s->console_fd >= 0 && !s->lb.partial && n <= s->lb.max)
+		stream_console(s, data, n);
+	else if (s->console_fd >= 0) {
 		linebuf_feed(&s->lb, data, n, stream_on_line, s);
 		console_flush(s->console, s->console_fd);
 	}

@@ -463,8 +463,17 @@ void worker_fail(struct worker *w)
 	w->exit_time = worker_wall_time();
 }
 
-int worker_start(struct worker *w, const struct worker_ctx *wc, int local_rank,
-		 const struct worker_round *r, char *errmsg, size_t errlen)
+/* Never started: no exit event will come; close what is open. */
+static void worker_never_ran(struct worker *w)
+{
+	worker_fail(w);
+	stream_finish(&w->out);
+	stream_finish(&w->err);
+}
+
+int worker_start_begin(struct worker *w, const struct worker_ctx *wc,
+		       int local_rank, const struct worker_round *r,
+		       char *errmsg, size_t errlen)
 {
 	const struct crun_cfg *cfg = wc->cfg;
 	struct crun_worker_ctx ctx;
@@ -562,36 +571,14 @@ int worker_start(struct worker *w, const struct worker_ctx *wc, int local_rank,
 		po.mpol_maxnode = CRUN_BIND_MAX_NODES;
 		po.mpol_first = b->first_node;
 	}
-	rc = proc_spawn(wc->procs, &po, &w->proc);
-	if (rc == CRUN_ECPUBIND || rc == CRUN_EMEMBIND) {
-		const struct crun_binding *b = &bind->w[local_rank];
-
-		snprintf(errmsg, errlen,
-			 rc == CRUN_ECPUBIND
-			     ? "cannot bind local rank %d to cpus %s: %s "
-			       "(sched_setaffinity)"
-			     : "cannot bind local rank %d's memory to numa "
-			       "node(s) %s: %s (set_mempolicy)",
-			 local_rank,
-			 rc == CRUN_ECPUBIND ? b->cpus_list : b->nodes_list,
+	rc = proc_spawn_begin(wc->procs, &po, &w->starting);
+	if (rc) {
+		snprintf(errmsg, errlen, "cannot execute '%s': %s", argv[0],
 			 crun_strerror(rc));
 		goto fail;
 	}
-	if (rc) {
-		char interp[PATH_MAX];
-
-		if (rc == UV_ENOENT &&
-		    missing_interpreter(argv[0], interp, sizeof(interp)))
-			snprintf(errmsg, errlen,
-				 "cannot execute '%s': its interpreter '%s' "
-				 "does not exist",
-				 argv[0], interp);
-		else
-			snprintf(errmsg, errlen, "cannot execute '%s': %s",
-				 argv[0], crun_strerror(rc));
-		goto fail;
-	}
-	w->pid = proc_pid(w->proc);
+	/* For worker_start_end's message, should the exec fail. */
+	w->prog = strdup(argv[0]);
 	rc = 0;
 fail:
 	/* The child holds its own copies of these now. */
@@ -602,13 +589,8 @@ fail:
 	free_argv(argv);
 	if (env.v)
 		env_release(&env);
-	if (rc) {
-		/* Never started: no exit event will come; close what is open.
-		 */
-		worker_fail(w);
-		stream_finish(&w->out);
-		stream_finish(&w->err);
-	}
+	if (rc)
+		worker_never_ran(w);
 	return rc;
 }
 
@@ -645,6 +627,58 @@ char *worker_stderr_end(struct worker *w, int max_lines)
 	tail_release(&w->tail);
 	w->tail = keep;
 	return s;
+}
+
+int worker_start_end(struct worker *w, char *errmsg, size_t errlen)
+{
+	const struct crun_binding_plan *bind = w->ctx->binding;
+	const char *prog = w->prog ? w->prog : "?";
+	int rc = proc_spawn_end(w->starting);
+
+	if (rc == 0) {
+		w->proc = w->starting;
+		w->pid = proc_pid(w->proc);
+	} else if (rc == CRUN_ECPUBIND || rc == CRUN_EMEMBIND) {
+		const struct crun_binding *b = &bind->w[w->local_rank];
+
+		snprintf(errmsg, errlen,
+			 rc == CRUN_ECPUBIND
+			     ? "cannot bind local rank %d to cpus %s: %s "
+			       "(sched_setaffinity)"
+			     : "cannot bind local rank %d's memory to numa "
+			       "node(s) %s: %s (set_mempolicy)",
+			 w->local_rank,
+			 rc == CRUN_ECPUBIND ? b->cpus_list : b->nodes_list,
+			 crun_strerror(rc));
+	} else {
+		char interp[PATH_MAX];
+
+		if (rc == UV_ENOENT &&
+		    missing_interpreter(prog, interp, sizeof(interp)))
+			snprintf(errmsg, errlen,
+				 "cannot execute '%s': its interpreter '%s' "
+				 "does not exist",
+				 prog, interp);
+		else
+			snprintf(errmsg, errlen, "cannot execute '%s': %s",
+				 prog, crun_strerror(rc));
+	}
+	w->starting = NULL;
+	free(w->prog);
+	w->prog = NULL;
+	if (rc)
+		worker_never_ran(w);
+	return rc;
+}
+
+void worker_start_cancel(struct worker *w)
+{
+	proc_spawn_cancel(w->starting);
+	w->starting = NULL;
+	free(w->prog);
+	w->prog = NULL;
+	w->stopped = 1;
+	worker_never_ran(w);
 }
 
 void worker_signal(struct worker *w, int sig)

@@ -56,6 +56,8 @@ struct worker {
 	const struct worker_ctx *ctx;
 	int local_rank;
 	struct crun_proc *proc;
+	struct crun_proc *starting; /* begun, its exec's outcome not read */
+	char *prog;		    /* argv[0] meanwhile, for the message */
 	pid_t pid;
 	int exited, status, signal;
 	int stopped;		/* the agent signalled it */
@@ -82,13 +84,20 @@ void worker_init(struct worker *w, const struct worker_ctx *ctx,
 		 int local_rank);
 
 /**
- * Start local_rank's worker for round r; 0 or a negative error (errmsg set).
- * On error the worker counts as exited with 127 (worker_fail) and its
- * on_done comes once its handles are closed (at once if none was open).
+ * Start local_rank's worker for round r, in two halves (proc.h's
+ * proc_spawn_begin/end) so that a round's workers start at once: begin sets
+ * everything up and forks, end waits for the exec. Each returns 0 or a
+ * negative error (errmsg set); on error the worker counts as exited with 127
+ * (worker_fail) and its on_done comes once its handles are closed (at once
+ * if none was open). A begun worker that is not wanted any more (an earlier
+ * rank failed) goes to worker_start_cancel instead of end: it counts as
+ * exited and stopped, never as failed.
  */
-int worker_start(struct worker *w, const struct worker_ctx *ctx,
-		 int local_rank, const struct worker_round *r, char *errmsg,
-		 size_t errlen);
+int worker_start_begin(struct worker *w, const struct worker_ctx *ctx,
+		       int local_rank, const struct worker_round *r,
+		       char *errmsg, size_t errlen);
+int worker_start_end(struct worker *w, char *errmsg, size_t errlen);
+void worker_start_cancel(struct worker *w);
 
 /** w never ran: it counts as exited with 127, at this time. */
 void worker_fail(struct worker *w);

@@ -50,7 +50,9 @@ void env_release(struct crun_env *e)
 static int env_find(const struct crun_env *e, const char *name, size_t len)
 {
 	for (int i = 0; i < e->n; i++)
-		if (strncmp(e->v[i], name, len) == 0 && e->v[i][len] == '=')
+		/* The first byte rules out most names without a call. */
+		if ((len == 0 || e->v[i][0] == name[0]) &&
+		    strncmp(e->v[i], name, len) == 0 && e->v[i][len] == '=')
 			return i;
 	return -1;
 }

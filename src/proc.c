@@ -74,8 +74,9 @@ struct proc_shared {
 struct crun_proc {
 	struct crun_procs *reg;
 	struct crun_proc *next;
-	pid_t pid;  /* the guard: what the registry reaps */
-	pid_t wpid; /* the child proper: its pid and process group */
+	pid_t pid;     /* the guard: what the registry reaps */
+	pid_t wpid;    /* the child proper: its pid and process group */
+	int report_fd; /* the guard's report, until proc_spawn_end reads it */
 	int own_group;
 	int exited;    /* exit_cb has run */
 	int abandoned; /* proc_abandon: no callbacks, not counted */
@@ -523,13 +524,12 @@ report:
 	}
 }
 
-int proc_spawn(struct crun_procs *r, const struct proc_opts *o,
-	       struct crun_proc **out)
+int proc_spawn_begin(struct crun_procs *r, const struct proc_opts *o,
+		     struct crun_proc **out)
 {
 	struct crun_proc *p;
-	int pipefd[2] = {-1, -1}, msg[2] = {0, 0}, rc;
+	int pipefd[2] = {-1, -1}, rc;
 	pid_t parent = getpid(), pid;
-	ssize_t n;
 
 	if (r->closing)
 		return CRUN_ECLOSED;
@@ -557,29 +557,13 @@ int proc_spawn(struct crun_procs *r, const struct proc_opts *o,
 		guard(o, p->sh, parent, pipefd[1]);
 	}
 	close(pipefd[1]);
-	pipefd[1] = -1;
-	do
-		n = read(pipefd[0], msg, sizeof(msg));
-	while (n < 0 && errno == EINTR);
-	close(pipefd[0]);
-	pipefd[0] = -1;
-	if (n != (ssize_t)sizeof(msg) || msg[0] != 0 || msg[1] <= 0) {
-		/* exec failed: collect the guard now so nobody waits for it. */
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		rc = n == (ssize_t)sizeof(msg) && msg[0] ? -msg[0] : UV_EIO;
-		goto fail;
-	}
 	p->reg = r;
 	p->pid = pid;
-	p->wpid = msg[1];
+	p->report_fd = pipefd[0];
 	p->own_group = o->own_group;
 	p->exit_cb = o->exit_cb;
 	p->done_cb = o->done_cb;
 	p->data = o->data;
-	p->next = r->head;
-	r->head = p;
-	r->live++;
 	*out = p;
 	return 0;
 fail:
@@ -590,6 +574,68 @@ fail:
 	if (p->sh)
 		munmap(p->sh, sizeof(*p->sh));
 	free(p);
+	return rc;
+}
+
+/* The guard's report {errno, child pid}: 0, or the exec's error (the guard
+ * reaped, p freed). */
+static int proc_read_report(struct crun_proc *p)
+{
+	int msg[2] = {0, 0}, rc;
+	ssize_t n;
+
+	do
+		n = read(p->report_fd, msg, sizeof(msg));
+	while (n < 0 && errno == EINTR);
+	close(p->report_fd);
+	p->report_fd = -1;
+	if (n != (ssize_t)sizeof(msg) || msg[0] != 0 || msg[1] <= 0) {
+		/* exec failed: collect the guard now so nobody waits for it. */
+		while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		rc = n == (ssize_t)sizeof(msg) && msg[0] ? -msg[0] : UV_EIO;
+		munmap(p->sh, sizeof(*p->sh));
+		free(p);
+		return rc;
+	}
+	p->wpid = msg[1];
+	return 0;
+}
+
+int proc_spawn_end(struct crun_proc *p)
+{
+	struct crun_procs *r = p->reg;
+	int rc = proc_read_report(p);
+
+	if (rc)
+		return rc;
+	p->next = r->head;
+	r->head = p;
+	r->live++;
+	return 0;
+}
+
+void proc_spawn_cancel(struct crun_proc *p)
+{
+	if (proc_read_report(p))
+		return;
+	/* The child runs: stop it, and the guard ends with it. */
+	kill(-p->wpid, SIGKILL);
+	kill(p->wpid, SIGKILL);
+	while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	munmap(p->sh, sizeof(*p->sh));
+	free(p);
+}
+
+int proc_spawn(struct crun_procs *r, const struct proc_opts *o,
+	       struct crun_proc **out)
+{
+	struct crun_proc *p;
+	int rc = proc_spawn_begin(r, o, &p);
+
+	if (rc == 0 && (rc = proc_spawn_end(p)) == 0)
+		*out = p;
 	return rc;
 }
 

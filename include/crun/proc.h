@@ -83,6 +83,19 @@ int proc_spawn(struct crun_procs *r, const struct proc_opts *opts,
 	       struct crun_proc **out);
 
 /**
+ * proc_spawn in two halves, so that several children start at once: begin
+ * forks the guard and returns at once (the caller may close its fds then);
+ * end waits for the exec's outcome and returns what proc_spawn would (p is
+ * freed on error). A begun proc the caller no longer wants goes to
+ * proc_spawn_cancel instead: its child, if the exec succeeded, is SIGKILLed
+ * and its guard reaped before it returns; exit_cb never runs.
+ */
+int proc_spawn_begin(struct crun_procs *r, const struct proc_opts *opts,
+		     struct crun_proc **out);
+int proc_spawn_end(struct crun_proc *p);
+void proc_spawn_cancel(struct crun_proc *p);
+
+/**
  * Send sig to the child's process group (or to the child alone); once the
  * child has exited, to what it left behind (SIGKILL: stop it now).
  */

@@ -5,8 +5,15 @@
 # the targets are judged against) and Debian's torchrun 1.13
 # (tests/helpers/torchrun.py under /usr/bin/python3, or $TORCHRUN_ANCHOR):
 #
+# Floors, what the machine itself does in the same run, beside crun's
+# figures: `sh -c '/bin/true & (4 times) wait'` for the standalone run, and N
+# shells each forking and waiting for /bin/true (`sh -c '/bin/true & wait'`,
+# started like the agents) for each of BIG_SIZES. Targets against them:
+# standalone <= 1.5x its floor, 1024 agents <= 2.0x theirs.
+#
 # one node (--standalone):
-#   (a) 4 workers of /bin/true, start to exit, median of RUNS (crun) and
+#   (a) 4 workers of /bin/true, start to exit, median of RUNS (crun, and
+#       the floor taking turns with it) and
 #       ANCHOR_RUNS (torchrun, default flags; also ANCHOR_FAST_RUNS with
 #       --monitor_interval=0.1, torchrun's best case, which the ratio target
 #       is judged against);
@@ -492,14 +499,16 @@ has() { case " $anchors " in *" $1 "*) return 0 ;; esac; return 1; }
 echo "== standalone, 4 workers (crun: median of $RUNS; torchrun: $ANCHOR_RUNS) [load $(load)]"
 S="--standalone --nproc_per_node=4"
 drv repeat "$RUNS" 30 "$tmp/crun" -- "$CRUN" $S /bin/true \
-	-- "$CRUN" $S --max_restarts=1 "$FW" fail-if-attempt 0 3
+	-- "$CRUN" $S --max_restarts=1 "$FW" fail-if-attempt 0 3 \
+	-- /bin/sh -c '/bin/true & /bin/true & /bin/true & /bin/true & wait'
 out=$(got)
-c_plain=$(lineof 1 "$out") c_fail=$(lineof 2 "$out")
+c_plain=$(lineof 1 "$out") c_fail=$(lineof 2 "$out") f_plain=$(lineof 3 "$out")
 crun_ok "plain" "$c_plain" "$tmp/crun.0" || c_plain=""
 crun_ok "fail+restart" "$c_fail" "$tmp/crun.1" || c_fail=""
-cp=$(field median_ms "$c_plain") cf=$(field median_ms "$c_fail")
+cp=$(field median_ms "$c_plain") cf=$(field median_ms "$c_fail") fp=$(field median_ms "$f_plain")
 echo "   crun     /bin/true:            $c_plain"
 echo "   crun     fail once + restart:  $c_fail"
+echo "   floor    sh, 4 x /bin/true &:  $f_plain"
 for a in $anchors; do
 	ANCHOR=$tmp/torchrun-$a
 	n=$(aname $a)
@@ -585,12 +594,17 @@ for n in $SIZES; do
 		anchor_ok $a "N=$n" "$r" && eval "gt_${a}_$n=\$(field median_ms \"\$r\")"
 	done
 done
-echo "== crun alone, many agents (median of $BIG_RUNS; ulimit -n $(ulimit -n)) [load $(load)]"
+echo "== crun alone, many agents, and their floor (median of $BIG_RUNS; ulimit -n $(ulimit -n)) [load $(load)]"
 for n in $BIG_SIZES; do
 	group crun "$n" "$BIG_RUNS" $((30 + n / 10))
 	r=$(got)
 	echo "   crun     $r"
 	group_check "$n" "$r" && eval "gc_$n=\$(field median_ms \"\$r\")"
+	rm -f "$tmp"/g/*.log
+	drv group "$n" "$BIG_RUNS" $((30 + n / 10)) "$tmp/g" -- /bin/sh -c '/bin/true & wait'
+	r=$(got)
+	echo "   floor    $r"
+	eval "gf_$n=\$(field median_ms \"\$r\")"
 done
 
 echo "== node loss (3 agents --nnodes=2:3, kill -9 of a non-host agent; median of $REFORM_RUNS) [load $(load)]"
@@ -632,12 +646,15 @@ for a in 1 2; do
 	eval "t_extra_$a=\$(calc 'a - b' \"\${tf_$a:-}\" \"\${tp_$a:-}\" '' 0)"
 done
 row "standalone 4x /bin/true, ms" "$cp" tp
+row "  floor: sh, 4 x /bin/true &, ms" "$fp"
 row "  torchrun --monitor_interval=0.1, ms" "$cp" tfast
 row "fail + restart, extra ms" "$c_extra" t_extra
 row "agent peak RSS, KB" "$c_rss" t_rss
 for n in $SIZES $BIG_SIZES; do
 	eval "c=\${gc_$n:-} gtn_2=\${gt_2_$n:-} gtn_1=\${gt_1_$n:-}"
 	row "$n agents on loopback, ms" "$c" gtn
+	eval "f=\${gf_$n:-}"
+	[ -n "$f" ] && row "  floor: $n shells forking /bin/true, ms" "$f"
 done
 row "node loss: detected, ms (median)" "$(field detect_ms "$rf")"
 row "node loss: detected, ms (worst run)" "$(field detect_max_ms "$rf")"
@@ -658,10 +675,16 @@ echo "targets"
 if [ -z "$cp" ]; then s=MISS; elif [ -z "$tbest" ]; then s=n/a; else s=$(pm ge "$(ratio "$tbest" "$cp")" 90); fi
 verdict "(2a) standalone >= 90x faster than torchrun (x$(ratio "$tbest" "$cp" 0))" "$s"
 [ -z "$tbest" ] && verdict "(2a) crun standalone 4 workers: $cp ms (no anchor)" n/a
+sr=$(ratio "$cp" "$fp" 2)
+verdict "(5) standalone <= 1.5x its floor (${cp:--} / ${fp:--} ms = x${sr:--})" "$(pm le "$sr" 1.5)"
 verdict "(2b) failure + restart <= 10 ms extra (${c_extra:--} ms)" "$(pm le "$c_extra" 10)"
 verdict "(2c) agent peak RSS <= 5 MB (${c_rss:--} KB)" "$(pm le "$c_rss" 5120)"
 verdict "(4) 16 agents <= 100 ms (${gc_16:--} ms)" "$(pm le "${gc_16:-}" 100)"
 verdict "(4) 1024 agents <= 3 s (${gc_1024:--} ms)" "$(pm le "${gc_1024:-}" 3000)"
+gr=$(ratio "${gc_1024:-}" "${gf_1024:-}" 2)
+case " $BIG_SIZES " in *" 1024 "*)
+	verdict "(5) 1024 agents <= 2.0x their floor (${gc_1024:--} / ${gf_1024:--} ms = x${gr:--})" "$(pm le "$gr" 2.0)" ;;
+esac
 verdict "(4) node loss detected <= 2 s (worst run $(field detect_max_ms "$rf") ms)" \
 	"$(pm le "$(field detect_max_ms "$rf")" 2000)"
 
@@ -672,6 +695,7 @@ for a in 2 1; do
 	eval "res \"anchor_$a name=\$(aname $a | tr ' ' _) standalone4_ms=\${tp_$a:-} fast_ms=\${tfast_$a:-} restart_extra_ms=\${t_extra_$a:-} rss_kb=\${t_rss_$a:-}\""
 done
 res "standalone4_true crun_ms=${cp:-} anchor_ms=${tp:-} anchor_fast_ms=${tfast:-} ratio=$(ratio "$tbest" "$cp" 0) target=90x status=$(if [ -z "$tbest" ]; then echo n/a; else pm ge "$(ratio "$tbest" "$cp")" 90; fi)"
+res "standalone4_floor crun_ms=${cp:-} floor_ms=${fp:-} ratio=${sr:-} target=1.5x status=$(pm le "$sr" 1.5)"
 res "restart_extra crun_ms=${c_extra:-} anchor_ms=${t_extra:-} target_ms=10 status=$(pm le "$c_extra" 10)"
 res "peak_rss crun_kb=${c_rss:-} anchor_kb=${t_rss:-} target_kb=5120 status=$(pm le "$c_rss" 5120)"
 for n in $SIZES $BIG_SIZES; do
@@ -680,6 +704,12 @@ for n in $SIZES $BIG_SIZES; do
 	1024) st=" target_ms=3000 status=$(pm le "$c" 3000)" ;; *) st="" ;; esac
 	eval "t=\${gt_${ref}_$n:-}"
 	res "loopback_$n crun_ms=$c anchor_ms=$t ratio=$(ratio "$t" "$c" 0)$st"
+	eval "f=\${gf_$n:-}"
+	if [ -n "$f" ]; then
+		st=""
+		[ "$n" = 1024 ] && st=" target=2.0x status=$(pm le "$(ratio "$c" "$f" 2)" 2.0)"
+		res "loopback_${n}_floor crun_ms=$c floor_ms=$f ratio=$(ratio "$c" "$f" 2)$st"
+	fi
 done
 res "node_loss detect_ms=$(field detect_ms "$rf") detect_max_ms=$(field detect_max_ms "$rf") reform_ms=$(field reform_ms "$rf") exit_ms=$(field exit_ms "$rf") last_call_s=$REFORM_LAST_CALL target_ms=2000 status=$(pm le "$(field detect_max_ms "$rf")" 2000)"
 
