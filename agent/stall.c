@@ -96,20 +96,6 @@ static void fire(struct stall *s)
 	s->cb(s, why, s->data);
 }
 
-/* An ADD's count: the store's number, or etcd's value as a decimal. */
-static int64_t reply_count(const struct crun_store_reply *rep)
-{
-	char buf[24];
-	size_t n;
-
-	if (rep->value == NULL)
-		return rep->num;
-	n = rep->len < sizeof(buf) - 1 ? rep->len : sizeof(buf) - 1;
-	memcpy(buf, rep->value, n);
-	buf[n] = '\0';
-	return strtoll(buf, NULL, 10);
-}
-
 static void on_quiet_count(int status, const struct crun_store_reply *rep,
 			   void *arg)
 {
@@ -117,7 +103,7 @@ static void on_quiet_count(int status, const struct crun_store_reply *rep,
 	struct stall *s = o->s;
 
 	if (status == 0 && o->gen == s->gen && s->active && !s->closing &&
-	    stall_is_hung(o->delta, reply_count(rep), s->r.group_world_size))
+	    stall_is_hung(o->delta, rdzv_reply_int(rep), s->r.group_world_size))
 		fire(s);
 	free(o);
 }

@@ -103,7 +103,7 @@ struct crun_rdzv *rdzv__take_values(void *arg, int status,
 	return r;
 }
 
-int64_t rdzv__reply_int(const struct crun_store_reply *rep)
+int64_t rdzv_reply_int(const struct crun_store_reply *rep)
 {
 	char buf[32];
 	size_t n;

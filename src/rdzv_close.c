@@ -394,7 +394,7 @@ static void on_close_count(int status, const struct crun_store_reply *rep,
 		return;
 	if (status)
 		return rdzv__store_error(r, status);
-	c = rdzv__reply_int(rep);
+	c = rdzv_reply_int(rep);
 	if (c > r->o.max_nodes)
 		c = r->o.max_nodes;
 	if (c < r->o.min_nodes)

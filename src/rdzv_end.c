@@ -35,11 +35,11 @@ static void on_restart_total(int status, const struct crun_store_reply *rep,
 	if (status == 0 && r->state != R_DONE) {
 		if (o->arg == RDZV_END_FAILURE && r->o.exclude_after > 0) {
 			end_chain_done(r);
-			rdzv__excl_decide(r, o->round, rdzv__reply_int(rep));
+			rdzv__excl_decide(r, o->round, rdzv_reply_int(rep));
 			free(o);
 			return;
 		}
-		snprintf(v, sizeof(v), "%" PRId64, rdzv__reply_int(rep));
+		snprintf(v, sizeof(v), "%" PRId64, rdzv_reply_int(rep));
 		rdzv__key(r, k, "r%d/restarts", o->round + 1);
 		r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
 	}
@@ -214,7 +214,7 @@ static void on_may_finished(int status, const struct crun_store_reply *rep,
 	int ok = 0;
 
 	if (status == 0 && m->r->state != R_DONE) {
-		int64_t finished = rdzv__reply_int(rep);
+		int64_t finished = rdzv_reply_int(rep);
 
 		ok = finished == 0;
 		if ((m->kind == RDZV_END_FAILURE ||
@@ -375,7 +375,7 @@ void rdzv__on_finished_count(int status, const struct crun_store_reply *rep,
 		return;
 	if (status)
 		return rdzv__finish_done(r);
-	if (rdzv__reply_int(rep) >= r->gworld) {
+	if (rdzv_reply_int(rep) >= r->gworld) {
 		/* The last one out: release the store host. */
 		rdzv__excl_over(r, RDZV_END_SUCCESS, "all nodes finished");
 		rdzv__key(r, k, "r%d/all_left", r->round);
@@ -453,7 +453,7 @@ static void on_left_count(int status, const struct crun_store_reply *rep,
 	char k[KEYMAX];
 
 	if (status || r->state != R_FINISHING ||
-	    rdzv__reply_int(rep) < r->gworld)
+	    rdzv_reply_int(rep) < r->gworld)
 		return;
 	rdzv__key(r, k, "r%d/all_left", r->round);
 	r->ops->set(r->kv, k, "1", 1, NULL, NULL);

@@ -160,8 +160,6 @@ struct crun_rdzv *rdzv__op_take(void *arg, int *round, int *a);
 struct crun_rdzv *rdzv__take_values(void *arg, int status,
 				    const struct crun_store_reply *rep,
 				    size_t n);
-/* A reply's number: an ADD's count, or the value as a decimal. */
-int64_t rdzv__reply_int(const struct crun_store_reply *rep);
 /* Value i of a reply as a C string in buf. */
 const char *rdzv__reply_str(const struct crun_store_reply *rep, size_t i,
 			    char *buf, size_t len);

@@ -73,7 +73,7 @@ static void on_deadline_count(int status, const struct crun_store_reply *rep,
 
 	if (r == NULL || r->state != R_JOINING)
 		return;
-	c = status == 0 ? rdzv__reply_int(rep) : 0;
+	c = status == 0 ? rdzv_reply_int(rep) : 0;
 	if (c > 64)
 		c = 64;
 	for (int i = 0; i < c; i++) {

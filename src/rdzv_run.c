@@ -132,7 +132,7 @@ static void on_hb_succ(int status, const struct crun_store_reply *rep,
 	r->hb.wait = HB_ANSWERED;
 	r->hb.silence = 0;
 	r->hb.last_reply = uv_now(r->loop);
-	v = rdzv__reply_int(rep);
+	v = rdzv_reply_int(rep);
 	if (v != r->hb.succ_last) {
 		r->hb.succ_stall = 0;
 		r->hb.succ_last = v;
@@ -268,7 +268,7 @@ static void on_gone_count(int status, const struct crun_store_reply *rep,
 	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
 	char k[KEYMAX];
 
-	if (r == NULL || status || rdzv__reply_int(rep) < r->gworld)
+	if (r == NULL || status || rdzv_reply_int(rep) < r->gworld)
 		return;
 	rdzv__key(r, k, "r%d/all_left", r->round);
 	r->ops->set(r->kv, k, "1", 1, NULL, NULL);

@@ -116,6 +116,10 @@ struct crun_rdzv;
 typedef void (*rdzv_kv_cb)(int status, const struct crun_store_reply *r,
 			   void *arg);
 
+/** A reply's number: an ADD's count (the store's), or the value as a
+ * decimal (etcd's). */
+int64_t rdzv_reply_int(const struct crun_store_reply *rep);
+
 struct rdzv_kv_ops {
 	int (*add)(void *kv, const char *key, int64_t delta, rdzv_kv_cb cb,
 		   void *arg);
