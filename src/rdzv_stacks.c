@@ -41,7 +41,8 @@ static long small_num(const char *s, size_t n)
 int rdzv_stacks_req_parse(const char *v, size_t n, char *nonce, size_t nlen,
 			  int *round)
 {
-	const char *sp = memchr(v, ' ', n);
+	/* etcd's peek gives a missing key as no bytes at all (NULL). */
+	const char *sp = n ? memchr(v, ' ', n) : NULL;
 	long r;
 
 	if (sp == NULL || !is_nonce(v, (size_t)(sp - v)) ||

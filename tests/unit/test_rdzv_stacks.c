@@ -37,6 +37,10 @@ Test(rdzv_stacks, request)
 						   nonce, sizeof(nonce),
 						   &round),
 			     -1, "'%s' parsed", bad[i]);
+	/* No request yet: etcd reads a missing key as NULL, 0. */
+	cr_expect_eq(rdzv_stacks_req_parse(NULL, 0, nonce, sizeof(nonce),
+					   &round),
+		     -1);
 	/* A nonce that does not fit the caller's buffer. */
 	cr_expect_eq(rdzv_stacks_req_parse("abcdef 1", 8, nonce, 4, &round),
 		     -1);
