@@ -67,4 +67,5 @@ def main():
         sys.exit(4)
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -13,22 +13,7 @@ import struct
 import sys
 import time
 
-SET, GET = 0, 2
-
-
-def s(b):
-    b = b.encode() if isinstance(b, str) else b
-    return struct.pack("<Q", len(b)) + b
-
-
-def recv_exact(sock, n):
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            sys.exit("stacks_forge.py: the store closed the connection")
-        out += chunk
-    return out
+from raw_store import GET, SET, recv_exact, s
 
 
 def get(sock, k):
