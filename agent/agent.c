@@ -224,9 +224,9 @@ static void agent_round_end(struct agent *a)
 	if (nf > 0) {
 		root = report_root(f, nf);
 		status = f[root].exitcode;
-		if (a->attempt_dir) {
-			snprintf(path, sizeof(path), "%s/failures.json",
-				 a->attempt_dir);
+		if (a->attempt_prefix) {
+			snprintf(path, sizeof(path), "%sfailures.json",
+				 a->attempt_prefix);
 			report_write_json(path, ep, f, nf);
 		}
 	}
@@ -375,6 +375,7 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	}
 	a->logs_ready = 1;
 	rp->attempt_dir = a->attempt_dir;
+	rp->error_prefix = a->attempt_prefix;
 	if (agent__start_relay(a, rp)) {
 		log_say("cannot start the store relay");
 		pool_fail(&a->pool, cfg->nproc_per_node);
@@ -746,7 +747,9 @@ static int agent_run_loop(struct crun_cfg *cfg)
 	events_close(a.ev);
 	binding_plan_free(a.binding);
 	free(a.log_root);
+	free(a.log_tag);
 	free(a.attempt_dir);
+	free(a.attempt_prefix);
 	return a.stop.exit_status;
 }
 

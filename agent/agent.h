@@ -92,7 +92,12 @@ struct agent {
 	char *log_root;	  /* <log_dir>/<run_id>, NULL: no files */
 	int log_root_tmp; /* we made it up: remove after success */
 	int log_kept;	  /* ... unless --redirects/--tee wrote files there */
-	char *attempt_dir;
+	char *log_tag;	  /* scratch files only: <log_root>/<log_tag>.* */
+	int log_private;  /* ... in a directory of the run's own */
+	int nattempts;	  /* attempts named so far */
+	int last_attempt; /* the generation of the last one */
+	char *attempt_dir;    /* <log_root>/attempt_<n>, NULL with log_tag */
+	char *attempt_prefix; /* what the attempt's file names start with */
 	int restart_count;
 	int restarts_left;
 	enum agent_state state;
@@ -194,7 +199,11 @@ void agent__on_log(void *data, enum log_level level, const char *line,
 /** The console lines go to from now on (NULL: straight to the fds). */
 void agent__set_console(struct console *c);
 int agent__setup_logs(struct agent *a);
-/** Create <log_root>/attempt_<n>; a directory that exists is never reused. */
+/**
+ * Name the files of attempt <generation>: create <log_root>/attempt_<n>/
+ * (a directory that exists is never reused), or, for scratch files only,
+ * the prefix <log_root>/<log_tag>.attempt_<n>. of its error files.
+ */
 int agent__attempt_dir(struct agent *a, int generation);
 /** Collect the failures of the round that just ended; returns how many. */
 int agent__collect_failures(struct agent *a, struct crun_failure **out);

@@ -6,14 +6,18 @@
  * as log.h's sink, so that libcrun's lines and the agent's share one
  * non-blocking console.
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <ftw.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include "agent.h"
@@ -169,19 +173,35 @@ void agent__drop_report(struct agent *a, int print)
 	a->npending = 0;
 }
 
-/* Create <log_root>/attempt_<n>; a directory that exists is never reused. */
 int agent__attempt_dir(struct agent *a, int generation)
 {
 	char path[PATH_MAX];
+	int again = a->nattempts > 0 && generation <= a->last_attempt;
 
 	free(a->attempt_dir);
-	a->attempt_dir = NULL;
+	free(a->attempt_prefix);
+	a->attempt_dir = a->attempt_prefix = NULL;
 	if (a->log_root == NULL)
 		return 0;
+	a->last_attempt = generation;
+	if (a->log_tag) {
+		/* The tag is the run's own: only a repeated generation clashes. */
+		if (again)
+			snprintf(path, sizeof(path), "%s/%s.attempt_%d.%d.",
+				 a->log_root, a->log_tag, generation,
+				 a->nattempts);
+		else
+			snprintf(path, sizeof(path), "%s/%s.attempt_%d.",
+				 a->log_root, a->log_tag, generation);
+		a->nattempts++;
+		a->attempt_prefix = strdup(path);
+		return a->attempt_prefix ? 0 : -ENOMEM;
+	}
+	a->nattempts++;
 	snprintf(path, sizeof(path), "%s/attempt_%d", a->log_root, generation);
 	for (int k = 1; mkdir(path, 0755) != 0; k++) {
 		if (errno != EEXIST || k > 1000) {
-			log_say("cannot create log directory '%s': %s", path,
+			log_say("cannot create '%s': %s", path,
 				strerror(errno));
 			return -errno;
 		}
@@ -189,21 +209,80 @@ int agent__attempt_dir(struct agent *a, int generation)
 			 generation, k);
 	}
 	a->attempt_dir = strdup(path);
-	return 0;
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/");
+	a->attempt_prefix = strdup(path);
+	return a->attempt_dir && a->attempt_prefix ? 0 : -ENOMEM;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag,
 		    struct FTW *ftw)
 {
 	(void)st;
-	(void)flag;
 	(void)ftw;
-	return remove(path);
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+/*
+ * <run_id>_<pid>_<random>: what the run's scratch files start with. The id
+ * keeps only [A-Za-z0-9._-] (it becomes a file name) and 64 of them.
+ */
+static char *scratch_tag(const char *id)
+{
+	static const char digits[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char rnd[8] = {0};
+	char tag[128], *p = tag;
+
+	for (; *id && p < tag + 64; id++, p++)
+		*p = (isalnum((unsigned char)*id) || strchr("._-", *id))
+			 ? *id
+			 : '_';
+	p += snprintf(p, 24, "_%d_", (int)getpid());
+	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+		memcpy(rnd, &(long){(long)time(NULL) ^ (long)clock()},
+		       sizeof(long));
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		*p++ = digits[rnd[i] % (sizeof(digits) - 1)];
+	*p = '\0';
+	return strdup(tag);
+}
+
+/*
+ * Where a run that asked for no files puts what it still writes: each
+ * worker's TORCHELASTIC_ERROR_FILE and a round's failure report. They go
+ * to $TMPDIR/crun-<uid>/, the user's own directory, kept between runs as
+ * tmux keeps its sockets, as <tag>.attempt_<n>.*: no directory is made or
+ * removed per run (on a disk that discards freed blocks, that pair was the
+ * dearest step of a short job). A crun-<uid> that is not a directory of
+ * ours closed to others is never used: a private one of the run's own,
+ * removed after a success, instead.
+ */
+static int agent_setup_scratch(struct agent *a, const char *tmp)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	uid_t uid = geteuid();
+
+	if ((a->log_tag = scratch_tag(a->cfg->rdzv_id)) == NULL)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s/crun-%u", tmp, (unsigned)uid);
+	if ((mkdir(path, 0700) == 0 || errno == EEXIST) &&
+	    lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    st.st_uid == uid && (st.st_mode & 077) == 0)
+		return (a->log_root = strdup(path)) ? 0 : -ENOMEM;
+	snprintf(path, sizeof(path), "%s/crun_XXXXXX", tmp);
+	if (mkdtemp(path) == NULL) {
+		log_say("cannot create a log directory in '%s': %s", tmp,
+			strerror(errno));
+		return -errno;
+	}
+	a->log_private = 1;
+	return (a->log_root = strdup(path)) ? 0 : -ENOMEM;
 }
 
 int agent__setup_logs(struct agent *a)
 {
-	const char *dir = a->cfg->log_dir;
+	const struct crun_cfg *cfg = a->cfg;
+	const char *dir = cfg->log_dir;
 	char path[PATH_MAX];
 
 	if (dir && strcmp(dir, "/dev/null") == 0)
@@ -211,18 +290,23 @@ int agent__setup_logs(struct agent *a)
 	if (dir == NULL) {
 		const char *tmp = getenv("TMPDIR");
 
-		snprintf(path, sizeof(path), "%s/crun_XXXXXX",
-			 tmp && *tmp ? tmp : "/tmp");
+		if (tmp == NULL || *tmp == '\0')
+			tmp = "/tmp";
+		for (int i = 0; i < cfg->nproc_per_node; i++)
+			a->log_kept |= cfg_std_for(&cfg->redirects, i) |
+				       cfg_std_for(&cfg->tee, i);
+		a->log_root_tmp = 1;
+		/* Nobody asked for files and none will be kept: no tree. */
+		if (!a->log_kept && cfg->ndup_filters[0] == 0 &&
+		    cfg->ndup_filters[1] == 0)
+			return agent_setup_scratch(a, tmp);
+		snprintf(path, sizeof(path), "%s/crun_XXXXXX", tmp);
 		if (mkdtemp(path) == NULL) {
 			log_say("cannot create a log directory in '%s': %s",
-				tmp && *tmp ? tmp : "/tmp", strerror(errno));
+				tmp, strerror(errno));
 			return -errno;
 		}
-		a->log_root_tmp = 1;
 		dir = path;
-		for (int i = 0; i < a->cfg->nproc_per_node; i++)
-			a->log_kept |= cfg_std_for(&a->cfg->redirects, i) |
-				       cfg_std_for(&a->cfg->tee, i);
 	} else if (mkdir(dir, 0755) && errno != EEXIST) {
 		log_say("cannot create log directory '%s': %s", dir,
 			strerror(errno));
@@ -232,9 +316,9 @@ int agent__setup_logs(struct agent *a)
 	 * <dir>/<run_id>_<random>, as torchrun: reruns of a job with a fixed
 	 * --rdzv_id, and nodes sharing one log_dir, never mix their files.
 	 */
-	a->log_root = malloc(strlen(dir) + strlen(a->cfg->rdzv_id) + 9);
-	snprintf(a->log_root, strlen(dir) + strlen(a->cfg->rdzv_id) + 9,
-		 "%s/%s_XXXXXX", dir, a->cfg->rdzv_id);
+	a->log_root = malloc(strlen(dir) + strlen(cfg->rdzv_id) + 9);
+	snprintf(a->log_root, strlen(dir) + strlen(cfg->rdzv_id) + 9,
+		 "%s/%s_XXXXXX", dir, cfg->rdzv_id);
 	if (mkdtemp(a->log_root) == NULL || chmod(a->log_root, 0755)) {
 		log_say("cannot create log directory '%s': %s", a->log_root,
 			strerror(errno));
@@ -246,6 +330,22 @@ int agent__setup_logs(struct agent *a)
 	return 0;
 }
 
+/* Remove the scratch files of this run: those whose names start <tag>. */
+static void agent_remove_scratch(struct agent *a)
+{
+	size_t n = strlen(a->log_tag);
+	DIR *d = opendir(a->log_root);
+	struct dirent *e;
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, a->log_tag, n) == 0 &&
+		    e->d_name[n] == '.')
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+}
+
 /* A log directory crun invented is removed after a success. */
 void agent__remove_logs(struct agent *a)
 {
@@ -254,6 +354,13 @@ void agent__remove_logs(struct agent *a)
 	if (!a->log_root_tmp || a->log_kept || a->stop.exit_status != 0 ||
 	    a->log_root == NULL)
 		return;
+	if (a->log_tag) {
+		if (a->log_private)
+			nftw(a->log_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		else
+			agent_remove_scratch(a);
+		return;
+	}
 	parent = strdup(a->log_root);
 	nftw(a->log_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	if (parent && strrchr(parent, '/')) {

@@ -501,6 +501,12 @@ int worker_start_begin(struct worker *w, const struct worker_ctx *wc,
 			goto fail;
 		}
 		w->error_file = path_join(w->dir, "error.json");
+	} else if (r->error_prefix) {
+		size_t n = strlen(r->error_prefix) + 32;
+
+		if ((w->error_file = malloc(n)))
+			snprintf(w->error_file, n, "%s%d.error.json",
+				 r->error_prefix, local_rank);
 	}
 	if ((rc = stream_setup(w, &w->out, CRUN_STD_OUT, r, &out_fd,
 			       &close_out)) ||

@@ -49,7 +49,8 @@ struct worker_round {
 	int master_port;
 	int use_agent_store;
 	int restart_count;
-	const char *attempt_dir; /* NULL: no log files */
+	const char *attempt_dir;  /* NULL: no log files, no rank directories */
+	const char *error_prefix; /* without attempt_dir: <prefix><rank>.error.json */
 };
 
 struct worker {

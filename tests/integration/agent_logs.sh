@@ -1,6 +1,7 @@
 #!/bin/sh
 # Output handling: tee prefixes under many fast writers (no split or mixed
-# lines), the log directory layout, redirects, and --local_ranks_filter.
+# lines), the log directory layout, redirects, --local_ranks_filter, and
+# where a run that asked for no files keeps its error files and report.
 . tests/integration/lib.sh
 
 # 8 workers each print 20000 lines as fast as they can, teed.
@@ -45,4 +46,32 @@ expect_grep "tail from file" "    Traceback: boom" "$T/out4"
 # A partial last line (no newline) is flushed whole at exit.
 "$CRUN" --nproc_per_node=1 --tee=1 sh -c 'printf "no newline"' >"$T/out5" 2>&1 || fail "partial run"
 expect_grep "partial line" '^\[default0\]:no newline$' "$T/out5"
+# No --log_dir and no redirects: each worker's error file and a failure
+# report go to $TMPDIR/crun-<uid>/ (the user's own, kept between runs),
+# named after the run; a success removes its files, a failure keeps them.
+S=$T/scratch U=$(id -u)
+mkdir -p "$S"
+ef() { TMPDIR=$1 "$CRUN" --nproc_per_node=2 --rdzv_id="$2" sh -c "echo \$LOCAL_RANK \$TORCHELASTIC_ERROR_FILE; $3"; }
+ef "$S" ok 'exit 0' >"$T/s1" 2>&1 || fail "scratch run exited $?"
+expect_eq "error files in crun-<uid>" "$(grep -c "^[01] $S/crun-$U/ok_[0-9]*_[a-z0-9]*\.attempt_0\.[01]\.error\.json$" "$T/s1")" 2
+expect_eq "crun-<uid> is private" "$(stat -c %a "$S/crun-$U")" 700
+ef "$S" bad 'echo "{}" >"$TORCHELASTIC_ERROR_FILE"; exit 3' >"$T/s2" 2>&1
+expect_eq "failed run status" "$?" 3
+report=$(sed -n 's/^crun: failure report saved to \(.*\)$/\1/p' "$T/s2")
+case "$report" in "$S/crun-$U/bad_"*.attempt_0.failures.json) ;; *) fail "report at '$report'" ;; esac
+[ -f "$report" ] || fail "failure report not kept"
+ef "$S" ok2 'echo "{}" >"$TORCHELASTIC_ERROR_FILE"; exit 0' >"$T/s3" 2>&1 || fail "rerun exited $?"
+expect_eq "a success takes only its own files" "$(ls "$S/crun-$U" | grep -vc '^bad_')" 0
+[ -f "$report" ] || fail "a later success removed an earlier failure's report"
+# A crun-<uid> that is a link or open to others is never used: a private
+# directory of the run's own instead, removed after a success.
+for kind in link open; do
+	H=$T/h$kind
+	mkdir -p "$H" "$T/elsewhere"
+	if [ $kind = link ]; then ln -s "$T/elsewhere" "$H/crun-$U"; else mkdir -m 777 "$H/crun-$U"; fi
+	ef "$H" $kind 'exit 0' >"$T/h$kind.out" 2>&1 || fail "$kind: run exited $?"
+	expect_eq "$kind: not used" "$(grep -c "^[01] $H/crun_[A-Za-z0-9]*/$kind" "$T/h$kind.out")" 2
+	expect_eq "$kind: private directory removed" "$(ls -A "$H")" "crun-$U"
+	expect_eq "$kind: nothing written through it" "$(ls -A "$T/elsewhere")$(ls -A "$H/crun-$U/")" ""
+done
 exit 0

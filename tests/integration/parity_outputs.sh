@@ -67,5 +67,6 @@ expect_grep "rank 1's stderr kept after success" "hello-kept" "$dir/attempt_0/1/
 TMPDIR=$T/plain mkdir -p "$T/plain"
 TMPDIR=$T/plain "$CRUN" --standalone "$FAKE_WORKER" exit 0 >"$T/o6" 2>&1 || fail "plain job failed"
 expect_nogrep "no path said without files" "worker logs go to" "$T/o6"
-expect_eq "no directory left" "$(ls -A "$T/plain" | wc -l)" 0
+expect_eq "nothing left but crun-<uid>" "$(ls -A "$T/plain")" "crun-$(id -u)"
+expect_eq "crun-<uid> left empty" "$(ls -A "$T/plain/crun-$(id -u)")" ""
 exit 0
