@@ -1,6 +1,7 @@
 /*
  * The allow list of a round's workers' store (see peers.h): the addresses
- * the round's nodes announced plus this machine's interface addresses,
+ * the round's nodes announced plus this machine's interface addresses
+ * (read when a peer that is neither loopback nor announced first comes),
  * kept as 16-byte IPv6 forms (IPv4 as ::ffff:a.b.c.d) and compared by
  * value; loopback always passes. Only address literals are taken: host
  * names often resolve nowhere (containers, pods) and resolving them would
@@ -25,6 +26,7 @@
 struct crun_peers {
 	size_t n, cap;
 	unsigned char (*a)[16];
+	int own_read; /* this machine's addresses are in a[] */
 };
 
 /* sa as a 16-byte IPv6 form: 0, or -1 for another family. */
@@ -71,7 +73,6 @@ int peers_new(const char *addrs, struct crun_peers **out, char *errmsg,
 	      size_t errlen)
 {
 	struct crun_peers *p = calloc(1, sizeof(*p));
-	struct ifaddrs *ifs = NULL;
 	char *copy = NULL, *tok, *save = NULL;
 	size_t off = 0;
 	int rc = 0;
@@ -80,12 +81,6 @@ int peers_new(const char *addrs, struct crun_peers **out, char *errmsg,
 		errmsg[0] = '\0';
 	if (p == NULL)
 		return UV_ENOMEM;
-	if (getifaddrs(&ifs) == 0) {
-		for (struct ifaddrs *i = ifs; i != NULL && rc == 0;
-		     i = i->ifa_next)
-			rc = peers_add(p, i->ifa_addr);
-		freeifaddrs(ifs);
-	}
 	copy = addrs ? strdup(addrs) : NULL;
 	if (addrs && copy == NULL)
 		rc = UV_ENOMEM;
@@ -187,9 +182,27 @@ void peers_free(struct crun_peers *p)
 	free(p);
 }
 
+/*
+ * Add this machine's interface addresses, once, when a peer first needs
+ * them: a job whose workers all come over loopback never asks the kernel
+ * for its interfaces (a netlink dump at every start).
+ */
+static void peers_read_own(struct crun_peers *p)
+{
+	struct ifaddrs *ifs = NULL;
+
+	p->own_read = 1;
+	if (getifaddrs(&ifs) != 0)
+		return;
+	for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next)
+		if (peers_add(p, i->ifa_addr) != 0)
+			break;
+	freeifaddrs(ifs);
+}
+
 int peers_allow(void *data, const struct sockaddr *sa)
 {
-	const struct crun_peers *p = data;
+	struct crun_peers *p = data;
 	static const unsigned char v6loop[16] = {[15] = 1};
 	unsigned char k[16];
 
@@ -203,7 +216,10 @@ int peers_allow(void *data, const struct sockaddr *sa)
 	for (size_t i = 0; i < p->n; i++)
 		if (memcmp(p->a[i], k, 16) == 0)
 			return 1;
-	return 0;
+	if (p->own_read)
+		return 0;
+	peers_read_own(p);
+	return peers_allow(p, sa);
 }
 
 size_t peers_count(const struct crun_peers *p)

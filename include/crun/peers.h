@@ -25,7 +25,11 @@ int peers_new(const char *addrs, struct crun_peers **out, char *errmsg,
 	      size_t errlen);
 void peers_free(struct crun_peers *p);
 
-/** Whether sa may connect (a store_allow_cb: data is the crun_peers). */
+/**
+ * Whether sa may connect (a store_allow_cb: data is the crun_peers). This
+ * machine's addresses are read (getifaddrs) the first time a peer is
+ * neither loopback nor one of the listed ones.
+ */
 int peers_allow(void *data, const struct sockaddr *sa);
 
 /**

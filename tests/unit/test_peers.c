@@ -88,3 +88,25 @@ Test(peers, names_and_failures, .timeout = 10)
 	cr_assert_not(allow4(p, "203.0.113.1"));
 	peers_free(p);
 }
+
+/* This machine's own addresses pass too, though read only when needed. */
+Test(peers, own_addresses_on_demand, .timeout = 10)
+{
+	struct crun_peers *p;
+	char err[256], own[1024], *tok, *save = NULL;
+	size_t n = peers_own_addrs(own, sizeof(own));
+
+	cr_assert_gt(n, 0, "this test needs an address other than loopback");
+	cr_assert_eq(peers_new("192.0.2.200", &p, err, sizeof(err)), 0);
+	cr_assert_eq(peers_count(p), 1, "interfaces read before any peer");
+	cr_assert(allow4(p, "127.0.0.1"));
+	cr_assert(allow4(p, "192.0.2.200"));
+	cr_assert_eq(peers_count(p), 1, "interfaces read for a listed peer");
+	for (tok = strtok_r(own, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save))
+		cr_assert(strchr(tok, ':') ? allow6(p, tok) : allow4(p, tok),
+			  "own address %s refused", tok);
+	cr_assert_gt(peers_count(p), 1);
+	cr_assert_not(allow4(p, "203.0.113.9"));
+	peers_free(p);
+}
