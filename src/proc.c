@@ -410,11 +410,16 @@ static void guard_end(pid_t parent, pid_t wpid, int st, int sig, int grace_ms)
 		long long left;
 		int got;
 
-		while (waitpid(-1, NULL, WNOHANG) > 0)
+		pid_t w;
+
+		while ((w = waitpid(-1, NULL, WNOHANG)) > 0)
 			;
 		if (sig == SIGKILL)
 			kill(-wpid, SIGKILL);
-		if (guard_signal_children(sig, wpid) == 0)
+		/* No child at all: every descendant is gone (each has a
+		 * parent in the subtree, or was handed to us). */
+		if ((w < 0 && errno == ECHILD) ||
+		    guard_signal_children(sig, wpid) == 0)
 			break;
 		left = deadline - guard_now_ms();
 		if (left <= 0) {
