@@ -53,6 +53,7 @@ struct crun_rdzv_store {
 	int would_host; /* should host, but the port was taken */
 	int ticks, bad_ticks;
 	int silent_ticks; /* seconds connected without an answer */
+	int holder_seen;  /* the silent holder was named once: crun */
 	rdzv_store_open_cb open_cb;
 	void *open_data;
 	rdzv_store_close_cb close_cb;
@@ -390,19 +391,28 @@ static unsigned long port_listener_inode(int port, int specific)
 	return inode;
 }
 
-/* Name the process holding socket inode ("pid N (comm)"), or "". */
+/* Descriptors socket_holder looks at, at most. */
+#define HOLDER_MAX_FDS 32768
+
+/*
+ * Name the process holding socket inode ("pid N (comm)"), or "" (also when
+ * it is not among the first HOLDER_MAX_FDS descriptors of the host's
+ * processes: the scan runs on the loop, and is bounded).
+ */
 static void socket_holder(unsigned long inode, char *out, size_t len)
 {
 	char link[64], target[64];
 	DIR *proc;
 	struct dirent *p;
+	long budget = HOLDER_MAX_FDS;
 
 	*out = '\0';
 	if (inode == 0)
 		return;
 	snprintf(target, sizeof(target), "socket:[%lu]", inode);
 	proc = opendir("/proc");
-	while (proc && (p = readdir(proc)) != NULL && *out == '\0') {
+	while (proc && budget > 0 && (p = readdir(proc)) != NULL &&
+	       *out == '\0') {
 		char fdpath[300];
 		DIR *fds;
 		struct dirent *f;
@@ -411,7 +421,7 @@ static void socket_holder(unsigned long inode, char *out, size_t len)
 			continue;
 		snprintf(fdpath, sizeof(fdpath), "/proc/%s/fd", p->d_name);
 		fds = opendir(fdpath);
-		while (fds && (f = readdir(fds)) != NULL) {
+		while (fds && budget-- > 0 && (f = readdir(fds)) != NULL) {
 			char path[600];
 			ssize_t n;
 
@@ -500,8 +510,15 @@ static void on_progress(uv_timer_t *t)
 	else
 		s->silent_ticks = 0;
 	elapsed = uv_now(s->loop) - s->started;
-	if (s->silent_ticks >= 3 && (s->would_host || elapsed >= timeout)) {
+	/*
+	 * Named once: on a host of many agents whose store is slow to answer
+	 * (a loaded machine), every waiting agent scanning /proc every second
+	 * would keep it loaded.
+	 */
+	if (s->silent_ticks >= 3 &&
+	    ((s->would_host && !s->holder_seen) || elapsed >= timeout)) {
 		rdzv_port_holder(s->port, who, sizeof(who));
+		s->holder_seen = 1;
 		if ((*who && !strstr(who, "(crun)")) || elapsed >= timeout) {
 			snprintf(
 			    s->errmsg, sizeof(s->errmsg),

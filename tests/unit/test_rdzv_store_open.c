@@ -4,7 +4,10 @@
  * status turns into exit 1 and 3.
  */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <uv.h>
 
 #include "crun/err.h"
@@ -97,4 +100,72 @@ Test(rdzv_store_open, refused_and_silent_endpoints_have_distinct_codes,
 	cr_expect_neq(silent, CRUN_EREFUSED, "silent: %s",
 		      crun_err_name(silent));
 	cr_expect_neq(silent, 0);
+}
+
+/* Every fopen of /proc/net/tcp* in this process (rdzv_store.c's included). */
+static int tcp_table_opens;
+
+FILE *fopen(const char *path, const char *mode)
+{
+	static FILE *(*real)(const char *, const char *);
+
+	if (real == NULL)
+		*(void **)&real = dlsym(RTLD_NEXT, "fopen");
+	if (strncmp(path, "/proc/net/tcp", 13) == 0)
+		tcp_table_opens++;
+	return real(path, mode);
+}
+
+static void on_stop(uv_timer_t *t)
+{
+	uv_stop(t->loop);
+}
+
+/*
+ * An agent that should host the store but finds its port held by a silent
+ * crun (a store host too busy to answer: a loaded machine of many agents)
+ * names the holder once, not at every tick: each naming reads the host's
+ * TCP table and scans every process's descriptors.
+ */
+Test(rdzv_store_open, silent_crun_holder_is_named_once, .timeout = 30)
+{
+	uv_loop_t loop;
+	uv_tcp_t t;
+	uv_timer_t stop;
+	struct crun_store_limits lim;
+	struct rdzv_store_opts o;
+	struct crun_rdzv_store *s = NULL;
+	struct run r = {0, 0, 0};
+	char errmsg[256] = "";
+
+	/* The holder (this process) looks like a crun. */
+	cr_assert_eq(prctl(PR_SET_NAME, "crun"), 0);
+	cr_assert_eq(uv_loop_init(&loop), 0);
+	store_limits_default(&lim);
+	memset(&o, 0, sizeof(o));
+	o.host = "127.0.0.1";
+	o.port = loopback_port(&loop, &t, 1);
+	o.is_host = -1; /* local: would host, but the port is taken */
+	o.timeout_ms = 60000;
+	o.limits = &lim;
+	o.errmsg = errmsg;
+	o.errlen = sizeof(errmsg);
+	cr_assert_eq(rdzv_store_open(&loop, &o, on_open, &r, &s), 0, "%s",
+		     errmsg);
+	/* Ticks 1 to 6: silent from the 3rd on. */
+	uv_timer_init(&loop, &stop);
+	uv_timer_start(&stop, on_stop, 6500, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_expect_not(r.done, "gave up on a crun holder: %s",
+		      crun_err_name(r.status));
+	cr_expect_eq(tcp_table_opens, 1, "the holder was named %d times",
+		     tcp_table_opens);
+	rdzv_store_close(s, on_closed, &r);
+	while (!r.closed && uv_run(&loop, UV_RUN_ONCE))
+		;
+	rdzv_store_free(s);
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_close((uv_handle_t *)&stop, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	uv_loop_close(&loop);
 }
