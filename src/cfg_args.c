@@ -115,8 +115,11 @@ static const char *envp_get(char **envp, const char *name)
 {
 	size_t n = strlen(name);
 
+	/* The first byte first: a hundred options, each against the whole
+	 * environment, at every start. */
 	for (; envp && *envp; envp++)
-		if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+		if (**envp == *name && strncmp(*envp, name, n) == 0 &&
+		    (*envp)[n] == '=')
 			return *envp + n + 1;
 	return NULL;
 }

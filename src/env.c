@@ -57,44 +57,49 @@ static int env_find(const struct crun_env *e, const char *name, size_t len)
 	return -1;
 }
 
+/* Put s ("NAME=value", malloc'd, NAME len bytes long), which e now owns. */
+static int env_take(struct crun_env *e, char *s, size_t len)
+{
+	int i = env_find(e, s, len);
+
+	if (i >= 0) {
+		free(e->v[i]);
+		e->v[i] = s;
+		return 0;
+	}
+	if (env_grow(e)) {
+		free(s);
+		return UV_ENOMEM;
+	}
+	e->v[e->n++] = s;
+	e->v[e->n] = NULL;
+	return 0;
+}
+
 int env_put(struct crun_env *e, const char *assignment)
 {
 	const char *eq = strchr(assignment, '=');
 	char *copy;
-	int i;
 
 	if (eq == NULL || eq == assignment)
 		return CRUN_EUSAGE;
 	copy = strdup(assignment);
 	if (copy == NULL)
 		return UV_ENOMEM;
-	i = env_find(e, assignment, (size_t)(eq - assignment));
-	if (i >= 0) {
-		free(e->v[i]);
-		e->v[i] = copy;
-		return 0;
-	}
-	if (env_grow(e)) {
-		free(copy);
-		return UV_ENOMEM;
-	}
-	e->v[e->n++] = copy;
-	e->v[e->n] = NULL;
-	return 0;
+	return env_take(e, copy, (size_t)(eq - assignment));
 }
 
 int env_set(struct crun_env *e, const char *name, const char *value)
 {
-	size_t n = strlen(name) + strlen(value) + 2;
-	char *s = malloc(n);
-	int rc;
+	size_t ln = strlen(name), lv = strlen(value);
+	char *s = malloc(ln + lv + 2);
 
 	if (s == NULL)
 		return UV_ENOMEM;
-	snprintf(s, n, "%s=%s", name, value);
-	rc = env_put(e, s);
-	free(s);
-	return rc;
+	memcpy(s, name, ln);
+	s[ln] = '=';
+	memcpy(s + ln + 1, value, lv + 1);
+	return env_take(e, s, ln);
 }
 
 const char *env_get(const struct crun_env *e, const char *name)
@@ -181,10 +186,17 @@ int env_compute_all_ranks(const struct crun_node_info *nodes, int n,
 
 static int set_int(struct crun_env *e, const char *name, long v)
 {
-	char buf[24];
+	char buf[24], *p = buf + sizeof(buf);
+	unsigned long u = v < 0 ? -(unsigned long)v : (unsigned long)v;
 
-	snprintf(buf, sizeof(buf), "%ld", v);
-	return env_set(e, name, buf);
+	/* By hand: a worker's environment has a dozen numbers. */
+	*--p = '\0';
+	do
+		*--p = (char)('0' + u % 10);
+	while ((u /= 10) > 0);
+	if (v < 0)
+		*--p = '-';
+	return env_set(e, name, p);
 }
 
 int env_add_contract(struct crun_env *e, const struct crun_ranks *r,

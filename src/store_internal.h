@@ -168,7 +168,9 @@ struct crun_store_server {
 	void *allow_data;
 	unsigned long turned_away; /* connections refused by auth or allow */
 	uint64_t ops[STORE_OP__COUNT]; /* requests run, by kind (metrics) */
-	unsigned char rbuf[STORE_RBUF_SIZE];
+	/* STORE_RBUF_SIZE bytes, malloc'd: not zeroed, so its pages are
+	 * touched only when a read fills them. */
+	unsigned char *rbuf;
 };
 
 /* ---- store_server.c ---------------------------------------------------- */

@@ -90,6 +90,10 @@ store_server_alloc(uv_loop_t *loop, const struct crun_store_limits *lim)
 
 	if (srv == NULL)
 		return NULL;
+	if ((srv->rbuf = malloc(STORE_RBUF_SIZE)) == NULL) {
+		free(srv);
+		return NULL;
+	}
 	srv->loop = loop;
 	if (lim != NULL)
 		srv->lim = *lim;
@@ -139,8 +143,10 @@ static void store_on_failed_close(uv_handle_t *h)
 {
 	struct crun_store_server *srv = h->data;
 
-	if (--srv->nhandles == 0)
+	if (--srv->nhandles == 0) {
+		free(srv->rbuf);
 		free(srv);
+	}
 }
 
 /* Close the listener and timer of a server that failed to start. */
@@ -316,6 +322,7 @@ void store__server_maybe_free(struct crun_store_server *srv)
 	data = srv->close_data;
 	store__free_entries(srv);
 	store_fanout_free(srv->fanout);
+	free(srv->rbuf);
 	free(srv);
 	if (cb != NULL)
 		cb(data);
