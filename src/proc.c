@@ -515,9 +515,12 @@ report:
 		while ((got = waitpid(-1, &st, WNOHANG)) > 0) {
 			if (got != wpid)
 				continue;
-			/* Tell the agent now; the leftovers take a while. */
 			sh->status = st;
 			__atomic_store_n(&sh->exited, 1, __ATOMIC_RELEASE);
+			/* Nothing left behind: our own exit tells the agent. */
+			if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+				guard_exit_as(st);
+			/* Tell the agent now; the leftovers take a while. */
 			kill(parent, SIGCHLD);
 			guard_end(parent, wpid, st, SIGTERM, o->rest_grace_ms);
 		}
