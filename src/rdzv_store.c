@@ -315,15 +315,22 @@ int rdzv_host_is_local(const char *host)
 	hints.ai_socktype = SOCK_STREAM;
 	if (getaddrinfo(host, NULL, &hints, &res) != 0)
 		return 0;
-	if (getifaddrs(&ifs) != 0)
+	/* Loopback needs no look at the interfaces (a netlink dump). */
+	for (ai = res; ai && !local; ai = ai->ai_next)
+		local = (ai->ai_family == AF_INET &&
+			 (ntohl(((struct sockaddr_in *)ai->ai_addr)
+				    ->sin_addr.s_addr) >>
+			  24) == 127) ||
+			(ai->ai_family == AF_INET6 &&
+			 IN6_IS_ADDR_LOOPBACK(
+			     &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr));
+	if (local || getifaddrs(&ifs) != 0)
 		ifs = NULL;
 	for (ai = res; ai && !local; ai = ai->ai_next) {
 		if (ai->ai_family == AF_INET) {
 			struct in_addr a =
 			    ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
 
-			if ((ntohl(a.s_addr) >> 24) == 127)
-				local = 1;
 			for (ifa = ifs; ifa && !local; ifa = ifa->ifa_next)
 				if (ifa->ifa_addr &&
 				    ifa->ifa_addr->sa_family == AF_INET &&
@@ -334,8 +341,6 @@ int rdzv_host_is_local(const char *host)
 			struct in6_addr *a =
 			    &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
 
-			if (IN6_IS_ADDR_LOOPBACK(a))
-				local = 1;
 			for (ifa = ifs; ifa && !local; ifa = ifa->ifa_next)
 				if (ifa->ifa_addr &&
 				    ifa->ifa_addr->sa_family == AF_INET6 &&

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "crun/err.h"
+#include "crun/peers.h"
 #include "crun/rdzv_store.h"
 
 struct run {
@@ -168,4 +169,24 @@ Test(rdzv_store_open, silent_crun_holder_is_named_once, .timeout = 30)
 	uv_close((uv_handle_t *)&stop, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	uv_loop_close(&loop);
+}
+
+/* Which endpoints this machine hosts: loopback, its names, its addresses. */
+Test(rdzv_store_open, host_is_local, .timeout = 10)
+{
+	char own[256], name[256];
+
+	cr_expect(rdzv_host_is_local("127.0.0.1"));
+	cr_expect(rdzv_host_is_local("127.3.2.1"));
+	cr_expect(rdzv_host_is_local("::1"));
+	cr_expect(rdzv_host_is_local("localhost"));
+	cr_assert_eq(gethostname(name, sizeof(name)), 0);
+	cr_expect(rdzv_host_is_local(name));
+	cr_expect_not(rdzv_host_is_local("192.0.2.77"));
+	cr_expect_not(rdzv_host_is_local("2001:db8::77"));
+	/* An interface address of ours (no loopback among them). */
+	cr_assert_gt(peers_own_addrs(own, sizeof(own)), 0,
+		     "this test needs an address other than loopback");
+	*strchrnul(own, ',') = '\0';
+	cr_expect(rdzv_host_is_local(own), "%s", own);
 }
