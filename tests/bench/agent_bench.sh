@@ -53,7 +53,7 @@ SIZES=${SIZES-"2 4 8 16"}
 GROUP_RUNS=${GROUP_RUNS:-5}
 ANCHOR_GROUP_RUNS=${ANCHOR_GROUP_RUNS:-3}
 BIG_SIZES=${BIG_SIZES-"64 256 1024"}
-BIG_RUNS=${BIG_RUNS:-3}
+BIG_RUNS=${BIG_RUNS:-5}
 REFORM_RUNS=${REFORM_RUNS:-3}
 REFORM_LAST_CALL=${REFORM_LAST_CALL:-1}
 
@@ -224,52 +224,62 @@ def hwm(timeout, log, argv):
         time.sleep(0.002)
     print("rc=%d vmhwm_kb=%d maxrss_kb=%d" % (code(st), peak, ru.ru_maxrss))
 
-# group N RUNS TIMEOUT LOGDIR -- argv: start N copies at once (@PORT@ and
-# @ID@ replaced, a fresh port per run), time from the first start to the
-# last exit.
-def group(n, runs, timeout, logdir, argv):
-    ts, sp, fails, hung, notes = [], [], 0, 0, []
+# group N RUNS TIMEOUT LOGDIR -- argv [-- argv...]: start N copies at once
+# (@PORT@ and @ID@ replaced, a fresh port per run), time from the first
+# start to the last exit; with several command lines they take turns run
+# by run (so that each sees the machine as the others do), one result line
+# each, in order.
+def group(n, runs, timeout, logdir, argvs):
+    res = [{"ts": [], "sp": [], "fails": 0, "hung": 0, "notes": [], "broke": False}
+           for _ in argvs]
     for r in range(runs):
-        port = str(free_port())
-        jid = "bench%d_%d_%d" % (os.getpid(), n, r)
-        a = [x.replace("@PORT@", port).replace("@ID@", jid) for x in argv]
-        pids = {}
-        t0 = time.perf_counter()
-        try:
-            for i in range(n):
-                pids[spawn(a, "%s/%d.%d.log" % (logdir, r, i))] = i
-        except OSError as e:
-            stop(list(pids))
-            notes.append("spawn_failed_after_%d:%s" % (len(pids), e.strerror.replace(" ", "_")))
-            fails += 1
-            break
-        t1 = time.perf_counter()
-        left, bad = dict(pids), []
-        signal.alarm(timeout)
-        try:
-            while left:
-                p, st = os.wait()
-                LIVE.discard(p)
-                if p in left:
-                    i = left.pop(p)
-                    if code(st) != 0:
-                        bad.append("%d:%d" % (i, code(st)))
-        except Timeout:
-            hung += 1
-            notes.append("run%d_hung:%d_of_%d_left(e.g._agent_%d)" % (r, len(left), n, min(left.values())))
-            stop(list(left))
-            continue
-        finally:
-            signal.alarm(0)
-        t = time.perf_counter() - t0
-        if bad:
-            fails += 1
-            notes.append("run%d_failed_agents:%s" % (r, ",".join(bad[:5])))
-            continue
-        ts.append(t)
-        sp.append(t1 - t0)
-    print("n=%d runs=%d ok=%d %s spawn_ms=%s failed=%d hung=%d note=%s" % (n, runs, len(ts),
-          stats(ts), ms(statistics.median(sp)) if sp else "", fails, hung, ";".join(notes) or "-"))
+        for k, argv in enumerate(argvs):
+            g = res[k]
+            if g["broke"]:
+                continue
+            port = str(free_port())
+            jid = "bench%d_%d_%d_%d" % (os.getpid(), n, k, r)
+            a = [x.replace("@PORT@", port).replace("@ID@", jid) for x in argv]
+            pids = {}
+            t0 = time.perf_counter()
+            try:
+                for i in range(n):
+                    pids[spawn(a, "%s/%d.%d.%d.log" % (logdir, k, r, i))] = i
+            except OSError as e:
+                stop(list(pids))
+                g["notes"].append("spawn_failed_after_%d:%s" % (len(pids), e.strerror.replace(" ", "_")))
+                g["fails"] += 1
+                g["broke"] = True
+                continue
+            t1 = time.perf_counter()
+            left, bad = dict(pids), []
+            signal.alarm(timeout)
+            try:
+                while left:
+                    p, st = os.wait()
+                    LIVE.discard(p)
+                    if p in left:
+                        i = left.pop(p)
+                        if code(st) != 0:
+                            bad.append("%d:%d" % (i, code(st)))
+            except Timeout:
+                g["hung"] += 1
+                g["notes"].append("run%d_hung:%d_of_%d_left(e.g._agent_%d)" % (r, len(left), n, min(left.values())))
+                stop(list(left))
+                continue
+            finally:
+                signal.alarm(0)
+            t = time.perf_counter() - t0
+            if bad:
+                g["fails"] += 1
+                g["notes"].append("run%d_failed_agents:%s" % (r, ",".join(bad[:5])))
+                continue
+            g["ts"].append(t)
+            g["sp"].append(t1 - t0)
+    for g in res:
+        print("n=%d runs=%d ok=%d %s spawn_ms=%s failed=%d hung=%d note=%s" % (n, runs, len(g["ts"]),
+              stats(g["ts"]), ms(statistics.median(g["sp"])) if g["sp"] else "", g["fails"], g["hung"],
+              ";".join(g["notes"]) or "-"))
 
 def listening(port):
     h = ":%04X" % port
@@ -394,7 +404,7 @@ def main():
     argv = argvs[0] if argvs else []
     if cmd == "repeat": repeat(int(a[0]), int(a[1]), a[2], argvs)
     elif cmd == "hwm": hwm(int(a[0]), a[1], argv)
-    elif cmd == "group": group(int(a[0]), int(a[1]), int(a[2]), a[3], argv)
+    elif cmd == "group": group(int(a[0]), int(a[1]), int(a[2]), a[3], argvs)
     elif cmd == "reform": reform(int(a[0]), int(a[1]), a[2], a[3], a[4], a[5])
     sys.stdout.flush()
 
@@ -557,14 +567,18 @@ done
 
 ###########################################################################
 mkdir -p "$tmp/g"
-# group LAUNCHER N RUNS TIMEOUT: N agents on loopback, one /bin/true each
-# (LAUNCHER: crun, or an anchor's number).
+# group LAUNCHER N RUNS TIMEOUT [-- ARGV...]: N agents on loopback, one
+# /bin/true each (LAUNCHER: crun, or an anchor's number); for crun, the
+# command lines after it take turns with it (a result line each).
 group() {
 	rm -f "$tmp"/g/*.log
 	if [ "$1" = crun ]; then
-		drv group "$2" "$3" "$4" "$tmp/g" -- "$CRUN" --nnodes="$2" --nproc_per_node=1 \
+		_n=$2 _runs=$3 _to=$4
+		shift 4
+		# Further command lines (after --) take turns with crun's.
+		drv group "$_n" "$_runs" "$_to" "$tmp/g" -- "$CRUN" --nnodes="$_n" --nproc_per_node=1 \
 			--rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:@PORT@ --rdzv_id=@ID@ \
-			${GROUP_CONF:+--rdzv_conf="$GROUP_CONF"} /bin/true
+			${GROUP_CONF:+--rdzv_conf="$GROUP_CONF"} /bin/true "$@"
 	else
 		drv group "$2" "$3" "$4" "$tmp/g" -- "$tmp/torchrun-$1" --nnodes="$2" --nproc_per_node=1 \
 			--rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:@PORT@ --rdzv_id=@ID@ \
@@ -596,15 +610,14 @@ for n in $SIZES; do
 done
 echo "== crun alone, many agents, and their floor (median of $BIG_RUNS; ulimit -n $(ulimit -n)) [load $(load)]"
 for n in $BIG_SIZES; do
-	group crun "$n" "$BIG_RUNS" $((30 + n / 10))
-	r=$(got)
+	# crun and the floor take turns, run by run.
+	group crun "$n" "$BIG_RUNS" $((30 + n / 10)) -- /bin/sh -c '/bin/true & wait'
+	out=$(got)
+	r=$(lineof 1 "$out") f=$(lineof 2 "$out")
 	echo "   crun     $r"
+	echo "   floor    $f"
 	group_check "$n" "$r" && eval "gc_$n=\$(field median_ms \"\$r\")"
-	rm -f "$tmp"/g/*.log
-	drv group "$n" "$BIG_RUNS" $((30 + n / 10)) "$tmp/g" -- /bin/sh -c '/bin/true & wait'
-	r=$(got)
-	echo "   floor    $r"
-	eval "gf_$n=\$(field median_ms \"\$r\")"
+	eval "gf_$n=\$(field median_ms \"\$f\")"
 done
 
 echo "== node loss (3 agents --nnodes=2:3, kill -9 of a non-host agent; median of $REFORM_RUNS) [load $(load)]"
