@@ -185,7 +185,8 @@ int agent__attempt_dir(struct agent *a, int generation)
 		return 0;
 	a->last_attempt = generation;
 	if (a->log_tag) {
-		/* The tag is the run's own: only a repeated generation clashes. */
+		/* The tag is the run's own: only a repeated generation clashes.
+		 */
 		if (again)
 			snprintf(path, sizeof(path), "%s/%s.attempt_%d.%d.",
 				 a->log_root, a->log_tag, generation,
@@ -233,9 +234,8 @@ static char *scratch_tag(const char *id)
 	char tag[128], *p = tag;
 
 	for (; *id && p < tag + 64; id++, p++)
-		*p = (isalnum((unsigned char)*id) || strchr("._-", *id))
-			 ? *id
-			 : '_';
+		*p = (isalnum((unsigned char)*id) || strchr("._-", *id)) ? *id
+									 : '_';
 	p += snprintf(p, 24, "_%d_", (int)getpid());
 	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
 		memcpy(rnd, &(long){(long)time(NULL) ^ (long)clock()},
@@ -266,8 +266,8 @@ static int agent_setup_scratch(struct agent *a, const char *tmp)
 		return -ENOMEM;
 	snprintf(path, sizeof(path), "%s/crun-%u", tmp, (unsigned)uid);
 	if ((mkdir(path, 0700) == 0 || errno == EEXIST) &&
-	    lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
-	    st.st_uid == uid && (st.st_mode & 077) == 0)
+	    lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid &&
+	    (st.st_mode & 077) == 0)
 		return (a->log_root = strdup(path)) ? 0 : -ENOMEM;
 	snprintf(path, sizeof(path), "%s/crun_XXXXXX", tmp);
 	if (mkdtemp(path) == NULL) {
