@@ -185,8 +185,7 @@ int agent__attempt_dir(struct agent *a, int generation)
 		return 0;
 	a->last_attempt = generation;
 	if (a->log_tag) {
-		/* The tag is the run's own: only a repeated generation clashes.
-		 */
+		/* Only a repeated generation can clash within one tag. */
 		if (again)
 			snprintf(path, sizeof(path), "%s/%s.attempt_%d.%d.",
 				 a->log_root, a->log_tag, generation,
@@ -233,9 +232,11 @@ static char *scratch_tag(const char *id)
 	unsigned char rnd[8] = {0};
 	char tag[128], *p = tag;
 
-	for (; *id && p < tag + 64; id++, p++)
-		*p = (isalnum((unsigned char)*id) || strchr("._-", *id)) ? *id
-									 : '_';
+	for (; *id && p < tag + 64; id++) {
+		int keep = isalnum((unsigned char)*id) || strchr("._-", *id);
+
+		*p++ = keep ? *id : '_';
+	}
 	p += snprintf(p, 24, "_%d_", (int)getpid());
 	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
 		memcpy(rnd, &(long){(long)time(NULL) ^ (long)clock()},

@@ -54,29 +54,38 @@ static int loopback_port(uv_loop_t *loop, uv_tcp_t *t, int keep)
 	return ntohs(((struct sockaddr_in *)&got)->sin_port);
 }
 
+/* Open the rendezvous store of 127.0.0.1:port on loop. */
+static struct crun_rdzv_store *open_on(uv_loop_t *loop, int port, int is_host,
+				       int timeout_ms, struct run *r)
+{
+	static struct crun_store_limits lim;
+	struct rdzv_store_opts o;
+	struct crun_rdzv_store *s = NULL;
+	char errmsg[256] = "";
+
+	store_limits_default(&lim);
+	memset(&o, 0, sizeof(o));
+	o.host = "127.0.0.1";
+	o.port = port;
+	o.is_host = is_host;
+	o.timeout_ms = timeout_ms;
+	o.limits = &lim;
+	o.errmsg = errmsg;
+	o.errlen = sizeof(errmsg);
+	cr_assert_eq(rdzv_store_open(loop, &o, on_open, r, &s), 0, "%s",
+		     errmsg);
+	return s;
+}
+
 static int open_status(int silent)
 {
 	uv_loop_t loop;
 	uv_tcp_t t;
-	struct crun_store_limits lim;
-	struct rdzv_store_opts o;
-	struct crun_rdzv_store *s = NULL;
+	struct crun_rdzv_store *s;
 	struct run r = {0, 0, 0};
-	char errmsg[256] = "";
 
 	cr_assert_eq(uv_loop_init(&loop), 0);
-	memset(&lim, 0, sizeof(lim));
-	store_limits_default(&lim);
-	memset(&o, 0, sizeof(o));
-	o.host = "127.0.0.1";
-	o.port = loopback_port(&loop, &t, silent);
-	o.is_host = 0;
-	o.timeout_ms = 1500;
-	o.limits = &lim;
-	o.errmsg = errmsg;
-	o.errlen = sizeof(errmsg);
-	cr_assert_eq(rdzv_store_open(&loop, &o, on_open, &r, &s), 0, "%s",
-		     errmsg);
+	s = open_on(&loop, loopback_port(&loop, &t, silent), 0, 1500, &r);
 	while (!r.done && uv_run(&loop, UV_RUN_ONCE))
 		;
 	cr_assert(r.done);
@@ -133,26 +142,14 @@ Test(rdzv_store_open, silent_crun_holder_is_named_once, .timeout = 30)
 	uv_loop_t loop;
 	uv_tcp_t t;
 	uv_timer_t stop;
-	struct crun_store_limits lim;
-	struct rdzv_store_opts o;
-	struct crun_rdzv_store *s = NULL;
+	struct crun_rdzv_store *s;
 	struct run r = {0, 0, 0};
-	char errmsg[256] = "";
 
 	/* The holder (this process) looks like a crun. */
 	cr_assert_eq(prctl(PR_SET_NAME, "crun"), 0);
 	cr_assert_eq(uv_loop_init(&loop), 0);
-	store_limits_default(&lim);
-	memset(&o, 0, sizeof(o));
-	o.host = "127.0.0.1";
-	o.port = loopback_port(&loop, &t, 1);
-	o.is_host = -1; /* local: would host, but the port is taken */
-	o.timeout_ms = 60000;
-	o.limits = &lim;
-	o.errmsg = errmsg;
-	o.errlen = sizeof(errmsg);
-	cr_assert_eq(rdzv_store_open(&loop, &o, on_open, &r, &s), 0, "%s",
-		     errmsg);
+	/* Local: would host, but the port is taken. */
+	s = open_on(&loop, loopback_port(&loop, &t, 1), -1, 60000, &r);
 	/* Ticks 1 to 6: silent from the 3rd on. */
 	uv_timer_init(&loop, &stop);
 	uv_timer_start(&stop, on_stop, 6500, 0);
