@@ -748,6 +748,7 @@ static int agent_run_loop(struct crun_cfg *cfg)
 	binding_plan_free(a.binding);
 	free(a.log_root);
 	free(a.log_tag);
+	free(a.job_if_host);
 	free(a.attempt_dir);
 	free(a.attempt_prefix);
 	return a.stop.exit_status;

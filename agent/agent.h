@@ -109,6 +109,7 @@ struct agent {
 	/* Multi-node: the rendezvous and the store it runs over. */
 	int multi;
 	struct crun_rdzv_store *rs;
+	char *job_if_host; /* without --rdzv_id: the run id, if we host */
 	struct crun_rdzv_etcd *re; /* --rdzv_backend=etcd: no store host */
 	struct crun_rdzv *rdzv;
 	struct rdzv_result res;

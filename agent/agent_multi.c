@@ -346,8 +346,11 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 	struct rdzv_opts o;
 	int rc;
 
-	if (is_host && cfg->rdzv_id == NULL)
-		cfg->rdzv_id = agent__run_id(a->host);
+	if (is_host && cfg->rdzv_id == NULL) {
+		/* The id the store was seeded with. */
+		cfg->rdzv_id = a->job_if_host;
+		a->job_if_host = NULL;
+	}
 	snprintf(a->addr, sizeof(a->addr), "%s",
 		 cfg->local_addr ? cfg->local_addr : a->host);
 	if (is_host && !cfg->local_addr) {
@@ -510,6 +513,11 @@ int agent__multi_start(struct agent *a)
 			? cfg->rdzv.read_timeout
 			: cfg->rdzv.join_timeout;
 	o.limits = &cfg->store;
+	/* Without --rdzv_id the job is the host's: a fresh id if it is us. */
+	if (cfg->rdzv_id == NULL &&
+	    (a->job_if_host = agent__run_id(a->host)) == NULL)
+		return UV_ENOMEM;
+	o.run_id = cfg->rdzv_id ? cfg->rdzv_id : a->job_if_host;
 	if (cfg->rdzv.secret_file) { /* the rendezvous secret (auth.h) */
 		rc = auth_key_load(cfg->rdzv.secret_file, &key, errmsg,
 				   sizeof(errmsg));

@@ -83,6 +83,7 @@ int rdzv_backend_open(uv_loop_t *loop, const struct rdzv_backend_opts *o,
 	so.timeout_ms = (int)(1000 * o->timeout);
 	so.limits = o->limits;
 	so.auth = o->auth;
+	so.job = o->run_id;
 	so.errmsg = o->errmsg;
 	so.errlen = o->errlen;
 	return rdzv_store_open(loop, &so, on_store, data, rs);

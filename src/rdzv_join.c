@@ -726,12 +726,12 @@ int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
 	/* First round: agree on the job id (adopt the endpoint's if we have
 	 * none). */
 	if (*r->run_id)
-		rc = r->ops->compare_set(r->kv, "crun/job", "", 0, r->run_id,
+		rc = r->ops->compare_set(r->kv, RDZV_JOB_KEY, "", 0, r->run_id,
 					 strlen(r->run_id), on_job_id,
 					 rdzv__op_new(r, 0));
 	else
 		rc =
-		    rdzv__watch1(r, "crun/job", (int)(r->o.join_timeout * 1000),
+		    rdzv__watch1(r, RDZV_JOB_KEY, (int)(r->o.join_timeout * 1000),
 				 on_job_id, rdzv__op_new(r, 0));
 	if (rc) {
 		r->state = R_IDLE;

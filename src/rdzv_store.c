@@ -60,6 +60,7 @@ struct crun_rdzv_store {
 	void *close_data;
 	int has_key;
 	struct crun_auth_key key;
+	char job[256]; /* seeded into a store we host, or "" */
 	char errmsg[512];
 };
 
@@ -69,6 +70,10 @@ static void setup_server(struct crun_rdzv_store *s)
 	static int warned;
 
 	store_server_set_quiet(s->server, 1);
+	/* Before the loop serves anyone: our job is the endpoint's. */
+	if (*s->job &&
+	    store_server_set(s->server, RDZV_JOB_KEY, s->job, strlen(s->job)))
+		log_say("cannot write the job id into the rendezvous store");
 	if (s->has_key)
 		store_server_set_auth(s->server, &s->key);
 	else if (!warned++)
@@ -651,6 +656,8 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 		return UV_ENOMEM;
 	s->loop = loop;
 	snprintf(s->host, sizeof(s->host), "%s", o->host);
+	if (o->job && strlen(o->job) < sizeof(s->job))
+		strcpy(s->job, o->job);
 	s->port = o->port;
 	s->timeout_ms = o->timeout_ms;
 	s->open_cb = cb;

@@ -43,7 +43,9 @@
  * of failure restarts), ".../params" ("max_restarts=N keep_alive_ms=N",
  * set by each agent as it first joins), ".../failure" (the last worker
  * failure: "<round> <unix_ms> <why of its F end>") and "crun/job" (the run
- * id of the endpoint's job). `crun status` reads them (rdzv_status.h).
+ * id of the endpoint's job: a c10d store host writes its own before it
+ * serves anyone, so that the job of the node that hosts the endpoint is the
+ * endpoint's). `crun status` reads them (rdzv_status.h).
  * `crun status --stacks` writes ".../stacks_req", which every running node
  * peeks with its heartbeats, and reads the nodes' ".../stacks/<nonce>/<g>"
  * (rdzv_stacks.h).
@@ -99,6 +101,9 @@
  */
 #ifndef CRUN_RDZV_H
 #define CRUN_RDZV_H
+
+/* The key naming the endpoint's job (its run id). */
+#define RDZV_JOB_KEY "crun/job"
 
 #include <stdint.h>
 #include <uv.h>

@@ -37,7 +37,9 @@ int rdzv_backend_kind(const char *name, char *why, size_t wlen);
 struct rdzv_backend_opts {
 	int kind;	      /* enum rdzv_backend_kind */
 	const char *endpoint; /* --rdzv_endpoint */
-	const char *run_id;   /* etcd: NULL is torchrun's "none" */
+	/* etcd: NULL is torchrun's "none"; store: the job a store this node
+	 * hosts serves (rdzv_store_opts' job) */
+	const char *run_id;
 	/* rdzv_conf: etcd's prefix, TLS, auth, lease and client bounds; NULL
 	 * or 0 fields take the defaults above. */
 	const struct crun_rdzv_conf *conf;

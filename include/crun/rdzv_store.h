@@ -25,6 +25,12 @@ struct rdzv_store_opts {
 	const struct crun_store_limits *limits;
 	/* The rendezvous secret (auth.h; copied), or NULL: unauthenticated. */
 	const struct crun_auth_key *auth;
+	/*
+	 * The run id written as RDZV_JOB_KEY into the store this node hosts
+	 * before it serves anyone (copied), or NULL: the host's job is then
+	 * the endpoint's, whoever reaches it first.
+	 */
+	const char *job;
 	char *errmsg; /* filled on a synchronous error */
 	size_t errlen;
 };

@@ -12,6 +12,7 @@
 
 #include "crun/err.h"
 #include "crun/peers.h"
+#include "crun/rdzv_backend.h"
 #include "crun/rdzv_store.h"
 
 struct run {
@@ -186,4 +187,71 @@ Test(rdzv_store_open, host_is_local, .timeout = 10)
 		     "this test needs an address other than loopback");
 	*strchrnul(own, ',') = '\0';
 	cr_expect(rdzv_host_is_local(own), "%s", own);
+}
+
+static char cas_got[64];
+static int cas_done;
+
+static void on_cas(struct crun_store_aclient *c, int status,
+		   const struct crun_store_reply *rep, void *data)
+{
+	if (status == 0)
+		snprintf(cas_got, sizeof(cas_got), "%.*s", (int)rep->len,
+			 (const char *)rep->value);
+	cas_done = 1;
+}
+
+static void on_connected(struct crun_store_aclient *c, int status, void *data)
+{
+}
+
+/*
+ * Two jobs on one endpoint: the store host's job is the endpoint's, even
+ * when the other job's first request is the first the store serves (a
+ * client that reaches the port before the host's own rendezvous asks).
+ */
+Test(rdzv_store_open, the_host_s_job_is_the_endpoint_s, .timeout = 30)
+{
+	uv_loop_t loop;
+	uv_tcp_t t;
+	struct crun_store_limits lim;
+	struct rdzv_backend_opts bo;
+	struct crun_rdzv_store *s = NULL;
+	struct crun_store_aclient *c = NULL;
+	struct run r = {0, 0, 0};
+	char endpoint[64], errmsg[256] = "";
+	int port;
+
+	cr_assert_eq(uv_loop_init(&loop), 0);
+	port = loopback_port(&loop, &t, 0);
+	snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%d", port);
+	store_limits_default(&lim);
+	memset(&bo, 0, sizeof(bo));
+	bo.kind = RDZV_BACKEND_C10D;
+	bo.endpoint = endpoint;
+	bo.run_id = "first";
+	bo.is_host = 1;
+	bo.timeout = 10;
+	bo.limits = &lim;
+	bo.errmsg = errmsg;
+	bo.errlen = sizeof(errmsg);
+	cr_assert_eq(rdzv_backend_open(&loop, &bo, on_open, NULL, &r, &s, NULL),
+		     0, "%s", errmsg);
+	/* Queued before the loop turns once: the first request served. */
+	cr_assert_eq(store_aclient_new(&loop, "127.0.0.1", port, 5000,
+				       on_connected, NULL, &c),
+		     0);
+	cr_assert_eq(store_aclient_compare_set(c, "crun/job", "", 0, "second",
+					       6, on_cas, NULL),
+		     0);
+	while (!cas_done && uv_run(&loop, UV_RUN_ONCE))
+		;
+	cr_expect_str_eq(cas_got, "first");
+	store_aclient_close(c, NULL, NULL);
+	rdzv_store_close(s, on_closed, &r);
+	while (!r.closed && uv_run(&loop, UV_RUN_ONCE))
+		;
+	rdzv_store_free(s);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	uv_loop_close(&loop);
 }
