@@ -730,9 +730,9 @@ int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
 					 strlen(r->run_id), on_job_id,
 					 rdzv__op_new(r, 0));
 	else
-		rc =
-		    rdzv__watch1(r, RDZV_JOB_KEY, (int)(r->o.join_timeout * 1000),
-				 on_job_id, rdzv__op_new(r, 0));
+		rc = rdzv__watch1(r, RDZV_JOB_KEY,
+				  (int)(r->o.join_timeout * 1000), on_job_id,
+				  rdzv__op_new(r, 0));
 	if (rc) {
 		r->state = R_IDLE;
 		uv_timer_stop(&r->deadline);
