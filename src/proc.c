@@ -408,9 +408,8 @@ static void guard_end(pid_t parent, pid_t wpid, int st, int sig, int grace_ms)
 		struct timespec ts;
 		siginfo_t si;
 		long long left;
-		int got;
-
 		pid_t w;
+		int got;
 
 		while ((w = waitpid(-1, NULL, WNOHANG)) > 0)
 			;
