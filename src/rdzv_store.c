@@ -22,7 +22,6 @@
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +30,7 @@
 
 #include "crun/err.h"
 #include "crun/log.h"
+#include "crun/peers.h"
 #include "crun/rdzv_store.h"
 
 struct crun_rdzv_store {
@@ -305,7 +305,7 @@ const struct rdzv_kv_ops rdzv_store_ops = {
 int rdzv_host_is_local(const char *host)
 {
 	struct addrinfo hints, *res = NULL, *ai;
-	struct ifaddrs *ifs = NULL, *ifa;
+	struct crun_peers *own;
 	char name[256];
 	int local = 0;
 
@@ -320,44 +320,13 @@ int rdzv_host_is_local(const char *host)
 	hints.ai_socktype = SOCK_STREAM;
 	if (getaddrinfo(host, NULL, &hints, &res) != 0)
 		return 0;
-	/* Loopback needs no look at the interfaces (a netlink dump). */
-	for (ai = res; ai && !local; ai = ai->ai_next)
-		local = (ai->ai_family == AF_INET &&
-			 (ntohl(((struct sockaddr_in *)ai->ai_addr)
-				    ->sin_addr.s_addr) >>
-			  24) == 127) ||
-			(ai->ai_family == AF_INET6 &&
-			 IN6_IS_ADDR_LOOPBACK(
-			     &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr));
-	if (local || getifaddrs(&ifs) != 0)
-		ifs = NULL;
-	for (ai = res; ai && !local; ai = ai->ai_next) {
-		if (ai->ai_family == AF_INET) {
-			struct in_addr a =
-			    ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
-
-			for (ifa = ifs; ifa && !local; ifa = ifa->ifa_next)
-				if (ifa->ifa_addr &&
-				    ifa->ifa_addr->sa_family == AF_INET &&
-				    ((struct sockaddr_in *)ifa->ifa_addr)
-					    ->sin_addr.s_addr == a.s_addr)
-					local = 1;
-		} else if (ai->ai_family == AF_INET6) {
-			struct in6_addr *a =
-			    &((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
-
-			for (ifa = ifs; ifa && !local; ifa = ifa->ifa_next)
-				if (ifa->ifa_addr &&
-				    ifa->ifa_addr->sa_family == AF_INET6 &&
-				    memcmp(
-					&((struct sockaddr_in6 *)ifa->ifa_addr)
-					     ->sin6_addr,
-					a, sizeof(*a)) == 0)
-					local = 1;
-		}
+	/* An empty allow list passes loopback and this machine's addresses
+	 * (read only for an address that is not loopback). */
+	if (peers_new(NULL, &own, NULL, 0) == 0) {
+		for (ai = res; ai && !local; ai = ai->ai_next)
+			local = peers_allow(own, ai->ai_addr);
+		peers_free(own);
 	}
-	if (ifs)
-		freeifaddrs(ifs);
 	freeaddrinfo(res);
 	return local;
 }
