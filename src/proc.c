@@ -393,8 +393,11 @@ static int guard_signal_children(int sig, pid_t wpid)
  * (SIGTERM, then SIGKILL after grace_ms, or at once when the agent dies or
  * asks; or SIGKILL from the start), then exit as the child did. Bounded: a
  * leftover that survives SIGKILL for REST_KILL_WAIT_MS is given up on.
+ * tell: the agent has yet to hear of the child's exit: SIGCHLD now when
+ * leftovers make it wait (without any, our own exit tells it).
  */
-static void guard_end(pid_t parent, pid_t wpid, int st, int sig, int grace_ms)
+static void guard_end(pid_t parent, pid_t wpid, int st, int sig, int grace_ms,
+		      int tell)
 {
 	long long deadline =
 	    guard_now_ms() + (sig == SIGKILL ? REST_KILL_WAIT_MS : grace_ms);
@@ -417,8 +420,13 @@ static void guard_end(pid_t parent, pid_t wpid, int st, int sig, int grace_ms)
 			kill(-wpid, SIGKILL);
 		/* No child at all: every descendant is gone (each has a
 		 * parent in the subtree, or was handed to us). */
-		if ((w < 0 && errno == ECHILD) ||
-		    guard_signal_children(sig, wpid) == 0)
+		if (w < 0 && errno == ECHILD)
+			break;
+		if (tell) {
+			kill(parent, SIGCHLD);
+			tell = 0;
+		}
+		if (guard_signal_children(sig, wpid) == 0)
 			break;
 		left = deadline - guard_now_ms();
 		if (left <= 0) {
@@ -516,17 +524,13 @@ report:
 				continue;
 			sh->status = st;
 			__atomic_store_n(&sh->exited, 1, __ATOMIC_RELEASE);
-			/* Nothing left behind: our own exit tells the agent. */
-			if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
-				guard_exit_as(st);
-			/* Tell the agent now; the leftovers take a while. */
-			kill(parent, SIGCHLD);
-			guard_end(parent, wpid, st, SIGTERM, o->rest_grace_ms);
+			guard_end(parent, wpid, st, SIGTERM, o->rest_grace_ms,
+				  1);
 		}
 		sig = sigwaitinfo(&want, NULL);
 		if (sig == GUARD_DEATH_SIG && getppid() != parent) {
 			kill(-wpid, SIGKILL);
-			guard_end(parent, wpid, SIGKILL, SIGKILL, 0);
+			guard_end(parent, wpid, SIGKILL, SIGKILL, 0, 0);
 		}
 	}
 }
