@@ -748,6 +748,9 @@ static int agent_run_loop(struct crun_cfg *cfg)
 	binding_plan_free(a.binding);
 	free(a.log_root);
 	free(a.log_tag);
+	for (int i = 0; i < a.nscratch; i++)
+		free(a.scratch[i]);
+	free(a.scratch);
 	free(a.job_if_host);
 	free(a.attempt_dir);
 	free(a.attempt_prefix);

@@ -94,8 +94,8 @@ struct agent {
 	int log_kept;	  /* ... unless --redirects/--tee wrote files there */
 	char *log_tag;	  /* scratch files only: <log_root>/<log_tag>.* */
 	int log_private;  /* ... in a directory of the run's own */
-	int nattempts;	  /* attempts named so far */
-	int last_attempt; /* the generation of the last one */
+	char **scratch;	  /* with log_tag: every attempt's prefix, named so */
+	int nscratch;
 	char *attempt_dir;    /* <log_root>/attempt_<n>, NULL with log_tag */
 	char *attempt_prefix; /* what the attempt's file names start with */
 	int restart_count;

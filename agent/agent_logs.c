@@ -7,7 +7,6 @@
  * non-blocking console.
  */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -173,31 +172,43 @@ void agent__drop_report(struct agent *a, int print)
 	a->npending = 0;
 }
 
+/* Whether an attempt of this run was given prefix already. */
+static int scratch_named(const struct agent *a, const char *prefix)
+{
+	for (int i = 0; i < a->nscratch; i++)
+		if (strcmp(a->scratch[i], prefix) == 0)
+			return 1;
+	return 0;
+}
+
 int agent__attempt_dir(struct agent *a, int generation)
 {
 	char path[PATH_MAX];
-	int again = a->nattempts > 0 && generation <= a->last_attempt;
+	char **grown;
 
 	free(a->attempt_dir);
 	free(a->attempt_prefix);
 	a->attempt_dir = a->attempt_prefix = NULL;
 	if (a->log_root == NULL)
 		return 0;
-	a->last_attempt = generation;
 	if (a->log_tag) {
-		/* Only a repeated generation can clash within one tag. */
-		if (again)
+		grown =
+		    realloc(a->scratch, sizeof(*grown) * (a->nscratch + 1u));
+		if (grown == NULL)
+			return -ENOMEM;
+		a->scratch = grown;
+		/* A prefix given before (a generation again) is not reused. */
+		snprintf(path, sizeof(path), "%s/%s.attempt_%d.", a->log_root,
+			 a->log_tag, generation);
+		for (int k = 1; scratch_named(a, path); k++)
 			snprintf(path, sizeof(path), "%s/%s.attempt_%d.%d.",
-				 a->log_root, a->log_tag, generation,
-				 a->nattempts);
-		else
-			snprintf(path, sizeof(path), "%s/%s.attempt_%d.",
-				 a->log_root, a->log_tag, generation);
-		a->nattempts++;
+				 a->log_root, a->log_tag, generation, k);
+		if ((a->scratch[a->nscratch] = strdup(path)) == NULL)
+			return -ENOMEM;
+		a->nscratch++;
 		a->attempt_prefix = strdup(path);
 		return a->attempt_prefix ? 0 : -ENOMEM;
 	}
-	a->nattempts++;
 	snprintf(path, sizeof(path), "%s/attempt_%d", a->log_root, generation);
 	for (int k = 1; mkdir(path, 0755) != 0; k++) {
 		if (errno != EEXIST || k > 1000) {
@@ -218,8 +229,9 @@ static int rm_entry(const char *path, const struct stat *st, int flag,
 		    struct FTW *ftw)
 {
 	(void)st;
+	(void)flag;
 	(void)ftw;
-	return flag == FTW_DP ? rmdir(path) : unlink(path);
+	return remove(path);
 }
 
 /*
@@ -331,20 +343,29 @@ int agent__setup_logs(struct agent *a)
 	return 0;
 }
 
-/* Remove the scratch files of this run: those whose names start <tag>. */
+/*
+ * Remove the files this run may have written as scratch, by name (never
+ * reading the directory, which holds other runs' files): each attempt's
+ * failure report and its workers' error files; then a directory of the
+ * run's own.
+ */
 static void agent_remove_scratch(struct agent *a)
 {
-	size_t n = strlen(a->log_tag);
-	DIR *d = opendir(a->log_root);
-	struct dirent *e;
+	char path[PATH_MAX];
 
-	if (d == NULL)
-		return;
-	while ((e = readdir(d)) != NULL)
-		if (strncmp(e->d_name, a->log_tag, n) == 0 &&
-		    e->d_name[n] == '.')
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
+	for (int i = 0; i < a->nscratch; i++) {
+		snprintf(path, sizeof(path), "%sfailures.json", a->scratch[i]);
+		unlink(path);
+		for (int r = 0; r < a->cfg->nproc_per_node; r++) {
+			char *ef = worker_error_file(a->scratch[i], r);
+
+			if (ef)
+				unlink(ef);
+			free(ef);
+		}
+	}
+	if (a->log_private)
+		rmdir(a->log_root);
 }
 
 /* A log directory crun invented is removed after a success. */
@@ -356,10 +377,7 @@ void agent__remove_logs(struct agent *a)
 	    a->log_root == NULL)
 		return;
 	if (a->log_tag) {
-		if (a->log_private)
-			nftw(a->log_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-		else
-			agent_remove_scratch(a);
+		agent_remove_scratch(a);
 		return;
 	}
 	parent = strdup(a->log_root);

@@ -133,6 +133,16 @@ static char *path_join(const char *dir, const char *name)
 	return p;
 }
 
+char *worker_error_file(const char *prefix, int local_rank)
+{
+	size_t n = strlen(prefix) + 32;
+	char *p = malloc(n);
+
+	if (p)
+		snprintf(p, n, "%s%d.error.json", prefix, local_rank);
+	return p;
+}
+
 /* Replace every "${local_rank}" in arg (torchrun's template substitution). */
 static char *subst_local_rank(const char *arg, int local_rank)
 {
@@ -502,11 +512,7 @@ int worker_start_begin(struct worker *w, const struct worker_ctx *wc,
 		}
 		w->error_file = path_join(w->dir, "error.json");
 	} else if (r->error_prefix) {
-		size_t n = strlen(r->error_prefix) + 32;
-
-		if ((w->error_file = malloc(n)))
-			snprintf(w->error_file, n, "%s%d.error.json",
-				 r->error_prefix, local_rank);
+		w->error_file = worker_error_file(r->error_prefix, local_rank);
 	}
 	if ((rc = stream_setup(w, &w->out, CRUN_STD_OUT, r, &out_fd,
 			       &close_out)) ||

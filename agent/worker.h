@@ -132,6 +132,9 @@ void worker_winch(struct worker *w);
 /** Read the end of stderr.log into the tail when stderr went only there. */
 void worker_tail_from_file(struct worker *w);
 
+/** A scratch error file's name, <prefix><local_rank>.error.json (malloc'd). */
+char *worker_error_file(const char *prefix, int local_rank);
+
 /** Release what the worker holds once it has exited and its pipes closed. */
 void worker_release(struct worker *w);
 

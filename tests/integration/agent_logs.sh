@@ -63,6 +63,13 @@ case "$report" in "$S/crun-$U/bad_"*.attempt_0.failures.json) ;; *) fail "report
 ef "$S" ok2 'echo "{}" >"$TORCHELASTIC_ERROR_FILE"; exit 0' >"$T/s3" 2>&1 || fail "rerun exited $?"
 expect_eq "a success takes only its own files" "$(ls "$S/crun-$U" | grep -vc '^bad_')" 0
 [ -f "$report" ] || fail "a later success removed an earlier failure's report"
+# A failed attempt's files go too once a restart succeeds.
+TMPDIR=$S "$CRUN" --nproc_per_node=2 --max_restarts=1 --rdzv_id=again sh -c \
+	'[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0; echo "{}" >"$TORCHELASTIC_ERROR_FILE"; echo "$TORCHELASTIC_ERROR_FILE" >>"$0"; exit 3' \
+	"$T/s4.files" >"$T/s4" 2>&1 || fail "restarted run exited $?"
+expect_grep "attempt 0 failed" "restarting the worker group" "$T/s4"
+grep -q "^$S/crun-$U/again_.*\.attempt_0\.[01]\.error\.json$" "$T/s4.files" || fail "attempt 0 wrote no error file"
+expect_eq "a restarted success takes its failed attempt's files" "$(ls "$S/crun-$U" | grep -c '^again_')" 0
 # A crun-<uid> that is a link or open to others is never used: a private
 # directory of the run's own instead, removed after a success.
 for kind in link open; do
