@@ -697,12 +697,12 @@ static void agent_begin(struct agent *a)
 		agent__finish(a, 1);
 	if (a->multi && a->state != A_DONE) {
 		char first[64];
-
 		/* Blocking (getaddrinfo): before the loop runs. */
-		a->name_unresolved =
-		    netif_name_state(a->host, first, sizeof(first)) ==
-		    NETIF_NAME_UNRESOLVED;
-		netcheck_ifname(cfg, a->host);
+		enum netif_name_state st =
+		    netif_name_state(a->host, first, sizeof(first));
+
+		a->name_unresolved = st == NETIF_NAME_UNRESOLVED;
+		netcheck_ifname(cfg, a->host, st, first);
 	}
 	if (a->state == A_DONE) {
 		/* the event log could not be opened */

@@ -1,7 +1,9 @@
 /*
- * --env_check in the agent (see envcheck.h). The fingerprint is computed on
- * a thread of its own while the agent opens the rendezvous store, so it is
- * normally ready before the descriptor is written; the rendezvous waits for
+ * --env_check in the agent (see envcheck.h). Workers without an interpreter
+ * leave only the driver to read, from the kernel's /proc or /sys: at once.
+ * Otherwise the fingerprint is computed on a thread of its own while the
+ * agent opens the rendezvous store, so it is normally ready before the
+ * descriptor is written; the rendezvous waits for
  * it at most --env_check_timeout. Failure modes: a fingerprint that comes
  * too late is used from the next round on; a read that never ends (a hung
  * mount on the workers' python path) is abandoned with one line, and one
@@ -44,9 +46,14 @@ void envcheck_start(struct envcheck *ec, uv_loop_t *loop,
 	memset(ec, 0, sizeof(*ec));
 	if (cfg->env_check == CRUN_ENV_CHECK_OFF)
 		return;
+	/* The driver alone, from the kernel's /proc or /sys: at once. */
+	if (fingerprint_now(cfg->python, &ec->fp) == 0) {
+		ec->state = 2;
+		return;
+	}
 	/* The interpreter gets at least a second: a late answer still
-	 * serves the next rounds. Even the driver alone (two small files) is
-	 * read off the loop: CRUN_NVIDIA_PROC may lie on any mount. */
+	 * serves the next rounds. The driver's files moved (CRUN_NVIDIA_PROC,
+	 * CRUN_SYSFS) may lie on any mount: off the loop too. */
 	t = t > 1 ? t : 1;
 	if (t > 3600)
 		t = 3600;

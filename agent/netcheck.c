@@ -11,20 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crun/netif.h"
 #include "crun/log.h"
 #include "netcheck.h"
 
-void netcheck_ifname(const struct crun_cfg *cfg, const char *host)
+void netcheck_ifname(const struct crun_cfg *cfg, const char *host,
+		     enum netif_name_state st, const char *addr)
 {
-	char ep[256], addr[64], ifname[64], via[64];
+	char ep[256], ifname[64], via[64];
 	const char *why;
-	enum netif_name_state st;
 	int port, lo = 0, set = cfg->rdzv.set_ifname;
 
 	if (getenv("GLOO_SOCKET_IFNAME") != NULL)
 		return; /* the user chose */
-	st = netif_name_state(host, addr, sizeof(addr));
 	if (st == NETIF_NAME_OK)
 		return;
 	/* The first endpoint (etcd may list several), without a URL scheme. */

@@ -6,11 +6,14 @@
 #define CRUN_AGENT_NETCHECK_H
 
 #include "crun/cfg.h"
+#include "crun/netif.h"
 
 /**
  * Warn (or set GLOO_SOCKET_IFNAME, when cfg asks) if host's name makes the
- * workers' gloo bind to loopback. Blocking: before the loop runs.
+ * workers' gloo bind to loopback: st and addr are what netif_name_state
+ * found for it. Blocking: before the loop runs.
  */
-void netcheck_ifname(const struct crun_cfg *cfg, const char *host);
+void netcheck_ifname(const struct crun_cfg *cfg, const char *host,
+		     enum netif_name_state st, const char *addr);
 
 #endif

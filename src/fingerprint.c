@@ -750,6 +750,17 @@ void fingerprint_collect(const char *python, char **envp, int timeout_ms,
 		collect_python(python, envp, timeout_ms, fp);
 }
 
+int fingerprint_now(const char *python, struct crun_fingerprint *fp)
+{
+	const char *gpus = getenv("CRUN_NVIDIA_PROC"),
+		   *sys = getenv("CRUN_SYSFS");
+
+	if ((python && *python) || (gpus && *gpus) || (sys && *sys))
+		return -1;
+	fingerprint_collect(NULL, environ, 0, fp);
+	return 0;
+}
+
 /* --- on a thread of its own -------------------------------------------- */
 
 /*

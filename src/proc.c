@@ -558,7 +558,13 @@ int proc_spawn_begin(struct crun_procs *r, const struct proc_opts *o,
 		rc = -errno;
 		goto fail;
 	}
-	pid = fork();
+	/*
+	 * _Fork: no atfork handlers. The guard makes only async-signal-safe
+	 * calls (no malloc, no stdio, no libuv), so it needs none of their
+	 * resets, and the agent skips libuv's signal pipe made anew in each
+	 * child, and glibc's locking of every malloc arena around the fork.
+	 */
+	pid = _Fork();
 	if (pid < 0) {
 		rc = -errno;
 		goto fail;

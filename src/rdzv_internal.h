@@ -70,8 +70,11 @@ struct crun_rdzv {
 	int deadline_phase; /* 1: join_timeout passed, the store was asked */
 	int aborted;	    /* the last round seen aborted while forming */
 	int ended;	    /* the round whose recorded end we read, or -1 */
-	int64_t restarts;   /* job-wide failure restarts, last read */
-	int env_refused;    /* the round failed for env_check=strict */
+	int nexts;	  /* rdzv_next calls: replies of an earlier one drop */
+	int ahead;	  /* the first round's config and number were sent */
+	int agreed;	  /* the job and its config are agreed */
+	int64_t restarts; /* job-wide failure restarts, last read */
+	int env_refused;  /* the round failed for env_check=strict */
 	char env_diff[RDZV_MAX_ENVCHECK + 1];
 	char *peers; /* the round's node addresses ("r<R>/addrs"), or NULL */
 	rdzv_round_cb cb;

@@ -580,11 +580,12 @@ static void join_at(struct crun_rdzv *r, int n)
 static void on_round_number(int status, const struct crun_store_reply *rep,
 			    void *arg)
 {
-	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+	int next;
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, &next);
 	char k[KEYMAX];
 	int64_t round;
 
-	if (r == NULL)
+	if (r == NULL || next != r->nexts || r->state != R_JOINING)
 		return;
 	if (status)
 		return rdzv__store_error(r, status);
@@ -594,11 +595,19 @@ static void on_round_number(int status, const struct crun_store_reply *rep,
 	join_at(r, (int)round);
 }
 
-/* Read the current round (creating round 0) and join it. */
-void rdzv__join_round_now(struct crun_rdzv *r)
+/* Ask for the current round (creating round 0); on_round_number joins it. */
+static int ask_round(struct crun_rdzv *r)
 {
 	char k[KEYMAX];
 
+	rdzv__key(r, k, "round");
+	return r->ops->compare_set(r->kv, k, "", 0, "0", 1, on_round_number,
+				   rdzv__op_new(r, r->nexts));
+}
+
+/* Read the current round (creating round 0) and join it. */
+void rdzv__join_round_now(struct crun_rdzv *r)
+{
 	r->state = R_JOINING;
 	uv_timer_stop(&r->last_call);
 	if (r->ended >= 0 && r->ended == r->round && r->round < INT32_MAX - 2) {
@@ -610,9 +619,7 @@ void rdzv__join_round_now(struct crun_rdzv *r)
 		r->ended = -1;
 		return join_at(r, r->round + 1);
 	}
-	rdzv__key(r, k, "round");
-	if (r->ops->compare_set(r->kv, k, "", 0, "0", 1, on_round_number,
-				rdzv__op_new(r, 0)))
+	if (ask_round(r))
 		rdzv__store_error(r, CRUN_ECLOSED);
 }
 
@@ -644,9 +651,10 @@ static void join_round(struct crun_rdzv *r)
 
 static void on_config(int status, const struct crun_store_reply *rep, void *arg)
 {
-	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+	int next;
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, &next);
 
-	if (r == NULL)
+	if (r == NULL || next != r->nexts || r->state != R_JOINING)
 		return;
 	if (status)
 		return rdzv__store_error(r, status);
@@ -658,26 +666,30 @@ static void on_config(int status, const struct crun_store_reply *rep, void *arg)
 		    "backend and crun version (proto=)",
 		    r->run_id, (int)rep->len, (const char *)rep->value,
 		    r->config);
+	r->agreed = 1;
 	write_params(r);
-	join_round(r);
+	if (!r->ahead) /* else the round's number is the next reply */
+		join_round(r);
 }
 
-static void check_config(struct crun_rdzv *r)
+/* Agree on the config: this node's, unless the job has one already. */
+static int ask_config(struct crun_rdzv *r)
 {
 	char k[KEYMAX];
 
 	snprintf(r->prefix, sizeof(r->prefix), "crun/%s/", r->run_id);
 	rdzv__key(r, k, "config");
-	if (r->ops->compare_set(r->kv, k, "", 0, r->config, strlen(r->config),
-				on_config, rdzv__op_new(r, 0)))
-		rdzv__store_error(r, CRUN_ECLOSED);
+	return r->ops->compare_set(r->kv, k, "", 0, r->config,
+				   strlen(r->config), on_config,
+				   rdzv__op_new(r, r->nexts));
 }
 
 static void on_job_id(int status, const struct crun_store_reply *rep, void *arg)
 {
-	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+	int next;
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, &next);
 
-	if (r == NULL)
+	if (r == NULL || next != r->nexts || r->state != R_JOINING)
 		return;
 	if (status)
 		return rdzv__store_error(r, status);
@@ -701,7 +713,8 @@ static void on_job_id(int status, const struct crun_store_reply *rep, void *arg)
 						"'crun/job': not a job id");
 	memcpy(r->run_id, rep->value, rep->len);
 	r->run_id[rep->len] = '\0';
-	check_config(r);
+	if (!r->ahead && ask_config(r))
+		rdzv__store_error(r, CRUN_ECLOSED);
 }
 
 int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
@@ -719,20 +732,32 @@ int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
 	r->deadline_phase = 0;
 	uv_timer_start(&r->deadline, rdzv__on_deadline,
 		       (uint64_t)(r->o.join_timeout * 1000), 0);
-	if (*r->prefix) {
+	if (r->agreed) {
 		join_round(r);
 		return 0;
 	}
-	/* First round: agree on the job id (adopt the endpoint's if we have
-	 * none). */
-	if (*r->run_id)
+	/*
+	 * First round: agree on the job id (adopt the endpoint's if we have
+	 * none). With an id of our own, the config and the round's number are
+	 * asked in the same write: the replies come in order, each acted on
+	 * only once the one before it agreed (a compare-and-set that finds
+	 * its key changes nothing, so a node turned away leaves no trace but
+	 * its own job's config and round under the other job's endpoint).
+	 */
+	r->nexts++;
+	r->ahead = 0;
+	if (*r->run_id) {
 		rc = r->ops->compare_set(r->kv, RDZV_JOB_KEY, "", 0, r->run_id,
 					 strlen(r->run_id), on_job_id,
-					 rdzv__op_new(r, 0));
-	else
+					 rdzv__op_new(r, r->nexts));
+		if (rc == 0 && r->o.exclude_after == 0 &&
+		    (rc = ask_config(r)) == 0 && (rc = ask_round(r)) == 0)
+			r->ahead = 1;
+	} else {
 		rc = rdzv__watch1(r, RDZV_JOB_KEY,
 				  (int)(r->o.join_timeout * 1000), on_job_id,
-				  rdzv__op_new(r, 0));
+				  rdzv__op_new(r, r->nexts));
+	}
 	if (rc) {
 		r->state = R_IDLE;
 		uv_timer_stop(&r->deadline);

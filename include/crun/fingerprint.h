@@ -98,6 +98,13 @@ int fingerprint_scan_nccl(const char *p, size_t len, char *out, size_t olen);
 void fingerprint_collect(const char *python, char **envp, int timeout_ms,
 			 struct crun_fingerprint *fp);
 
+/**
+ * Fill *fp at once when nothing slow is to be read: no interpreter, and the
+ * driver's files are the kernel's own (/proc, /sys: no root moved). 0, or -1
+ * (nothing done) when the read belongs off the loop (fingerprint_start).
+ */
+int fingerprint_now(const char *python, struct crun_fingerprint *fp);
+
 struct crun_fp_read;
 
 /* A read still running this long after its timeout is abandoned. */

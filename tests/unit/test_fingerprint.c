@@ -441,3 +441,25 @@ Test(fingerprint, start_reports_on_the_loop, .timeout = 10)
 	uv_run(&loop, UV_RUN_DEFAULT);
 	cr_assert_eq(uv_loop_close(&loop), 0);
 }
+
+/* Only the kernel's own driver files to read: at once; anything else waits
+ * for a thread. */
+Test(fingerprint, now_only_for_the_kernel_s_files, .timeout = 10)
+{
+	struct crun_fingerprint fp;
+
+	unsetenv("CRUN_NVIDIA_PROC");
+	unsetenv("CRUN_SYSFS");
+	memset(&fp, 'x', sizeof(fp));
+	cr_assert_eq(fingerprint_now(NULL, &fp), 0);
+	cr_assert_str_eq(fp.v[FP_TORCH], "");
+	cr_assert(*fp.v[FP_DRIVER] != '\0' && *fp.v[FP_DRIVER] != 'x', "driver '%s'",
+		  fp.v[FP_DRIVER]);
+	cr_assert_eq(fingerprint_now("/usr/bin/python3", &fp), -1);
+	setenv("CRUN_NVIDIA_PROC", "/nonexistent/gpus", 1);
+	cr_assert_eq(fingerprint_now(NULL, &fp), -1);
+	unsetenv("CRUN_NVIDIA_PROC");
+	setenv("CRUN_SYSFS", "/nonexistent", 1);
+	cr_assert_eq(fingerprint_now(NULL, &fp), -1);
+	unsetenv("CRUN_SYSFS");
+}

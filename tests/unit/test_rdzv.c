@@ -247,6 +247,10 @@ Test(rdzv, mismatch_nnodes, .timeout = 10)
 	cr_assert(strstr(b->errmsg, "nnodes=2:2") && strstr(b->errmsg, "nnodes=3:3"), "%s",
 		  b->errmsg);
 	cr_assert_eq(FIRST->nround, 0, "first: %s", FIRST->errmsg);
+	/* Turned away before it joined: its config and round asked in the
+	 * same write as the job changed nothing. */
+	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/r0/join"), "1");
+	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/params"), "max_restarts=1 keep_alive_ms=50");
 	world_close();
 }
 
@@ -284,6 +288,8 @@ Test(rdzv, mismatch_run_id, .timeout = 10)
 	cr_assert(run_until(second_done, 1000));
 	cr_assert_eq(b->status, CRUN_ERDZV_MISMATCH, "status %s", crun_err_name(b->status));
 	cr_assert(strstr(b->errmsg, "'job1'") && strstr(b->errmsg, "'job2'"), "%s", b->errmsg);
+	cr_assert_null(fkv_get(&W.kv, "crun/job2/params"));
+	cr_assert_null(fkv_get(&W.kv, "crun/job2/r0/join"));
 	world_close();
 }
 
