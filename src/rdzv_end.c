@@ -375,8 +375,12 @@ void rdzv__on_finished_count(int status, const struct crun_store_reply *rep,
 		return;
 	if (status)
 		return rdzv__finish_done(r);
-	if (rdzv_reply_int(rep) >= r->gworld) {
-		/* The last one out: release the store host. */
+	if (rdzv_reply_int(rep) >= r->gworld && !r->end.marked) {
+		/*
+		 * The last one out: release the store host. Once: the host
+		 * counts again as each finished node's connection closes.
+		 */
+		r->end.marked = 1;
 		rdzv__excl_over(r, RDZV_END_SUCCESS, "all nodes finished");
 		rdzv__key(r, k, "r%d/all_left", r->round);
 		r->ops->set(r->kv, k, "1", 1, NULL, NULL);

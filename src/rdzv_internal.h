@@ -109,7 +109,8 @@ struct crun_rdzv {
 	struct {
 		int seen;      /* the round's "end" was read */
 		int unwatched; /* rdzv_may_restart took the watch on end/<g> */
-		int chain;     /* our end's record and restarts still to send */
+		int marked; /* we counted every node finished and marked it */
+		int chain;  /* our end's record and restarts still to send */
 		int depart_wait; /* rdzv_depart waits for them */
 		void (*finish_cb)(struct crun_rdzv *, void *);
 		void *finish_data;

@@ -138,6 +138,7 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 	r->hb.succ = (r->grank + 1) % r->gworld;
 	r->end.seen = 0;
 	r->end.unwatched = 0;
+	r->end.marked = 0;
 	r->hb.last_reply = uv_now(r->loop);
 	r->hb.tick = r->hb.last_reply;
 	r->hb.silence = 0;

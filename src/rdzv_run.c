@@ -253,7 +253,7 @@ static void on_vanished_done(int status, const struct crun_store_reply *rep,
 	 * its "all_left" and end marks, nobody else would write them: a store
 	 * host that finished first would wait for them forever. Count again.
 	 */
-	if (r->state == R_FINISHING && !r->end.seen) {
+	if (r->state == R_FINISHING && !r->end.seen && !r->end.marked) {
 		char k[KEYMAX];
 
 		rdzv__key(r, k, "r%d/finished", r->round);

@@ -827,6 +827,34 @@ Test(rdzv, last_one_out_dies_before_its_marks, .timeout = 10)
 	world_close();
 }
 
+/*
+ * Every other node finished after the store host, and their connections
+ * close one by one: the host counts again at each (the last one out may have
+ * died before its marks), but marks the nodes' ends once, not once per
+ * departure (1024 nodes leaving were a million marks).
+ */
+Test(rdzv, departures_after_the_host_mark_the_ends_once, .timeout = 10)
+{
+	world_formed(4, 4, 4);
+	W.kv.vanish_to = W.n[0].kv;
+	cr_assert_eq(rdzv_finish(W.n[0].r, on_finish, &W.n[0]), 0);
+	run_for(100);
+	cr_assert_eq(W.n[0].nfinish, 0, "the store host left before the others");
+	fkv_put(&W.kv, "crun/job1/r0/done/1", "1", 1);
+	fkv_put(&W.kv, "crun/job1/r0/done/2", "1", 1);
+	fkv_put(&W.kv, "crun/job1/r0/done/3", "1", 1);
+	fkv_put(&W.kv, "crun/job1/r0/left", "4", 1);
+	fkv_put(&W.kv, "crun/job1/r0/finished", "4", 1);
+	W.kv.spy_key = "crun/job1/r0/end/";
+	W.kv.spied = 0;
+	for (int i = 1; i < 4; i++)
+		node_kill(&W.n[i]);
+	cr_assert(run_until(all_finished_alive, 1000), "the store host never left");
+	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/r0/end"), "S all nodes finished");
+	cr_assert_leq(W.kv.spied, 4, "%d end marks written for 4 nodes", W.kv.spied);
+	world_close();
+}
+
 /* A node leaving on a signal: was the next round's restart count there? */
 static int depart_saw_restarts = -1;
 
