@@ -330,12 +330,12 @@ static void scan_own(struct initdiag *d)
 	sp.sc = sc;
 	sp.trying = trying;
 	if (sc->n > 0 &&
-	    tcptab_dump_port(AF_INET, d->r.store_port, SCAN_MAX_DIAG_BYTES,
-			     scan_on_row, &sp))
+	    tcptab_dump_port(AF_INET, d->r.store_port, TCPTAB_TO_PORT,
+			     SCAN_MAX_DIAG_BYTES, scan_on_row, &sp))
 		tcptab_read("/proc/net/tcp", SCAN_MAX_ROWS, scan_on_row, &sp);
 	if (sc->n > 0 &&
-	    tcptab_dump_port(AF_INET6, d->r.store_port, SCAN_MAX_DIAG_BYTES,
-			     scan_on_row, &sp))
+	    tcptab_dump_port(AF_INET6, d->r.store_port, TCPTAB_TO_PORT,
+			     SCAN_MAX_DIAG_BYTES, scan_on_row, &sp))
 		tcptab_read("/proc/net/tcp6", SCAN_MAX_ROWS, scan_on_row, &sp);
 	free(sc);
 	memcpy(d->trying, trying, sizeof(trying));

@@ -32,6 +32,7 @@
 #include "crun/log.h"
 #include "crun/peers.h"
 #include "crun/rdzv_store.h"
+#include "crun/tcptab.h"
 
 struct crun_rdzv_store {
 	uv_loop_t *loop;
@@ -331,43 +332,50 @@ int rdzv_host_is_local(const char *host)
 	return local;
 }
 
+struct listener {
+	int port, specific;
+	unsigned long inode;
+};
+
+/* tcptab_cb: the first socket listening on the port (specific: not on the
+ * wildcard address, :: or 0.0.0.0). */
+static void on_listener(void *data, const struct tcptab_row *t)
+{
+	struct listener *l = data;
+	int wildcard = 1;
+
+	if (l->inode || t->state != 10 /* LISTEN */ || t->local_port != l->port)
+		return;
+	for (int i = 0; i < 16; i++)
+		if (t->local[i] &&
+		    !((i == 10 || i == 11) && t->local[i] == 0xff))
+			wildcard = 0;
+	if (l->specific && wildcard)
+		return; /* the wildcard: ours */
+	l->inode = (unsigned long)t->inode;
+}
+
+/* Rows of /proc/net/tcp{,6} read at most, where sock_diag is missing. */
+#define LISTENER_MAX_ROWS (1 << 20)
+
 /*
- * The inode of a socket listening on TCP port (from /proc/net/tcp{,6}), or
- * 0. specific: only one bound to a specific address (not the wildcard).
+ * The inode of a socket listening on TCP port, or 0. specific: only one
+ * bound to a specific address (not the wildcard). From sock_diag, which
+ * lists the listening sockets alone (/proc/net/tcp lists every socket of
+ * the host, thousands in TIME_WAIT after a large job).
  */
 static unsigned long port_listener_inode(int port, int specific)
 {
+	static const int families[] = {AF_INET, AF_INET6};
 	static const char *tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
-	char line[512], want[16];
-	unsigned long inode = 0;
+	struct listener l = {port, specific, 0};
 
-	snprintf(want, sizeof(want), ":%04X", port);
-	for (size_t t = 0; t < 2 && inode == 0; t++) {
-		FILE *fp = fopen(tables[t], "r");
-
-		if (fp == NULL)
-			continue;
-		while (fgets(line, sizeof(line), fp)) {
-			char local[64], *colon;
-			unsigned st;
-			unsigned long ino;
-
-			if (sscanf(line,
-				   " %*d: %63s %*s %x %*s %*s %*s %*s %*s %lu",
-				   local, &st, &ino) != 3 ||
-			    st != 0x0A ||
-			    (colon = strstr(local, want)) == NULL ||
-			    strcmp(colon, want) != 0)
-				continue;
-			*colon = '\0';
-			if (specific && strspn(local, "0") == strlen(local))
-				continue; /* the wildcard: ours */
-			inode = ino;
-			break;
-		}
-		fclose(fp);
-	}
-	return inode;
+	for (size_t t = 0; t < 2 && l.inode == 0; t++)
+		if (tcptab_dump_port(families[t], port, TCPTAB_LISTENING,
+				     1 << 16, on_listener, &l))
+			tcptab_read(tables[t], LISTENER_MAX_ROWS, on_listener,
+				    &l);
+	return l.inode;
 }
 
 /* Descriptors socket_holder looks at, at most. */

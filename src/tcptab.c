@@ -144,8 +144,19 @@ int tcptab_parse_row(const char *line, struct tcptab_row *t)
  * netlink socket, read with read(2); at most max_bytes. 0, or -1
  * when sock_diag is not there or refuses the request.
  */
-int tcptab_dump_port(int family, int port, size_t max_bytes, tcptab_cb cb,
-		     void *data)
+/* A socket's address from sock_diag into a row's 16 bytes. */
+static void diag_addr(unsigned char out[16], int family, const __be32 *a)
+{
+	if (family == AF_INET) {
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, a, 4);
+	} else {
+		memcpy(out, a, 16);
+	}
+}
+
+int tcptab_dump_port(int family, int port, int which, size_t max_bytes,
+		     tcptab_cb cb, void *data)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -157,6 +168,7 @@ int tcptab_dump_port(int family, int port, size_t max_bytes, tcptab_cb cb,
 		struct nlmsghdr h;
 		char b[16384];
 	} buf;
+	int listening = which == TCPTAB_LISTENING;
 	size_t total = 0;
 	int fd, rc = -1;
 
@@ -170,16 +182,19 @@ int tcptab_dump_port(int family, int port, size_t max_bytes, tcptab_cb cb,
 	msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
 	msg.req.sdiag_family = (unsigned char)family;
 	msg.req.sdiag_protocol = IPPROTO_TCP;
-	msg.req.idiag_states =
-	    (1U << 1) | (1U << 2); /* ESTABLISHED, SYN_SENT */
+	/* LISTEN alone: the kernel walks its listening sockets only. */
+	msg.req.idiag_states = listening
+				   ? 1U << 10		    /* LISTEN */
+				   : (1U << 1) | (1U << 2); /* ESTABLISHED,
+							       SYN_SENT */
 	msg.bc_attr.nla_len = (unsigned short)(NLA_HDRLEN + sizeof(msg.bc));
 	msg.bc_attr.nla_type = INET_DIAG_REQ_BYTECODE;
 	/* Accept when running off the end (8 + 8 bytes), reject at end + 4. */
-	msg.bc[0].code = INET_DIAG_BC_D_GE;
+	msg.bc[0].code = listening ? INET_DIAG_BC_S_GE : INET_DIAG_BC_D_GE;
 	msg.bc[0].yes = 8;
 	msg.bc[0].no = 20;
 	msg.bc[1].no = (unsigned short)port;
-	msg.bc[2].code = INET_DIAG_BC_D_LE;
+	msg.bc[2].code = listening ? INET_DIAG_BC_S_LE : INET_DIAG_BC_D_LE;
 	msg.bc[2].yes = 8;
 	msg.bc[2].no = 12;
 	msg.bc[3].no = (unsigned short)port;
@@ -209,14 +224,11 @@ int tcptab_dump_port(int family, int port, size_t max_bytes, tcptab_cb cb,
 				continue;
 			memset(&t, 0, sizeof(t));
 			t.state = m->idiag_state;
+			t.local_port = ntohs(m->id.idiag_sport);
 			t.remote_port = ntohs(m->id.idiag_dport);
 			t.inode = m->idiag_inode;
-			if (m->idiag_family == AF_INET) {
-				t.remote[10] = t.remote[11] = 0xff;
-				memcpy(t.remote + 12, m->id.idiag_dst, 4);
-			} else {
-				memcpy(t.remote, m->id.idiag_dst, 16);
-			}
+			diag_addr(t.local, m->idiag_family, m->id.idiag_src);
+			diag_addr(t.remote, m->idiag_family, m->id.idiag_dst);
 			cb(data, &t);
 		}
 	}

@@ -30,13 +30,21 @@ int tcptab_parse_row(const char *line, struct tcptab_row *t);
  */
 int tcptab_read(const char *path, int max_rows, tcptab_cb cb, void *data);
 
+/* What tcptab_dump_port asks for. */
+enum {
+	TCPTAB_TO_PORT,	  /* ESTABLISHED or SYN_SENT, to the remote port */
+	TCPTAB_LISTENING, /* LISTEN, on the local port */
+};
+
 /**
- * The host's sockets of family (AF_INET, AF_INET6) to port, ESTABLISHED or
- * SYN_SENT, from sock_diag, at most max_bytes of replies (cut there: a
- * later call looks again). Non-blocking. Returns 0, or -1 when sock_diag is
- * not there or refuses the request (then read the table instead).
+ * The host's sockets of family (AF_INET, AF_INET6) on port as which says,
+ * from sock_diag (the kernel filters: sockets of other ports and states,
+ * TIME_WAIT ones by the thousand, cost nothing), at most max_bytes of
+ * replies (cut there: a later call looks again). Non-blocking. Returns 0,
+ * or -1 when sock_diag is not there or refuses the request (then read the
+ * table instead).
  */
-int tcptab_dump_port(int family, int port, size_t max_bytes, tcptab_cb cb,
-		     void *data);
+int tcptab_dump_port(int family, int port, int which, size_t max_bytes,
+		     tcptab_cb cb, void *data);
 
 #endif

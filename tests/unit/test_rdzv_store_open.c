@@ -4,10 +4,14 @@
  * status turns into exit 1 and 3.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <dlfcn.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "crun/err.h"
@@ -113,18 +117,18 @@ Test(rdzv_store_open, refused_and_silent_endpoints_have_distinct_codes,
 	cr_expect_neq(silent, 0);
 }
 
-/* Every fopen of /proc/net/tcp* in this process (rdzv_store.c's included). */
-static int tcp_table_opens;
+/* Every walk over /proc's processes in this process (rdzv_store.c's). */
+static int proc_walks;
 
-FILE *fopen(const char *path, const char *mode)
+DIR *opendir(const char *path)
 {
-	static FILE *(*real)(const char *, const char *);
+	static DIR *(*real)(const char *);
 
 	if (real == NULL)
-		*(void **)&real = dlsym(RTLD_NEXT, "fopen");
-	if (strncmp(path, "/proc/net/tcp", 13) == 0)
-		tcp_table_opens++;
-	return real(path, mode);
+		*(void **)&real = dlsym(RTLD_NEXT, "opendir");
+	if (strcmp(path, "/proc") == 0)
+		proc_walks++;
+	return real(path);
 }
 
 static void on_stop(uv_timer_t *t)
@@ -157,8 +161,8 @@ Test(rdzv_store_open, silent_crun_holder_is_named_once, .timeout = 30)
 	uv_run(&loop, UV_RUN_DEFAULT);
 	cr_expect_not(r.done, "gave up on a crun holder: %s",
 		      crun_err_name(r.status));
-	cr_expect_eq(tcp_table_opens, 1, "the holder was named %d times",
-		     tcp_table_opens);
+	cr_expect_eq(proc_walks, 1, "the holder was named %d times",
+		     proc_walks);
 	rdzv_store_close(s, on_closed, &r);
 	while (!r.closed && uv_run(&loop, UV_RUN_ONCE))
 		;
@@ -254,4 +258,26 @@ Test(rdzv_store_open, the_host_s_job_is_the_endpoint_s, .timeout = 30)
 	rdzv_store_free(s);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	uv_loop_close(&loop);
+}
+
+/* The process listening on a port is named (from sock_diag's listeners). */
+Test(rdzv_store_open, port_holder_is_named, .timeout = 10)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	char who[128], want[64];
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(ls, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	cr_assert_eq(listen(ls, 1), 0);
+	cr_assert_eq(getsockname(ls, (struct sockaddr *)&sin, &len), 0);
+	rdzv_port_holder(ntohs(sin.sin_port), who, sizeof(who));
+	snprintf(want, sizeof(want), "pid %d (", (int)getpid());
+	cr_assert(strncmp(who, want, strlen(want)) == 0, "named '%s'", who);
+	close(ls);
+	rdzv_port_holder(ntohs(sin.sin_port), who, sizeof(who));
+	cr_assert_str_eq(who, "");
 }

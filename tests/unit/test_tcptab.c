@@ -186,12 +186,59 @@ Test(tcptab, real_socket, .timeout = 20)
 	cr_assert_eq(getsockname(ls, (struct sockaddr *)&sin, &len), 0);
 	cr_assert_eq(connect(c, (struct sockaddr *)&sin, sizeof(sin)), 0);
 	f.port = ntohs(sin.sin_port);
-	if (tcptab_dump_port(AF_INET, f.port, 1 << 20, on_find, &f) != 0)
+	if (tcptab_dump_port(AF_INET, f.port, TCPTAB_TO_PORT, 1 << 20, on_find, &f) != 0)
 		tcptab_read("/proc/net/tcp", 1 << 20, on_find, &f);
 	cr_assert(f.found, "the connection to port %d", f.port);
 	f.found = 0;
 	cr_assert_eq(tcptab_read("/proc/net/tcp", 1 << 20, on_find, &f), 0);
 	cr_assert(f.found, "the connection in /proc/net/tcp");
+	close(c);
+	close(ls);
+}
+
+/* sock_diag's listening sockets: ours, by its local port and address. */
+struct listening {
+	int port, found;
+	unsigned char addr[16];
+};
+
+static void on_listening(void *data, const struct tcptab_row *t)
+{
+	struct listening *l = data;
+
+	if (t->local_port == l->port && t->state == 10 && memcmp(t->local, l->addr, 16) == 0)
+		l->found++;
+}
+
+Test(tcptab, listening_socket, .timeout = 20)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	struct listening l = {0, 0, {0}};
+	int ls = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(ls, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	cr_assert_eq(listen(ls, 1), 0);
+	cr_assert_eq(getsockname(ls, (struct sockaddr *)&sin, &len), 0);
+	/* A connection to it is not a listener. */
+	cr_assert_eq(connect(c, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	l.port = ntohs(sin.sin_port);
+	l.addr[10] = l.addr[11] = 0xff;
+	memcpy(l.addr + 12, &sin.sin_addr, 4);
+	cr_assert_eq(tcptab_dump_port(AF_INET, l.port, TCPTAB_LISTENING, 1 << 16, on_listening, &l),
+		     0);
+	cr_assert_eq(l.found, 1, "the listener on 127.0.0.1:%d, %d times", l.port, l.found);
+	l.found = 0;
+	cr_assert_eq(tcptab_read("/proc/net/tcp", 1 << 20, on_listening, &l), 0);
+	cr_assert_eq(l.found, 1, "the listener in /proc/net/tcp");
+	l.found = 0;
+	l.port = l.port == 65535 ? 1 : l.port + 1;
+	cr_assert_eq(tcptab_dump_port(AF_INET, l.port, TCPTAB_LISTENING, 1 << 16, on_listening, &l),
+		     0);
+	cr_assert_eq(l.found, 0);
 	close(c);
 	close(ls);
 }
