@@ -77,13 +77,12 @@ static void agent_report_binding(struct agent *a, int i, int rank)
 		binding_describe(a->binding, i, line, sizeof(line));
 		log_say("rank %d %s", rank, line);
 	}
-	events_emit(a->ev, "crun.worker_binding",
-		    json_pack("{s:i, s:i, s:s, s:s, s:s, s:s, s:i, s:b}",
-			      "local_rank", i, "rank", rank, "mode",
-			      binding_mode_name(a->binding->mode), "cpus",
-			      b->cpus_list, "numa", b->nodes_list, "memory",
-			      binding_mpol_name(b), "gpu", b->gpu, "fallback",
-			      b->fallback));
+	events_emitf(a->ev, "crun.worker_binding",
+		     "{s:i, s:i, s:s, s:s, s:s, s:s, s:i, s:b}", "local_rank",
+		     i, "rank", rank, "mode",
+		     binding_mode_name(a->binding->mode), "cpus", b->cpus_list,
+		     "numa", b->nodes_list, "memory", binding_mpol_name(b),
+		     "gpu", b->gpu, "fallback", b->fallback);
 }
 
 /* --- stopping ----------------------------------------------------------- */
@@ -97,14 +96,13 @@ void agent__stop_group(struct agent *a, enum stop_reason why, int sig)
 	stall_stop(a->stall, 0);
 	a->state = A_STOPPING;
 	a->stop.reason = why;
-	events_emit(a->ev, "crun.group.stopping",
-		    json_pack("{s:s, s:s}", "reason",
-			      why == STOP_FAILURE  ? "worker failed"
-			      : why == STOP_SIGNAL ? "signal"
-			      : why == STOP_STALL  ? "stall"
-						   : "round ended elsewhere",
-			      /* 0: SIGTERM once the stacks are taken */
-			      "signal", cfg_signame(sig ? sig : SIGTERM)));
+	events_emitf(a->ev, "crun.group.stopping", "{s:s, s:s}", "reason",
+		     why == STOP_FAILURE  ? "worker failed"
+		     : why == STOP_SIGNAL ? "signal"
+		     : why == STOP_STALL  ? "stall"
+					  : "round ended elsewhere",
+		     /* 0: SIGTERM once the stacks are taken */
+		     "signal", cfg_signame(sig ? sig : SIGTERM));
 	pool_stop(&a->pool, sig);
 }
 
@@ -158,15 +156,15 @@ static void agent_on_worker_exit(struct pool *p, struct worker *w, void *data)
 	struct agent *a = data;
 	char why[400];
 
-	events_emit(
-	    a->ev,
-	    w->status == 0	      ? "torchelastic.worker.status.SUCCEEDED"
-	    : w->stopped && w->signal ? "torchelastic.worker.status.STOPPED"
-				      : "torchelastic.worker.status.FAILED",
-	    json_pack("{s:i, s:i, s:i, s:i, s:s?}", "local_rank", w->local_rank,
-		      "rank", a->round.ranks.base_rank + w->local_rank, "pid",
-		      (int)w->pid, "exitcode", w->status, "signal",
-		      w->signal ? cfg_signame(w->signal) : NULL));
+	events_emitf(a->ev,
+		     w->status == 0 ? "torchelastic.worker.status.SUCCEEDED"
+		     : w->stopped && w->signal
+			 ? "torchelastic.worker.status.STOPPED"
+			 : "torchelastic.worker.status.FAILED",
+		     "{s:i, s:i, s:i, s:i, s:s?}", "local_rank", w->local_rank,
+		     "rank", a->round.ranks.base_rank + w->local_rank, "pid",
+		     (int)w->pid, "exitcode", w->status, "signal",
+		     w->signal ? cfg_signame(w->signal) : NULL);
 	if (a->hang) {
 		/* faulthandler's dump is the end of its stderr */
 		char *t = (worker_tail_from_file(w), tail_lines(&w->tail, 400));
@@ -250,9 +248,9 @@ static void agent_round_end(struct agent *a)
 		log_say("the worker group hung; restarting it (restart %d of "
 			"%d)",
 			a->restart_count, a->cfg->max_restarts);
-		events_emit(a->ev, "crun.group.restarting",
-			    json_pack("{s:s, s:i}", "after", "stall",
-				      "restarts_used", a->restart_count));
+		events_emitf(a->ev, "crun.group.restarting", "{s:s, s:i}",
+			     "after", "stall", "restarts_used",
+			     a->restart_count);
 		agent__drop_report(a, 0);
 	} else if (restart) {
 		a->restarts_left--;
@@ -264,9 +262,9 @@ static void agent_round_end(struct agent *a)
 			status, f[root].signal ? ", " : "",
 			f[root].signal ? cfg_signame(f[root].signal) : "",
 			a->restart_count, a->cfg->max_restarts);
-		events_emit(a->ev, "crun.group.restarting",
-			    json_pack("{s:s, s:i}", "after", "failure",
-				      "restarts_used", a->restart_count));
+		events_emitf(a->ev, "crun.group.restarting", "{s:s, s:i}",
+			     "after", "failure", "restarts_used",
+			     a->restart_count);
 		agent__drop_report(a, 0);
 	} else if (!a->multi) {
 		agent__drop_report(a, 1);
@@ -347,9 +345,9 @@ static void agent_on_worker_started(struct pool *p, struct worker *w,
 	int rank = a->round.ranks.base_rank + w->local_rank;
 
 	(void)p;
-	events_emit(a->ev, "crun.worker.started",
-		    json_pack("{s:i, s:i, s:i}", "local_rank", w->local_rank,
-			      "rank", rank, "pid", (int)w->pid));
+	events_emitf(a->ev, "crun.worker.started", "{s:i, s:i, s:i}",
+		     "local_rank", w->local_rank, "rank", rank, "pid",
+		     (int)w->pid);
 	agent_report_binding(a, w->local_rank, rank);
 }
 
@@ -420,14 +418,12 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 	}
 	events_context(a->ev, res->run_id, rdzv_round(r), res->round);
 	envcheck_report(a->ev, r, res, a->cfg->env_check);
-	events_emit(a->ev, "crun.rdzv.closed",
-		    json_pack("{s:i, s:i, s:i, s:i, s:s, s:i}", "group_rank",
-			      res->ranks.group_rank, "group_world_size",
-			      res->ranks.group_world_size, "world_size",
-			      res->ranks.world_size, "base_rank",
-			      res->ranks.base_rank, "master_addr",
-			      res->master_addr, "master_port",
-			      res->master_port));
+	events_emitf(
+	    a->ev, "crun.rdzv.closed", "{s:i, s:i, s:i, s:i, s:s, s:i}",
+	    "group_rank", res->ranks.group_rank, "group_world_size",
+	    res->ranks.group_world_size, "world_size", res->ranks.world_size,
+	    "base_rank", res->ranks.base_rank, "master_addr", res->master_addr,
+	    "master_port", res->master_port);
 	agent_round_ready(a, &a->res);
 }
 
@@ -482,8 +478,7 @@ void agent__finish(struct agent *a, int status)
 		return;
 	a->state = A_DONE;
 	a->stop.exit_status = status;
-	events_emit(a->ev, "crun.agent.exited",
-		    json_pack("{s:i}", "status", status));
+	events_emitf(a->ev, "crun.agent.exited", "{s:i}", "status", status);
 	metrics_close(a->metrics);
 	a->metrics = NULL;
 	if (status != 0)
@@ -685,12 +680,11 @@ static void agent_begin(struct agent *a)
 			agent__finish(a, 1);
 		}
 		events_context(a->ev, cfg->rdzv_id, -1, -1);
-		events_emit(a->ev, "crun.agent.started",
-			    json_pack("{s:i, s:i, s:i, s:s, s:i}", "nnodes_min",
-				      cfg->nnodes_min, "nnodes_max",
-				      cfg->nnodes_max, "nproc_per_node",
-				      cfg->nproc_per_node, "backend",
-				      cfg->rdzv_backend, "pid", (int)getpid()));
+		events_emitf(a->ev, "crun.agent.started",
+			     "{s:i, s:i, s:i, s:s, s:i}", "nnodes_min",
+			     cfg->nnodes_min, "nnodes_max", cfg->nnodes_max,
+			     "nproc_per_node", cfg->nproc_per_node, "backend",
+			     cfg->rdzv_backend, "pid", (int)getpid());
 	}
 	if (initdiag_new(&a->loop, cfg->init_warn_after, a->ev, &a->diag) ||
 	    agent__stall_new(a))
@@ -855,8 +849,8 @@ static int agent_start_metrics(struct agent *a)
 						: "http://%s:%d",
 		 cfg->metrics_addr, metrics_port(a->metrics));
 	log_say("metrics on %s/metrics, health on %s/healthz", url, url);
-	events_emit(a->ev, "crun.metrics.listening",
-		    json_pack("{s:s, s:i, s:s}", "addr", cfg->metrics_addr,
-			      "port", metrics_port(a->metrics), "url", url));
+	events_emitf(a->ev, "crun.metrics.listening", "{s:s, s:i, s:s}", "addr",
+		     cfg->metrics_addr, "port", metrics_port(a->metrics), "url",
+		     url);
 	return 0;
 }

@@ -8,11 +8,11 @@
  * host, which ends it and serves the store until the others have left.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -73,19 +73,18 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, const struct rdzv_end *e,
 	const char *why = e->why;
 
 	(void)r;
-	events_emit(a->ev, "crun.rdzv.ended",
-		    json_pack("{s:s, s:s}", "kind", rdzv_end_name(kind),
-			      "reason", why));
+	events_emitf(a->ev, "crun.rdzv.ended", "{s:s, s:s}", "kind",
+		     rdzv_end_name(kind), "reason", why);
 	if (kind == RDZV_END_DEAD)
 		metrics_note_node_lost(a->metrics);
 	if (kind == RDZV_END_FAILURE)
 		metrics_note_failure(a->metrics, e->status, worker_wall_time(),
 				     0);
 	if (kind == RDZV_END_DEAD || kind == RDZV_END_JOIN)
-		events_emit(a->ev,
-			    kind == RDZV_END_DEAD ? "crun.node.lost"
-						  : "crun.node.joining",
-			    json_pack("{s:s}", "reason", why));
+		events_emitf(a->ev,
+			     kind == RDZV_END_DEAD ? "crun.node.lost"
+						   : "crun.node.joining",
+			     "{s:s}", "reason", why);
 	if (a->stop.peer.kind == 0) {
 		struct peer_end *p = &a->stop.peer;
 
@@ -149,12 +148,12 @@ static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 	int kind = a->stop.peer.kind, status;
 
 	if (ok) {
-		events_emit(a->ev, "crun.group.restarting",
-			    json_pack("{s:s, s:i}", "after",
-				      kind == RDZV_END_FAILURE ? "failure"
-				      : kind == RDZV_END_STALL ? "stall"
-							       : "membership",
-				      "restarts_used", rdzv_restarts(r)));
+		events_emitf(a->ev, "crun.group.restarting", "{s:s, s:i}",
+			     "after",
+			     kind == RDZV_END_FAILURE ? "failure"
+			     : kind == RDZV_END_STALL ? "stall"
+						      : "membership",
+			     "restarts_used", rdzv_restarts(r));
 		agent__drop_report(a, 0);
 		if (kind == RDZV_END_FAILURE || kind == RDZV_END_STALL)
 			log_say(
@@ -330,12 +329,11 @@ static void agent_on_exclusion(void *data, const struct rdzv_exclusion *x,
 			readmitted ? "is back in the rounds"
 				   : "is left out of the next rounds",
 			why);
-	events_emit(a->ev,
-		    readmitted ? "crun.node.readmitted" : "crun.node.excluded",
-		    json_pack("{s:s, s:s, s:s, s:I, s:i, s:b}", "node_host",
-			      x->host, "node_addr", x->addr, "reason", why,
-			      "until", (json_int_t)x->until, "since_round",
-			      x->round, "self", self));
+	events_emitf(
+	    a->ev, readmitted ? "crun.node.readmitted" : "crun.node.excluded",
+	    "{s:s, s:s, s:s, s:I, s:i, s:b}", "node_host", x->host, "node_addr",
+	    x->addr, "reason", why, "until", (json_int_t)x->until,
+	    "since_round", x->round, "self", self);
 }
 
 /* The backend is open: start the rendezvous over it. */
@@ -540,14 +538,10 @@ char *agent__run_id(const char *host)
 {
 	unsigned char rnd[6];
 	char buf[128];
-	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
 
 	memset(rnd, 0, sizeof(rnd));
-	if (fd >= 0) {
-		if (read(fd, rnd, sizeof(rnd)) < 0)
-			rnd[0] = (unsigned char)getpid();
-		close(fd);
-	}
+	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+		rnd[0] = (unsigned char)getpid();
 	snprintf(buf, sizeof(buf), "crun-%.32s-%02x%02x%02x%02x%02x%02x", host,
 		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 	return strdup(buf);

@@ -132,9 +132,8 @@ static void say_summary(struct agent *a, const struct rdzv_stall_rank *r,
 			missing == 1 ? "its" : "their");
 	else
 		log_say("hang: %s", line);
-	events_emit(
-	    a->ev, "crun.job.hang_summary",
-	    json_pack("{s:s, s:i}", "summary", line, "nodes_missing", missing));
+	events_emitf(a->ev, "crun.job.hang_summary", "{s:s, s:i}", "summary",
+		     line, "nodes_missing", missing);
 	free(p);
 }
 
@@ -297,7 +296,7 @@ void agent__stall_stop(struct agent *a, const char *why)
 	if (strncmp(why, "stall: ", 7) == 0)
 		why += 7;
 	log_say("job hung: %s; taking every rank's stack", why);
-	events_emit(a->ev, "crun.job.hung", json_pack("{s:s}", "reason", why));
+	events_emitf(a->ev, "crun.job.hung", "{s:s}", "reason", why);
 	metrics_note_stall(a->metrics);
 	/*
 	 * Stopping, but nothing signalled yet: a worker the dump kills

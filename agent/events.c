@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,17 @@ void events_emit(struct events *ev, const char *name, json_t *fields)
 	else
 		ev->lost++;
 	free(line);
+}
+
+void events_emitf(struct events *ev, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ev == NULL)
+		return;
+	va_start(ap, fmt);
+	events_emit(ev, name, json_vpack_ex(NULL, 0, fmt, ap));
+	va_end(ap);
 }
 
 void events_close(struct events *ev)

@@ -27,6 +27,13 @@ void events_context(struct events *ev, const char *run_id, int round,
  */
 void events_emit(struct events *ev, const char *name, json_t *fields);
 
+/**
+ * events_emit with the fields json_pack builds from fmt and what follows,
+ * built only when ev is not NULL (no event log: no work). The arguments
+ * must own nothing ("o" takes a reference: use events_emit for those).
+ */
+void events_emitf(struct events *ev, const char *name, const char *fmt, ...);
+
 void events_close(struct events *ev);
 
 #endif
