@@ -227,20 +227,25 @@ void rdzv__start_running(struct crun_rdzv *r)
 static void on_gone_count(int status, const struct crun_store_reply *rep,
 			  void *arg);
 
-static void on_vanished_done(int status, const struct crun_store_reply *rep,
-			     void *arg)
+/*
+ * Node g's connection closed: "end" and its "done/<g>" as they were then,
+ * read together.
+ */
+static void on_vanished(int status, const struct crun_store_reply *rep,
+			void *arg)
 {
 	int g;
 	struct crun_rdzv *r = rdzv__op_take(arg, NULL, &g);
+	char k[KEYMAX];
 
-	if (r == NULL || status ||
+	if (r == NULL || status || rep->nvalues != 2 ||
 	    (r->state != R_RUNNING && r->state != R_FINISHING))
 		return;
-	if (rdzv__reply_is(rep, PEEK)) {
-		char k[KEYMAX];
-
+	if (rep->values[0].len > 0)
+		return; /* the round already ended: leaving is expected */
+	if (rep->values[1].len == 0) {
 		/*
-		 * Its connection closed: it will never leave by itself. Count
+		 * It never finished, and will never leave by itself. Count
 		 * it as left, so that the store host does not wait
 		 * close_timeout for it at the end.
 		 */
@@ -254,8 +259,6 @@ static void on_vanished_done(int status, const struct crun_store_reply *rep,
 	 * host that finished first would wait for them forever. Count again.
 	 */
 	if (r->state == R_FINISHING && !r->end.seen && !r->end.marked) {
-		char k[KEYMAX];
-
 		rdzv__key(r, k, "r%d/finished", r->round);
 		r->ops->add(r->kv, k, 0, rdzv__on_finished_count, r);
 	}
@@ -272,20 +275,6 @@ static void on_gone_count(int status, const struct crun_store_reply *rep,
 		return;
 	rdzv__key(r, k, "r%d/all_left", r->round);
 	r->ops->set(r->kv, k, "1", 1, NULL, NULL);
-}
-
-static void on_vanished_end(int status, const struct crun_store_reply *rep,
-			    void *arg)
-{
-	int g;
-	struct crun_rdzv *r = rdzv__op_take(arg, NULL, &g);
-	char k[KEYMAX];
-
-	if (r == NULL || status || !rdzv__reply_is(rep, PEEK))
-		return; /* the round already ended: leaving is expected */
-	rdzv__key(r, k, "r%d/done/%d", r->round, g);
-	r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
-			    on_vanished_done, rdzv__op_new(r, g));
 }
 
 /*
@@ -319,7 +308,12 @@ void rdzv__on_vanish(void *arg, const char *k, size_t klen)
 	if (round != r->round || g == r->grank || g < 0 || g >= r->gworld ||
 	    (r->state != R_RUNNING && r->state != R_FINISHING))
 		return;
-	rdzv__key(r, buf, "r%d/end", r->round);
-	r->ops->compare_set(r->kv, buf, PEEK, strlen(PEEK), "", 0,
-			    on_vanished_end, rdzv__op_new(r, g));
+	{
+		char k2[KEYMAX];
+		const char *kp[2] = {buf, k2};
+
+		rdzv__key(r, buf, "r%d/end", r->round);
+		rdzv__key(r, k2, "r%d/done/%d", r->round, g);
+		r->ops->peek(r->kv, kp, 2, on_vanished, rdzv__op_new(r, g));
+	}
 }
