@@ -1,11 +1,14 @@
 /*
  * Host-name and interface checks (see include/crun/netif.h). Everything here
  * is a few local system calls: getaddrinfo of names, a connected but unused
- * UDP socket, getifaddrs. Nothing goes on the wire.
+ * UDP socket, getifaddrs, a netlink dump of the addresses. Nothing goes on
+ * the wire.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -138,4 +141,113 @@ int netif_only_interface(char *ifname, size_t iflen, char *addr, size_t alen)
 	}
 	freeifaddrs(ifs);
 	return n == 1 ? 0 : -ENOENT;
+}
+
+/* One RTM_NEWADDR message: its address, as getifaddrs would give it. */
+static void addr_of_msg(const struct nlmsghdr *h, netif_addr_cb cb, void *data)
+{
+	const struct ifaddrmsg *m = NLMSG_DATA(h);
+	const struct rtattr *a = IFA_RTA(m);
+	const void *local = NULL, *address = NULL;
+	int len = (int)IFA_PAYLOAD(h);
+	size_t want = m->ifa_family == AF_INET ? 4 : 16;
+
+	if (m->ifa_family != AF_INET && m->ifa_family != AF_INET6)
+		return;
+	for (; RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+		if (RTA_PAYLOAD(a) < want)
+			continue;
+		if (a->rta_type == IFA_LOCAL)
+			local = RTA_DATA(a);
+		else if (a->rta_type == IFA_ADDRESS)
+			address = RTA_DATA(a);
+	}
+	/* IFA_LOCAL is the interface's own (IFA_ADDRESS is the peer's on a
+	 * point-to-point link); IPv6 gives IFA_ADDRESS alone. */
+	if (local == NULL)
+		local = address;
+	if (local == NULL)
+		return;
+	if (m->ifa_family == AF_INET) {
+		struct sockaddr_in in;
+
+		memset(&in, 0, sizeof(in));
+		in.sin_family = AF_INET;
+		memcpy(&in.sin_addr, local, 4);
+		cb(data, (const struct sockaddr *)&in);
+	} else {
+		struct sockaddr_in6 in6;
+
+		memset(&in6, 0, sizeof(in6));
+		in6.sin6_family = AF_INET6;
+		memcpy(&in6.sin6_addr, local, 16);
+		if (IN6_IS_ADDR_LINKLOCAL(&in6.sin6_addr))
+			in6.sin6_scope_id = m->ifa_index;
+		cb(data, (const struct sockaddr *)&in6);
+	}
+}
+
+/* The RTM_GETADDR dump; -1 when netlink is refused or breaks off. */
+static int addrs_netlink(netif_addr_cb cb, void *data)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct ifaddrmsg ifa;
+	} req;
+	union {
+		struct nlmsghdr h;
+		char b[16384];
+	} buf;
+	int fd, rc = -1;
+
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return -1;
+	memset(&req, 0, sizeof(req));
+	req.nlh.nlmsg_len = sizeof(req);
+	req.nlh.nlmsg_type = RTM_GETADDR;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	req.ifa.ifa_family = AF_UNSPEC;
+	if (send(fd, &req, sizeof(req), 0) != (ssize_t)sizeof(req))
+		goto out;
+	for (;;) {
+		ssize_t n = recv(fd, buf.b, sizeof(buf.b), 0);
+		struct nlmsghdr *h;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto out;
+		for (h = &buf.h; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_DONE) {
+				rc = 0;
+				goto out;
+			}
+			if (h->nlmsg_type == NLMSG_ERROR)
+				goto out;
+			if (h->nlmsg_type == RTM_NEWADDR &&
+			    h->nlmsg_len >=
+				NLMSG_LENGTH(sizeof(struct ifaddrmsg)))
+				addr_of_msg(h, cb, data);
+		}
+	}
+out:
+	close(fd);
+	return rc;
+}
+
+int netif_addrs(netif_addr_cb cb, void *data)
+{
+	struct ifaddrs *ifs = NULL;
+
+	if (addrs_netlink(cb, data) == 0)
+		return 0;
+	if (getifaddrs(&ifs) != 0)
+		return -errno;
+	for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next)
+		if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET ||
+				    i->ifa_addr->sa_family == AF_INET6))
+			cb(data, i->ifa_addr);
+	freeifaddrs(ifs);
+	return 0;
 }

@@ -12,7 +12,6 @@
  * it); out of memory.
  */
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "crun/netif.h"
 #include "crun/peers.h"
 
 struct crun_peers {
@@ -130,47 +130,52 @@ static int peers_local_only(const struct sockaddr *a)
 	return 1;
 }
 
+/* Addresses peers_own_addrs looks at, at most, of each family. */
+#define OWN_MAX 64
+
+/* What peers_own_addrs collects: the literals of each family, in order. */
+struct own_list {
+	char lit[2][OWN_MAX][INET6_ADDRSTRLEN];
+	int n[2];
+};
+
+static void own_on_addr(void *data, const struct sockaddr *a)
+{
+	struct own_list *o = data;
+	int f = a->sa_family == AF_INET ? 0 : 1;
+	const void *bin =
+	    f == 0 ? (const void *)&((const struct sockaddr_in *)a)->sin_addr
+		   : (const void *)&((const struct sockaddr_in6 *)a)->sin6_addr;
+
+	if (o->n[f] < OWN_MAX && !peers_local_only(a) &&
+	    inet_ntop(a->sa_family, bin, o->lit[f][o->n[f]],
+		      sizeof(o->lit[f][0])) != NULL)
+		o->n[f]++;
+}
+
 size_t peers_own_addrs(char *out, size_t len)
 {
-	struct ifaddrs *ifs = NULL;
+	struct own_list *o = calloc(1, sizeof(*o));
 	size_t off = 0, n = 0;
 
 	if (len)
 		out[0] = '\0';
-	if (len == 0 || getifaddrs(&ifs) != 0)
-		return 0;
+	if (len == 0 || o == NULL || netif_addrs(own_on_addr, o) != 0)
+		goto done;
 	/* IPv4 first: what gloo and most clusters use. */
-	for (int fam = 0; fam < 2; fam++) {
-		for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next) {
-			char lit[INET6_ADDRSTRLEN];
-			const struct sockaddr *a = i->ifa_addr;
-			const void *bin;
-			size_t l;
+	for (int f = 0; f < 2; f++) {
+		for (int i = 0; i < o->n[f]; i++) {
+			size_t l = strlen(o->lit[f][i]);
 
-			if (a == NULL ||
-			    a->sa_family != (fam == 0 ? AF_INET : AF_INET6) ||
-			    peers_local_only(a))
-				continue;
-			bin =
-			    fam == 0
-				? (const void *)&((const struct sockaddr_in *)a)
-				      ->sin_addr
-				: (const void *)&(
-				      (const struct sockaddr_in6 *)a)
-				      ->sin6_addr;
-			if (inet_ntop(a->sa_family, bin, lit, sizeof(lit)) ==
-			    NULL)
-				continue;
-			l = strlen(lit);
 			if (off + (off > 0) + l + 1 > len)
 				goto done; /* as many as fit */
 			off += (size_t)snprintf(out + off, len - off, "%s%s",
-						off ? "," : "", lit);
+						off ? "," : "", o->lit[f][i]);
 			n++;
 		}
 	}
 done:
-	freeifaddrs(ifs);
+	free(o);
 	return n;
 }
 
@@ -187,17 +192,15 @@ void peers_free(struct crun_peers *p)
  * them: a job whose workers all come over loopback never asks the kernel
  * for its interfaces (a netlink dump at every start).
  */
+static void own_add(void *data, const struct sockaddr *sa)
+{
+	peers_add(data, sa);
+}
+
 static void peers_read_own(struct crun_peers *p)
 {
-	struct ifaddrs *ifs = NULL;
-
 	p->own_read = 1;
-	if (getifaddrs(&ifs) != 0)
-		return;
-	for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next)
-		if (peers_add(p, i->ifa_addr) != 0)
-			break;
-	freeifaddrs(ifs);
+	netif_addrs(own_add, p);
 }
 
 int peers_allow(void *data, const struct sockaddr *sa)

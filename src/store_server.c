@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,20 +57,6 @@ void store_limits_default(struct crun_store_limits *lim)
 }
 
 /* ---- Server lifecycle -------------------------------------------------- */
-
-/* somaxconn, the largest backlog the kernel grants. */
-static int store_backlog(void)
-{
-	FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
-	int n = 0;
-
-	if (f != NULL) {
-		if (fscanf(f, "%d", &n) != 1)
-			n = 0;
-		fclose(f);
-	}
-	return n > 0 ? n : 4096;
-}
 
 /* Raise RLIMIT_NOFILE's soft limit to the hard one (thousands of clients). */
 static void store_raise_nofile(void)
@@ -118,7 +105,9 @@ static int store_server_listen(struct crun_store_server *srv)
 	struct sockaddr_storage ss;
 	int len = sizeof(ss), rc;
 
-	rc = uv_listen((uv_stream_t *)&srv->listener, store_backlog(),
+	/* The kernel caps the backlog at net.core.somaxconn: the most it
+	 * grants. */
+	rc = uv_listen((uv_stream_t *)&srv->listener, INT_MAX,
 		       store__on_connection);
 	if (rc != 0)
 		return rc;

@@ -11,6 +11,7 @@
 #define CRUN_NETIF_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 enum netif_name_state {
 	NETIF_NAME_OK,	     /* resolves to at least one non-loopback address */
@@ -40,5 +41,16 @@ int netif_route_to(const char *host, char *ifname, size_t iflen, char *addr,
  * machine. Returns 0, or -ENOENT when there are none or several.
  */
 int netif_only_interface(char *ifname, size_t iflen, char *addr, size_t alen);
+
+/** Called once per address of this machine, during netif_addrs. */
+typedef void (*netif_addr_cb)(void *data, const struct sockaddr *sa);
+
+/**
+ * Every IPv4 and IPv6 address of this machine's interfaces, up or not:
+ * the kernel's address list alone (RTM_GETADDR; getifaddrs also dumps every
+ * link with its statistics), getifaddrs where netlink is refused. Returns
+ * 0, or a negative errno when neither answers.
+ */
+int netif_addrs(netif_addr_cb cb, void *data);
 
 #endif
