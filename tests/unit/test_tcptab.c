@@ -171,20 +171,30 @@ static void on_find(void *data, const struct tcptab_row *t)
 		f->found = 1;
 }
 
+/* A listener on 127.0.0.1 (its address in *sin) and, in *c, a connection
+ * to it; returns the listener. */
+static int listener_and_client(struct sockaddr_in *sin, int *c)
+{
+	socklen_t len = sizeof(*sin);
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+
+	*c = socket(AF_INET, SOCK_STREAM, 0);
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(ls, (struct sockaddr *)sin, sizeof(*sin)), 0);
+	cr_assert_eq(listen(ls, 1), 0);
+	cr_assert_eq(getsockname(ls, (struct sockaddr *)sin, &len), 0);
+	cr_assert_eq(connect(*c, (struct sockaddr *)sin, sizeof(*sin)), 0);
+	return ls;
+}
+
 Test(tcptab, real_socket, .timeout = 20)
 {
 	struct sockaddr_in sin;
-	socklen_t len = sizeof(sin);
 	struct find f = {0, 0};
-	int ls = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+	int c, ls = listener_and_client(&sin, &c);
 
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert_eq(bind(ls, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	cr_assert_eq(listen(ls, 1), 0);
-	cr_assert_eq(getsockname(ls, (struct sockaddr *)&sin, &len), 0);
-	cr_assert_eq(connect(c, (struct sockaddr *)&sin, sizeof(sin)), 0);
 	f.port = ntohs(sin.sin_port);
 	if (tcptab_dump_port(AF_INET, f.port, TCPTAB_TO_PORT, 1 << 20, on_find, &f) != 0)
 		tcptab_read("/proc/net/tcp", 1 << 20, on_find, &f);
@@ -213,18 +223,10 @@ static void on_listening(void *data, const struct tcptab_row *t)
 Test(tcptab, listening_socket, .timeout = 20)
 {
 	struct sockaddr_in sin;
-	socklen_t len = sizeof(sin);
 	struct listening l = {0, 0, {0}};
-	int ls = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+	/* The connection to it is not a listener. */
+	int c, ls = listener_and_client(&sin, &c);
 
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cr_assert_eq(bind(ls, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	cr_assert_eq(listen(ls, 1), 0);
-	cr_assert_eq(getsockname(ls, (struct sockaddr *)&sin, &len), 0);
-	/* A connection to it is not a listener. */
-	cr_assert_eq(connect(c, (struct sockaddr *)&sin, sizeof(sin)), 0);
 	l.port = ntohs(sin.sin_port);
 	l.addr[10] = l.addr[11] = 0xff;
 	memcpy(l.addr + 12, &sin.sin_addr, 4);
