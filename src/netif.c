@@ -218,7 +218,7 @@ static int addrs_netlink(netif_addr_cb cb, void *data)
 			continue;
 		if (n <= 0)
 			goto out;
-		for (h = &buf.h; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+		for (h = &buf.h; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
 			if (h->nlmsg_type == NLMSG_DONE) {
 				rc = 0;
 				goto out;

@@ -209,7 +209,7 @@ int tcptab_dump_port(int family, int port, int which, size_t max_bytes,
 		if (n <= 0)
 			break; /* nothing more now (EAGAIN): what came counts */
 		total += (size_t)n;
-		for (h = &buf.h; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+		for (h = &buf.h; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
 			const struct inet_diag_msg *m = NLMSG_DATA(h);
 			struct tcptab_row t;
 
