@@ -14,7 +14,11 @@
 # on a MISS or when a console line was split or mixed.
 set -u
 BUILD=${BUILD:-build}
-CRUN=${CRUN:-$PWD/$BUILD/crun}
+case $BUILD in /*) CRUN=${CRUN:-$BUILD/crun} ;; *) CRUN=${CRUN:-$PWD/$BUILD/crun} ;; esac
+if [ ! -x "$CRUN" ]; then
+	echo "console bench: $CRUN is not built (make BUILD=$BUILD)" >&2
+	exit 1
+fi
 PYTHON=${PYTHON:-/usr/bin/python3}
 T=$(mktemp -d /tmp/crun-bench-console-XXXX)
 trap 'rm -rf "$T"' EXIT
