@@ -239,6 +239,7 @@ Test(rdzv, mismatch_nnodes, .timeout = 10)
 	world_init();
 	FIRST = node_add(1, 1, 1, 2, 2);
 	b = node_add(2, 1, 0, 3, 3);
+	b->o.max_restarts = 7; /* its params would show */
 	node_start(FIRST);
 	cr_assert(run_until(first_joined, 1000));
 	node_start(b);
@@ -290,6 +291,24 @@ Test(rdzv, mismatch_run_id, .timeout = 10)
 	cr_assert(strstr(b->errmsg, "'job1'") && strstr(b->errmsg, "'job2'"), "%s", b->errmsg);
 	cr_assert_null(fkv_get(&W.kv, "crun/job2/params"));
 	cr_assert_null(fkv_get(&W.kv, "crun/job2/r0/join"));
+	world_close();
+}
+
+/*
+ * With a run id, a node's first requests (the job, the config, the round's
+ * number) go out together, before any reply: one round trip, not three.
+ */
+Test(rdzv, first_requests_go_together, .timeout = 10)
+{
+	struct node *a;
+
+	world_init();
+	a = node_add(1, 1, 1, 1, 1);
+	node_start(a);
+	cr_assert_eq(W.kv.nops, 3, "%llu requests before the loop turned",
+		     (unsigned long long)W.kv.nops);
+	cr_assert(run_until(first_round, 1000));
+	cr_assert_eq(a->status, 0, "%s", a->errmsg);
 	world_close();
 }
 
@@ -809,18 +828,36 @@ Test(rdzv, everyone_finishes, .timeout = 10)
  * marks that release the store host, which had finished first: the host
  * sees it vanish (its done mark set) and releases itself.
  */
-Test(rdzv, last_one_out_dies_before_its_marks, .timeout = 10)
+/*
+ * n nodes formed; the store host finishes first and waits; every other node
+ * then writes what rdzv_finish writes before its marks ("done/<g>", and the
+ * counts at n), and dies: the host hears each vanish.
+ */
+static void others_finish_and_die_after_the_host(int n)
 {
-	world_formed(2, 2, 2);
+	char k[64], v[16];
+
+	world_formed(n, n, n);
 	W.kv.vanish_to = W.n[0].kv;
 	cr_assert_eq(rdzv_finish(W.n[0].r, on_finish, &W.n[0]), 0);
 	run_for(100);
 	cr_assert_eq(W.n[0].nfinish, 0, "the store host left before the others");
-	/* What rdzv_finish of n2 writes before its marks, then it dies. */
-	fkv_put(&W.kv, "crun/job1/r0/done/1", "1", 1);
-	fkv_put(&W.kv, "crun/job1/r0/left", "2", 1);
-	fkv_put(&W.kv, "crun/job1/r0/finished", "2", 1);
-	node_kill(&W.n[1]);
+	for (int g = 1; g < n; g++) {
+		snprintf(k, sizeof(k), "crun/job1/r0/done/%d", g);
+		fkv_put(&W.kv, k, "1", 1);
+	}
+	snprintf(v, sizeof(v), "%d", n);
+	fkv_put(&W.kv, "crun/job1/r0/left", v, strlen(v));
+	fkv_put(&W.kv, "crun/job1/r0/finished", v, strlen(v));
+	W.kv.spy_key = "crun/job1/r0/end/";
+	W.kv.spied = 0;
+	for (int g = 1; g < n; g++)
+		node_kill(&W.n[g]);
+}
+
+Test(rdzv, last_one_out_dies_before_its_marks, .timeout = 10)
+{
+	others_finish_and_die_after_the_host(2);
 	cr_assert(run_until(all_finished_alive, 1000), "the store host waits for marks that never come");
 	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/r0/all_left"), "1");
 	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/r0/end"), "S all nodes finished");
@@ -835,20 +872,7 @@ Test(rdzv, last_one_out_dies_before_its_marks, .timeout = 10)
  */
 Test(rdzv, departures_after_the_host_mark_the_ends_once, .timeout = 10)
 {
-	world_formed(4, 4, 4);
-	W.kv.vanish_to = W.n[0].kv;
-	cr_assert_eq(rdzv_finish(W.n[0].r, on_finish, &W.n[0]), 0);
-	run_for(100);
-	cr_assert_eq(W.n[0].nfinish, 0, "the store host left before the others");
-	fkv_put(&W.kv, "crun/job1/r0/done/1", "1", 1);
-	fkv_put(&W.kv, "crun/job1/r0/done/2", "1", 1);
-	fkv_put(&W.kv, "crun/job1/r0/done/3", "1", 1);
-	fkv_put(&W.kv, "crun/job1/r0/left", "4", 1);
-	fkv_put(&W.kv, "crun/job1/r0/finished", "4", 1);
-	W.kv.spy_key = "crun/job1/r0/end/";
-	W.kv.spied = 0;
-	for (int i = 1; i < 4; i++)
-		node_kill(&W.n[i]);
+	others_finish_and_die_after_the_host(4);
 	cr_assert(run_until(all_finished_alive, 1000), "the store host never left");
 	cr_assert_str_eq(fkv_get(&W.kv, "crun/job1/r0/end"), "S all nodes finished");
 	cr_assert_leq(W.kv.spied, 4, "%d end marks written for 4 nodes", W.kv.spied);
