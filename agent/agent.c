@@ -691,10 +691,10 @@ static void agent_begin(struct agent *a)
 		agent__finish(a, 1);
 	if (a->multi && a->state != A_DONE) {
 		char first[64];
-		/* Blocking (getaddrinfo): before the loop runs. */
-		enum netif_name_state st =
-		    netif_name_state(a->host, first, sizeof(first));
+		enum netif_name_state st;
 
+		/* Blocking (getaddrinfo): before the loop runs. */
+		st = netif_name_state(a->host, first, sizeof(first));
 		a->name_unresolved = st == NETIF_NAME_UNRESOLVED;
 		netcheck_ifname(cfg, a->host, st, first);
 	}
