@@ -147,10 +147,14 @@ static void own_on_addr(void *data, const struct sockaddr *a)
 	    f == 0 ? (const void *)&((const struct sockaddr_in *)a)->sin_addr
 		   : (const void *)&((const struct sockaddr_in6 *)a)->sin6_addr;
 
-	if (o->n[f] < OWN_MAX && !peers_local_only(a) &&
+	if (o->n[f] >= OWN_MAX || peers_local_only(a) ||
 	    inet_ntop(a->sa_family, bin, o->lit[f][o->n[f]],
-		      sizeof(o->lit[f][0])) != NULL)
-		o->n[f]++;
+		      sizeof(o->lit[f][0])) == NULL)
+		return;
+	for (int i = 0; i < o->n[f]; i++)
+		if (strcmp(o->lit[f][i], o->lit[f][o->n[f]]) == 0)
+			return; /* said once (netif_addrs may repeat one) */
+	o->n[f]++;
 }
 
 size_t peers_own_addrs(char *out, size_t len)

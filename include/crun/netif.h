@@ -48,8 +48,9 @@ typedef void (*netif_addr_cb)(void *data, const struct sockaddr *sa);
 /**
  * Every IPv4 and IPv6 address of this machine's interfaces, up or not:
  * the kernel's address list alone (RTM_GETADDR; getifaddrs also dumps every
- * link with its statistics), getifaddrs where netlink is refused. Returns
- * 0, or a negative errno when neither answers.
+ * link with its statistics), getifaddrs where netlink is refused (or breaks
+ * off mid-dump: an address may then come twice). Returns 0, or a negative
+ * errno when neither answers.
  */
 int netif_addrs(netif_addr_cb cb, void *data);
 
