@@ -124,6 +124,9 @@ echo \$NETNS_PID >>"$T/child.pids"
 echo ready >"$T/child.ready"
 case "\$1" in fail) fail "deliberate failure" ;; wait) wait ;; esac
 EOF
+ended() { # PID: gone, or a zombie
+	[ ! -e /proc/$1/stat ] || [ "$(sed 's/.*) //' /proc/$1/stat 2>/dev/null | cut -d' ' -f1)" = Z ]
+}
 leftovers() { # RID: print anything of the run that still exists
 	ip netns list | grep -- "-$1-"
 	[ ! -e "/run/crun-netns/$1" ] || echo "/run/crun-netns/$1"
@@ -148,9 +151,10 @@ for how in fail TERM KILL; do
 	}
 	left=$(leftovers "$crid")
 	[ -z "$left" ] || fail "after child $how: leftovers: $left"
-	# Its processes were inside its namespaces: they must be gone too.
+	# Its processes were inside its namespaces: they must be gone too (a
+	# zombie has ended: its reaper, maybe init, collects it when it will).
 	for p in $(cat "$T/child.pids"); do
-		wait_for 2 sh -c "! kill -0 $p 2>/dev/null" || fail "after child $how: its process $p still runs"
+		wait_for 2 ended $p || fail "after child $how: its process $p still runs"
 	done
 done
 exit 0
