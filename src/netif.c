@@ -12,12 +12,14 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "crun/netif.h"
+#include "nldump.h"
 
 static int is_loopback(const struct sockaddr *sa)
 {
@@ -143,9 +145,15 @@ int netif_only_interface(char *ifname, size_t iflen, char *addr, size_t alen)
 	return n == 1 ? 0 : -ENOENT;
 }
 
+struct addr_ctx {
+	netif_addr_cb cb;
+	void *data;
+};
+
 /* One RTM_NEWADDR message: its address, as getifaddrs would give it. */
-static void addr_of_msg(const struct nlmsghdr *h, netif_addr_cb cb, void *data)
+static void addr_of_msg(void *data, const struct nlmsghdr *h)
 {
+	const struct addr_ctx *c = data;
 	const struct ifaddrmsg *m = NLMSG_DATA(h);
 	const struct rtattr *a = IFA_RTA(m);
 	const void *local = NULL, *address = NULL;
@@ -174,7 +182,7 @@ static void addr_of_msg(const struct nlmsghdr *h, netif_addr_cb cb, void *data)
 		memset(&in, 0, sizeof(in));
 		in.sin_family = AF_INET;
 		memcpy(&in.sin_addr, local, 4);
-		cb(data, (const struct sockaddr *)&in);
+		c->cb(c->data, (const struct sockaddr *)&in);
 	} else {
 		struct sockaddr_in6 in6;
 
@@ -183,7 +191,7 @@ static void addr_of_msg(const struct nlmsghdr *h, netif_addr_cb cb, void *data)
 		memcpy(&in6.sin6_addr, local, 16);
 		if (IN6_IS_ADDR_LINKLOCAL(&in6.sin6_addr))
 			in6.sin6_scope_id = m->ifa_index;
-		cb(data, (const struct sockaddr *)&in6);
+		c->cb(c->data, (const struct sockaddr *)&in6);
 	}
 }
 
@@ -194,46 +202,18 @@ static int addrs_netlink(netif_addr_cb cb, void *data)
 		struct nlmsghdr nlh;
 		struct ifaddrmsg ifa;
 	} req;
-	union {
-		struct nlmsghdr h;
-		char b[16384];
-	} buf;
-	int fd, rc = -1;
+	struct addr_ctx c = {cb, data};
 
-	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-	if (fd < 0)
-		return -1;
 	memset(&req, 0, sizeof(req));
 	req.nlh.nlmsg_len = sizeof(req);
 	req.nlh.nlmsg_type = RTM_GETADDR;
 	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
 	req.ifa.ifa_family = AF_UNSPEC;
-	if (send(fd, &req, sizeof(req), 0) != (ssize_t)sizeof(req))
-		goto out;
-	for (;;) {
-		ssize_t n = recv(fd, buf.b, sizeof(buf.b), 0);
-		struct nlmsghdr *h;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			goto out;
-		for (h = &buf.h; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
-			if (h->nlmsg_type == NLMSG_DONE) {
-				rc = 0;
-				goto out;
-			}
-			if (h->nlmsg_type == NLMSG_ERROR)
-				goto out;
-			if (h->nlmsg_type == RTM_NEWADDR &&
-			    h->nlmsg_len >=
-				NLMSG_LENGTH(sizeof(struct ifaddrmsg)))
-				addr_of_msg(h, cb, data);
-		}
-	}
-out:
-	close(fd);
-	return rc;
+	return nldump(NETLINK_ROUTE, &req, sizeof(req), RTM_NEWADDR,
+		      NLMSG_LENGTH(sizeof(struct ifaddrmsg)), SIZE_MAX,
+		      addr_of_msg, &c) == 0
+		   ? 0
+		   : -1;
 }
 
 int netif_addrs(netif_addr_cb cb, void *data)

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 
 #include "crun/tcptab.h"
+#include "nldump.h"
 
 static int hexval(int c)
 {
@@ -137,13 +138,6 @@ int tcptab_parse_row(const char *line, struct tcptab_row *t)
 	return 0;
 }
 
-/*
- * The host's TCP sockets of family to the store's port, ESTABLISHED or
- * SYN_SENT, from sock_diag: the kernel filters by port (bytecode dport >=
- * port and <= port), so unrelated sockets cost nothing here. A non-blocking
- * netlink socket, read with read(2); at most max_bytes. 0, or -1
- * when sock_diag is not there or refuses the request.
- */
 /* A socket's address from sock_diag into a row's 16 bytes. */
 static void diag_addr(unsigned char out[16], int family, const __be32 *a)
 {
@@ -155,6 +149,27 @@ static void diag_addr(unsigned char out[16], int family, const __be32 *a)
 	}
 }
 
+struct dump_ctx {
+	tcptab_cb cb;
+	void *data;
+};
+
+static void on_diag_msg(void *data, const struct nlmsghdr *h)
+{
+	const struct dump_ctx *c = data;
+	const struct inet_diag_msg *m = NLMSG_DATA(h);
+	struct tcptab_row t;
+
+	memset(&t, 0, sizeof(t));
+	t.state = m->idiag_state;
+	t.local_port = ntohs(m->id.idiag_sport);
+	t.remote_port = ntohs(m->id.idiag_dport);
+	t.inode = m->idiag_inode;
+	diag_addr(t.local, m->idiag_family, m->id.idiag_src);
+	diag_addr(t.remote, m->idiag_family, m->id.idiag_dst);
+	c->cb(c->data, &t);
+}
+
 int tcptab_dump_port(int family, int port, int which, size_t max_bytes,
 		     tcptab_cb cb, void *data)
 {
@@ -164,18 +179,9 @@ int tcptab_dump_port(int family, int port, int which, size_t max_bytes,
 		struct nlattr bc_attr;
 		struct inet_diag_bc_op bc[4];
 	} msg;
-	union {
-		struct nlmsghdr h;
-		char b[16384];
-	} buf;
+	struct dump_ctx c = {cb, data};
 	int listening = which == TCPTAB_LISTENING;
-	size_t total = 0;
-	int fd, rc = -1;
 
-	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-		    NETLINK_SOCK_DIAG);
-	if (fd < 0)
-		return -1;
 	memset(&msg, 0, sizeof(msg));
 	msg.nlh.nlmsg_len = sizeof(msg);
 	msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
@@ -198,44 +204,12 @@ int tcptab_dump_port(int family, int port, int which, size_t max_bytes,
 	msg.bc[2].yes = 8;
 	msg.bc[2].no = 12;
 	msg.bc[3].no = (unsigned short)port;
-	if (send(fd, &msg, sizeof(msg), 0) != (ssize_t)sizeof(msg))
-		goto out;
-	while (total < max_bytes) {
-		ssize_t n = read(fd, buf.b, sizeof(buf.b));
-		struct nlmsghdr *h;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break; /* nothing more now (EAGAIN): what came counts */
-		total += (size_t)n;
-		for (h = &buf.h; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
-			const struct inet_diag_msg *m = NLMSG_DATA(h);
-			struct tcptab_row t;
-
-			if (h->nlmsg_type == NLMSG_DONE) {
-				rc = 0;
-				goto out;
-			}
-			if (h->nlmsg_type == NLMSG_ERROR)
-				goto out;
-			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
-			    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
-				continue;
-			memset(&t, 0, sizeof(t));
-			t.state = m->idiag_state;
-			t.local_port = ntohs(m->id.idiag_sport);
-			t.remote_port = ntohs(m->id.idiag_dport);
-			t.inode = m->idiag_inode;
-			diag_addr(t.local, m->idiag_family, m->id.idiag_src);
-			diag_addr(t.remote, m->idiag_family, m->id.idiag_dst);
-			cb(data, &t);
-		}
-	}
-	rc = 0; /* cut at the bound: the next tick looks again */
-out:
-	close(fd);
-	return rc;
+	/* Cut at the bound: the next tick looks again. */
+	return nldump(NETLINK_SOCK_DIAG, &msg, sizeof(msg), SOCK_DIAG_BY_FAMILY,
+		      NLMSG_LENGTH(sizeof(struct inet_diag_msg)), max_bytes,
+		      on_diag_msg, &c) < 0
+		   ? -1
+		   : 0;
 }
 
 int tcptab_read(const char *path, int max_rows, tcptab_cb cb, void *data)
