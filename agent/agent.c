@@ -116,6 +116,7 @@ static void agent_on_winch(uv_signal_t *h, int sig)
 static void agent_on_signal(uv_signal_t *h, int sig)
 {
 	struct agent *a = h->data;
+	int first;
 
 	if (a->state == A_DONE)
 		return;
@@ -126,7 +127,8 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 	}
 	if (sig == SIGINT)
 		a->stop.sigint_seen = 1;
-	if (a->stop.signal == 0)
+	first = a->stop.signal == 0;
+	if (first)
 		a->stop.signal = sig;
 	if (a->state == A_RUNNING && !a->stop.leaving) {
 		log_say("received %s: forwarding it to the workers",
@@ -134,6 +136,14 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 		agent__stop_group(a, STOP_SIGNAL, sig);
 	} else if (a->state == A_STOPPING && a->pool.n > 0) {
 		pool_signal(&a->pool, sig);
+	} else if (first && a->stop.leaving && agent__hosts_store(a)) {
+		/* The others still need the store: under SLURM they are being
+		 * signalled too, and may still pass it to their workers. */
+		a->stop.exit_status = 128 + sig;
+		log_say("received %s while the other nodes finish: serving the "
+			"store until they have left (up to close_timeout, "
+			"%g s; another signal exits now)",
+			cfg_signame(sig), a->cfg->rdzv.close_timeout);
 	} else if (a->state == A_STOPPING || a->stop.leaving) {
 		/* Workers gone, waiting for other nodes to leave: stop waiting.
 		 */
@@ -770,10 +780,8 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 					     "stopping", "done"};
 	struct agent *a = data;
 	const struct crun_ranks *rk = &a->res.ranks;
-	struct crun_store_server *srv[2] = {a->rs && rdzv_store_is_host(a->rs)
-						? rdzv_store_server(a->rs)
-						: NULL,
-					    a->wstore};
+	struct crun_store_server *srv[2] = {
+	    agent__hosts_store(a) ? rdzv_store_server(a->rs) : NULL, a->wstore};
 	int failing = a->stop.reason == STOP_FAILURE ||
 		      a->stop.peer.kind == RDZV_END_FAILURE;
 	int stalled =

@@ -160,6 +160,8 @@ void agent__multi_round_end(struct agent *a, int nf, int status);
 void agent__close_backend(struct agent *a);
 /** This node lost the workers' store (its relay did): end the round so. */
 void agent__store_lost(struct agent *a, const char *why);
+/** This agent serves the c10d rendezvous store the other nodes use. */
+int agent__hosts_store(const struct agent *a);
 /** A unique run id (torchrun's default "none" makes unrelated jobs collide). */
 char *agent__run_id(const char *host);
 

@@ -119,6 +119,11 @@ void agent__store_lost(struct agent *a, const char *why)
 	agent_on_rdzv_end(a->rdzv, &e, a);
 }
 
+int agent__hosts_store(const struct agent *a)
+{
+	return a->rs && rdzv_store_is_host(a->rs);
+}
+
 static void agent_on_left(struct crun_rdzv *r, void *data)
 {
 	struct agent *a = data;
@@ -242,7 +247,7 @@ void agent__multi_round_end(struct agent *a, int nf, int status)
 		 * serves the store until the others have left. A node that
 		 * was signalled after another ended the round leaves too.
 		 */
-		if (a->rs && rdzv_store_is_host(a->rs)) {
+		if (agent__hosts_store(a)) {
 			snprintf(why, sizeof(why),
 				 "the store host %s was stopped (%s)", a->host,
 				 cfg_signame(a->stop.signal));

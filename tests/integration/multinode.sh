@@ -162,6 +162,40 @@ expect_status b 0
 expect_status a 0
 expect_nogrep "no false death" "stopped answering\|disconnected" "$T/a.out"
 
+# 10b. A signal to the store host once its workers are done (under SLURM
+# every process of the step hears --signal=USR1@T, a worker possibly before
+# its crun) does not take the store from the others: it serves until they
+# have left, so b's worker still gets its own USR1, and both exit 128+USR1.
+# A second signal ends the wait at once. (USR1 handled as under SLURM.)
+USR1=--signals_to_handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1
+PORT=$(free_port) JOB=hostsig
+agent a 1 2 $USR1 "$FAKE_WORKER" exit 0
+wait_for 10 listening $PORT || fail "no store host"
+agent b 1 2 $USR1 "$FAKE_WORKER" trap "$T/hostsig.b" hang
+a_done() { grep -q "1 worker of .* succeeded" "$T/a.out"; }
+wait_for 20 a_done || { cat "$T/a.out" "$T/b.out" >&2; fail "hostsig: a's worker never finished"; }
+kill -USR1 $pid_a
+a_heard() { grep -q "received SIGUSR1" "$T/a.out"; }
+wait_for 10 a_heard || { cat "$T/a.out" >&2; fail "hostsig: a did not take SIGUSR1"; }
+"$CRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=$JOB >"$T/hostsig.st" 2>&1 ||
+	{ cat "$T/a.out" "$T/b.out" "$T/hostsig.st" >&2; fail "hostsig: the store went with a's signal while b still ran"; }
+kill -USR1 $pid_b
+expect_status b 138
+expect_status a 138
+expect_eq "hostsig: b's worker got its own signal" "$(cat "$T/hostsig.b")" "SIGUSR1 1"
+expect_grep "hostsig: a says it serves on" "received SIGUSR1 while the other nodes finish: serving the store until they have left" "$T/a.out"
+PORT=$(free_port) JOB=hostsig2
+agent a 1 2 $USR1 "$FAKE_WORKER" exit 0
+wait_for 10 listening $PORT || fail "no store host"
+agent b 1 2 $USR1 "$FAKE_WORKER" hang
+wait_for 20 a_done || { cat "$T/a.out" "$T/b.out" >&2; fail "hostsig2: a's worker never finished"; }
+kill -USR1 $pid_a
+wait_for 10 a_heard || { cat "$T/a.out" >&2; fail "hostsig2: a did not take SIGUSR1"; }
+kill -TERM $pid_a
+expect_status a 138 10
+expect_grep "hostsig2: a second signal exits" "received SIGTERM while waiting for the other nodes to leave: exiting" "$T/a.out"
+expect_status b 1
+
 # 11. The endpoint port held by something that is not a crun store: a clear
 # error naming the port (and the holder when it listens), within seconds.
 PORT=$(free_port)
