@@ -120,7 +120,7 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 
 	if (a->state == A_DONE)
 		return;
-	if (sig == SIGINT && a->stop.sigint_seen) {
+	if (sig == SIGINT && a->stop.sigint_seen && a->pool.n > 0) {
 		log_say("second SIGINT: killing the workers now");
 		pool_signal(&a->pool, SIGKILL);
 		return;
