@@ -113,6 +113,13 @@ static void agent_on_winch(uv_signal_t *h, int sig)
 	pool_winch(&a->pool);
 }
 
+/* torchrun's default signals to handle ask to stop; others (SIGUSR1) warn. */
+static int asks_to_stop(int sig)
+{
+	return sig == SIGTERM || sig == SIGINT || sig == SIGHUP ||
+	       sig == SIGQUIT;
+}
+
 static void agent_on_signal(uv_signal_t *h, int sig)
 {
 	struct agent *a = h->data;
@@ -136,13 +143,16 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 		agent__stop_group(a, STOP_SIGNAL, sig);
 	} else if (a->state == A_STOPPING && a->pool.n > 0) {
 		pool_signal(&a->pool, sig);
-	} else if (first && a->stop.leaving && agent__hosts_store(a)) {
-		/* The others still need the store: under SLURM they are being
-		 * signalled too, and may still pass it to their workers. */
-		a->stop.exit_status = 128 + sig;
+	} else if (a->stop.leaving && agent__hosts_store(a) &&
+		   !asks_to_stop(sig)) {
+		/* A warning (SLURM's --signal=USR1@T reaches every process of
+		 * the step, a worker possibly before its crun): the others
+		 * still need the store to pass theirs on. */
+		if (first)
+			a->stop.exit_status = 128 + sig;
 		log_say("received %s while the other nodes finish: serving the "
 			"store until they have left (up to close_timeout, "
-			"%g s; another signal exits now)",
+			"%g s)",
 			cfg_signame(sig), a->cfg->rdzv.close_timeout);
 	} else if (a->state == A_STOPPING || a->stop.leaving) {
 		/* Workers gone, waiting for other nodes to leave: stop waiting.
