@@ -464,6 +464,9 @@ static const char *output_default_edge(int port)
 	}
 	CHECK(total == lim.max_output);
 	CHECK_RC(store_set(good, keys[7], val, last + 1), 0);
+	/* SET has no reply: a round trip on the same connection makes sure
+	 * the store took it before another connection reads it. */
+	CHECK_RC(store_add(good, "/synced", 1, NULL), 0);
 	CHECK_RC(store_connect("127.0.0.1", port, 10000, &c), 0);
 	CHECK(store_multi_get(c, keys, 8, 30000, vals, lens) != 0);
 	store_close(c);
