@@ -13,7 +13,9 @@
  * SIGINT escalates to SIGKILL at once. A worker that cannot start fails the
  * round like one that exited 127. On several nodes, a node stopped by a
  * signal departs (the others re-form while MIN holds) rather than ending the
- * job (agent_multi.c). The workers are a pool (pool.c) of workers
+ * job (agent_multi.c); a store host whose workers are done keeps serving the
+ * others through a warning (SIGUSR1), not through SIGTERM, SIGINT, SIGHUP or
+ * SIGQUIT. The workers are a pool (pool.c) of workers
  * (worker.c), their process groups after exit live in group.c; the log
  * directories and reports in agent_logs.c, the workers' store of a round in
  * agent_store.c, the console in console.c, the fd budget in nofile.c.
