@@ -153,8 +153,8 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 		if (first)
 			a->stop.exit_status = 128 + sig;
 		log_say("received %s while the other nodes finish: serving the "
-			"store until they have left (up to close_timeout, "
-			"%g s)",
+			"store until they have left (at most close_timeout, "
+			"%g s, after this node's workers ended)",
 			cfg_signame(sig), a->cfg->rdzv.close_timeout);
 	} else if (a->state == A_STOPPING || a->stop.leaving) {
 		/* Workers gone, waiting for other nodes to leave: stop waiting.

@@ -171,7 +171,7 @@ USR1=--signals_to_handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1
 PORT=$(free_port) JOB=hostsig
 agent a 1 2 $USR1 "$FAKE_WORKER" exit 0
 wait_for 10 listening $PORT || fail "no store host"
-agent b 1 2 $USR1 "$FAKE_WORKER" trap "$T/hostsig.b" hang
+agent b 1 2 $USR1 "$FAKE_WORKER" trap "$T/hostsig.b" pid "$T/hostsig.pid" hang
 a_done() { grep -q "1 worker of .* succeeded" "$T/a.out"; }
 wait_for 20 a_done || { cat "$T/a.out" "$T/b.out" >&2; fail "hostsig: a's worker never finished"; }
 kill -USR1 $pid_a
@@ -179,6 +179,7 @@ a_heard() { grep -q "received SIGUSR1" "$T/a.out"; }
 wait_for 10 a_heard || { cat "$T/a.out" >&2; fail "hostsig: a did not take SIGUSR1"; }
 "$CRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=$JOB >"$T/hostsig.st" 2>&1 ||
 	{ cat "$T/a.out" "$T/b.out" "$T/hostsig.st" >&2; fail "hostsig: the store went with a's signal while b still ran"; }
+wait_for 10 lines "$T/hostsig.pid" 1 || { cat "$T/b.out" >&2; fail "hostsig: b's worker never set its trap"; }
 kill -USR1 $pid_b
 expect_status b 138
 expect_status a 138
@@ -187,10 +188,10 @@ expect_grep "hostsig: a says it serves on" "received SIGUSR1 while the other nod
 # A store host stopped by Ctrl-C waits for the others to leave (b's worker
 # ignores the SIGINT passed on); a second Ctrl-C ends that wait at once.
 PORT=$(free_port) JOB=hostsig2
-agent a 1 2 "$FAKE_WORKER" trap "$T/hostsig2.a" hang
+agent a 1 2 "$FAKE_WORKER" trap "$T/hostsig2.a" pid "$T/hostsig2.pid" hang
 wait_for 10 listening $PORT || fail "no store host"
-agent b 1 2 "$FAKE_WORKER" ignore INT hang
-wait_for 20 grep -q "round 0: group rank 1" "$T/b.out" || { cat "$T/a.out" "$T/b.out" >&2; fail "hostsig2: b never joined"; }
+agent b 1 2 "$FAKE_WORKER" ignore INT pid "$T/hostsig2.pid" hang
+wait_for 20 lines "$T/hostsig2.pid" 2 || { cat "$T/a.out" "$T/b.out" >&2; fail "hostsig2: the workers never started"; }
 kill -INT $pid_a
 b_told() { grep -q "round 0 ended" "$T/b.out"; }
 wait_for 10 b_told || { cat "$T/a.out" "$T/b.out" >&2; fail "hostsig2: b never heard of a's stop"; }
