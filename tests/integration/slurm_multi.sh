@@ -61,7 +61,7 @@ printf '%s\n' '#!/bin/sh' 'f=$1.$(hostname).$LOCAL_RANK; n=${SLURM_RESTART_COUNT
 	'[ "$n" = 0 ] || exit 0' \
 	'trap '"'"'echo "checkpoint rank $RANK" >>"$f"; exit 0'"'"' USR1' \
 	'echo "run $n rank $RANK" >>"$f"' \
-	'sleep 120 & wait' >"$T/rq"
+	'(trap "" USR1; exec sleep 120) & wait' >"$T/rq"
 chmod +x "$T/rq"
 mkdir -p "$T/rqb/logs"
 rqjob=$(CRUN_REQUEUE=1 slurm_client sbatch --parsable --requeue --open-mode=append -N2 \
@@ -70,7 +70,10 @@ rqjob=$(CRUN_REQUEUE=1 slurm_client sbatch --parsable --requeue --open-mode=appe
 	{ cat "$T/rq.err" >&2; slurm_fail "sbatch (requeue) failed"; }
 started() { [ -f "$T/rq.h1.0" ] && [ -f "$T/rq.h2.0" ]; }
 wait_for 30 started || { cat "$T/rqb/out" "$T/rqb/err" >&2; slurm_fail "requeue job $rqjob: workers did not start"; }
-# (each worker sets its USR1 trap before it writes its first line)
+# (each worker sets its USR1 trap before it writes its first line; its
+# sleep ignores USR1: Slurm signals the step's processes one by one, and a
+# sleep killed first would end the shell's wait, and the shell, before its
+# own signal came)
 # The batch shell only, as --signal=B:USR1@T does (scancel --batch would also
 # signal its children, srun among them): found by its script's path.
 script=$SLURM_DIR/spool/h1/job$(printf %05d "$rqjob")/slurm_script
