@@ -231,7 +231,7 @@ static json_t *status_json(const struct cmd_status *cs,
 
 	json_object_set_new(o, "run_id", json_string(st->run_id));
 	json_object_set_new(o, "endpoint", json_string(cs->endpoint));
-	json_object_set_new(o, "backend", json_string(st->backend));
+	json_object_set_new(o, "backend", json_string(st->config.backend));
 	json_object_set_new(o, "state",
 			    json_string(rdzv_status_state_name(st->state)));
 	json_object_set_new(o, "round", json_integer(st->round));
@@ -248,8 +248,8 @@ static json_t *status_json(const struct cmd_status *cs,
 			    st->have_params
 				? json_real(st->params.keep_alive_ms / 1000.0)
 				: json_null());
-	json_object_set_new(o, "min_nodes", json_integer(st->min_nodes));
-	json_object_set_new(o, "max_nodes", json_integer(st->max_nodes));
+	json_object_set_new(o, "min_nodes", json_integer(st->config.min_nodes));
+	json_object_set_new(o, "max_nodes", json_integer(st->config.max_nodes));
 	json_object_set_new(o, "joined", json_integer(st->joined));
 	json_object_set_new(o, "heartbeat_window", json_real(st->hb_window));
 	if (st->master_port > 0)
@@ -333,6 +333,10 @@ static json_t *status_json(const struct cmd_status *cs,
 			      "left_s", (double)x->until - now_unix()));
 	}
 	json_object_set_new(o, "excluded", ex);
+	json_object_set_new(o, "excluded_ignored",
+			    *st->excluded_ignored
+				? json_string(st->excluded_ignored)
+				: json_null());
 	return o;
 }
 
@@ -350,12 +354,12 @@ static void status_text(const struct cmd_status *cs,
 	else
 		snprintf(maxr, sizeof(maxr), "?");
 	printf("job '%s' at %s (%s): %s\n", st->run_id, cs->endpoint,
-	       st->backend, rdzv_status_state_name(st->state));
+	       st->config.backend, rdzv_status_state_name(st->state));
 	printf("round %d, generation %s, restarts %lld of %s, nodes %d "
 	       "(min %d, max %d)\n",
 	       st->round, gen, (long long)st->restarts, maxr,
 	       st->state == RDZV_STATUS_RUNNING ? st->nnodes : st->joined,
-	       st->min_nodes, st->max_nodes);
+	       st->config.min_nodes, st->config.max_nodes);
 	if (st->master_port > 0 && st->state == RDZV_STATUS_RUNNING)
 		printf("workers' store %s:%d, world size %d\n", st->master_addr,
 		       st->master_port,
@@ -419,6 +423,10 @@ static void status_text(const struct cmd_status *cs,
 		       x->host, x->addr, x->fails, x->round,
 		       left > 0 ? left : 0);
 	}
+	if (*st->excluded_ignored)
+		printf("left out: none (the agents ignore the 'excluded' "
+		       "record: %s)\n",
+		       st->excluded_ignored);
 }
 
 static void on_stacks_done(struct status_stacks *ss, int rc, void *data)

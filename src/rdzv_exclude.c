@@ -67,32 +67,6 @@ static const char *excl_clock(int64_t t, char *buf, size_t len)
 }
 
 /*
- * An entry's until can lie at most exclude_for ahead (rounded up, and
- * EXCL_SKEW_S for the clocks of other nodes): a later one is forged, or
- * from a job with other settings. why gets the reason, or "".
- */
-#define EXCL_SKEW_S 60
-static void excl_in_range(const struct crun_rdzv *r,
-			  const struct rdzv_exclusion *x, int n, char *why,
-			  size_t wlen)
-{
-	int64_t now = rdzv__wall_ms() / 1000,
-		max = now + (int64_t)r->o.exclude_for + 1 + EXCL_SKEW_S;
-
-	why[0] = '\0';
-	for (int i = 0; i < n; i++)
-		if (x[i].until > max) {
-			snprintf(
-			    why, wlen,
-			    "%.64s (%.64s) is left out %lld s ahead, more than "
-			    "exclude_for=%g s allows",
-			    x[i].host, x[i].addr, (long long)(x[i].until - now),
-			    r->o.exclude_for);
-			return;
-		}
-}
-
-/*
  * Parse a read of "excluded" (PEEK: none). Untrusted: a malformed record
  * is named in one line and read as empty, so a forged value can neither
  * crash a node nor keep one out.
@@ -108,7 +82,8 @@ static int excl_parse(struct crun_rdzv *r, const struct crun_store_reply *rep,
 		return 0;
 	if (rdzv_parse_excluded(rep->value, rep->len, x, RDZV_MAX_EXCLUDED, &n,
 				why, sizeof(why)) == 0)
-		excl_in_range(r, x, n, why, sizeof(why));
+		rdzv_check_excluded(x, n, rdzv__wall_ms() / 1000,
+				    r->o.exclude_for, why, sizeof(why));
 	if (*why) {
 		rdzv__key(r, k, "excluded");
 		log_msg(LOG_WARN, "crun",

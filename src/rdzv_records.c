@@ -461,25 +461,30 @@ static int next_named_int(struct cur *c, const char *name, int64_t lo,
 	return 0;
 }
 
-/* Whether s[0..n) looks like a number of seconds as %g prints it. */
-static int seconds_text(const char *s, size_t n)
+/* s[0..n) as a number of seconds as %g prints it (finite, >= 0). */
+static int seconds_field(const char *s, size_t n, double *out)
 {
-	if (n == 0 || n > 32)
-		return 0;
+	char buf[33], *end;
+
+	if (n == 0 || n >= sizeof(buf))
+		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (strchr("0123456789.e+-", s[i]) == NULL || s[i] == '\0')
-			return 0;
-	return 1;
+			return -1;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	*out = strtod(buf, &end);
+	return *end != '\0' || !(*out >= 0 && *out <= 1e300) ? -1 : 0;
 }
 
-int rdzv_parse_config(const void *p, size_t len, int max_nodes, int *min,
-		      int *max, char *backend, size_t blen, char *why,
-		      size_t wlen)
+int rdzv_parse_config(const void *p, size_t len, int max_nodes,
+		      struct rdzv_config *out, char *why, size_t wlen)
 {
 	struct cur c = {p, (const char *)p + len};
 	const char *f, *colon;
 	size_t n;
-	int64_t lo, hi;
+	int64_t lo, hi, k = 0;
+	double secs = 0;
 
 	if (check_len(len, why, wlen))
 		return CRUN_EPROTO;
@@ -495,19 +500,18 @@ int rdzv_parse_config(const void *p, size_t len, int max_nodes, int *min,
 			      max_nodes);
 	n = cur_field(&c, &f);
 	if (n <= 8 || memcmp(f, "backend=", 8) != 0 ||
-	    next_str(&(struct cur){f + 8, f + n}, "backend", backend, blen, why,
-		     wlen))
+	    next_str(&(struct cur){f + 8, f + n}, "backend", out->backend,
+		     sizeof(out->backend), why, wlen))
 		return reason(why, wlen, "expected backend=NAME");
 	/* With exclude_after on, rdzv.c adds "exclude=K:S" (K 1..32, S the
 	 * cooldown in seconds, as %g prints it); then "proto=P". */
 	n = cur_field(&c, &f);
 	if (n > 0 && (n <= 6 || memcmp(f, "proto=", 6) != 0)) {
-		int64_t k;
-
 		colon = n > 8 ? memchr(f, ':', n) : NULL;
 		if (n <= 8 || memcmp(f, "exclude=", 8) != 0 || colon == NULL ||
 		    field_int(f + 8, (size_t)(colon - f - 8), 1, 32, &k) ||
-		    !seconds_text(colon + 1, (size_t)(f + n - colon - 1)))
+		    seconds_field(colon + 1, (size_t)(f + n - colon - 1),
+				  &secs))
 			return reason(why, wlen,
 				      "expected exclude=K:SECONDS after the "
 				      "backend");
@@ -522,8 +526,10 @@ int rdzv_parse_config(const void *p, size_t len, int max_nodes, int *min,
 	}
 	if (!cur_done(&c))
 		return reason(why, wlen, "trailing fields after the backend");
-	*min = (int)lo;
-	*max = (int)hi;
+	out->min_nodes = (int)lo;
+	out->max_nodes = (int)hi;
+	out->exclude_after = (int)k;
+	out->exclude_for = secs;
 	return 0;
 }
 
@@ -785,6 +791,23 @@ int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
 	if (!cur_done(&c))
 		return reason(why, wlen, "more than %d entries", count);
 	*n = count;
+	return 0;
+}
+
+int rdzv_check_excluded(const struct rdzv_exclusion *x, int n, int64_t now,
+			double exclude_for, char *why, size_t wlen)
+{
+	/* In doubles: a forged exclude_for may be near any size. */
+	double max = (double)now + exclude_for + 1 + RDZV_EXCLUDE_SKEW_S;
+
+	for (int i = 0; i < n; i++)
+		if ((double)x[i].until > max)
+			return reason(why, wlen,
+				      "%.64s (%.64s) is left out %lld s ahead, "
+				      "more than exclude_for=%g s allows",
+				      x[i].host, x[i].addr,
+				      (long long)(x[i].until - now),
+				      exclude_for);
 	return 0;
 }
 

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "crun/err.h"
 #include "crun/rdzv_status.h"
@@ -390,8 +391,8 @@ static void on_nodes(struct crun_rdzv_status *s)
 				return bad(s, k, "no value");
 			continue; /* joined, not described yet */
 		}
-		if (rdzv_parse_descr(d->v, d->len, s->st.max_nodes, &nd->d, why,
-				     sizeof(why)))
+		if (rdzv_parse_descr(d->v, d->len, s->st.config.max_nodes,
+				     &nd->d, why, sizeof(why)))
 			return bad(s, k, why);
 		if (running) {
 			struct slot *a = &s->slots[2 * i + 1];
@@ -478,8 +479,8 @@ static void on_forming(struct crun_rdzv_status *s)
 		nd->hb_age = -1;
 		nd->progress_ms = -1;
 		snprintf(k, sizeof(k), "r%d/node/%d", st->round, nd->index);
-		if (rdzv_parse_descr(d->v, d->len, st->max_nodes, &nd->d, why,
-				     sizeof(why)))
+		if (rdzv_parse_descr(d->v, d->len, st->config.max_nodes, &nd->d,
+				     why, sizeof(why)))
 			return bad(s, k, why);
 		st->nnodes++;
 	}
@@ -508,16 +509,16 @@ static void on_round(struct crun_rdzv_status *s)
 	snprintf(k, sizeof(k), "r%d/closed", st->round);
 	if (slot_counter(s, R_CLOSED, k, &closed))
 		return;
-	if (closed > st->max_nodes) {
+	if (closed > st->config.max_nodes) {
 		snprintf(why, sizeof(why), "%lld is not in 0..%d",
-			 (long long)closed, st->max_nodes);
+			 (long long)closed, st->config.max_nodes);
 		return bad(s, k, why);
 	}
 	st->joined = joined > INT32_MAX ? INT32_MAX : (int)joined;
 	if (sl[R_ASSIGNED].present) {
 		snprintf(k, sizeof(k), "r%d/assigned", st->round);
 		if (rdzv_parse_assigned(sl[R_ASSIGNED].v, sl[R_ASSIGNED].len,
-					st->max_nodes, &closed_by, why,
+					st->config.max_nodes, &closed_by, why,
 					sizeof(why)))
 			return bad(s, k, why);
 		ok = closed_by >= 0;
@@ -547,7 +548,7 @@ static void on_round(struct crun_rdzv_status *s)
 	if (st->state == RDZV_STATUS_ENDED)
 		return finish(s, 0, NULL);
 	n = st->state == RDZV_STATUS_RUNNING ? (int)closed
-	    : joined > st->max_nodes	     ? st->max_nodes
+	    : joined > st->config.max_nodes  ? st->config.max_nodes
 					     : (int)joined;
 	if (st->state == RDZV_STATUS_FORMING) {
 		s->form_n = n;
@@ -589,6 +590,27 @@ enum {
 	J_NSLOTS
 };
 
+/*
+ * The agents read "excluded" only with exclude_after on, and as no node
+ * left out when an entry ends later than exclude_for allows (forged, or
+ * from a job with other settings): show what they act on.
+ */
+static void excluded_as_agents_read(struct rdzv_status *st)
+{
+	size_t len = sizeof(st->excluded_ignored);
+
+	if (st->nexcluded == 0)
+		return;
+	if (st->config.exclude_after == 0)
+		snprintf(st->excluded_ignored, len,
+			 "the job's config leaves no node out");
+	else if (rdzv_check_excluded(
+		     st->excluded, st->nexcluded, (int64_t)time(NULL),
+		     st->config.exclude_for, st->excluded_ignored, len) == 0)
+		return;
+	st->nexcluded = 0;
+}
+
 static void on_job_keys(struct crun_rdzv_status *s)
 {
 	struct rdzv_status *st = &s->st;
@@ -601,8 +623,7 @@ static void on_job_keys(struct crun_rdzv_status *s)
 			      "job '%s' has no rendezvous configuration yet",
 			      st->run_id);
 	if (rdzv_parse_config(sl[J_CONFIG].v, sl[J_CONFIG].len, s->o.max_nodes,
-			      &st->min_nodes, &st->max_nodes, st->backend,
-			      sizeof(st->backend), why, sizeof(why)))
+			      &st->config, why, sizeof(why)))
 		return bad(s, "config", why);
 	round = 0;
 	if (sl[J_ROUND].present &&
@@ -629,6 +650,7 @@ static void on_job_keys(struct crun_rdzv_status *s)
 				st->excluded, RDZV_MAX_EXCLUDED, &st->nexcluded,
 				why, sizeof(why)))
 		return bad(s, "excluded", why);
+	excluded_as_agents_read(st);
 	batch_begin(s, R_NSLOTS, on_round);
 	peek(s, R_JOIN, "r%d/join", st->round);
 	peek(s, R_CLOSED, "r%d/closed", st->round);

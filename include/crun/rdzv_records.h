@@ -114,14 +114,22 @@ int rdzv_parse_addrs(const void *p, size_t len, int nodes, char **out,
 int rdzv_parse_counter(const void *p, size_t len, int64_t *out, char *why,
 		       size_t wlen);
 
+/* The job's "config" record: what every agent of the job agreed on. */
+struct rdzv_config {
+	int min_nodes, max_nodes;
+	char backend[32];
+	int exclude_after;  /* 0: no node is ever left out */
+	double exclude_for; /* seconds (with exclude_after > 0) */
+};
+
 /**
  * The job's "config" record "nnodes=MIN:MAX backend=B [exclude=K:S]
  * [proto=P]" (rdzv.c writes it): 1 <= MIN <= MAX <= max_nodes, B a word of
- * at most blen-1 bytes, P 1..999 (absent: a crun before proto=2).
+ * at most 31 bytes, K 1..32, S seconds as %g prints them, P 1..999 (absent:
+ * a crun before proto=2).
  */
-int rdzv_parse_config(const void *p, size_t len, int max_nodes, int *min,
-		      int *max, char *backend, size_t blen, char *why,
-		      size_t wlen);
+int rdzv_parse_config(const void *p, size_t len, int max_nodes,
+		      struct rdzv_config *out, char *why, size_t wlen);
 
 /* The job's "params" record: what every agent was started with. */
 struct rdzv_params {
@@ -234,6 +242,19 @@ int rdzv_parse_fails(const void *p, size_t len, struct rdzv_fail *f, int max,
  */
 int rdzv_parse_excluded(const void *p, size_t len, struct rdzv_exclusion *x,
 			int max, int *n, char *why, size_t wlen);
+
+/* Leeway for the clocks of other nodes when reading an until (s). */
+#define RDZV_EXCLUDE_SKEW_S 60
+
+/**
+ * Whether every entry of x[0..n) ends at most exclude_for seconds after
+ * now (rounded up, plus RDZV_EXCLUDE_SKEW_S), as a node's own exclusion
+ * does: a later one is forged, or from a job with other settings, and the
+ * agents read the record as no node left out. 0, or CRUN_EPROTO with why
+ * naming the first entry beyond.
+ */
+int rdzv_check_excluded(const struct rdzv_exclusion *x, int n, int64_t now,
+			double exclude_for, char *why, size_t wlen);
 
 /* Where one rank was when the job hung (pystack.h's label). */
 #define RDZV_MAX_STALL_WHERE 127

@@ -45,8 +45,7 @@ struct rdzv_status_node {
 
 struct rdzv_status {
 	char run_id[256];
-	int min_nodes, max_nodes;
-	char backend[32];
+	struct rdzv_config config;
 	int round;
 	enum rdzv_status_state state;
 	int64_t restarts;
@@ -61,9 +60,11 @@ struct rdzv_status {
 	char end_why[512];
 	int have_failure;
 	struct rdzv_failure failure;
-	/* Nodes left out after repeated failures (exclude_after). */
+	/* Nodes left out after repeated failures (exclude_after), as the
+	 * agents read "excluded": none when excluded_ignored says why not. */
 	int nexcluded;
 	struct rdzv_exclusion excluded[RDZV_MAX_EXCLUDED];
+	char excluded_ignored[200];
 	double hb_window; /* seconds the heartbeats were sampled */
 };
 

@@ -15,11 +15,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char why[256], backend[32];
+	char why[256];
+	struct rdzv_config cf;
 	struct rdzv_params pa;
 	struct rdzv_failure f;
 	int64_t v;
-	int lo, hi;
 
 	if (size < 1)
 		return 0;
@@ -32,10 +32,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		break;
 	case 1:
-		if (rdzv_parse_config(data, size, 64, &lo, &hi, backend,
-				      sizeof(backend), why, sizeof(why)) == 0 &&
-		    (lo < 1 || hi < lo || hi > 64 || !*backend ||
-		     strlen(backend) >= sizeof(backend)))
+		if (rdzv_parse_config(data, size, 64, &cf, why, sizeof(why)) == 0 &&
+		    (cf.min_nodes < 1 || cf.max_nodes < cf.min_nodes ||
+		     cf.max_nodes > 64 || !*cf.backend ||
+		     strlen(cf.backend) >= sizeof(cf.backend) ||
+		     cf.exclude_after < 0 || cf.exclude_after > 32 ||
+		     !(cf.exclude_for >= 0)))
 			abort();
 		break;
 	case 2:

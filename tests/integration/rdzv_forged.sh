@@ -106,6 +106,35 @@ rc=$?
 expect_grep "bigjoin: the described node is listed" "hx .*10.0.0.1 .*joining" "$T/bigjoin.out"
 note "bigjoin: a forged 1M join counter: crun status answered within 150 MB"
 
+# 14. `crun status` shows "excluded" as the agents read it. An entry ending
+# far beyond exclude_for (forged) is read by every agent as no node left out
+# (test_rdzv_exclude), and a job whose config leaves no node out never reads
+# the record: before, the status listed such entries as nodes left out.
+# excl JOB CONFIG UNTIL: seed a job of one joined node and an "excluded"
+# record naming n9 until UNTIL; its status text goes to $T/JOB.out.
+excl() {
+	$RAW 127.0.0.1 $PORT set crun/job "$1" set "crun/$1/config" "$2" set "crun/$1/r0/join" 1 \
+		set "crun/$1/r0/node/1" "0 0 1 7 hx 10.0.0.1 default" \
+		set "crun/$1/excluded" "1 n9 10.0.0.9#9 $3 0 2" >/dev/null || fail "$1: cannot seed the store"
+	timeout 10 "$CRUN" status --rdzv_endpoint="127.0.0.1:$PORT" >"$T/$1.out" 2>&1 ||
+		{ cat "$T/$1.out" >&2; fail "$1: crun status failed"; }
+}
+now=$(date +%s)
+excl exclfar "nnodes=1:2 backend=c10d exclude=2:60 proto=3" 1099511627776
+expect_grep "exclfar: none, and why" "^left out: none (the agents ignore the 'excluded' record: n9 (10.0.0.9) is left out [0-9]* s ahead, more than exclude_for=60 s allows)" "$T/exclfar.out"
+expect_nogrep "exclfar: n9 not listed" "^left out: n9" "$T/exclfar.out"
+timeout 10 "$CRUN" status --rdzv_endpoint="127.0.0.1:$PORT" --json >"$T/exclfar.json" 2>&1 || fail "exclfar: crun status --json failed"
+"$PYTHON" -c '
+import json, sys
+x = json.load(open(sys.argv[1]))
+assert x["excluded"] == [] and "more than exclude_for=60 s allows" in x["excluded_ignored"], x
+' "$T/exclfar.json" || fail "exclfar: --json: $(cat "$T/exclfar.json")"
+excl excloff "nnodes=1:2 backend=c10d proto=3" $((now + 30))
+expect_grep "excloff: none, and why" "^left out: none (the agents ignore the 'excluded' record: the job's config leaves no node out)" "$T/excloff.out"
+excl exclnear "nnodes=1:2 backend=c10d exclude=2:60 proto=3" $((now + 30))
+expect_grep "exclnear: n9 listed" "^left out: n9 (10.0.0.9) after 2 failed rounds in a row" "$T/exclnear.out"
+note "excluded: far and off-config entries shown as none, with why; a near one listed"
+
 # The store survived every forged job and still serves a clean one.
 $RAW 127.0.0.1 $PORT set crun/job clean >/dev/null || fail "cannot reset crun/job"
 timeout 30 "$CRUN" --nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d \

@@ -284,13 +284,12 @@ Test(limits_records, counter, .timeout = 10)
 
 Test(limits_records, config, .timeout = 10)
 {
-	char backend[32];
-	int lo, hi;
+	struct rdzv_config cf;
 
-#define CONFIG(s) rdzv_parse_config(S(s), 64, &lo, &hi, backend, sizeof(backend), why, sizeof(why))
+#define CONFIG(s) rdzv_parse_config(S(s), 64, &cf, why, sizeof(why))
 	cr_assert_eq(CONFIG("nnodes=64:64 backend=c10d"), 0, "%s", why);
-	cr_assert_eq(lo, 64);
-	cr_assert_eq(hi, 64);
+	cr_assert_eq(cf.min_nodes, 64);
+	cr_assert_eq(cf.max_nodes, 64);
 	cr_assert_eq(CONFIG("nnodes=65:65 backend=c10d"), CRUN_EPROTO);
 	WHY_HAS("1 <= MIN <= MAX <= 64");
 	cr_assert_eq(CONFIG("nnodes=1:64 backend=c10d"), 0, "%s", why);
@@ -300,7 +299,7 @@ Test(limits_records, config, .timeout = 10)
 	cr_assert_eq(CONFIG("nnodes=3:2 backend=c10d"), CRUN_EPROTO);
 	/* the backend: at most sizeof(backend) - 1 bytes */
 	cr_assert_eq(CONFIG(rec("nnodes=1:2 backend=%s", run_of(0, 'b', 31))), 0, "%s", why);
-	cr_assert_eq(strlen(backend), 31);
+	cr_assert_eq(strlen(cf.backend), 31);
 	cr_assert_eq(CONFIG(rec("nnodes=1:2 backend=%s", run_of(0, 'b', 32))), CRUN_EPROTO);
 	WHY_HAS("expected backend=NAME");
 	/* exclude=K:S, K 1..32, S at most 32 characters */
@@ -309,6 +308,7 @@ Test(limits_records, config, .timeout = 10)
 	cr_assert_eq(CONFIG("nnodes=1:2 backend=c10d exclude=33:5"), CRUN_EPROTO);
 	WHY_HAS("expected exclude=K:SECONDS after the backend");
 	cr_assert_eq(CONFIG(rec("nnodes=1:2 backend=c10d exclude=2:%s", run_of(0, '1', 32))), 0, "%s", why);
+	cr_assert_float_eq(cf.exclude_for, 1.111111e31, 1e25);
 	cr_assert_eq(CONFIG(rec("nnodes=1:2 backend=c10d exclude=2:%s", run_of(0, '1', 33))), CRUN_EPROTO);
 	/* proto=1..999 */
 	cr_assert_eq(CONFIG("nnodes=1:2 backend=c10d proto=999"), 0, "%s", why);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -1328,6 +1329,69 @@ Test(rdzv_status, forming_and_malformed_records, .timeout = 10)
 			fkv_del(&W.kv, bad[i].key);
 		free(keep);
 	}
+	world_close();
+}
+
+/* Put an "excluded" record naming n9 until now + ahead seconds, and read. */
+static void status_excluded(long long ahead)
+{
+	char ex[128];
+
+	snprintf(ex, sizeof(ex), "1 n9 10.0.0.9#9 %lld 0 2", (long long)time(NULL) + ahead);
+	fkv_put(&W.kv, "crun/job1/excluded", ex, strlen(ex));
+	status_read("job1", 0);
+	cr_assert_eq(SR.status, 0, "%s: %s", crun_err_name(SR.status), SR.errmsg);
+}
+
+/* Two nodes of job1 in round 0, leaving out after k failures. */
+static void status_world(int k, double cooldown)
+{
+	world_init();
+	for (int i = 0; i < 2; i++) {
+		struct node *n = node_add(i + 1, 1, i == 0, 2, 2);
+
+		n->o.exclude_after = k;
+		n->o.exclude_for = cooldown;
+	}
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+}
+
+/* "excluded" shown as the agents read it: with exclusion on, an entry
+ * within exclude_for; as none (with why) when the job leaves no node out. */
+Test(rdzv_status, excluded_only_when_the_job_leaves_nodes_out, .timeout = 10)
+{
+	status_world(2, 60);
+	status_excluded(30);
+	cr_assert_eq(SR.st.config.exclude_after, 2);
+	cr_assert_eq(SR.st.nexcluded, 1, "%s", SR.st.excluded_ignored);
+	cr_assert_str_eq(SR.st.excluded[0].host, "n9");
+	cr_assert_str_eq(SR.st.excluded_ignored, "");
+	world_close();
+
+	status_world(0, 0);
+	status_excluded(30);
+	cr_assert_eq(SR.st.nexcluded, 0);
+	cr_assert(strstr(SR.st.excluded_ignored, "the job's config leaves no node out"), "%s",
+		  SR.st.excluded_ignored);
+	world_close();
+}
+
+/* An entry ending later than exclude_for allows (forged): the agents read
+ * no node left out (rdzv_exclude's until_beyond_exclude_for_is_ignored);
+ * so does the status, naming the entry. */
+Test(rdzv_status, excluded_beyond_exclude_for_is_none, .timeout = 10)
+{
+	status_world(2, 60);
+	status_excluded(60 + 61 + 5);
+	cr_assert_eq(SR.st.nexcluded, 0);
+	cr_assert(strstr(SR.st.excluded_ignored, "n9 (10.0.0.9) is left out 12") &&
+			  strstr(SR.st.excluded_ignored,
+				 " s ahead, more than exclude_for=60 s allows"),
+		  "%s", SR.st.excluded_ignored);
+	/* Within exclude_for and the clocks' leeway: shown. */
+	status_excluded(60 + 61 - 2);
+	cr_assert_eq(SR.st.nexcluded, 1, "%s", SR.st.excluded_ignored);
 	world_close();
 }
 

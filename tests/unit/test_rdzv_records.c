@@ -200,11 +200,11 @@ Test(rdzv_records, master_and_end, .timeout = 10)
 
 Test(rdzv_records, status_records, .timeout = 10)
 {
-	char why[200], backend[32];
+	char why[200];
+	struct rdzv_config cf;
 	struct rdzv_params pa;
 	struct rdzv_failure f;
 	int64_t v;
-	int lo, hi;
 
 	/* Counters: the crun store's "N", etcd's "N token". */
 	cr_assert_eq(rdzv_parse_counter(S("42"), &v, why, sizeof(why)), 0);
@@ -216,20 +216,17 @@ Test(rdzv_records, status_records, .timeout = 10)
 	cr_assert_eq(rdzv_parse_counter(S("99999999999999999999"), &v, why, sizeof(why)),
 		     CRUN_EPROTO);
 	/* The job's config. */
-	cr_assert_eq(rdzv_parse_config(S("nnodes=1:4 backend=c10d"), 64, &lo, &hi, backend,
-				       sizeof(backend), why, sizeof(why)),
+	cr_assert_eq(rdzv_parse_config(S("nnodes=1:4 backend=c10d"), 64, &cf, why, sizeof(why)),
 		     0);
-	cr_assert_eq(lo, 1);
-	cr_assert_eq(hi, 4);
-	cr_assert_str_eq(backend, "c10d");
-	cr_assert_eq(rdzv_parse_config(S("nnodes=3:2 backend=c10d"), 64, &lo, &hi, backend,
-				       sizeof(backend), why, sizeof(why)),
+	cr_assert_eq(cf.min_nodes, 1);
+	cr_assert_eq(cf.max_nodes, 4);
+	cr_assert_str_eq(cf.backend, "c10d");
+	cr_assert_eq(cf.exclude_after, 0);
+	cr_assert_eq(rdzv_parse_config(S("nnodes=3:2 backend=c10d"), 64, &cf, why, sizeof(why)),
 		     CRUN_EPROTO);
-	cr_assert_eq(rdzv_parse_config(S("nnodes=1:65 backend=c10d"), 64, &lo, &hi, backend,
-				       sizeof(backend), why, sizeof(why)),
+	cr_assert_eq(rdzv_parse_config(S("nnodes=1:65 backend=c10d"), 64, &cf, why, sizeof(why)),
 		     CRUN_EPROTO);
-	cr_assert_eq(rdzv_parse_config(S("nnodes=1:2"), 64, &lo, &hi, backend, sizeof(backend),
-				       why, sizeof(why)),
+	cr_assert_eq(rdzv_parse_config(S("nnodes=1:2"), 64, &cf, why, sizeof(why)),
 		     CRUN_EPROTO);
 	/* The agents' params. */
 	cr_assert_eq(rdzv_parse_params(S("max_restarts=3 keep_alive_ms=500"), &pa, why,
@@ -282,22 +279,23 @@ Test(rdzv_records, config_exclude_field)
 			     "nnodes=2:3 backend=c10d proto=2 proto=2",
 			     "nnodes=2:3 backend=c10d exclude=2:",
 			     "nnodes=2:3 backend=c10d exclude=2:abc",
+			     "nnodes=2:3 backend=c10d exclude=2:1-2",
+			     "nnodes=2:3 backend=c10d exclude=2:-1",
+			     "nnodes=2:3 backend=c10d exclude=2:1e999",
 			     "nnodes=2:3 backend=c10d exclude=2",
 			     "nnodes=2:3 backend=c10d other=1",
 			     "nnodes=2:3 backend=c10d exclude=2:1 x"};
-	char backend[32], why[200];
-	int min, max;
+	struct rdzv_config cf;
+	char why[200];
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++)
 		cr_assert_eq(rdzv_parse_config(good[i], strlen(good[i]), 100,
-					       &min, &max, backend,
-					       sizeof(backend), why,
+					       &cf, why,
 					       sizeof(why)),
 			     0, "%s: %s", good[i], why);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
 		cr_assert_neq(rdzv_parse_config(bad[i], strlen(bad[i]), 100,
-						&min, &max, backend,
-						sizeof(backend), why,
+						&cf, why,
 						sizeof(why)),
 			      0, "%s accepted", bad[i]);
 }
@@ -338,8 +336,9 @@ Test(rdzv_records, writers_round_trip, .timeout = 10)
 			      x2[1];
 	struct rdzv_descr d;
 	struct rdzv_params pa;
-	char buf[RDZV_MAX_RECORD + 1], why[200], text[64], backend[32];
-	int n, kind, lo, hi;
+	char buf[RDZV_MAX_RECORD + 1], why[200], text[64];
+	struct rdzv_config cf;
+	int n, kind;
 
 	n = (int)rdzv_format_descr(buf, sizeof(buf), &in);
 	cr_assert_str_eq(buf, "1 0 4 123 node-a 10.0.0.1 trainer "
@@ -375,10 +374,11 @@ Test(rdzv_records, writers_round_trip, .timeout = 10)
 	cr_assert_str_eq(buf, "nnodes=1:4 backend=c10d proto=3");
 	rdzv_format_config(buf, sizeof(buf), 2, 3, "static", 2, 0.5);
 	cr_assert_str_eq(buf, "nnodes=2:3 backend=static exclude=2:0.5 proto=3");
-	cr_assert_eq(rdzv_parse_config(buf, strlen(buf), 8, &lo, &hi, backend,
-				       sizeof(backend), why, sizeof(why)),
+	cr_assert_eq(rdzv_parse_config(buf, strlen(buf), 8, &cf, why, sizeof(why)),
 		     0, "%s", why);
-	cr_assert_eq(lo + hi, 5);
+	cr_assert_eq(cf.min_nodes + cf.max_nodes, 5);
+	cr_assert_eq(cf.exclude_after, 2);
+	cr_assert_float_eq(cf.exclude_for, 0.5, 1e-9);
 	rdzv_format_params(buf, sizeof(buf), 3, 500);
 	cr_assert_eq(rdzv_parse_params(buf, strlen(buf), &pa, why, sizeof(why)),
 		     0, "%s", why);
