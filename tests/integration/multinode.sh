@@ -190,7 +190,7 @@ expect_grep "hostsig: a says it serves on" "received SIGUSR1 while the other nod
 PORT=$(free_port) JOB=hostsig2
 agent a 1 2 "$FAKE_WORKER" trap "$T/hostsig2.a" pid "$T/hostsig2.pid" hang
 wait_for 10 listening $PORT || fail "no store host"
-agent b 1 2 "$FAKE_WORKER" ignore INT pid "$T/hostsig2.pid" hang
+agent b 1 2 --shutdown_timeout=5 "$FAKE_WORKER" ignore INT pid "$T/hostsig2.pid" hang
 wait_for 20 lines "$T/hostsig2.pid" 2 || { cat "$T/a.out" "$T/b.out" >&2; fail "hostsig2: the workers never started"; }
 kill -INT $pid_a
 b_told() { grep -q "round 0 ended" "$T/b.out"; }
@@ -198,7 +198,10 @@ wait_for 10 b_told || { cat "$T/a.out" "$T/b.out" >&2; fail "hostsig2: b never h
 kill -INT $pid_a
 expect_status a 130 10
 expect_grep "hostsig2: a second Ctrl-C exits" "received SIGINT while waiting for the other nodes to leave: exiting" "$T/a.out"
-kill -KILL $pid_b; wait $pid_b 2>/dev/null
+# b passed the host's SIGINT on; its worker ignored it and was killed after
+# --shutdown_timeout: the job stopped with the host's signal.
+expect_status b 130
+expect_grep "hostsig2: b stops with the host's signal" "job stopped: the store host .* was stopped (SIGINT)" "$T/b.out"
 
 # 11. The endpoint port held by something that is not a crun store: a clear
 # error naming the port (and the holder when it listens), within seconds.
