@@ -5,6 +5,18 @@
 # (bookworm) and 13 (trixie): a name written "a|b" is the first of its
 # alternatives apt has a candidate for (names differ between releases), and
 # one already installed satisfies it.
+#
+# It starts and stops no daemon. Several packages come with one (munge,
+# slurmd, slurmctld, etcd-server, prometheus), which Debian starts when it
+# installs them; the tests start private instances of their own (own ports,
+# sockets and state, stopped by pid), and on a machine that runs these
+# daemons for real (a SLURM node) they must be neither started nor stopped
+# by `make demo`. So for the install only, /usr/sbin/policy-rc.d answers 101
+# ("action forbidden") to every action: invoke-rc.d asks it, and so does
+# deb-systemd-invoke where systemd is PID 1 (Debian 12 and 13), which covers
+# the maintainer scripts of both init systems. The services stay installed
+# as Debian sets them up (a systemd machine starts them at its next boot). A
+# policy-rc.d that is already there is the site's: it is left as it is.
 set -eu
 . /etc/os-release 2>/dev/null || true
 
@@ -54,12 +66,45 @@ for slot in $missing; do
 	want="$want $pick"
 done
 echo "install-deps: installing$want (${PRETTY_NAME:-unknown release})"
+
+# The policy-rc.d this run puts in place is a hard link to a file of its own
+# beside it: at the end, on failure and on HUP/INT/TERM (the shell runs the
+# trap once apt-get has returned, so the policy holds as long as apt-get
+# runs), exactly that file is removed, never one that replaced it meanwhile.
+POLICY=/usr/sbin/policy-rc.d
+MARK="Written by crun scripts/install-deps.sh"
+policy_tmp="" policy_mine=0
+policy_remove() {
+	if [ $policy_mine = 1 ] && cmp -s "$policy_tmp" "$POLICY"; then rm -f "$POLICY"; fi
+	[ -z "$policy_tmp" ] || rm -f "$policy_tmp"
+	policy_tmp="" policy_mine=0
+}
+trap policy_remove EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# One left by a run that was killed (SIGKILL runs no trap) would forbid every
+# service start on this machine for good: it goes once its writer is gone.
+old=$(sed -n "s|^# $MARK (pid \([0-9]*\)).*|\1|p" "$POLICY" 2>/dev/null || true)
+if [ -n "$old" ] && ! kill -0 "$old" 2>/dev/null; then
+	echo "install-deps: removing $POLICY left by install-deps pid $old"
+	for f in "$POLICY".crun-*; do
+		if cmp -s "$f" "$POLICY"; then rm -f "$f"; fi
+	done
+	rm -f "$POLICY"
+fi
+policy_tmp=$(mktemp "$POLICY.crun-XXXXXX")
+printf '#!/bin/sh\n# %s (pid %s), removed when it ends:\n# no service starts while it installs packages.\nexit 101\n' "$MARK" $$ >"$policy_tmp"
+chmod 0755 "$policy_tmp"
+# ln fails, creating nothing, when a policy-rc.d exists: an existing one is
+# never replaced, not even for an instant.
+if ln "$policy_tmp" "$POLICY" 2>/dev/null; then
+	policy_mine=1
+elif [ -e "$POLICY" ]; then
+	echo "install-deps: keeping the existing $POLICY"
+else
+	echo "install-deps: cannot create '$POLICY'" >&2
+	exit 1
+fi
 # shellcheck disable=SC2086
 apt-get install -y -q --no-install-recommends $want
-# Debian starts daemons on install; the tests start their own.
-for s in slurmctld slurmd munge etcd prometheus; do
-	if command -v systemctl >/dev/null 2>&1; then systemctl stop "$s" 2>/dev/null || true; fi
-	pkill -x "$s" 2>/dev/null || true
-	pkill -x "${s}d" 2>/dev/null || true
-done
-exit 0

@@ -1,8 +1,11 @@
 # Real etcd members for the etcd suites: sourced after lib.sh, never run.
 # etcd_cluster N starts N members on loopback ports picked by free_port (or,
 # with ETCD_HOSTS="h1 h2 h3" set after netns_setup, one member per network
-# namespace host at its address); every member is killed at exit. Data lives
-# on tmpfs when there is one, so fsync costs little.
+# namespace host at its address); every member is killed at exit, by its
+# pid. Data lives on tmpfs when there is one, so fsync costs little. An etcd
+# the machine runs (Debian's etcd-server on 127.0.0.1:2379, /var/lib/etcd) is
+# neither used nor disturbed: free_port never hands out a port in use, 2379
+# is used only inside the namespaces, and the data directories are ours.
 ETCD=${ETCD:-/usr/bin/etcd}
 ETCDCTL=${ETCDCTL:-/usr/bin/etcdctl}
 need_etcd() { [ -x "$ETCD" ] && [ -x "$ETCDCTL" ] || skip "no etcd ($ETCD, $ETCDCTL): apt-get install etcd-server etcd-client"; }
