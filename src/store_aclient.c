@@ -2,10 +2,10 @@
  * The async store client, for code on a libuv loop (the agent's
  * rendezvous). It speaks G3 to a crun store or a PyTorch >= 2.2 server.
  *
- * Happy path: resolve the host once; connect; send VALIDATE (and, with a
- * rendezvous secret, run the AUTH exchange of auth.h: our nonce, the
- * server's challenge checked, our proof) and a PING and wait for the
- * nonce's echo; then send queued requests in order, pipelined,
+ * Happy path: resolve the host once; connect to its first address; send
+ * VALIDATE (and, with a rendezvous secret, run the AUTH exchange of auth.h:
+ * our nonce, the server's challenge checked, our proof) and a PING and wait
+ * for the nonce's echo; then send queued requests in order, pipelined,
  * and match replies to requests first-in first-out (replies carry no tags).
  * A WAIT (alone, or the first half of a get or multi_get) stops the pipeline
  * until it is answered, because the server answers later requests at once
@@ -18,11 +18,15 @@
  * uv_write) from a prepare handle, just before the loop next waits: a
  * node's pipelined requests cost one send and one packet.
  *
- * Failure modes: a refused or reset connect, or one that fails validation,
- * is retried with backoff (50 ms doubling to 1 s) until the deadline, then
- * the connect callback and every queued request get CRUN_ETIMEDOUT. A server
- * that fails the secret's challenge, or closes instead of answering it or
- * our proof, fails the connect with CRUN_EAUTH at once (no retry). A WAIT
+ * Failure modes: a connect that fails (refused, reset, unreachable, or
+ * closed before validation) moves on to the host's next address at once: a
+ * name may resolve to ::1 before 127.0.0.1 and the server listen on one of
+ * them only. Once every address has failed with an error worth retrying,
+ * the first is tried again after a backoff (50 ms doubling to 1 s), until
+ * the deadline; then the connect callback and every queued request get
+ * CRUN_ETIMEDOUT. A server that fails the secret's challenge, or closes
+ * instead of answering it or our proof, fails the connect with CRUN_EAUTH
+ * at once (no retry). A WAIT
  * whose timer fires sends CANCEL_WAIT and reads WAIT_CANCELED, after a
  * STOP_WAITING if the key won the race, then fails with CRUN_ETIMEDOUT (a
  * WAIT_GET that won the race succeeds, its WAIT_CANCELED passed over). A
@@ -76,6 +80,7 @@ static void store_aclient_maybe_free(struct crun_store_aclient *c)
 	store_buf_release(&c->in);
 	store_buf_release(&c->cork);
 	store_aclient__free_wkeys(c);
+	free(c->addrs);
 	free(c);
 	if (cb != NULL)
 		cb(data);
@@ -606,12 +611,19 @@ static int store_aclient_retryable(int err)
 	       err == UV_EPIPE;
 }
 
-/* A connect-phase error: retry until the deadline, then fail. */
+/*
+ * A connect-phase error: the host's next address at once, whatever the
+ * error (an address family the machine lacks is no reason to stop); after
+ * the last one, the first again after the backoff if err is worth a retry,
+ * until the deadline; else fail.
+ */
 static void store_aclient_retry(struct crun_store_aclient *c, int err)
 {
+	int next = c->cur + 1 < c->naddrs;
+
 	c->last_err = err;
-	if (!store_aclient_retryable(err) ||
-	    uv_now(c->loop) + c->backoff > c->deadline) {
+	if ((!next && !store_aclient_retryable(err)) ||
+	    uv_now(c->loop) + (next ? 0 : c->backoff) > c->deadline) {
 		store_aclient__fail(
 		    c, store_aclient_retryable(err) ? CRUN_ETIMEDOUT : err);
 		return;
@@ -771,22 +783,27 @@ static void store_aclient_on_backoff(uv_timer_t *t)
 	c->nhandles++;
 	c->conn_req.data = c;
 	rc = uv_tcp_connect(&c->conn_req, &c->tcp,
-			    (const struct sockaddr *)&c->addr,
+			    (const struct sockaddr *)&c->addrs[c->cur],
 			    store_aclient_on_connect);
 	if (rc != 0)
 		store_aclient_retry(c, rc);
 }
 
-/* Schedule the next attempt: at once the first time, then with backoff. */
+/*
+ * Schedule the next attempt: at once the first time and for each next
+ * address, then from the first address again with backoff.
+ */
 static void store_aclient_attempt(struct crun_store_aclient *c)
 {
 	uint64_t delay = 0;
 
-	if (c->state == AS_CONNECTING) {
+	if (c->state == AS_CONNECTING && ++c->cur == c->naddrs) {
 		/*
-		 * Jittered (between half and all of the backoff), so that many
-		 * agents waiting for one host do not knock in lockstep.
+		 * Every address failed. Jittered (between half and all of the
+		 * backoff), so that many agents waiting for one host do not
+		 * knock in lockstep.
 		 */
+		c->cur = 0;
 		c->jitter = c->jitter * 1103515245u + 12345u;
 		delay =
 		    c->backoff / 2 + (c->jitter >> 8) % (c->backoff / 2 + 1);
@@ -796,13 +813,51 @@ static void store_aclient_attempt(struct crun_store_aclient *c)
 	uv_timer_start(&c->timer, store_aclient_on_backoff, delay, 0);
 }
 
+/*
+ * Fill c->addrs with host's addresses: an address as it is, a name resolved
+ * now (blocking, once; /etc/hosts or DNS), every address it has in the
+ * resolver's order. 0 or an error.
+ */
+static int store_aclient_resolve(struct crun_store_aclient *c, uv_loop_t *loop,
+				 const char *host, int port)
+{
+	struct sockaddr_storage ss;
+	struct addrinfo hints, *ai;
+	uv_getaddrinfo_t gai;
+	char pstr[16];
+	size_t n = 0;
+	int rc;
+
+	if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) == 0 ||
+	    uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) == 0) {
+		if ((c->addrs = malloc(sizeof(*c->addrs))) == NULL)
+			return UV_ENOMEM;
+		c->addrs[0] = ss;
+		c->naddrs = 1;
+		return 0;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	snprintf(pstr, sizeof(pstr), "%d", port);
+	rc = uv_getaddrinfo(loop, &gai, NULL, host, pstr, &hints);
+	if (rc != 0)
+		return rc;
+	for (ai = gai.addrinfo; ai != NULL; ai = ai->ai_next)
+		n++;
+	c->addrs = calloc(n, sizeof(*c->addrs)); /* n >= 1 on success */
+	for (ai = gai.addrinfo; c->addrs != NULL && ai != NULL;
+	     ai = ai->ai_next)
+		memcpy(&c->addrs[c->naddrs++], ai->ai_addr, ai->ai_addrlen);
+	uv_freeaddrinfo(gai.addrinfo);
+	return c->addrs != NULL ? 0 : UV_ENOMEM;
+}
+
 int store_aclient_new(uv_loop_t *loop, const char *host, int port,
 		      int timeout_ms, store_aclient_connect_cb cb, void *data,
 		      struct crun_store_aclient **out)
 {
 	struct crun_store_aclient *c;
-	struct addrinfo hints, *ai = NULL;
-	char pstr[16];
 	int rc;
 
 	if (port <= 0 || port > 65535)
@@ -810,26 +865,12 @@ int store_aclient_new(uv_loop_t *loop, const char *host, int port,
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return UV_ENOMEM;
-	if (host == NULL)
-		host = "127.0.0.1";
-	if (uv_ip4_addr(host, port, (struct sockaddr_in *)&c->addr) != 0 &&
-	    uv_ip6_addr(host, port, (struct sockaddr_in6 *)&c->addr) != 0) {
-		/* A name: resolve it now (blocking, once; /etc/hosts or DNS).
-		 */
-		uv_getaddrinfo_t gai;
-
-		memset(&hints, 0, sizeof(hints));
-		hints.ai_family = AF_UNSPEC;
-		hints.ai_socktype = SOCK_STREAM;
-		snprintf(pstr, sizeof(pstr), "%d", port);
-		rc = uv_getaddrinfo(loop, &gai, NULL, host, pstr, &hints);
-		if (rc != 0) {
-			free(c);
-			return rc;
-		}
-		ai = gai.addrinfo;
-		memcpy(&c->addr, ai->ai_addr, ai->ai_addrlen);
-		uv_freeaddrinfo(ai);
+	rc = store_aclient_resolve(c, loop, host != NULL ? host : "127.0.0.1",
+				   port);
+	if (rc != 0) {
+		free(c->addrs);
+		free(c);
+		return rc;
 	}
 	c->loop = loop;
 	c->connect_cb = cb;

@@ -59,7 +59,9 @@ struct crun_store_aclient {
 	uv_tcp_t tcp;
 	uv_timer_t timer; /* connect backoff, then the WAIT timeout */
 	uv_connect_t conn_req;
-	struct sockaddr_storage addr;
+	/* The host's addresses in the resolver's order; addrs[cur] is tried. */
+	struct sockaddr_storage *addrs;
+	size_t naddrs, cur;
 	enum store_astate state;
 	int tcp_open; /* tcp is initialised and not being closed */
 	unsigned nhandles;

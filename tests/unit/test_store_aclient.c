@@ -2,7 +2,9 @@
  * The async store client against the store server on one loop: every
  * request type with its callback order, a wait that times out (CANCEL_WAIT)
  * and one released by the server's owner, connect retries until a late
- * server appears or the deadline passes, and close failing what is pending.
+ * server appears or the deadline passes, a host name whose first address
+ * refuses (::1 before 127.0.0.1, the server on 127.0.0.1 only), and close
+ * failing what is pending.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -16,6 +18,7 @@
 
 #include "crun/err.h"
 #include "crun/store.h"
+#include "hosts_private.h"
 
 /* Shared state of one test. */
 struct t {
@@ -158,7 +161,7 @@ static void set_go(uv_timer_t *t)
 	cr_assert_eq(store_server_set(T.srv, "go", "now", 3), 0);
 }
 
-Test(store_aclient, wait_released, .timeout = 20)
+static void wait_released(void)
 {
 	setup(1);
 	cr_assert_eq(store_aclient_new(&T.loop, "localhost", T.port, 5000, on_connect, NULL, &T.c), 0);
@@ -167,6 +170,26 @@ Test(store_aclient, wait_released, .timeout = 20)
 	uv_timer_start(&T.timer, set_go, 200, 0);
 	finish();
 	cr_assert_str_eq(T.log, "connect:ok:;get:ok:now;add:ok:1;");
+}
+
+Test(store_aclient, wait_released, .timeout = 20) { wait_released(); }
+
+/*
+ * localhost is ::1 first, then 127.0.0.1 (a private /etc/hosts, as Debian's),
+ * and the server listens on 127.0.0.1 only: ::1 refuses, the client moves on.
+ */
+static void localhost_v6_first(void)
+{
+	char why[256];
+
+	if (hosts_v6_first("localhost", why, sizeof(why)) != 0)
+		cr_skip_test("%s", why);
+}
+
+Test(store_aclient, wait_released_v6_first, .timeout = 20)
+{
+	localhost_v6_first();
+	wait_released();
 }
 
 /* Start the server late, on the port the client keeps trying. */
@@ -187,6 +210,24 @@ Test(store_aclient, connect_retries, .timeout = 20)
 	store_server_close(tmp, NULL, NULL);
 	uv_run(&T.loop, UV_RUN_NOWAIT);
 	cr_assert_eq(store_aclient_new(&T.loop, "127.0.0.1", T.port, 5000, on_connect, NULL, &T.c), 0);
+	cr_assert_eq(store_aclient_add(T.c, "x", 2, close_all, NM("add")), 0);
+	uv_timer_start(&T.timer, start_server, 300, 0);
+	finish();
+	cr_assert_str_eq(T.log, "connect:ok:;add:ok:2;");
+}
+
+/* A late server, both addresses refusing until then: all are tried again. */
+Test(store_aclient, connect_retries_v6_first, .timeout = 20)
+{
+	struct crun_store_server *tmp;
+
+	localhost_v6_first();
+	setup(0);
+	cr_assert_eq(store_server_new(&T.loop, "127.0.0.1", 0, NULL, &tmp), 0);
+	T.port = store_server_port(tmp);
+	store_server_close(tmp, NULL, NULL);
+	uv_run(&T.loop, UV_RUN_NOWAIT);
+	cr_assert_eq(store_aclient_new(&T.loop, "localhost", T.port, 5000, on_connect, NULL, &T.c), 0);
 	cr_assert_eq(store_aclient_add(T.c, "x", 2, close_all, NM("add")), 0);
 	uv_timer_start(&T.timer, start_server, 300, 0);
 	finish();
