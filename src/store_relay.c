@@ -30,7 +30,10 @@
  * client's own order is kept). A WAIT answered by a QUEUE_PUSH (present for
  * one waiter) releases its first client only; the others wait again.
  *
- * Failure modes: a store that cannot be reached, or a connection that
+ * Failure modes: each of the store's addresses is tried in turn (a name
+ * may resolve to ::1 before 127.0.0.1 and the store listen on one of them
+ * only), all of them again every 100 ms while the last refuses, until the
+ * connect timeout. A store that cannot be reached, or a connection that
  * breaks, calls lost once and closes every client (their parked waits end
  * with the connection: a worker never waits forever on a relay); new
  * clients are then closed at once. A client's bad frame closes that client,
@@ -403,6 +406,9 @@ static void relay_up_on_read(uv_stream_t *st, ssize_t nread,
 	store_relay__up_process(r);
 }
 
+/* The wait before the store's addresses are all tried again. */
+#define RELAY_RETRY_MS 100
+
 static void relay_connect(struct crun_store_relay *r);
 
 static void relay_up_on_tcp_close(uv_handle_t *h)
@@ -417,6 +423,25 @@ static void relay_up_on_tcp_close(uv_handle_t *h)
 	relay_on_handle_close(h);
 }
 
+/*
+ * A connect to the store's current address failed: its next address at
+ * once, whatever the error (an address family the machine lacks is no
+ * reason to stop); after the last, the first again in 100 ms if the store
+ * refused (it may not be up yet) and the deadline allows; else it is lost.
+ */
+static void relay_up_retry(struct crun_store_relay *r, int err)
+{
+	int next = r->up_cur + 1 < r->up_naddrs;
+
+	if ((!next && err != UV_ECONNREFUSED) ||
+	    uv_now(r->loop) + (next ? 0 : RELAY_RETRY_MS) >= r->deadline) {
+		store_relay__up_lost(r, err);
+		return;
+	}
+	r->up_open = 0;
+	uv_close((uv_handle_t *)&r->up, relay_up_on_tcp_close);
+}
+
 static void relay_up_on_connect(uv_connect_t *req, int status)
 {
 	struct crun_store_relay *r = req->data;
@@ -426,13 +451,7 @@ static void relay_up_on_connect(uv_connect_t *req, int status)
 	if (r->closing || r->state != RS_CONNECTING)
 		return;
 	if (status < 0) {
-		if (status == UV_ECONNREFUSED &&
-		    uv_now(r->loop) + 100 < r->deadline) {
-			r->up_open = 0;
-			uv_close((uv_handle_t *)&r->up, relay_up_on_tcp_close);
-			return;
-		}
-		store_relay__up_lost(r, status);
+		relay_up_retry(r, status);
 		return;
 	}
 	uv_tcp_nodelay(&r->up, 1);
@@ -467,17 +486,21 @@ static void relay_on_retry(uv_timer_t *t)
 	r->nhandles++;
 	r->conn_req.data = r;
 	rc = uv_tcp_connect(&r->conn_req, &r->up,
-			    (const struct sockaddr *)&r->up_addr,
+			    (const struct sockaddr *)&r->up_addrs[r->up_cur],
 			    relay_up_on_connect);
 	if (rc != 0)
-		store_relay__up_lost(r, rc);
+		relay_up_retry(r, rc);
 }
 
-/* Connect now the first time, after 100 ms on a retry. */
+/* After a failed connect: the next address now, or the first in 100 ms. */
 static void relay_connect(struct crun_store_relay *r)
 {
-	static const uint64_t delay = 100;
+	uint64_t delay = 0;
 
+	if (++r->up_cur == r->up_naddrs) {
+		r->up_cur = 0;
+		delay = RELAY_RETRY_MS;
+	}
 	uv_timer_start(&r->timer, relay_on_retry, delay, 0);
 }
 
@@ -535,34 +558,48 @@ static void relay_on_handle_close(uv_handle_t *h)
 	data = r->close_data;
 	store_buf_release(&r->up_in);
 	store_buf_release(&r->up_out);
+	free(r->up_addrs);
 	free(r);
 	if (cb != NULL)
 		cb(data);
 }
 
+/* Fill r->up_addrs: the store's address, or every address of its name. */
 static int relay_resolve(struct crun_store_relay *r, const char *host, int port)
 {
-	struct addrinfo hints, *ai = NULL;
+	struct sockaddr_storage ss;
+	struct addrinfo hints, *res = NULL, *ai;
 	char pstr[16];
+	size_t n = 0;
 	int rc;
 
 	if (port <= 0 || port > 65535)
 		return UV_EINVAL;
 	if (host == NULL || host[0] == '\0')
 		host = "127.0.0.1";
-	if (uv_ip4_addr(host, port, (struct sockaddr_in *)&r->up_addr) == 0 ||
-	    uv_ip6_addr(host, port, (struct sockaddr_in6 *)&r->up_addr) == 0)
+	if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) == 0 ||
+	    uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) == 0) {
+		if ((r->up_addrs = malloc(sizeof(*r->up_addrs))) == NULL)
+			return UV_ENOMEM;
+		r->up_addrs[0] = ss;
+		r->up_naddrs = 1;
 		return 0;
+	}
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	snprintf(pstr, sizeof(pstr), "%d", port);
-	rc = getaddrinfo(host, pstr, &hints, &ai);
+	rc = getaddrinfo(host, pstr, &hints, &res);
 	if (rc != 0)
 		return rc == EAI_SYSTEM ? -errno : UV_EAI_NONAME;
-	memcpy(&r->up_addr, ai->ai_addr, ai->ai_addrlen);
-	freeaddrinfo(ai);
-	return 0;
+	for (ai = res; ai != NULL; ai = ai->ai_next)
+		n++;
+	r->up_addrs = calloc(n, sizeof(*r->up_addrs)); /* n >= 1 on success */
+	for (ai = res; r->up_addrs != NULL && ai != NULL; ai = ai->ai_next)
+		memcpy(&r->up_addrs[r->up_naddrs++], ai->ai_addr,
+		       ai->ai_addrlen);
+	freeaddrinfo(res);
+	return r->up_addrs != NULL ? 0 : UV_ENOMEM;
 }
 
 static int relay_listen(struct crun_store_relay *r,
@@ -635,6 +672,7 @@ int store_relay_new(uv_loop_t *loop, const struct store_relay_opts *o,
 	store_buf_init(&r->up_out);
 	rc = relay_resolve(r, o->up_host, o->up_port);
 	if (rc != 0) {
+		free(r->up_addrs);
 		free(r);
 		return rc;
 	}

@@ -108,7 +108,10 @@ struct crun_store_relay {
 	uv_connect_t conn_req;
 	uv_timer_t timer; /* connect retries */
 	uv_prepare_t flush;
-	struct sockaddr_storage up_addr;
+	/* The store's addresses in the resolver's order; up_addrs[up_cur] is
+	 * tried. */
+	struct sockaddr_storage *up_addrs;
+	size_t up_naddrs, up_cur;
 	struct crun_store_limits lim;
 	size_t max_client;
 	enum relay_state state;

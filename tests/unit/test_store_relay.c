@@ -13,6 +13,8 @@
  * - a client that disconnects with a parked wait drops the store's waiter
  *   and leaves the others alone;
  * - a lost store calls lost and closes every client, parked ones included;
+ * - a store named by a host name whose first address refuses (::1 before
+ *   127.0.0.1, the store on 127.0.0.1 only) is reached at the next one;
  * - the store holds one connection per relay however many clients it has.
  */
 #include <criterion/criterion.h>
@@ -32,6 +34,7 @@
 #include "crun/store.h"
 #include "crun/store_relay.h"
 #include "../../src/store_wire.h"
+#include "hosts_private.h"
 
 #define NRELAYS 3
 
@@ -53,6 +56,7 @@ struct world {
 
 static struct world W;
 static size_t relay_max_client; /* the relays' max_client_bytes (0: default) */
+static const char *relay_up_host = "127.0.0.1"; /* how relays name the store */
 static char fail_buf[512];
 
 /* ---- Running things on the loop thread --------------------------------- */
@@ -201,7 +205,7 @@ static void run(scenario_fn fn)
 	W.direct_port = store_server_port(W.direct);
 	for (int i = 0; i < NRELAYS; i++) {
 		memset(&o, 0, sizeof(o));
-		o.up_host = "127.0.0.1";
+		o.up_host = relay_up_host;
 		o.up_port = store_server_port(W.up);
 		o.listen_host = "127.0.0.1";
 		o.listen_fd = -1;
@@ -1129,3 +1133,34 @@ static const char *upstream_loss(void)
 }
 
 Test(store_relay, upstream_loss, .timeout = 30) { run(upstream_loss); }
+
+/* Every relay answers through the store, which it reached. */
+static const char *through_a_name(void)
+{
+	struct rc c;
+
+	for (int i = 0; i < NRELAYS; i++) {
+		CHECKF(rc_open(&c, W.relay_port[i], STORE_GEN_G3) == 0,
+		       "connect");
+		CHECKF(probe(&c, 0, NULL) == 0, "relay %d did not answer", i);
+		rc_close(&c);
+	}
+	CHECKF(snap().up_conns == NRELAYS, "the store has %zu connections",
+	       snap().up_conns);
+	return NULL;
+}
+
+/*
+ * The relays name the store localhost, ::1 first then 127.0.0.1 (a private
+ * /etc/hosts, as Debian's), and the store listens on 127.0.0.1 only: ::1
+ * refuses, each relay moves on to 127.0.0.1.
+ */
+Test(store_relay, up_host_v6_first, .timeout = 30)
+{
+	char why[256];
+
+	if (hosts_v6_first("localhost", why, sizeof(why)) != 0)
+		cr_skip_test("%s", why);
+	relay_up_host = "localhost";
+	run(through_a_name);
+}
