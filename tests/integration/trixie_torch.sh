@@ -1,0 +1,199 @@
+#!/bin/sh
+# crun, built on this host, with Debian 13's own PyTorch (python3-torch
+# 2.6.0+dfsg), which is built without libuv: such a torch refuses
+# use_libuv=True, for a TCPStore client too, and its env:// rendezvous asks
+# for it by default. The jobs run in a trixie root (scripts/debian-root.sh,
+# built once per machine and cached in /var/cache/crun-roots), each node in
+# PID and mount namespaces of its own (scripts/debian-root-run.sh), all on
+# the host's loopback:
+#   a. --standalone, 2 workers: gloo init_process_group(env://), all_reduce,
+#      DDP, new_group, object collectives (ddp_gloo.py)
+#   b. two agents (2 + 1 workers) in a c10d rendezvous on 127.0.0.1
+#   c. a worker that fails on attempt 0, --max_restarts=1: attempt 1 succeeds
+#   d. --nnodes=1:2, two agents (2 + 1 workers) past init_process_group; node
+#      b is killed whole (SIGKILL of its namespace: agent and workers at
+#      once); a re-forms alone and its 2 workers finish (relay_hold.py)
+# Each case checks the exit statuses, every rank's result, and that no
+# output says "libuv"; a failed case does not stop the others, the suite
+# fails naming them all. At the end no process of any node is left, and no
+# mount of the runs is seen on the host. It brings its own interpreter (the
+# root's /usr/bin/python3), so it runs once, not once per TORCH_PYTHONS.
+. tests/integration/lib.sh
+need_root "debootstrap, namespaces and chroot"
+[ -x "$CRUN" ] || fail "no crun at $CRUN (make BUILD=$BUILD)"
+
+ROOT=$(sh scripts/debian-root.sh trixie) || fail "could not make the trixie root (scripts/debian-root.sh trixie)"
+note "root $ROOT: $(grep '^python3-torch' "$ROOT/.crun-root" | tr '\t' ' ')"
+
+# crun's shared libraries that the root lacks (none for the plain build,
+# which needs only libc; the sanitizers' runtimes under make asan) are bound
+# at their host paths.
+BINDS="-b $TOP"
+case $CRUN in "$TOP"/*) ;; *) BINDS="$BINDS -b $CRUN" ;; esac
+for lib in $(ldd "$CRUN" | sed -n 's/^.* => \(\/[^ ]*\) .*$/\1/p'); do
+	[ -e "$ROOT$lib" ] || [ -e "$ROOT/usr$lib" ] || { BINDS="$BINDS -b $lib"; note "host library bound in: $lib"; }
+done
+ENVS="-e PYTHON=/usr/bin/python3"
+for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS; do
+	eval "_val=\${$v:-}"
+	[ -z "$_val" ] || ENVS="$ENVS -e $v=$_val"
+done
+
+# inroot NODE CMD...: CMD in the root, in the checkout, as node NODE (marked
+# with CRUN_TEST_NODE, which crun passes on to its workers). Paths are the
+# host's: the checkout and $T are bound at their own paths.
+inroot() {
+	_node=$1; shift
+	# shellcheck disable=SC2086
+	sh "$TOP/scripts/debian-root-run.sh" $BINDS -b "$T" -C "$TOP" $ENVS \
+		-e "CRUN_TEST_NODE=$T/$_node" "$ROOT" "$@"
+}
+# left NODE: pids of processes still marked as NODE (any node: "").
+left() {
+	for _e in /proc/[0-9]*/environ; do
+		{ tr '\0' '\n' <"$_e"; } 2>/dev/null | grep -q "^CRUN_TEST_NODE=$T/${1:-}" &&
+			{ _p=${_e#/proc/}; echo "${_p%/environ}"; }
+	done
+}
+# ns_init RUNNER: host pid of the first process of the runner's PID namespace
+# (the runner's child is unshare, whose child that is).
+ns_init() {
+	_u=$(cat "/proc/$1/task/$1/children" 2>/dev/null)
+	[ -n "$_u" ] && cat "/proc/${_u%% *}/task/${_u%% *}/children" 2>/dev/null
+}
+count() { ls "$1" 2>/dev/null | grep -c "^$2\."; }
+have() { [ "$(count "$1" "$2")" -ge "$3" ]; }
+# no_libuv CASE FILE...: no output names libuv.
+no_libuv() {
+	_c=$1; shift
+	for _f; do expect_nogrep "$_c: no libuv error" "libuv" "$_f"; done
+}
+# status CASE PID WANT LOG
+status() {
+	wait_pid "${5:-120}" "$2" "$4"; _rc=$?
+	[ "$_rc" = "$3" ] || { tail -n 40 "$4" >&2; fail "$1: exited $_rc, want $3 ($4)"; }
+}
+# ranks CASE DIR WORLD ATTEMPT: every rank of ddp_gloo.py got the right
+# answers. The store may be crun's agent store or rank 0's own (crun picks
+# what this torch can use): either is accepted.
+ranks() {
+	_w=$3 _want=$(( $3 * ($3 + 1) / 2 ))
+	_r=0
+	while [ $_r -lt "$_w" ]; do
+		expect_grep "$1: rank $_r" "^rank $_r/$_w attempt $4 sum $_want want $_want replicas_equal True store [A-Za-z]* new_group ok objects ok store_server [a-z]*$" "$2/rank.$_r"
+		_r=$((_r + 1))
+	done
+	note "$1: $_w ranks right ($(sed -n 's/^.* store \([A-Za-z]*\) .* store_server \([a-z]*\)$/agent store \1, rank 0 store server: \2/p' "$2/rank.0"))"
+}
+
+# a. One node, two workers.
+case_a() {
+	mkdir -p "$T/a"
+	inroot a "$CRUN" --standalone --nproc_per_node=2 tests/integration/py/ddp_gloo.py --out "$T/a" \
+		>"$T/a.out" 2>&1 &
+	_p=$!
+	at_exit "kill -KILL $_p"
+	wait_pid 120 $_p "$T/a.out"; _rc=$?
+	no_libuv "a. standalone" "$T/a.out"
+	[ $_rc = 0 ] || { tail -n 40 "$T/a.out" >&2; fail "a. standalone: exited $_rc, want 0"; }
+	ranks "a. standalone" "$T/a" 2 0
+}
+
+# b. Two agents, 2 + 1 workers, meeting on loopback.
+case_b() {
+	mkdir -p "$T/b"
+	PORT=$(free_port)
+	set -- --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=trixie-b \
+		--rdzv_conf=join_timeout=60
+	inroot b0 "$CRUN" "$@" --nproc_per_node=2 tests/integration/py/ddp_gloo.py --out "$T/b" >"$T/b0.out" 2>&1 &
+	_p0=$!
+	at_exit "kill -KILL $_p0"
+	wait_for 20 listening "$PORT" || { cat "$T/b0.out" >&2; fail "b. two nodes: the first agent never listened on $PORT"; }
+	inroot b1 "$CRUN" "$@" --nproc_per_node=1 tests/integration/py/ddp_gloo.py --out "$T/b" >"$T/b1.out" 2>&1 &
+	_p1=$!
+	at_exit "kill -KILL $_p1"
+	wait_pid 120 $_p0 "$T/b0.out"; _rc0=$?
+	wait_pid 120 $_p1 "$T/b1.out"; _rc1=$?
+	no_libuv "b. two nodes" "$T/b0.out" "$T/b1.out"
+	[ $_rc0 = 0 ] || { tail -n 40 "$T/b0.out" >&2; fail "b. two nodes: the first agent exited $_rc0, want 0"; }
+	[ $_rc1 = 0 ] || { tail -n 40 "$T/b1.out" >&2; fail "b. two nodes: the second agent exited $_rc1, want 0"; }
+	ranks "b. two nodes" "$T/b" 3 0
+}
+
+# c. Local rank 0 exits 3 on attempt 0; attempt 1 succeeds.
+case_c() {
+	mkdir -p "$T/c"
+	inroot c "$CRUN" --standalone --nproc_per_node=2 --max_restarts=1 tests/integration/py/ddp_gloo.py \
+		--out "$T/c" --fail-on-attempt 0 >"$T/c.out" 2>&1 &
+	_p=$!
+	at_exit "kill -KILL $_p"
+	wait_pid 120 $_p "$T/c.out"; _rc=$?
+	no_libuv "c. restart" "$T/c.out"
+	[ $_rc = 0 ] || { tail -n 40 "$T/c.out" >&2; fail "c. restart: exited $_rc, want 0"; }
+	expect_grep "c. restart: restarted once" "restart 1 of 1" "$T/c.out"
+	ranks "c. restart" "$T/c" 2 1
+}
+
+# d. A node lost while its workers run; the other re-forms alone.
+case_d() {
+	D=$T/d
+	mkdir -p "$D"
+	PORT=$(free_port)
+	set -- --nnodes=1:2 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$PORT" --rdzv_id=trixie-d \
+		--rdzv_conf=last_call_timeout=2,join_timeout=60
+	inroot da "$CRUN" "$@" --nproc_per_node=2 tests/integration/py/relay_hold.py --dir "$D" \
+		--hang-on-attempt 0 >"$T/da.out" 2>&1 &
+	_pa=$!
+	at_exit "kill -KILL $_pa"
+	wait_for 20 listening "$PORT" || { cat "$T/da.out" >&2; fail "d. node loss: node a never listened on $PORT"; }
+	inroot db "$CRUN" "$@" --nproc_per_node=1 tests/integration/py/relay_hold.py --dir "$D" \
+		--hang-on-attempt 0 >"$T/db.out" 2>&1 &
+	_pb=$!
+	at_exit "kill -KILL $_pb"
+	_ready3() { have "$D" ready 3 || { exited $_pa && exited $_pb; }; }
+	wait_for 120 _ready3
+	no_libuv "d. node loss" "$T/da.out" "$T/db.out"
+	have "$D" ready 3 || { tail -n 30 "$T/da.out" "$T/db.out" >&2; fail "d. node loss: round 0 never got its 3 ranks through init_process_group"; }
+	for _r in 0 1 2; do
+		expect_grep "d. node loss: rank $_r in round 0" "^attempt 0 world 3 " "$D/ready.$_r"
+	done
+	rm -f "$D"/ready.*
+	_init=$(ns_init $_pb)
+	[ -n "$_init" ] || fail "d. node loss: no namespace for node b"
+	kill -KILL "$_init"
+	status "d. node loss: node b, killed" $_pb 137 "$T/db.out" 10
+	_gone() { [ -z "$(left db)" ]; }
+	wait_for 5 _gone || fail "d. node loss: processes of node b left after its kill: $(left db)"
+	_ready2() { have "$D" ready 2 || exited $_pa; }
+	wait_for 120 _ready2
+	have "$D" ready 2 || { tail -n 30 "$T/da.out" >&2; fail "d. node loss: node a never re-formed"; }
+	for _r in 0 1; do
+		expect_grep "d. node loss: rank $_r in the re-formed round" "^attempt 1 world 2 " "$D/ready.$_r"
+	done
+	touch "$D/go"
+	status "d. node loss: node a" $_pa 0 "$T/da.out"
+	no_libuv "d. node loss" "$T/da.out" "$T/db.out"
+	for _r in 0 1; do
+		expect_grep "d. node loss: rank $_r finished" "^rank $_r/2 attempt 1 sum 3 want 3 count 2$" "$D/done.$_r"
+	done
+	note "d. node loss: node b killed, node a re-formed alone and finished"
+}
+
+# Each case in a subshell: its failure (lib.sh's fail exits) is recorded and
+# the next case still runs; each kills what it started when it ends.
+failed=""
+for c in a b c d; do
+	_s=$(now_ms)
+	(
+		trap 'eval "$_cleanups" >/dev/null 2>&1' EXIT
+		trap 'exit 130' INT TERM
+		"case_$c"
+	) || failed="$failed $c"
+	note "$c: $(( ($(now_ms) - _s) / 1000 )) s"
+done
+
+_none() { [ -z "$(left)" ]; }
+wait_for 5 _none || fail "processes of the runs left: $(left)"
+expect_nogrep "no mount of the runs on the host" "debian-root-run\|$ROOT" /proc/self/mountinfo
+[ -z "$failed" ] || fail "failed cases:$failed"
+exit 0
