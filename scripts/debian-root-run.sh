@@ -67,13 +67,6 @@ while [ "$i" -ge 1 ]; do eval "set -- \"\$env_$i\" \"\$@\""; i=$((i - 1)); done
 set -- -- "$@"
 i=$binds_n
 while [ "$i" -ge 1 ]; do eval "set -- -b \"\$bsrc_$i\" \"\$bdst_$i\" \"\$@\""; i=$((i - 1)); done
-# Without -w, an empty directory for the overlay's tmpfs (mounted only inside
-# the namespace), removed at the end.
-ov=""
-if [ "$writable" = 0 ]; then
-	ov=$(mktemp -d /tmp/debian-root-run.XXXXXX)
-	writable=$ov
-fi
 set -- "$root" "$writable" "$cwd" "$@"
 
 # reap PID: rc becomes its status. A trapped signal ends a wait early (>128)
@@ -97,12 +90,15 @@ inner='
 set -eu
 root=$1 rw=$2 cwd=$3; shift 3
 die() { echo "debian-root-run: $*" >&2; exit 125; }
-if [ "$rw" != 1 ]; then
-	# rw is the directory for the overlay: a tmpfs holds what the run writes.
-	mount -t tmpfs -o mode=755 tmpfs "$rw"
-	mkdir "$rw/upper" "$rw/work" "$rw/root"
-	mount -t overlay overlay -o "lowerdir=$root,upperdir=$rw/upper,workdir=$rw/work" "$rw/root"
-	root=$rw/root
+if [ "$rw" = 0 ]; then
+	# The overlay: its upper layer, what the run writes, in a tmpfs over the
+	# root'"'"'s own /mnt (seen only in this namespace; the merged root shows
+	# the lower /mnt, empty), so that nothing is made on the host for it.
+	ov=$root/mnt
+	mount -t tmpfs -o mode=755 tmpfs "$ov"
+	mkdir "$ov/upper" "$ov/work" "$ov/root"
+	mount -t overlay overlay -o "lowerdir=$root,upperdir=$ov/upper,workdir=$ov/work" "$ov/root"
+	root=$ov/root
 fi
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$root/sys"
@@ -161,5 +157,4 @@ trap 'fwd INT' INT
 trap 'fwd HUP' HUP
 set +e
 reap "$ns"
-[ -z "$ov" ] || rmdir "$ov"
 exit $rc
