@@ -47,6 +47,7 @@
 #include "crun/rdzv_store.h"
 #include "crun/report.h"
 #include "crun/store.h"
+#include "crun/torchstore.h"
 #include "agent.h"
 #include "console.h"
 #include "envcheck.h"
@@ -58,6 +59,7 @@
 #include "netcheck.h"
 #include "nofile.h"
 #include "pool.h"
+#include "torchprobe.h"
 
 /* Console bytes queued for a slow reader (--console_buffer's default). */
 #define CONSOLE_LIMIT (4u << 20)
@@ -384,7 +386,12 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	rp->restart_count = res->round;
 	rp->master_addr = res->master_addr;
 	rp->master_port = res->master_port;
-	rp->use_agent_store = cfg->agent_store;
+	/* Only this node's torch decides whether its workers may take the
+	 * agent store's path to a store the agent hosts (torchstore.h); a
+	 * client without it reaches that store the same: ranks != 0 here. */
+	rp->use_agent_store_host = !res->master_by_worker;
+	rp->use_agent_store = rp->use_agent_store_host && !a->no_libuv;
+	rp->no_libuv = a->no_libuv;
 	a->state = A_RUNNING;
 	a->stop.reason = STOP_NONE;
 	/* No log directory: no worker can start (the messages are out). */
@@ -404,11 +411,12 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	if (a->multi)
 		log_say(
 		    "round %d: group rank %d of %d, ranks %d-%d of %d, store "
-		    "%s:%d",
+		    "%s:%d%s",
 		    res->round, res->ranks.group_rank,
 		    res->ranks.group_world_size, res->ranks.base_rank,
 		    res->ranks.base_rank + res->ranks.local_world_size - 1,
-		    res->ranks.world_size, res->master_addr, res->master_port);
+		    res->ranks.world_size, res->master_addr, res->master_port,
+		    res->master_by_worker ? " (worker rank 0's)" : "");
 
 	if (pool_start(&a->pool, cfg->nproc_per_node, rp) == 0)
 		agent_diag_start(a);
@@ -480,7 +488,8 @@ void agent__round_start(struct agent *a)
 		close(a->port_fd);
 		a->port_fd = -1;
 	}
-	rc = agent__start_master(a, res->round, &res->master_port);
+	rc = agent__start_master(a, res->round, &res->master_port,
+				 &res->master_by_worker);
 	if (rc) {
 		log_say("cannot start the workers' store: %s",
 			crun_strerror(rc));
@@ -500,6 +509,8 @@ void agent__finish(struct agent *a, int status)
 		return;
 	a->state = A_DONE;
 	a->stop.exit_status = status;
+	torchprobe_close(a->probe);
+	a->probe = NULL;
 	events_emitf(a->ev, "crun.agent.exited", "{s:i}", "status", status);
 	metrics_close(a->metrics);
 	a->metrics = NULL;
@@ -688,6 +699,87 @@ static int agent_open_handles(struct agent *a)
 	return 0;
 }
 
+/* The first round (alone), or the backend and its first round. */
+static void agent_begin_rounds(struct agent *a)
+{
+	struct crun_cfg *cfg = a->cfg;
+
+	if (a->multi) {
+		envcheck_start(&a->ec, &a->loop, cfg);
+		if (agent__multi_start(a))
+			agent__finish(a, 1);
+	} else if (agent__setup_logs(a) == 0) {
+		agent__round_start(a);
+	} else {
+		agent__finish(a, 1);
+	}
+}
+
+/* What the workers' torch accepts is known (cached, or asked just now). */
+static void agent_torch_known(struct agent *a, const struct torchstore *ts)
+{
+	a->no_libuv = ts->kind == TORCHSTORE_NO_LIBUV;
+	if (a->no_libuv)
+		log_say("the workers' torch (%s) is built without libuv, and "
+			"refuses the agent store's client: they get "
+			"USE_LIBUV=0 and TORCHELASTIC_USE_AGENT_STORE=False%s "
+			"(docs/compatibility.md)",
+			ts->torch_dir,
+			a->multi ? "" : "; worker rank 0 hosts their store");
+	else if (ts->kind == TORCHSTORE_UNKNOWN && a->cfg->verbose)
+		log_say("could not ask %s which store its torch accepts (%s): "
+			"the agent store it is",
+			a->cfg->python, ts->why);
+}
+
+static void agent_on_torch(const struct torchstore *ts, void *data)
+{
+	struct agent *a = data;
+	char dir[PATH_MAX], path[PATH_MAX + 64];
+
+	a->probe = NULL;
+	if (ts->kind != TORCHSTORE_UNKNOWN &&
+	    agent__user_dir(dir, sizeof(dir)) == 0 &&
+	    torchstore_cache_path(dir, a->cfg->python, getenv("PYTHONPATH"),
+				  path, sizeof(path)) == 0)
+		torchstore_cache_save(path, a->cfg->python,
+				      getenv("PYTHONPATH"), ts);
+	agent_torch_known(a, ts);
+	if (a->state != A_DONE)
+		agent_begin_rounds(a);
+}
+
+/*
+ * Python workers on the agent store: does their torch accept its client
+ * (torchstore.h)? From the cache at once, else asked (the first run on an
+ * interpreter, or after its torch changed). 1: asked, agent_on_torch goes
+ * on; 0: known or not to be asked, go on now.
+ */
+static int agent_ask_torch(struct agent *a)
+{
+	const struct crun_cfg *cfg = a->cfg;
+	const char *pp = getenv("PYTHONPATH");
+	char dir[PATH_MAX], path[PATH_MAX + 64];
+	struct torchstore ts;
+
+	if (cfg->python == NULL || !cfg->agent_store ||
+	    cfg->store_probe_timeout <= 0)
+		return 0;
+	if (agent__user_dir(dir, sizeof(dir)) == 0 &&
+	    torchstore_cache_path(dir, cfg->python, pp, path, sizeof(path)) ==
+		0 &&
+	    torchstore_cache_load(path, cfg->python, pp, &ts) == 0) {
+		agent_torch_known(a, &ts);
+		return 0;
+	}
+	if (cfg->verbose)
+		log_say("asking %s which workers' store its torch accepts "
+			"(once per interpreter and torch)",
+			cfg->python);
+	return torchprobe_start(&a->loop, cfg->python, cfg->store_probe_timeout,
+				agent_on_torch, a, &a->probe) == 0;
+}
+
 /* Open what the options ask for, then the first round (or the backend). */
 static void agent_begin(struct agent *a)
 {
@@ -722,18 +814,10 @@ static void agent_begin(struct agent *a)
 	}
 	if (a->state == A_DONE) {
 		/* the event log could not be opened */
-	} else if (agent_start_metrics(a)) {
+	} else if (agent_start_metrics(a) || agent_start_watchdog(a)) {
 		agent__finish(a, 1);
-	} else if (agent_start_watchdog(a)) {
-		agent__finish(a, 1);
-	} else if (a->multi) {
-		envcheck_start(&a->ec, &a->loop, cfg);
-		if (agent__multi_start(a))
-			agent__finish(a, 1);
-	} else if (agent__setup_logs(a) == 0) {
-		agent__round_start(a);
-	} else {
-		agent__finish(a, 1);
+	} else if (!agent_ask_torch(a)) {
+		agent_begin_rounds(a);
 	}
 }
 

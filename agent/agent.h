@@ -80,6 +80,8 @@ struct agent_stop {
 	struct peer_end peer;
 };
 
+struct torchprobe;
+
 struct agent {
 	uv_loop_t loop;
 	struct crun_cfg *cfg;
@@ -139,6 +141,8 @@ struct agent {
 	int logs_ready;
 	double started;
 	struct crun_binding_plan *binding; /* NULL: workers inherit ours */
+	struct torchprobe *probe; /* asking the workers' torch, or NULL */
+	int no_libuv; /* their torch refuses the agent store's client */
 	struct agent_stacks *stacks; /* a `crun status --stacks` being taken */
 };
 
@@ -180,7 +184,7 @@ void agent__stall_close(struct agent *a);
 
 /* agent_store.c */
 /** rdzv_opts.start_master: the workers' store of round (or a free port). */
-int agent__start_master(void *data, int round, int *port);
+int agent__start_master(void *data, int round, int *port, int *by_worker);
 /**
  * With store_relay, start this node's relay to rp's workers' store and point
  * rp (the workers' MASTER_ADDR/MASTER_PORT) at it; 0 or an error.
@@ -201,6 +205,8 @@ void agent__on_log(void *data, enum log_level level, const char *line,
 		   size_t len, const char *msg);
 /** The console lines go to from now on (NULL: straight to the fds). */
 void agent__set_console(struct console *c);
+/** $TMPDIR/crun-<uid>, the user's own (made if need be): 0, or an error. */
+int agent__user_dir(char *path, size_t len);
 int agent__setup_logs(struct agent *a);
 /**
  * Name the files of attempt <generation>: create <log_root>/attempt_<n>/

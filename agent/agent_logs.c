@@ -259,6 +259,29 @@ static char *scratch_tag(const char *id)
 	return strdup(tag);
 }
 
+/* $TMPDIR (tmp)/crun-<uid>, made if need be: 0 when it is ours alone. */
+static int user_dir(const char *tmp, char *path, size_t len)
+{
+	struct stat st;
+	uid_t uid = geteuid();
+	int k = snprintf(path, len, "%s/crun-%u", tmp, (unsigned)uid);
+
+	if (k < 0 || (size_t)k >= len)
+		return -ENAMETOOLONG;
+	if ((mkdir(path, 0700) == 0 || errno == EEXIST) &&
+	    lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid &&
+	    (st.st_mode & 077) == 0)
+		return 0;
+	return -EPERM;
+}
+
+int agent__user_dir(char *path, size_t len)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	return user_dir(tmp && *tmp ? tmp : "/tmp", path, len);
+}
+
 /*
  * Where a run that asked for no files puts what it still writes: each
  * worker's TORCHELASTIC_ERROR_FILE and a round's failure report. They go
@@ -272,15 +295,10 @@ static char *scratch_tag(const char *id)
 static int agent_setup_scratch(struct agent *a, const char *tmp)
 {
 	char path[PATH_MAX];
-	struct stat st;
-	uid_t uid = geteuid();
 
 	if ((a->log_tag = scratch_tag(a->cfg->rdzv_id)) == NULL)
 		return -ENOMEM;
-	snprintf(path, sizeof(path), "%s/crun-%u", tmp, (unsigned)uid);
-	if ((mkdir(path, 0700) == 0 || errno == EEXIST) &&
-	    lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid &&
-	    (st.st_mode & 077) == 0)
+	if (user_dir(tmp, path, sizeof(path)) == 0)
 		return (a->log_root = strdup(path)) ? 0 : -ENOMEM;
 	snprintf(path, sizeof(path), "%s/crun_XXXXXX", tmp);
 	if (mkdtemp(path) == NULL) {

@@ -83,7 +83,7 @@ static int agent_confine_store(struct agent *a)
  * and those that expect a new store per attempt alike. Without the agent
  * store, hold a free port for worker rank 0's own TCPStore instead.
  */
-int agent__start_master(void *data, int round, int *port)
+int agent__start_master(void *data, int round, int *port, int *by_worker)
 {
 	struct agent *a = data;
 	const struct crun_cfg *cfg = a->cfg;
@@ -108,12 +108,14 @@ int agent__start_master(void *data, int round, int *port)
 
 	a->store_survivors = a->pool.survivors;
 	a->wstore = NULL;
-	if (old && !(stuck && want == 0 && cfg->agent_store)) {
+	if (old && !(stuck && want == 0 && cfg->agent_store && !a->no_libuv)) {
 		/* The previous round's workers are gone; so is their store. */
 		store_server_close(old, NULL, NULL);
 		old = NULL;
 	}
-	if (!cfg->agent_store)
+	/* Their torch may refuse the agent store's client (torchstore.h). */
+	*by_worker = !cfg->agent_store || a->no_libuv;
+	if (*by_worker)
 		return reserve_port(a, port);
 	/*
 	 * The static backend on several nodes, as torchrun's: the workers use
@@ -170,7 +172,8 @@ static int agent_wants_relay(const struct agent *a,
 	const struct crun_cfg *cfg = a->cfg;
 	size_t conns = 2 * (size_t)rp->ranks.world_size;
 
-	if (!a->multi || !cfg->agent_store || cfg->rdzv.store_relay == 0)
+	if (!a->multi || !rp->use_agent_store_host ||
+	    cfg->rdzv.store_relay == 0)
 		return 0;
 	return cfg->rdzv.store_relay == 1 || conns >= cfg->store.max_conns / 2;
 }

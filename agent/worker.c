@@ -536,6 +536,7 @@ int worker_start_begin(struct worker *w, const struct worker_ctx *wc,
 	ctx.max_restarts = cfg->max_restarts;
 	ctx.run_id = cfg->rdzv_id;
 	ctx.use_agent_store = r->use_agent_store;
+	ctx.no_libuv = r->no_libuv;
 	ctx.error_file = w->error_file;
 	ctx.nproc = r->ranks.local_world_size;
 	if ((rc = env_add_contract(&env, &r->ranks, &ctx)))

@@ -47,7 +47,9 @@ struct worker_round {
 	struct crun_ranks ranks;
 	const char *master_addr;
 	int master_port;
-	int use_agent_store;
+	int use_agent_store;	   /* TORCHELASTIC_USE_AGENT_STORE */
+	int use_agent_store_host;  /* the agent hosts it (maybe not ours) */
+	int no_libuv;		   /* their torch refuses libuv: USE_LIBUV=0 */
 	int restart_count;
 	const char *attempt_dir;  /* NULL: no log files, no rank directories */
 	const char *error_prefix; /* without attempt_dir: <prefix><rank>.error.json */

@@ -210,6 +210,11 @@ enum { CFG_C_NONE, CFG_C_BOOL, CFG_C_INT, CFG_C_SECS, CFG_C_SIZE, CFG_C_STR };
 	  CFG_ENV_CRUN, G_STORE,                                               \
 	  "worker rank 0 hosts its own TCPStore, as plain torch.distributed",  \
 	  NONE, 0, 0, NOF, 0, "")                                              \
+	X(store_probe_timeout, "store_probe_timeout", 0, STR, "store", "60",   \
+	  CFG_ENV_CRUN, G_STORE,                                               \
+	  "seconds the first run on an interpreter may take to ask its torch " \
+	  "which workers' store it accepts (0: never ask)",                    \
+	  SECS, 0, 3600, F(store_probe_timeout), CFG_F_LIMIT, "seconds")       \
 	X(store_max_key_size, "store_max_key_size", 0, STR, "store", "8K",     \
 	  CFG_ENV_CRUN, G_STORE, "largest key the store accepts", SIZE, 1,     \
 	  1UL << 30, F(store.max_key), CFG_F_LIMIT, "bytes")                   \

@@ -222,6 +222,10 @@ int env_add_contract(struct crun_env *e, const struct crun_ranks *r,
 		      w->use_agent_store ? "True" : "False");
 	rc |= env_set(e, "TORCHELASTIC_ERROR_FILE",
 		      w->error_file ? w->error_file : "");
+	/* env:// reads it for every client and rank 0's server: a torch
+	 * without libuv accepts only 0, whatever the user's shell says. */
+	if (w->no_libuv)
+		rc |= env_set(e, "USE_LIBUV", "0");
 	/*
 	 * Inherited values win; otherwise turn async error handling on, under
 	 * its current name only, as torchrun 2.x: PyTorch >= 2.2 warns on

@@ -126,7 +126,8 @@ static void on_master(int status, const struct crun_store_reply *rep, void *arg)
 	rdzv__key(r, k, "r%d/master", r->round);
 	if (rdzv_parse_master(rep->values[0].base, rep->values[0].len,
 			      r->res.master_addr, sizeof(r->res.master_addr),
-			      &port, why, sizeof(why)))
+			      &port, &r->res.master_by_worker, why,
+			      sizeof(why)))
 		return rdzv__bad_record(r, k, "group rank 0", why);
 	r->res.master_port = port;
 	r->state = R_RUNNING;
@@ -157,13 +158,16 @@ static void publish_master(struct crun_rdzv *r)
 	rdzv__key(r, mk, "r%d/master", r->round);
 	if (r->grank == 0) {
 		char val[300];
-		int port, rc = r->o.start_master(r->o.data, r->round, &port);
+		int port, by_worker = 0,
+			  rc = r->o.start_master(r->o.data, r->round, &port,
+						 &by_worker);
 
 		if (rc)
 			return rdzv__round_fail(
 			    r, rc, "cannot start the workers' store: %s",
 			    crun_strerror(rc));
-		rdzv_format_master(val, sizeof(val), r->o.addr, port);
+		rdzv_format_master(val, sizeof(val), r->o.addr, port,
+				   by_worker);
 		r->ops->set(r->kv, mk, val, strlen(val), NULL, NULL);
 	}
 	if (r->ops->multi_get(r->kv, kp, 1, (int)(r->o.join_timeout * 1000),

@@ -340,9 +340,11 @@ int rdzv_parse_assign(const void *p, size_t len, int nodes, int nproc,
 }
 
 int rdzv_parse_master(const void *p, size_t len, char *addr, size_t alen,
-		      int *port, char *why, size_t wlen)
+		      int *port, int *by_worker, char *why, size_t wlen)
 {
 	struct cur c = {p, (const char *)p + len};
+	const char *f;
+	size_t n;
 	int rc;
 
 	if (check_len(len, why, wlen))
@@ -350,6 +352,13 @@ int rdzv_parse_master(const void *p, size_t len, char *addr, size_t alen,
 	if ((rc = next_str(&c, "address", addr, alen, why, wlen)) ||
 	    (rc = next_int(&c, "port", 1, 65535, port, why, wlen)))
 		return rc;
+	n = cur_field(&c, &f);
+	if (by_worker)
+		*by_worker = n > 0;
+	if (n > 0 && (n != 6 || memcmp(f, "worker", 6) != 0))
+		return reason(why, wlen,
+			      "'%.*s' after the port is not 'worker'",
+			      (int)(n > 32 ? 32 : n), f);
 	if (!cur_done(&c))
 		return reason(why, wlen, "trailing fields after the port");
 	return 0;
@@ -910,9 +919,12 @@ size_t rdzv_format_abort(char *buf, size_t len, int kind, const char *why)
 	return written(snprintf(buf, len, "abort %c %s", kind, why), len);
 }
 
-size_t rdzv_format_master(char *buf, size_t len, const char *addr, int port)
+size_t rdzv_format_master(char *buf, size_t len, const char *addr, int port,
+			  int by_worker)
 {
-	return written(snprintf(buf, len, "%s %d", addr, port), len);
+	return written(snprintf(buf, len, "%s %d%s", addr, port,
+				by_worker ? " worker" : ""),
+		       len);
 }
 
 size_t rdzv_format_end(char *buf, size_t len, int kind, const char *why)

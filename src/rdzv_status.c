@@ -534,7 +534,7 @@ static void on_round(struct crun_rdzv_status *s)
 		snprintf(k, sizeof(k), "r%d/master", st->round);
 		if (rdzv_parse_master(sl[R_MASTER].v, sl[R_MASTER].len,
 				      st->master_addr, sizeof(st->master_addr),
-				      &st->master_port, why, sizeof(why)))
+				      &st->master_port, NULL, why, sizeof(why)))
 			return bad(s, k, why);
 	}
 	if (st->end_kind == RDZV_END_SUCCESS || st->end_kind == RDZV_END_FATAL)

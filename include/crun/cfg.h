@@ -158,7 +158,8 @@ struct crun_cfg {
 	int nsignals;
 
 	/* crun's own. */
-	int agent_store; /* 1: the agent hosts the workers' store */
+	int agent_store;	    /* 1: the agent hosts the workers' store */
+	double store_probe_timeout; /* s to ask torch which store (0: never) */
 	struct crun_store_limits store;
 	/* --config_max_value, --config_max_expansion: bounds of the job
 	 * file's ${} expansion (0 until parsed: the defaults) */

@@ -67,6 +67,7 @@ struct crun_worker_ctx {
 	int restart_count, max_restarts;
 	const char *run_id;
 	int use_agent_store;
+	int no_libuv;		/* USE_LIBUV=0: their torch has no libuv */
 	const char *error_file; /* may be NULL */
 	int nproc;		/* for OMP_NUM_THREADS */
 };

@@ -204,7 +204,7 @@ struct rdzv_opts {
 	 * Called on the node that becomes group rank 0 of a round, to start
 	 * the workers' store for that round; returns 0 and its port.
 	 */
-	int (*start_master)(void *data, int round, int *port);
+	int (*start_master)(void *data, int round, int *port, int *by_worker);
 	void *data;
 	/*
 	 * --env_check (fingerprint.h's CRUN_ENV_CHECK_*): when not off, this
@@ -237,6 +237,7 @@ struct rdzv_result {
 	struct crun_ranks ranks;
 	char master_addr[256];
 	int master_port;
+	int master_by_worker; /* worker rank 0 hosts the workers' store */
 	char run_id[256];
 	/* Lines (each ended by '\n') on how the nodes differ, "" if none;
 	 * valid until the next round. */

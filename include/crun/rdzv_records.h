@@ -84,9 +84,13 @@ int rdzv_parse_assign(const void *p, size_t len, int nodes, int nproc,
 int rdzv_parse_assigned(const void *p, size_t len, int max_nodes, int *closed,
 			char *why, size_t wlen);
 
-/** The master record "addr port": a non-empty address, port 1..65535. */
+/**
+ * The master record "addr port [worker]": a non-empty address, port
+ * 1..65535, and "worker" when worker rank 0 hosts the workers' store there
+ * (*by_worker, when not NULL, says which).
+ */
 int rdzv_parse_master(const void *p, size_t len, char *addr, size_t alen,
-		      int *port, char *why, size_t wlen);
+		      int *port, int *by_worker, char *why, size_t wlen);
 
 /**
  * An end record "<kind> <why>": kind one of F J D S X. On success *kind is
@@ -304,7 +308,8 @@ size_t rdzv_format_assigned(char *buf, size_t len, int closed);
 size_t rdzv_format_abort(char *buf, size_t len, int kind, const char *why);
 
 /** Where the workers' store is (rdzv_parse_master). */
-size_t rdzv_format_master(char *buf, size_t len, const char *addr, int port);
+size_t rdzv_format_master(char *buf, size_t len, const char *addr, int port,
+			  int by_worker);
 
 /** An end record or end mark: "<kind> <why>" (rdzv_parse_end). */
 size_t rdzv_format_end(char *buf, size_t len, int kind, const char *why);

@@ -879,7 +879,8 @@ static const struct rdzv_kv_ops counted_ops = {
     .on_vanish = c_on_vanish,
 };
 
-static int sim_start_master(void *data, int round, int *port)
+static int sim_start_master(void *data, int round, int *port,
+			    int *by_worker)
 {
 	(void)data;
 	(void)round;

@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		break;
 	case 3: /* the master record, and "assigned" */
-		if (rdzv_parse_master(data, size, addr, sizeof(addr), &port,
+		if (rdzv_parse_master(data, size, addr, sizeof(addr), &port, NULL,
 				      why, sizeof(why)) == 0 &&
 		    (port < 1 || port > 65535 || !*addr))
 			abort();

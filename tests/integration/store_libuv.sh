@@ -1,13 +1,13 @@
 #!/bin/sh
 # needs: torch
-# "use_libuv was requested but PyTorch was built without libuv support" (2.x)
-# comes from building a TCPStore server with the libuv implementation; a
-# TCPStore client never picks one. Under crun (agent store) no worker builds a
-# server: with USE_LIBUV=1 and USE_LIBUV=0 (and TORCH_TCPSTORE_USE_LIBUV, and
-# env://?use_libuv= in the worker's init_method) the gloo job of
-# py/ddp_gloo.py succeeds, no worker listens on MASTER_PORT, and no such
-# error appears. The same check sees rank 0's own server under
-# --no_agent_store (so it can fail).
+# On a torch with libuv, USE_LIBUV only picks which server a worker would
+# build; under crun (agent store) no worker builds one: with USE_LIBUV=1 and
+# USE_LIBUV=0 (and TORCH_TCPSTORE_USE_LIBUV, and env://?use_libuv= in the
+# worker's init_method) the gloo job of py/ddp_gloo.py succeeds, no worker
+# listens on MASTER_PORT, and no "use_libuv was requested" error appears.
+# The same check sees rank 0's own server under --no_agent_store (so it can
+# fail). A torch built without libuv refuses even a client asked for it:
+# store_nolibuv.sh and trixie_torch.sh.
 . tests/integration/lib.sh
 need_torch
 export PYTHON

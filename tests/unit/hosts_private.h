@@ -84,8 +84,8 @@ static int hosts_v6_first(const char *name, char *why, size_t len)
 	freeaddrinfo(res);
 	if (strcmp(all, " ::1 127.0.0.1") != 0) {
 		snprintf(why, len,
-			 "%s resolves to%s, not ::1 then 127.0.0.1 (no IPv6 on "
-			 "loopback?)",
+			 "%.40s resolves to%.120s, not ::1 then 127.0.0.1 (no "
+			 "IPv6 on loopback?)",
 			 name, all);
 		return -1;
 	}

@@ -629,7 +629,7 @@ struct world {
 
 static struct world W;
 
-static int on_start_master(void *data, int round, int *port)
+static int on_start_master(void *data, int round, int *port, int *by_worker)
 {
 	struct node *n = data;
 

@@ -226,18 +226,18 @@ Test(limits_records, assigned_and_master, .timeout = 10)
 	cr_assert_eq(closed, 1);
 	cr_assert_eq(rdzv_parse_assigned(S("ok 5"), 4, &closed, why, sizeof(why)), CRUN_EPROTO);
 	WHY_HAS("1..4");
-	cr_assert_eq(rdzv_parse_master(S("a 65535"), addr, sizeof(addr), &port, why, sizeof(why)), 0);
+	cr_assert_eq(rdzv_parse_master(S("a 65535"), addr, sizeof(addr), &port, NULL, why, sizeof(why)), 0);
 	cr_assert_eq(port, 65535);
-	cr_assert_eq(rdzv_parse_master(S("a 1"), addr, sizeof(addr), &port, why, sizeof(why)), 0);
+	cr_assert_eq(rdzv_parse_master(S("a 1"), addr, sizeof(addr), &port, NULL, why, sizeof(why)), 0);
 	cr_assert_eq(port, 1);
-	cr_assert_eq(rdzv_parse_master(S("a 65536"), addr, sizeof(addr), &port, why, sizeof(why)),
+	cr_assert_eq(rdzv_parse_master(S("a 65536"), addr, sizeof(addr), &port, NULL, why, sizeof(why)),
 		     CRUN_EPROTO);
 	WHY_HAS("port '65536' is not a number in 1..65535");
 	cr_assert_eq(rdzv_parse_master(S(rec("%s 9", run_of(0, 'a', RDZV_MAX_FIELD))), addr, sizeof(addr),
-				       &port, why, sizeof(why)),
+				       &port, NULL, why, sizeof(why)),
 		     0, "%s", why);
 	cr_assert_eq(rdzv_parse_master(S(rec("%s 9", run_of(0, 'a', RDZV_MAX_FIELD + 1))), addr,
-				       sizeof(addr), &port, why, sizeof(why)),
+				       sizeof(addr), &port, NULL, why, sizeof(why)),
 		     CRUN_EPROTO);
 	WHY_HAS("address longer than 255 bytes");
 }

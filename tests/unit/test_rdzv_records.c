@@ -153,18 +153,18 @@ Test(rdzv_records, master_and_end, .timeout = 10)
 	int port, kind;
 
 	cr_assert_eq(rdzv_parse_master(S("10.0.0.1 29500"), addr, sizeof(addr),
-				       &port, why, sizeof(why)),
+				       &port, NULL, why, sizeof(why)),
 		     0);
 	cr_assert_str_eq(addr, "10.0.0.1");
 	cr_assert_eq(port, 29500);
 	cr_assert_eq(rdzv_parse_master(S("10.0.0.1 0"), addr, sizeof(addr),
-				       &port, why, sizeof(why)),
+				       &port, NULL, why, sizeof(why)),
 		     CRUN_EPROTO);
 	cr_assert_eq(rdzv_parse_master(S("10.0.0.1 70000"), addr,
-				       sizeof(addr), &port, why, sizeof(why)),
+				       sizeof(addr), &port, NULL, why, sizeof(why)),
 		     CRUN_EPROTO);
 	cr_assert_eq(rdzv_parse_master(S("10.0.0.1"), addr, sizeof(addr),
-				       &port, why, sizeof(why)),
+				       &port, NULL, why, sizeof(why)),
 		     CRUN_EPROTO);
 	cr_assert_eq(rdzv_parse_end(S("F 1 3 node-b"), &kind, text,
 				    sizeof(text), why, sizeof(why)),
@@ -362,7 +362,7 @@ Test(rdzv_records, writers_round_trip, .timeout = 10)
 					 sizeof(why)),
 		     0);
 	cr_assert_eq(n, -1);
-	rdzv_format_master(buf, sizeof(buf), "10.0.0.1", 29500);
+	rdzv_format_master(buf, sizeof(buf), "10.0.0.1", 29500, 0);
 	cr_assert_str_eq(buf, "10.0.0.1 29500");
 	rdzv_format_end(buf, sizeof(buf), 'F', "rank 3 exited with 1");
 	cr_assert_eq(rdzv_parse_end(buf, strlen(buf), &kind, text, sizeof(text),

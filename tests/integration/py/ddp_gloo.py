@@ -8,7 +8,7 @@ object collectives (all_gather_object, broadcast_object_list) gave the right
 answers, and whether this worker hosts the store server (listens on
 MASTER_PORT): "store_server none" in agent-store mode, where no worker ever
 builds a TCPStore server (the only place PyTorch 2.x's use_libuv picks an
-implementation)."""
+implementation). The rank file's second line is the worker's USE_LIBUV."""
 import argparse
 import os
 import sys
@@ -101,6 +101,7 @@ def main():
     if args.out:
         with open(os.path.join(args.out, "rank.%d" % rank), "w") as f:
             f.write(line + "\n")
+            f.write("USE_LIBUV=%s\n" % os.environ.get("USE_LIBUV", "unset"))
     dist.barrier()
     dist.destroy_process_group()
     ok = t.item() == want and same and group_ok and obj_ok
