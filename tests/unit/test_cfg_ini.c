@@ -143,6 +143,7 @@ static const char *sample(int id)
 	case CFG_env_check_timeout: return "1";
 	case CFG_shutdown_timeout: return "12";
 	case CFG_stack_timeout: return "7";
+	case CFG_store_probe_timeout: return "9";
 	case CFG_signals_to_handle: return "SIGTERM,SIGUSR1";
 	case CFG_store_max_key_size: return "1K";
 	case CFG_store_max_value_size: return "2M";
