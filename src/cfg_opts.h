@@ -361,7 +361,8 @@ enum { RT_NONE, RT_DBL, RT_INT, RT_LONG, RT_SIZE, RT_UNS, RT_STR };
 	  R(etcd_max_body, RT_SIZE), CFG_F_LIMIT, "largest etcd answer")       \
 	X("etcd_max_json_items", COUNT, 1, 100000000, "65536",                 \
 	  R(etcd_max_json_items, RT_SIZE), CFG_F_LIMIT,                        \
-	  "JSON objects and arrays in one etcd answer or message")             \
+	  "JSON values (strings and numbers too) in one etcd answer or "       \
+	  "message")                                                           \
 	X("etcd_backoff", DUR, 0, 60, "0.1", R(etcd_backoff, RT_DBL), 0, "")   \
 	X("etcd_backoff_max", DUR, 0, 600, "2", R(etcd_backoff_max, RT_DBL),   \
 	  0, "")                                                               \
@@ -408,7 +409,7 @@ extern const struct cfg_rdzv_key cfg_rdzv_keys[CFG_NRDZV_KEYS];
 	X("names in one SLURM hostlist", HOSTLIST_MAX_HOSTS, "")               \
 	X("names in one LO-HI range of a hostlist", HOSTLIST_MAX_RANGE, "")    \
 	X("items in one bracket group of a hostlist", HOSTLIST_MAX_RANGES, "") \
-	X("bytes in one host name of a hostlist", HOSTLIST_MAX_NAME, "bytes")    \
+	X("bytes in one host name of a hostlist", HOSTLIST_MAX_NAME, "bytes")  \
 	X("live FileTimer timers (more are refused)",                          \
 	  CRUN_FILETIMER_MAX_TIMERS, "")                                       \
 	X("bytes in a FileTimer scope", CRUN_FILETIMER_MAX_SCOPE, "bytes")     \

@@ -22,8 +22,8 @@
  * Bounds (struct etcd_limits, rdzv_conf etcd_*): one transfer takes at
  * most turn_bytes and turn_msgs per loop turn (then it is paused until the
  * next turn), an answer at most max_body, a stream message max_message,
- * and neither is parsed when it holds more than max_json_items objects and
- * arrays.
+ * and neither is parsed when it holds more than max_json_items JSON values
+ * (objects, arrays, strings, numbers, true, false, null).
  */
 #include <assert.h>
 #include <ctype.h>
@@ -37,8 +37,9 @@
 #include "crun/etcd.h"
 
 /* The limits' defaults are rdzv_conf's (src/cfg_opts.h, etcd_*).
- * max_json_items: JSON objects and arrays in one answer or message: parsed,
- * each costs ~80 times the 3 bytes of "{}," (crun's largest answers hold ~500).
+ * max_json_items: JSON values in one answer or message: parsed, each costs
+ * ~30 times the 3 bytes of "{}," or "\"\",", whatever the value; a kv as etcd
+ * sends it is 7 values, so the default still takes a range of ~9000 keys.
  * turn_*: what one transfer may take in one loop turn; the rest waits (paused)
  * for the next turn, so a fast stream cannot hold up timers and signals. */
 
@@ -372,27 +373,57 @@ int etcd_parse_endpoints(const char *list, int https, char (*urls)[300],
 	return rc ? rc : n;
 }
 
+/* Whether c may appear in a number or in true, false or null. */
+static int scalar_char(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-' ||
+	       c == '+' || c == '.' || c == 'E';
+}
+
+/*
+ * Every value counts: jansson spends ~90 bytes on each, so "" costs as
+ * much as {} and an answer of 3-byte items inflates ~30 times whatever
+ * they are. A string is a value unless a ':' follows it (an object's key:
+ * each key comes with a value, which counts), so it is decided at the
+ * next byte that is not white space.
+ */
 size_t etcd_json_nodes(const char *p, size_t n, size_t stop)
 {
 	size_t k = 0;
-	int in_str = 0;
+	int in_str = 0, in_scalar = 0, str_done = 0;
 
 	for (size_t i = 0; i < n && k <= stop; i++) {
+		char c = p[i];
+
 		if (in_str) {
-			if (p[i] == '\\')
+			if (c == '\\')
 				i++;
-			else if (p[i] == '"')
-				in_str = 0;
-		} else if (p[i] == '"') {
-			in_str = 1;
-		} else if (p[i] == '{' || p[i] == '[') {
-			k++;
+			else if (c == '"')
+				in_str = 0, str_done = 1;
+			continue;
 		}
+		if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+			in_scalar = 0;
+			continue;
+		}
+		if (str_done && c != ':')
+			k++;
+		str_done = 0;
+		if (c == '"') {
+			in_str = 1;
+		} else if (c == '{' || c == '[') {
+			k++;
+		} else if (scalar_char(c)) {
+			k += !in_scalar;
+			in_scalar = 1;
+			continue;
+		}
+		in_scalar = 0;
 	}
-	return k;
+	return k + (size_t)str_done;
 }
 
-/* Parse p unless it holds more than max objects and arrays. */
+/* Parse p unless it holds more than max JSON values. */
 static json_t *parse_bounded(const char *p, size_t n, size_t max, int *toobig)
 {
 	*toobig = etcd_json_nodes(p, n, max) > max;
@@ -400,8 +431,7 @@ static json_t *parse_bounded(const char *p, size_t n, size_t max, int *toobig)
 }
 
 #define TOO_MANY_NODES                                                         \
-	"more than etcd_max_json_items JSON objects and arrays (etcd sends "   \
-	"far fewer)"
+	"more than etcd_max_json_items JSON values (etcd sends far fewer)"
 
 /* --- requests ----------------------------------------------------------- */
 

@@ -27,7 +27,7 @@ struct etcd_limits {
 	unsigned turn_msgs;	 /* stream messages per loop turn */
 	size_t max_message;	 /* one stream (watch) message */
 	size_t max_body;	 /* one answer */
-	size_t max_json_items;	 /* JSON objects and arrays per answer */
+	size_t max_json_items;	 /* JSON values per answer */
 	unsigned backoff_ms;	 /* the first pause before a retry */
 	unsigned backoff_max_ms; /* the longest (doubling in between) */
 	unsigned attempt_ms;	 /* one try at one endpoint, at most */
@@ -109,8 +109,8 @@ int64_t etcd_int(const json_t *obj, const char *field);
 uint64_t etcd_backoff_ms(const struct etcd_limits *lim, int retries);
 /** The client's bounds. */
 const struct etcd_limits *etcd_limits(const struct etcd *e);
-/** JSON objects and arrays in p[0..n) (outside strings), counted up to
- * stop + 1. */
+/** JSON values in p[0..n): objects, arrays, strings that are not an
+ * object's keys, numbers, true, false and null; counted up to stop + 1. */
 size_t etcd_json_nodes(const char *p, size_t n, size_t stop);
 /** The end of the range of every key under prefix (last byte + 1). */
 int etcd_prefix_end(const char *prefix, char *out, size_t len);

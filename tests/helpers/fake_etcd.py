@@ -14,6 +14,7 @@ port is printed on the first line of stdout. Every request is logged to
   429         every request is answered "too many requests" (HTTP 429,
               code 8) for the first --for seconds (0: for ever)
   inflate     every range answers a kv list of --mb MB of empty objects
+  strings     every range answers a kv list of --mb MB of empty strings
   silentwatch each watch is accepted and never answered
 """
 import argparse
@@ -68,6 +69,9 @@ def do_range(r):
     if args.mode == "inflate":
         n = args.mb * (1 << 20) // 3
         return {"header": header(), "kvs": [{}] * n, "count": str(n)}
+    if args.mode == "strings":
+        n = args.mb * (1 << 20) // 4  # '"", ' each
+        return {"header": header(), "kvs": [""] * n, "count": str(n)}
     found = [(k, kvs[k]) for k in sorted(kvs) if in_range(k, key, end)]
     out = {"header": header(), "count": str(len(found))}
     if found and not r.get("count_only"):

@@ -2,9 +2,9 @@
 # The etcd backend against a sick or hostile endpoint (tests/helpers/
 # fake_etcd.py): a watch that floods, one huge watch line, a token refused
 # for ever, a watch canceled at once, "too many requests", ranges of
-# millions of empty kvs, a watch that never answers. Each time crun keeps
-# its leases alive and its signals prompt, bounds its memory and request
-# rate, and ends with one line naming what etcd did.
+# millions of empty kvs or strings, a watch that never answers. Each time
+# crun keeps its leases alive and its signals prompt, bounds its memory and
+# request rate, and ends with one line naming what etcd did.
 . tests/integration/lib.sh
 
 FAKE_ETCD="$TOP/tests/helpers/fake_etcd.py"
@@ -80,6 +80,7 @@ ends_within() {
 	_ms=$(ms_until "$1" exited "$_p") || { cat "$T/$2.out" >&2; fail "$2 still running after ${_ms} ms (bound $1 ms)"; }
 	wait "$_p"; _rc=$?
 	[ $_rc = "$3" ] || { cat "$T/$2.out" >&2; fail "$2 exited $_rc, want $3"; }
+	[ "$(grep -c -e "$4" "$T/$2.out")" = 1 ] || cat "$T/$2.out" >&2
 	expect_eq "lines saying '$4'" "$(grep -c -e "$4" "$T/$2.out")" 1
 	note "   exit $_rc after $_ms ms: $(grep -e "$4" "$T/$2.out")"
 }
@@ -142,9 +143,22 @@ fake in inflate --mb 12
 	--rdzv_endpoint="127.0.0.1:$FPORT" --rdzv_id=hostile --rdzv_conf=$SHORT "$FAKE_WORKER" exit 0 >"$T/c.out" 2>&1 &
 pid_c=$!
 at_exit "kill -9 $pid_c 2>/dev/null"
-ends_within 10000 c 1 "JSON objects and arrays"
+ends_within 10000 c 1 "more than etcd_max_json_items JSON values"
 rss=$(tail -1 "$T/rss")
 [ "$rss" -le 120000 ] || fail "peak RSS $rss KiB for 12 MB answers"
+note "   peak RSS $rss KiB"
+
+# 8b. ... and of 12 MB of empty strings ('"", ' 3 million times): strings
+#     cost the parser as much as objects, so they are refused the same way.
+note "8b. a range of 12 MB of empty strings: refused, bounded memory"
+fake is strings --mb 12
+/usr/bin/time -f "%M" -o "$T/rss" "$CRUN" --nnodes=2 --nproc_per_node=1 --rdzv_backend=etcd \
+	--rdzv_endpoint="127.0.0.1:$FPORT" --rdzv_id=hostile --rdzv_conf=$SHORT "$FAKE_WORKER" exit 0 >"$T/cs.out" 2>&1 &
+pid_cs=$!
+at_exit "kill -9 $pid_cs 2>/dev/null"
+ends_within 10000 cs 1 "more than etcd_max_json_items JSON values"
+rss=$(tail -1 "$T/rss")
+[ "$rss" -le 120000 ] || fail "peak RSS $rss KiB for 12 MB answers of strings"
 note "   peak RSS $rss KiB"
 
 # 18b. A watch accepted and never answered (not even "created"): the node
@@ -177,5 +191,5 @@ note "etcd_max_json_items=1: the first answer is refused, naming the key"
 	--rdzv_id=items --rdzv_conf=last_call_timeout=1,etcd_max_json_items=1 "$FAKE_WORKER" exit 0 >"$T/f.out" 2>&1 &
 pid_f=$!
 at_exit "kill -9 $pid_f 2>/dev/null"
-ends_within 10000 f 1 "more than etcd_max_json_items JSON objects"
+ends_within 10000 f 1 "more than etcd_max_json_items JSON values"
 exit 0

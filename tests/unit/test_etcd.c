@@ -321,14 +321,30 @@ Test(etcd, backoff_doubles_up_to_two_seconds)
 	cr_assert_eq(etcd_backoff_ms(&lim, 1000), 500);
 }
 
-Test(etcd, json_nodes_counts_containers_outside_strings)
+Test(etcd, json_nodes_counts_values_outside_strings)
 {
 	const char *j = "{\"a\":[{},{}],\"s\":\"{[\\\"{\"}";
 
-	cr_assert_eq(etcd_json_nodes(j, strlen(j), 100), 4);
+	cr_assert_eq(etcd_json_nodes(j, strlen(j), 100), 5);
 	cr_assert_eq(etcd_json_nodes("[{},{},{},{}]", 13, 2), 3,
 		     "stops counting past stop");
-	cr_assert_eq(etcd_json_nodes("\"[[[\"", 5, 100), 0);
+	cr_assert_eq(etcd_json_nodes("\"[[[\"", 5, 100), 1);
+}
+
+Test(etcd, json_nodes_counts_scalars)
+{
+	const char *j = "[\"\",1,-2.5e+3,true,false,null,\"x\"]";
+	const char *esc = "[\"a\\\\\",\"]\\\"[{\" , \"\\\\\\\"\"]";
+
+	cr_assert_eq(etcd_json_nodes(j, strlen(j), 100), 8);
+	cr_assert_eq(etcd_json_nodes("[\"\",\"\",\"\",\"\"]", 13, 2), 3,
+		     "stops counting past stop");
+	cr_assert_eq(etcd_json_nodes(" 42 ", 4, 100), 1);
+	cr_assert_eq(etcd_json_nodes("[1 ,2\t,\n3]", 10, 100), 4);
+	/* an object's keys are not values: each comes with one that is */
+	cr_assert_eq(etcd_json_nodes("{\"k\" :\"v\",\"n\":0}", 16, 100), 3);
+	/* escaped quotes and backslashes do not end or start strings */
+	cr_assert_eq(etcd_json_nodes(esc, strlen(esc), 100), 4, "%s", esc);
 }
 
 Test(etcd, attempt_scales_with_the_lease)

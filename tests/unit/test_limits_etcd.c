@@ -1,11 +1,13 @@
 /*
  * The etcd client's bounds (src/etcd.c) at their edges, against a fake
  * etcd on a thread that answers each request with a canned body: an answer
- * of etcd_max_json_items JSON containers is parsed, one more is refused
- * naming the key; a watch message of etcd_max_message bytes is handed on,
- * one byte more fails the watch naming the key (test_etcd_limits pins
- * etcd_max_body). Defaults and values set by the rdzv_conf keys, the
- * limits filled from the rdzv_conf table as the agent's are.
+ * of etcd_max_json_items JSON values (objects, strings or numbers alike) is
+ * parsed, one more is refused naming the key, and a real range of 9000
+ * keys fits the default; a watch message of etcd_max_message bytes is
+ * handed on, one byte more fails the watch naming the key
+ * (test_etcd_limits pins etcd_max_body). Defaults and values set by the
+ * rdzv_conf keys, the limits filled from the rdzv_conf table as the agent's
+ * are.
  */
 #include <criterion/criterion.h>
 #include <netinet/in.h>
@@ -233,36 +235,45 @@ static int watch(const char *b, size_t n, int *msgs)
 	return r.status;
 }
 
-/* {"a":[{},{},...]}: n containers in all (an object, as etcd answers). */
-static char *containers(size_t n, size_t *len)
+/* {"a":[item,item,...]}: n values in all (an object, as etcd answers). */
+static char *values_of(size_t n, const char *item, size_t *len)
 {
-	char *s = malloc(3 * n + 16);
+	size_t il = strlen(item);
+	char *s = malloc((il + 1) * n + 16);
 	size_t k = 0;
 
 	cr_assert(n >= 2);
 	k += (size_t)sprintf(s, "{\"a\":[");
 	for (size_t i = 2; i < n; i++) {
-		memcpy(s + k, i > 2 ? ",{}" : "{}", i > 2 ? 3 : 2);
-		k += i > 2 ? 3 : 2;
+		if (i > 2)
+			s[k++] = ',';
+		memcpy(s + k, item, il);
+		k += il;
 	}
 	memcpy(s + k, "]}", 3);
 	*len = k + 2;
 	return s;
 }
 
-static void json_items_edge(const char *conf, size_t max)
+/*
+ * An answer of exactly max values of item is parsed; one more is refused
+ * before parsing, naming etcd_max_json_items.
+ */
+static void json_items_edge(const char *conf, size_t max, const char *item)
 {
 	size_t len;
 	char *s;
 
 	fake_start();
 	client_new(conf);
-	s = containers(max, &len);
+	s = values_of(max, item, &len);
 	cr_assert_eq(call(s, len), 0, "%s", errmsg);
 	free(s);
-	s = containers(max + 1, &len);
-	cr_assert_eq(call(s, len), CRUN_EPROTO);
-	cr_assert_not_null(strstr(errmsg, "more than etcd_max_json_items"),
+	s = values_of(max + 1, item, &len);
+	cr_assert_eq(call(s, len), CRUN_EPROTO, "%zu values of %s parsed",
+		     max + 1, item);
+	cr_assert_not_null(strstr(errmsg, "more than etcd_max_json_items "
+					  "JSON values"),
 			   "%s", errmsg);
 	free(s);
 	client_free();
@@ -271,12 +282,63 @@ static void json_items_edge(const char *conf, size_t max)
 
 Test(limits_etcd, json_items_default, .timeout = 60)
 {
-	json_items_edge(NULL, 65536);
+	json_items_edge(NULL, 65536, "{}");
 }
 
 Test(limits_etcd, json_items_set, .timeout = 60)
 {
-	json_items_edge("etcd_max_json_items=5", 5);
+	json_items_edge("etcd_max_json_items=5", 5, "{}");
+}
+
+/* Strings cost jansson as much as objects: "" items count the same. */
+Test(limits_etcd, json_items_strings, .timeout = 60)
+{
+	json_items_edge(NULL, 65536, "\"\"");
+}
+
+Test(limits_etcd, json_items_scalars, .timeout = 60)
+{
+	json_items_edge("etcd_max_json_items=100", 100, "0");
+	json_items_edge("etcd_max_json_items=100", 100, "null");
+	json_items_edge("etcd_max_json_items=100", 100, "-1.5e3");
+}
+
+/* Escaped quotes and brackets inside a string leave it one value. */
+Test(limits_etcd, json_items_escaped_strings, .timeout = 60)
+{
+	json_items_edge("etcd_max_json_items=50", 50, "\"\\\"]}[{\\\\\"");
+}
+
+/*
+ * A range of 9000 keys as etcd answers it (each kv with its key, value,
+ * revisions, version and lease) is parsed within the default.
+ */
+Test(limits_etcd, json_items_default_takes_a_real_range, .timeout = 60)
+{
+	json_t *r = json_object(), *kvs = json_array();
+	char *s;
+
+	json_object_set_new(r, "header",
+			    json_pack("{s:s,s:s,s:s,s:s}", "cluster_id", "1",
+				      "member_id", "2", "revision", "9000",
+				      "raft_term", "3"));
+	for (int i = 0; i < 9000; i++)
+		json_array_append_new(
+		    kvs, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "key",
+				   "L2pvYi9rL3JhbmsvMTIz", "create_revision",
+				   "42", "mod_revision", "4242", "version", "1",
+				   "value", "MTAuMC4wLjE6Mjk1MDA=", "lease",
+				   "7587869204571551234"));
+	json_object_set_new(r, "kvs", kvs);
+	json_object_set_new(r, "count", json_string("9000"));
+	s = json_dumps(r, JSON_COMPACT);
+	json_decref(r);
+	fake_start();
+	client_new(NULL);
+	cr_assert_eq(call(s, strlen(s)), 0, "%s", errmsg);
+	free(s);
+	client_free();
+	fake_stop();
 }
 
 /* {"x":"aaa..."} of n bytes in all. */
