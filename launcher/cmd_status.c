@@ -720,10 +720,15 @@ int cmd_status_main(int argc, char **argv)
 	etcd = kind == RDZV_BACKEND_ETCD;
 	if (run_id != NULL && *run_id == '\0')
 		run_id = NULL;
-	if (run_id != NULL && (strlen(run_id) > 200 || strchr(run_id, '/')))
+	/* The agents' bound (rdzv.h): a longer id is no job's. */
+	if (run_id != NULL && strlen(run_id) > RDZV_ID_MAX)
 		return status_usage_error(
-		    "invalid --rdzv_id \"%s\": at most 200 bytes, no '/'",
-		    run_id);
+		    "invalid --rdzv_id \"%.32s...\" (%zu bytes): at most %d "
+		    "bytes",
+		    run_id, strlen(run_id), RDZV_ID_MAX);
+	if (run_id != NULL && strchr(run_id, '/'))
+		return status_usage_error("invalid --rdzv_id \"%s\": no '/'",
+					  run_id);
 
 	cfg_rdzv_conf_init(&conf);
 	if (conf_str != NULL && *conf_str &&

@@ -23,6 +23,7 @@
 #include "crun/etcd.h"
 #include "crun/fingerprint.h"
 #include "crun/gpu.h"
+#include "crun/rdzv.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
 
@@ -412,6 +413,15 @@ static int fin_rdzv(struct crun_cfg *cfg, char *e, size_t l)
 		return cfg__bad(cfg, CFG_rdzv_endpoint, e, l,
 				"expected HOST[:PORT] with PORT in 0..65535");
 	cfg__set_str(&cfg->rdzv_endpoint, ep);
+	/* The id names the job's keys: refused whole, never cut (rdzv.h). */
+	if (RAW(rdzv_id) && strlen(RAW(rdzv_id)) > RDZV_ID_MAX)
+		return cfg__err(
+		    e, l,
+		    "%s: invalid value '%.32s...' (%zu bytes): at "
+		    "most %d bytes",
+		    cfg->origin[CFG_rdzv_id] ? cfg->origin[CFG_rdzv_id]
+					     : cfg_opts[CFG_rdzv_id].name,
+		    RAW(rdzv_id), strlen(RAW(rdzv_id)), RDZV_ID_MAX);
 	cfg__set_str(&cfg->rdzv_id, RAW(rdzv_id));
 
 	cfg_rdzv_conf_release(&cfg->rdzv);

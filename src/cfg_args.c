@@ -14,6 +14,7 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/hostlist.h"
+#include "crun/rdzv.h"
 #include "crun/banned.h"
 #include "cfg_opts.h"
 

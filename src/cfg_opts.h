@@ -64,8 +64,9 @@ enum { CFG_C_NONE, CFG_C_BOOL, CFG_C_INT, CFG_C_SECS, CFG_C_SIZE, CFG_C_STR };
 	  "rendezvous HOST[:PORT] (c10d port 29400; etcd: H1:2379,H2,...)",    \
 	  NONE, 0, 0, NOF, 0, "")                                              \
 	X(rdzv_id, "rdzv_id", 0, STR, "rendezvous", NULL, CFG_ENV_PET, G_RDZV, \
-	  "job id shared by all nodes (default: a fresh unique id)", NONE, 0,  \
-	  0, NOF, 0, "")                                                       \
+	  "job id shared by all nodes, at most 200 bytes (default: a fresh "   \
+	  "unique id)",                                                        \
+	  NONE, 0, 0, NOF, 0, "")                                              \
 	X(rdzv_conf, "rdzv_conf", 0, STR, "rendezvous", "", CFG_ENV_PET,       \
 	  G_RDZV,                                                              \
 	  "key=value,...: timeouts, secret_file, store_allow, exclude_after, " \
@@ -410,6 +411,8 @@ extern const struct cfg_rdzv_key cfg_rdzv_keys[CFG_NRDZV_KEYS];
 	X("names in one LO-HI range of a hostlist", HOSTLIST_MAX_RANGE, "")    \
 	X("items in one bracket group of a hostlist", HOSTLIST_MAX_RANGES, "") \
 	X("bytes in one host name of a hostlist", HOSTLIST_MAX_NAME, "bytes")  \
+	X("bytes in a --rdzv_id (a longer one is refused)", RDZV_ID_MAX,       \
+	  "bytes")                                                             \
 	X("live FileTimer timers (more are refused)",                          \
 	  CRUN_FILETIMER_MAX_TIMERS, "")                                       \
 	X("bytes in a FileTimer scope", CRUN_FILETIMER_MAX_SCOPE, "bytes")     \

@@ -21,6 +21,7 @@
  * (rdzv_new, rdzv_free) and the helpers every step uses: keys, requests
  * and their replies, and failing or ending a round.
  */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,6 +281,10 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 {
 	struct crun_rdzv *r = calloc(1, sizeof(*r));
 
+	/* An id is never cut: two jobs would share keys (cfg refuses ids
+	 * longer than RDZV_ID_MAX, the store's job record longer than
+	 * run_id). */
+	assert(o->run_id == NULL || strlen(o->run_id) < sizeof(r->run_id));
 	if (r == NULL)
 		return UV_ENOMEM;
 	r->loop = loop;

@@ -101,6 +101,12 @@ struct crun_rdzv_etcd {
 	char errmsg[1200];
 };
 
+/* etcd_prefix (at most 200 bytes, cfg_rdzv.c) and a run id the options
+ * allow fit ns whole. */
+_Static_assert(200 + sizeof("/") + RDZV_ID_MAX + sizeof("/") <=
+		   sizeof(((struct crun_rdzv_etcd *)0)->ns),
+	       "etcd_prefix and a run id do not fit ns");
+
 /* --- rdzv_etcd.c: the main channel and the operations ------------------ */
 
 /* Forget every cached counter (the watch missed events). */

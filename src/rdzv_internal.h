@@ -138,6 +138,14 @@ struct crun_rdzv {
 	char stacks_seen[RDZV_STACKS_MAX_NONCE + 1];
 };
 
+/* A run id the options allow, or one adopted from the store (shorter than
+ * run_id), fits whole in run_id and in "crun/<run_id>/". */
+_Static_assert(RDZV_ID_MAX < sizeof(((struct crun_rdzv *)0)->run_id),
+	       "RDZV_ID_MAX does not fit run_id");
+_Static_assert(sizeof("crun/") + sizeof(((struct crun_rdzv *)0)->run_id) <=
+		   sizeof(((struct crun_rdzv *)0)->prefix),
+	       "a run id does not fit the key prefix");
+
 /* One request in flight: the round it belongs to, and a step-specific int. */
 struct rdzv__op {
 	struct crun_rdzv *r;

@@ -104,6 +104,13 @@
 
 /* The key naming the endpoint's job (its run id). */
 #define RDZV_JOB_KEY "crun/job"
+/*
+ * The longest run id (--rdzv_id), in bytes. The job's keys are named after
+ * it ("crun/<run_id>/...", etcd's "<etcd_prefix>/<run_id>/...") in buffers
+ * that hold it whole: crun and `crun status` refuse a longer one rather
+ * than cut it, as two jobs whose ids were cut alike would share keys.
+ */
+#define RDZV_ID_MAX 200
 
 #include <stdint.h>
 #include <uv.h>

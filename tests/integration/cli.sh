@@ -39,6 +39,20 @@ bad "training_script 'no-such-program-here': command not found" no-such-program-
 bad "training_script 'missing.py': no such file" missing.py
 bad "not allowed with --no_python" -m --no_python mod
 bad "argument --nproc_per_node: expected one value" --nproc_per_node
+# The job's keys are named after --rdzv_id: 200 bytes at most, refused (not
+# cut) beyond, from the command line, the environment and `crun status`.
+ID200=$(printf '%0200d' 7)
+bad "argument --rdzv_id: invalid value '000" --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:0 --rdzv_id="${ID200}8" /bin/true
+expect_grep "length and bound named" "(201 bytes): at most 200 bytes" "$T/e"
+PET_RDZV_ID="${ID200}8" bad "PET_RDZV_ID: invalid value '000" --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:0 /bin/true
+"$CRUN" status --rdzv_endpoint=127.0.0.1:1 --rdzv_id="${ID200}8" >"$T/o" 2>"$T/e"
+expect_eq "status of crun status with a 201-byte id" $? 2
+expect_grep "crun status names the bound" "invalid --rdzv_id .* (201 bytes): at most 200 bytes" "$T/e"
+# ... and an id of 200 bytes runs, whole.
+"$CRUN" --nnodes=1 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:0 \
+	--rdzv_id="$ID200" sh -c 'echo "$TORCHELASTIC_RUN_ID" >"$0"' "$T/runid" >"$T/o" 2>"$T/e" ||
+	fail "a 200-byte --rdzv_id did not run (status $?): $(cat "$T/e")"
+expect_eq "the worker's TORCHELASTIC_RUN_ID" "$(cat "$T/runid")" "$ID200"
 # Where torchrun 2.x refuses a name (a log-spec plugin or an event handler it
 # does not have), crun refuses it too, and before any worker starts.
 bad "argument --logs_specs: invalid value 'custom'" --logs_specs=custom sh -c "touch '$T/ran'"

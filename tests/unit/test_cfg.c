@@ -17,6 +17,7 @@
 
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/rdzv.h"
 #include "crun/store.h"
 #include "../../src/cfg_opts.h"
 
@@ -964,6 +965,43 @@ Test(cfg, bad_other_values)
 	USAGE_ERR("store_max_memory", "1T", "--store_max_memory=1T", "train.py");
 	USAGE_ERR("role", "''", "--role=", "train.py");
 	USAGE_ERR("node_rank", "x", "--node_rank=x", "train.py");
+}
+
+/*
+ * The job's keys are named after --rdzv_id: an id of RDZV_ID_MAX bytes is
+ * taken whole, one byte more is refused (never cut, which let two jobs
+ * share keys), from the command line and the environment alike.
+ */
+Test(cfg, rdzv_id_at_most_rdzv_id_max)
+{
+	char flag[RDZV_ID_MAX + 32], env[RDZV_ID_MAX + 32], want[64];
+	char id[RDZV_ID_MAX + 2];
+
+	memset(id, 'j', RDZV_ID_MAX);
+	id[RDZV_ID_MAX] = '\0';
+	snprintf(flag, sizeof(flag), "--rdzv_id=%s", id);
+	RUN_OK(noenv, "--rdzv_backend=c10d", "--rdzv_endpoint=h:29400", flag,
+	       "train.py");
+	cr_expect_str_eq(cfg.rdzv_id, id);
+	cr_expect_eq(strlen(cfg.rdzv_id), RDZV_ID_MAX);
+
+	id[RDZV_ID_MAX] = 'k';
+	id[RDZV_ID_MAX + 1] = '\0';
+	snprintf(flag, sizeof(flag), "--rdzv_id=%s", id);
+	snprintf(want, sizeof(want), "(%d bytes): at most %d bytes",
+		 RDZV_ID_MAX + 1, RDZV_ID_MAX);
+	USAGE_ERR("argument --rdzv_id: invalid value 'jjj", want,
+		  "--rdzv_backend=c10d", "--rdzv_endpoint=h:29400", flag,
+		  "train.py");
+	cr_expect_null(strstr(errbuf, id), "the whole id echoed: %s", errbuf);
+	snprintf(env, sizeof(env), "PET_RDZV_ID=%s", id);
+	USAGE_ERR_ENV(ENV(env), "PET_RDZV_ID: invalid value", want,
+		      "--rdzv_backend=etcd", "--rdzv_endpoint=h:2379",
+		      "train.py");
+	/* --help states the bound */
+	snprintf(want, sizeof(want), "at most %d bytes", RDZV_ID_MAX);
+	cr_expect_not_null(strstr(cfg_opts[CFG_rdzv_id].help, want), "%s",
+			   cfg_opts[CFG_rdzv_id].help);
 }
 
 /* --- nproc resolution ----------------------------------------------------- */

@@ -13,6 +13,7 @@
 
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/rdzv.h"
 #include "../../src/cfg_opts.h"
 
 static char dir[64];
@@ -579,6 +580,23 @@ Test(cfg_ini, bad_bool_names_file_line_and_key)
 	cr_assert_eq(cfg_finalize(&cfg, err, sizeof(err)), CRUN_EUSAGE);
 	snprintf(want, sizeof(want), "%s:3: standalone: invalid value 'maybe'", path);
 	cr_expect(strncmp(err, want, strlen(want)) == 0, "got '%s'", err);
+}
+
+/* An id joined from continuation lines is held to RDZV_ID_MAX too. */
+Test(cfg_ini, long_rdzv_id_names_file_line_and_key)
+{
+	char text[RDZV_ID_MAX + 64], want[300];
+
+	snprintf(text, sizeof(text),
+		 "[job]\nentrypoint = x\n[rendezvous]\nid = %0*d\n  %0*d\n",
+		 RDZV_ID_MAX / 2, 7, RDZV_ID_MAX / 2, 8);
+	cr_assert_eq(run(text, NULL, NULL), 0, "%s", err);
+	cr_assert_eq(cfg_finalize(&cfg, err, sizeof(err)), CRUN_EUSAGE);
+	snprintf(want, sizeof(want), "%s:4: id: invalid value '000", path);
+	cr_expect(strncmp(err, want, strlen(want)) == 0, "got '%s'", err);
+	snprintf(want, sizeof(want), "(%d bytes): at most %d bytes",
+		 RDZV_ID_MAX + 1, RDZV_ID_MAX);
+	cr_expect_not_null(strstr(err, want), "got '%s'", err);
 }
 
 Test(cfg_ini, bad_file_value_hidden_by_the_command_line)
