@@ -276,15 +276,20 @@ static int open_log(const char *dir, const char *name, char **path_out)
 }
 
 /*
- * The console prefix of a tee'd line: [<role><local_rank>]:, or torchrun
- * 2.x's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE with ${role_name},
- * ${local_rank} and ${rank} replaced (other text kept as written).
+ * The console prefix of a tee'd line: [<role><local_rank>]:, or torchrun's
+ * template (--log_line_prefix_template, else
+ * TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE) with ${role_name}, ${local_rank},
+ * ${rank} and ${hostname} replaced (other text kept as written).
  */
 static void line_prefix(const struct crun_cfg *cfg, int local_rank, int rank,
 			char *out, size_t len)
 {
-	const char *t = getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+	const char *t = cfg->log_line_prefix_template;
+	char host[256];
 	size_t n = 0;
+
+	if (t == NULL || *t == '\0')
+		t = getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
 
 	if (t == NULL || *t == '\0') {
 		snprintf(out, len, "[%s%d]:", cfg->role, local_rank);
@@ -307,6 +312,12 @@ static void line_prefix(const struct crun_cfg *cfg, int local_rank, int rank,
 			snprintf(num, sizeof(num), "%d", rank);
 			sub = num;
 			skip = 7;
+		} else if (strncmp(t, "${hostname}", 11) == 0) {
+			if (gethostname(host, sizeof(host)) != 0)
+				host[0] = '\0';
+			host[sizeof(host) - 1] = '\0';
+			sub = host;
+			skip = 11;
 		}
 		if (sub) {
 			n += (size_t)snprintf(out + n, len - n, "%s", sub);

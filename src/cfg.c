@@ -75,6 +75,7 @@ void cfg_release(struct crun_cfg *cfg)
 	free(cfg->nproc_spec);
 	free(cfg->start_method);
 	free(cfg->role);
+	free(cfg->log_line_prefix_template);
 	for (i = 0; i < cfg->argc; i++)
 		free(cfg->argv[i]);
 	free(cfg->argv);
@@ -116,6 +117,16 @@ int cfg_set(struct crun_cfg *cfg, int id, const char *value, int src,
 	cfg__set_str(&cfg->origin[id], origin);
 	cfg->src[id] = (unsigned char)src;
 	return 1;
+}
+
+int cfg_option_at(int i, const char **name, char *shrt, int *takes_value)
+{
+	if (i < 0 || i >= CFG_NOPTS)
+		return -1;
+	*name = cfg_opts[i].name;
+	*shrt = cfg_opts[i].shrt;
+	*takes_value = cfg_opts[i].type != CFG_T_BOOL;
+	return 0;
 }
 
 const struct cfg_opt *cfg_opt_by_name(const char *name, size_t len,
@@ -322,8 +333,9 @@ static int fin_launch(struct crun_cfg *cfg, char *e, size_t l)
 	    strcmp(RAW(start_method), "forkserver"))
 		return cfg__bad(cfg, CFG_start_method, e, l,
 				"expected spawn, fork or forkserver");
-	if (*RAW(role) == '\0')
-		return cfg__bad(cfg, CFG_role, e, l, "must not be empty");
+	/* Empty is allowed, as torchrun (TorchX passes --role ''). */
+	if (strlen(RAW(role)) > 127) /* rdzv_descr's role */
+		return cfg__bad(cfg, CFG_role, e, l, "longer than 127 bytes");
 	if (RAW(numa_binding) &&
 	    binding_mode_parse(RAW(numa_binding), NULL) < 0)
 		return cfg__bad(cfg, CFG_numa_binding, e, l,
@@ -375,7 +387,7 @@ static int fin_rdzv(struct crun_cfg *cfg, char *e, size_t l)
 {
 	const char *be = RAW(rdzv_backend), *ep = RAW(rdzv_endpoint);
 	char host[256], why[400];
-	int port;
+	int port = -1, ep_given = *ep != '\0';
 
 	if (strcmp(be, "static") && strcmp(be, "c10d") && strcmp(be, "etcd") &&
 	    strcmp(be, "etcd-v3") && strcmp(be, "etcd-v2"))
@@ -409,9 +421,19 @@ static int fin_rdzv(struct crun_cfg *cfg, char *e, size_t l)
 		if (etcd_parse_endpoints(ep, 0, urls, ETCD_MAX_ENDPOINTS, why,
 					 sizeof(why)) < 0)
 			return cfg__bad(cfg, CFG_rdzv_endpoint, e, l, why);
-	} else if (*ep && cfg_split_endpoint(ep, host, sizeof(host), &port))
+	} else if (*ep && cfg_split_endpoint(ep, host, sizeof(host), &port)) {
 		return cfg__bad(cfg, CFG_rdzv_endpoint, e, l,
 				"expected HOST[:PORT] with PORT in 0..65535");
+	} else if (strcmp(cfg->rdzv_backend, "static") == 0 && ep_given &&
+		   port > 0 && cfg->master_port < 0) {
+		/* As torchrun: the static endpoint's port is the workers'
+		 * MASTER_PORT (a firewall opens exactly that one). */
+		char p[16];
+
+		snprintf(p, sizeof(p), "%d", port);
+		derive(cfg, CFG_master_port, p, "--rdzv_endpoint's port");
+		cfg->master_port = port;
+	}
 	cfg__set_str(&cfg->rdzv_endpoint, ep);
 	/* The id names the job's keys: refused whole, never cut (rdzv.h). */
 	if (RAW(rdzv_id) && strlen(RAW(rdzv_id)) > RDZV_ID_MAX)
@@ -456,7 +478,7 @@ static int fin_streams(struct crun_cfg *cfg, char *e, size_t l)
 	    cfg__parse_filter(RAW(local_ranks_filter), &cfg->local_ranks_filter,
 			      &cfg->nfilter))
 		return cfg__bad(cfg, CFG_local_ranks_filter, e, l,
-				"expected local ranks like 0,2");
+				"expected integers like 0,2");
 	if (cfg__parse_dup_filters(RAW(duplicate_stdout_filters),
 				   &cfg->dup_filters[0],
 				   &cfg->ndup_filters[0]) ||
@@ -573,6 +595,14 @@ void cfg_print(const struct crun_cfg *cfg, FILE *fp)
 void cfg_notices(const struct crun_cfg *cfg, FILE *fp)
 {
 	const char *p = cfg->rdzv.unknown;
+	const char *rc = cfg->origin[CFG_rdzv_conf] ? cfg->origin[CFG_rdzv_conf]
+						    : "--rdzv_conf";
+
+	if (cfg->rdzv.quoted)
+		fprintf(fp,
+			"crun: %s: quotes around the value or its items "
+			"removed (no shell removed them): %s\n",
+			rc, RAW(rdzv_conf));
 
 	while (p && *p) {
 		int n = (int)strcspn(p, ",");
@@ -580,9 +610,7 @@ void cfg_notices(const struct crun_cfg *cfg, FILE *fp)
 		fprintf(fp,
 			"crun: %s: unknown rdzv_conf key '%.*s' ignored "
 			"(as torchrun does)\n",
-			cfg->origin[CFG_rdzv_conf] ? cfg->origin[CFG_rdzv_conf]
-						   : "--rdzv_conf",
-			n, p);
+			rc, n, p);
 		p += n + (p[n] == ',');
 	}
 	if (RAW(event_log_handler) && strcmp(RAW(event_log_handler), "null"))

@@ -93,6 +93,9 @@ void cfg__usage(FILE *fp)
 	    fp,
 	    "\n  -h, --help                    show this help and exit\n"
 	    "  --version                     show the version and exit\n"
+	    "  --print-completion SHELL      print a completion script for "
+	    "bash, zsh\n"
+	    "                                or tcsh and exit\n"
 	    "\nExit status: 0 on success, 2 for usage errors, else the failed\n"
 	    "worker's exit code (128+N when it died of signal N), 1 "
 	    "otherwise.\n"
@@ -164,7 +167,7 @@ static int is_job_file(const char *s)
 int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, int *done,
 		   char *errmsg, size_t errlen)
 {
-	int i;
+	int i, dashdash = 0, skip;
 
 	*done = 0;
 	for (i = 1; i < argc; i++) {
@@ -176,6 +179,7 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, int *done,
 
 		if (strcmp(a, "--") == 0) {
 			i++;
+			dashdash = 1;
 			break;
 		}
 		if (a[0] != '-' || a[1] == '\0')
@@ -202,6 +206,27 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, int *done,
 						"argument --print-limits: "
 						"expected markdown or man");
 			cfg__print_limits(stdout, a + 15);
+			*done = 1;
+			return 0;
+		}
+		/* torchrun 2.14's: the script comes from the option tables. */
+		if ((strncmp(a, "--print-completion", 18) == 0 ||
+		     strncmp(a, "--print_completion", 18) == 0) &&
+		    (a[18] == '\0' || a[18] == '=')) {
+			const char *sh = a[18] == '='	? a + 19
+					 : i + 1 < argc ? argv[++i]
+							: "";
+
+			if (strcmp(sh, "bash") && strcmp(sh, "zsh") &&
+			    strcmp(sh, "tcsh"))
+				return cfg__err(errmsg, errlen,
+						"argument --print-completion: "
+						"invalid choice '%s' (choose "
+						"from bash, zsh, tcsh)",
+						sh);
+			cfg->print_completion = sh[0] == 'b'   ? "bash"
+						: sh[0] == 'z' ? "zsh"
+							       : "tcsh";
 			*done = 1;
 			return 0;
 		}
@@ -262,18 +287,26 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, int *done,
 		cfg_set(cfg, o->id, val, CRUN_SRC_CLI, origin);
 	}
 
-	/* The first positional is the training script, or a job file. */
+	/*
+	 * The first positional is the training script, or a job file.
+	 * argparse drops one "--" among the positionals: the one that ended
+	 * the options, else one right after the script (or the job file), as
+	 * in `torchrun -m train -- --depth=26`.
+	 */
+	skip = dashdash ? -1 : i + 1;
 	if (i < argc && is_job_file(argv[i]) && cfg->raw[CFG_config] == NULL) {
 		cfg_set(cfg, CFG_config, argv[i], CRUN_SRC_CLI,
 			"job file argument");
 		i++;
 		cfg->nargs_override = 1;
 	}
+	if (skip < 0 || skip >= argc || strcmp(argv[skip], "--") != 0)
+		skip = -1;
 	if (i < argc) {
-		cfg->argc = argc - i;
-		cfg->argv = calloc((size_t)cfg->argc + 1, sizeof(char *));
-		for (int k = 0; k < cfg->argc; k++)
-			cfg->argv[k] = cfg__strdup(argv[i + k]);
+		cfg->argv = calloc((size_t)(argc - i) + 1, sizeof(char *));
+		for (int k = i; k < argc; k++)
+			if (k != skip)
+				cfg->argv[cfg->argc++] = cfg__strdup(argv[k]);
 	}
 	return 0;
 }

@@ -127,6 +127,11 @@ enum { CFG_C_NONE, CFG_C_BOOL, CFG_C_INT, CFG_C_SECS, CFG_C_SIZE, CFG_C_STR };
 	X(tee, "tee", 't', STR, "logs", "0", CFG_ENV_PET, G_LOGS,              \
 	  "streams to files and console, with [<role><rank>]: prefixes", NONE, \
 	  0, 0, NOF, 0, "")                                                    \
+	X(log_line_prefix_template, "log_line_prefix_template", 0, STR,        \
+	  "logs", "", CFG_ENV_PET, G_LOGS,                                     \
+	  "console line prefix with ${role_name} ${local_rank} ${rank} "      \
+	  "${hostname} (else TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)",          \
+	  STR, 0, 0, F(log_line_prefix_template), 0, "")                       \
 	X(local_ranks_filter, "local_ranks_filter", 0, STR, "logs", "",        \
 	  CFG_ENV_PET, G_LOGS, "local ranks whose output reaches the console", \
 	  NONE, 0, 0, NOF, 0, "")                                              \

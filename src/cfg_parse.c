@@ -333,7 +333,10 @@ int cfg__parse_filter(const char *s, int **out, int *n)
 
 		while (isspace((unsigned char)*tok))
 			tok++;
-		if (cfg__parse_long(tok, 0, CRUN_MAX_LOCAL_RANKS - 1, &r)) {
+		/* Any integers, as torchrun: a rank that no worker has (-1,
+		 * as torchtitan gives nodes that should print nothing)
+		 * filters out every worker. */
+		if (cfg__parse_long(tok, INT_MIN, INT_MAX, &r)) {
 			free(copy);
 			free(v);
 			return CRUN_EUSAGE;

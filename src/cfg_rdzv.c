@@ -239,16 +239,35 @@ static char *strip(char *s)
 	return s;
 }
 
+/*
+ * s without one pair of matching quotes around it, in place: a value no
+ * shell unquoted (a Kubernetes args: list, a YAML job spec, PyTorch's own
+ * launcher tests pass --rdzv-conf='k=v,...' so). *quoted says there was one.
+ */
+static char *unquote(char *s, int *quoted)
+{
+	size_t n = strlen(s);
+
+	if (n < 2 || (s[0] != '\'' && s[0] != '"') || s[n - 1] != s[0])
+		return s;
+	s[n - 1] = '\0';
+	*quoted = 1;
+	return s + 1;
+}
+
 int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 			char *errmsg, size_t errlen)
 {
 	char *copy = cfg__strdup(s), *tok, *save = NULL;
 	int rc = 0;
 
-	for (tok = strtok_r(copy, ",", &save); tok && rc == 0;
-	     tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '='), *k, *v;
+	for (tok = strtok_r(unquote(strip(copy), &conf->quoted), ",", &save);
+	     tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+		char *eq, *k, *v;
 		const struct cfg_rdzv_key *key;
+
+		tok = unquote(strip(tok), &conf->quoted);
+		eq = strchr(tok, '=');
 
 		if (eq == NULL) {
 			rc = cfg__err(errmsg, errlen,
@@ -257,7 +276,7 @@ int cfg_parse_rdzv_conf(const char *s, struct crun_rdzv_conf *conf,
 		}
 		*eq = '\0';
 		k = strip(tok);
-		v = strip(eq + 1);
+		v = unquote(strip(eq + 1), &conf->quoted);
 		if (*k == '\0' || *v == '\0') {
 			rc = cfg__err(
 			    errmsg, errlen,

@@ -126,6 +126,76 @@ static int next_str(struct cur *c, const char *what, char *dst, size_t size,
 	return 0;
 }
 
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/*
+ * The role field: "-" for an empty role (TorchX passes --role ''), else the
+ * role with blanks, control bytes and '%' as %XX (and a role "-" as %2D).
+ */
+static int next_role(struct cur *c, char *dst, size_t size, char *why,
+		     size_t wlen)
+{
+	const char *f;
+	size_t n = cur_field(c, &f), k = 0;
+
+	if (n == 0)
+		return reason(why, wlen, "role missing");
+	if (n == 1 && f[0] == '-') {
+		dst[0] = '\0';
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int v = (unsigned char)f[i], hi, lo;
+
+		if (v < 0x21 || v == 0x7f)
+			return reason(why, wlen,
+				      "role has a control character");
+		if (v == '%') {
+			hi = i + 2 < n ? hexval(f[i + 1]) : -1;
+			lo = i + 2 < n ? hexval(f[i + 2]) : -1;
+			if (hi < 0 || lo < 0 || (v = hi * 16 + lo) == 0)
+				return reason(why, wlen,
+					      "role has a bad %%-escape");
+			i += 2;
+		}
+		if (k + 1 >= size)
+			return reason(why, wlen, "role longer than %zu bytes",
+				      size - 1);
+		dst[k++] = (char)v;
+	}
+	dst[k] = '\0';
+	return 0;
+}
+
+/* role as the descriptor's role field (next_role reads it back). */
+static void role_field(const char *role, char *out, size_t len)
+{
+	size_t k = 0;
+
+	if (*role == '\0' || strcmp(role, "-") == 0) {
+		snprintf(out, len, "%s", *role ? "%2D" : "-");
+		return;
+	}
+	for (; *role && k + 4 <= len; role++) {
+		unsigned char v = (unsigned char)*role;
+
+		if (v < 0x21 || v == 0x7f || v == '%')
+			k += (size_t)snprintf(out + k, len - k, "%%%02X", v);
+		else
+			out[k++] = (char)v;
+	}
+	out[k] = '\0';
+}
+
 /* A node's "<addr>[#<id>]" field (rdzv_records.h): split at the last '#'. */
 static int next_node(struct cur *c, char *addr, size_t asize, char *id,
 		     char *why, size_t wlen)
@@ -262,7 +332,7 @@ int rdzv_parse_descr(const void *p, size_t len, int max_nodes,
 	    (rc = next_str(&c, "host", d->host, sizeof(d->host), why, wlen)) ||
 	    (rc = next_str(&c, "address", d->addr, sizeof(d->addr), why,
 			   wlen)) ||
-	    (rc = next_str(&c, "role", d->role, sizeof(d->role), why, wlen)))
+	    (rc = next_role(&c, d->role, sizeof(d->role), why, wlen)))
 		return rc;
 	if (!cur_done(&c)) {
 		struct cur ip = c;
@@ -881,12 +951,14 @@ size_t rdzv_format_descr(char *buf, size_t len, const struct rdzv_descr_in *d)
 {
 	const char *ips = d->ips ? d->ips : "";
 	const char *env = d->env ? d->env : "";
+	char role[3 * sizeof(((struct rdzv_descr *)0)->role)];
 	int base, room, n = (int)strlen(ips);
 
+	role_field(d->role, role, sizeof(role));
 	/* The ip= list gives way: as many whole addresses as fit. */
 	base = snprintf(NULL, 0, "%d %d %d %d %s %s %s%s%s", d->is_host,
-			d->node_rank, d->nproc, d->pid, d->host, d->addr,
-			d->role, *env ? " env=" : "", env);
+			d->node_rank, d->nproc, d->pid, d->host, d->addr, role,
+			*env ? " env=" : "", env);
 	room = RDZV_MAX_RECORD - base - 4; /* " ip=" */
 	while (n > room) {
 		const char *c = memrchr(ips, ',', (size_t)n);
@@ -895,8 +967,8 @@ size_t rdzv_format_descr(char *buf, size_t len, const struct rdzv_descr_in *d)
 	}
 	return written(snprintf(buf, len, "%d %d %d %d %s %s %s%s%.*s%s%s",
 				d->is_host, d->node_rank, d->nproc, d->pid,
-				d->host, d->addr, d->role, n > 0 ? " ip=" : "",
-				n, ips, *env ? " env=" : "", env),
+				d->host, d->addr, role, n > 0 ? " ip=" : "", n,
+				ips, *env ? " env=" : "", env),
 		       len);
 }
 

@@ -83,6 +83,7 @@ struct crun_rdzv_conf {
 	int exclude_after;   /* leave out a node after K failures (0: off) */
 	double exclude_for;  /* ... for this many seconds */
 	char *unknown;	     /* keys crun does not know, "a,b" (or NULL) */
+	int quoted;	     /* quotes around the value or items were removed */
 };
 
 /* Limits of the agent's store (issue: the crun store). */
@@ -107,6 +108,8 @@ struct crun_cfg {
 	double monitor_interval;
 	char *start_method;
 	char *role;
+	char *log_line_prefix_template; /* "" or NULL: torchrun's default */
+	const char *print_completion;	/* --print-completion's shell */
 
 	/* Entrypoint. */
 	int module;
@@ -198,6 +201,13 @@ void cfg_init(struct crun_cfg *cfg);
 
 /** Free every string and array cfg owns. */
 void cfg_release(struct crun_cfg *cfg);
+
+/**
+ * The i-th option of the table (0 <= i): its name (underscore spelling; the
+ * dash spelling is accepted too), short letter (0: none) and whether it takes
+ * a value. 0, or -1 past the last.
+ */
+int cfg_option_at(int i, const char **name, char *shrt, int *takes_value);
 
 /** Fill c with the rdzv_conf defaults (every key not given). */
 void cfg_rdzv_conf_init(struct crun_rdzv_conf *c);

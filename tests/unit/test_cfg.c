@@ -953,6 +953,10 @@ Test(cfg, bad_combinations)
 	USAGE_ERR("node_rank", "'2'", "--nnodes=2", "--node_rank=2", "train.py");
 }
 
+#define LONG128                                                                \
+	"rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr"     \
+	"rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr"
+
 Test(cfg, bad_other_values)
 {
 	USAGE_ERR("max_restarts", "-1", "--max_restarts=-1", "train.py");
@@ -963,7 +967,8 @@ Test(cfg, bad_other_values)
 	USAGE_ERR("local_ranks_filter", "a", "--local_ranks_filter=a", "train.py");
 	USAGE_ERR("store_max_key_size", "'0'", "--store_max_key_size=0", "train.py");
 	USAGE_ERR("store_max_memory", "1T", "--store_max_memory=1T", "train.py");
-	USAGE_ERR("role", "''", "--role=", "train.py");
+	USAGE_ERR("role", "longer than 127 bytes",
+		  "--role=" LONG128, "train.py");
 	USAGE_ERR("node_rank", "x", "--node_rank=x", "train.py");
 }
 
@@ -1402,4 +1407,81 @@ Test(cfg, print_shows_sources)
 	cr_expect_not_null(strstr(text, "environment (PET_MAX_RESTARTS)"), "%s", text);
 	cr_expect_not_null(strstr(text, "= train.py x\n"), "%s", text);
 	free(text);
+}
+
+/* Command lines tools write, read as torchrun 2.14 reads them. */
+Test(cfg, torchrun_214_command_lines)
+{
+	/* One "--" among the positionals goes: after the script or module,
+	 * or the one that ends the options; any later one stays. */
+	RUN_OK(noenv, "-m", "train", "--", "--depth=26");
+	cr_assert_eq(cfg.argc, 2);
+	cr_expect_str_eq(cfg.argv[1], "--depth=26");
+	reset();
+	RUN_OK(noenv, "--", "train.py", "--", "x");
+	cr_assert_eq(cfg.argc, 3);
+	cr_expect_str_eq(cfg.argv[1], "--");
+	reset();
+	RUN_OK(noenv, "train.py", "--a", "--", "x");
+	cr_assert_eq(cfg.argc, 4);
+	cr_expect_str_eq(cfg.argv[2], "--");
+	/* TorchX's dist.ddp: --role ''. */
+	reset();
+	RUN_OK(noenv, "--role", "", "--tee", "3", "train.py");
+	cr_expect_str_eq(cfg.role, "");
+	/* torchtitan: --local-ranks-filter -1 shows no rank. */
+	reset();
+	RUN_OK(noenv, "--nproc_per_node=2", "--local-ranks-filter", "-1",
+	       "train.py");
+	cr_expect(!cfg_rank_on_console(&cfg, 0) &&
+		  !cfg_rank_on_console(&cfg, 1));
+	/* Quotes no shell removed: around the value, an item, a value. */
+	reset();
+	RUN_OK(noenv, "--rdzv_conf='join_timeout=5,last_call_timeout=1'",
+	       "train.py");
+	cr_expect_eq(cfg.rdzv.join_timeout, 5);
+	cr_expect_eq(cfg.rdzv.last_call_timeout, 1);
+	cr_expect(cfg.rdzv.quoted);
+	reset();
+	RUN_OK(noenv, "--rdzv_conf=\"join_timeout=6\",read_timeout='7'",
+	       "train.py");
+	cr_expect_eq(cfg.rdzv.join_timeout, 6);
+	cr_expect_eq(cfg.rdzv.read_timeout, 7);
+	reset();
+	RUN_OK(noenv, "--rdzv_conf=join_timeout=8", "train.py");
+	cr_expect(!cfg.rdzv.quoted);
+	USAGE_ERR("rdzv_conf", "'5''", "--rdzv_conf='join_timeout=5''",
+		  "train.py");
+	/* The static endpoint's port is MASTER_PORT, unless one is given. */
+	reset();
+	RUN_OK(noenv, "--rdzv_backend=static",
+	       "--rdzv_endpoint=localhost:29123", "train.py");
+	cr_expect_eq(cfg.master_port, 29123);
+	reset();
+	RUN_OK(noenv, "--rdzv_backend=static", "--master_port=29124",
+	       "--rdzv_endpoint=localhost:29123", "train.py");
+	cr_expect_eq(cfg.master_port, 29124);
+	reset();
+	RUN_OK(noenv, "train.py");
+	cr_expect_eq(cfg.master_port, -1);
+	/* --log-line-prefix-template, then PET_LOG_LINE_PREFIX_TEMPLATE. */
+	reset();
+	RUN_OK(ENV("PET_LOG_LINE_PREFIX_TEMPLATE=env"),
+	       "--log-line-prefix-template",
+	       "${hostname}:${rank}: ", "train.py");
+	cr_expect_str_eq(cfg.log_line_prefix_template, "${hostname}:${rank}: ");
+	reset();
+	RUN_OK(ENV("PET_LOG_LINE_PREFIX_TEMPLATE=env"), "train.py");
+	cr_expect_str_eq(cfg.log_line_prefix_template, "env");
+	/* --print-completion SHELL: parsed, and done. */
+	reset();
+	cr_assert_eq(PARSE(noenv, "--print-completion", "zsh"), 0);
+	cr_expect(done);
+	cr_expect_str_eq(cfg.print_completion, "zsh");
+	reset();
+	cr_assert_eq(PARSE(noenv, "--print_completion=tcsh"), 0);
+	cr_expect_str_eq(cfg.print_completion, "tcsh");
+	USAGE_ERR("print-completion", "choose from bash, zsh, tcsh",
+		  "--print-completion", "fish");
+	USAGE_ERR("print-completion", "''", "--print-completion");
 }

@@ -166,6 +166,7 @@ static const char *sample(int id)
 	case CFG_metrics_idle_timeout: return "5";
 	case CFG_init_warn_after: return "7";
 	case CFG_stall_timeout: return "9";
+	case CFG_log_line_prefix_template: return "[r]:";
 	}
 	return "true"; /* booleans */
 }

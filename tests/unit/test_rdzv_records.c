@@ -39,6 +39,32 @@ Test(rdzv_records, int_ranges, .timeout = 10)
 		     CRUN_EPROTO);
 }
 
+/* Any role survives the record: empty (TorchX's --role ''), blanks, '%'. */
+Test(rdzv_records, descriptor_roles, .timeout = 10)
+{
+	static const char *const roles[] = {"",	 "-",	"trainer", "a b",
+					    "50%", "%2D", "x\ty", "-a-"};
+	struct rdzv_descr_in in = {0, 1, 2, 3, "h", "10.0.0.1", NULL, NULL, ""};
+	struct rdzv_descr d;
+	char buf[RDZV_MAX_RECORD + 1], why[200];
+
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
+		in.role = roles[i];
+		rdzv_format_descr(buf, sizeof(buf), &in);
+		cr_assert_eq(rdzv_parse_descr(buf, strlen(buf), 8, &d, why,
+					      sizeof(why)),
+			     0, "'%s' as '%s': %s", roles[i], buf, why);
+		cr_assert_str_eq(d.role, roles[i], "written as '%s'", buf);
+	}
+	/* Bad escapes, and an escaped NUL, are refused. */
+	static const char *const bad[] = {"0 0 1 1 h a %", "0 0 1 1 h a %4",
+					  "0 0 1 1 h a %zz", "0 0 1 1 h a %00"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(rdzv_parse_descr(bad[i], strlen(bad[i]), 8, &d,
+					      why, sizeof(why)),
+			     CRUN_EPROTO, "%s", bad[i]);
+}
+
 Test(rdzv_records, descriptor, .timeout = 10)
 {
 	struct rdzv_descr d;
