@@ -564,6 +564,35 @@ struct status_args {
 	long max_nodes;
 };
 
+static const struct option status_opts[] = {
+    {"rdzv_endpoint", required_argument, NULL, 'e'},
+    {"rdzv-endpoint", required_argument, NULL, 'e'},
+    {"rdzv_id", required_argument, NULL, 'i'},
+    {"rdzv-id", required_argument, NULL, 'i'},
+    {"rdzv_backend", required_argument, NULL, 'b'},
+    {"rdzv-backend", required_argument, NULL, 'b'},
+    {"rdzv_conf", required_argument, NULL, 'c'},
+    {"rdzv-conf", required_argument, NULL, 'c'},
+    {"rdzv_secret_file", required_argument, NULL, 's'},
+    {"rdzv-secret-file", required_argument, NULL, 's'},
+    {"json", no_argument, NULL, 'j'},
+    {"timeout", required_argument, NULL, 't'},
+    {"hb_wait", required_argument, NULL, 'w'},
+    {"hb-wait", required_argument, NULL, 'w'},
+    {"max_nodes", required_argument, NULL, 'n'},
+    {"max-nodes", required_argument, NULL, 'n'},
+    {"stacks", no_argument, NULL, 'S'},
+    {"stacks_wait", required_argument, NULL, 'W'},
+    {"stacks-wait", required_argument, NULL, 'W'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+const struct option *cmd_status_options(void)
+{
+	return status_opts;
+}
+
 /*
  * Read the options into sa (cs->json too); returns -1 to go on, else the
  * exit status (--help: 0, a usage error: 2).
@@ -571,36 +600,13 @@ struct status_args {
 static int status_parse_args(int argc, char **argv, struct status_args *sa,
 			     struct cmd_status *cs)
 {
-	static const struct option opts[] = {
-	    {"rdzv_endpoint", required_argument, NULL, 'e'},
-	    {"rdzv-endpoint", required_argument, NULL, 'e'},
-	    {"rdzv_id", required_argument, NULL, 'i'},
-	    {"rdzv-id", required_argument, NULL, 'i'},
-	    {"rdzv_backend", required_argument, NULL, 'b'},
-	    {"rdzv-backend", required_argument, NULL, 'b'},
-	    {"rdzv_conf", required_argument, NULL, 'c'},
-	    {"rdzv-conf", required_argument, NULL, 'c'},
-	    {"rdzv_secret_file", required_argument, NULL, 's'},
-	    {"rdzv-secret-file", required_argument, NULL, 's'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"timeout", required_argument, NULL, 't'},
-	    {"hb_wait", required_argument, NULL, 'w'},
-	    {"hb-wait", required_argument, NULL, 'w'},
-	    {"max_nodes", required_argument, NULL, 'n'},
-	    {"max-nodes", required_argument, NULL, 'n'},
-	    {"stacks", no_argument, NULL, 'S'},
-	    {"stacks_wait", required_argument, NULL, 'W'},
-	    {"stacks-wait", required_argument, NULL, 'W'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	double d;
 	char *end;
 	int c;
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", status_opts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			fputs(status_usage, stdout);

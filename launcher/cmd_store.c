@@ -105,14 +105,14 @@ static const struct {
  * Parse argv into args. Returns -1 to go on, else the exit status: 0 after
  * --help, 2 after a one-line usage error on stderr.
  */
-static int cmd_store_parse(int argc, char **argv, struct cmd_store_args *args)
+const struct option *cmd_store_options(void)
 {
-	struct option opts[N_SIZE_FLAGS + 6];
-	size_t i, n = 0;
-	char *end;
-	int c;
+	static struct option opts[N_SIZE_FLAGS + 6];
+	size_t n = 0;
 
-	for (i = 0; i < N_SIZE_FLAGS; i++)
+	if (opts[0].name != NULL)
+		return opts;
+	for (size_t i = 0; i < N_SIZE_FLAGS; i++)
 		opts[n++] =
 		    (struct option){store_size_flags[i].name, required_argument,
 				    NULL, (int)(256 + i)};
@@ -123,6 +123,15 @@ static int cmd_store_parse(int argc, char **argv, struct cmd_store_args *args)
 	opts[n++] = (struct option){"quiet", no_argument, NULL, 'q'};
 	opts[n++] = (struct option){"help", no_argument, NULL, 'h'};
 	opts[n] = (struct option){NULL, 0, NULL, 0};
+	return opts;
+}
+
+static int cmd_store_parse(int argc, char **argv, struct cmd_store_args *args)
+{
+	const struct option *opts = cmd_store_options();
+	size_t i;
+	char *end;
+	int c;
 
 	memset(args, 0, sizeof(*args));
 	args->port = -1;

@@ -177,8 +177,11 @@ int main(int argc, char **argv)
 		return usage_error(msg);
 	}
 	if (done) {
+		rc = cfg.print_completion
+			 ? completion_print(stdout, cfg.print_completion)
+			 : 0;
 		cfg_release(&cfg);
-		return 0;
+		return rc;
 	}
 	if (cfg.argc > 0 &&
 	    setup_entrypoint(&cfg, !cfg.print_config, msg, sizeof(msg))) {

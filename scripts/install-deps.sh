@@ -35,6 +35,8 @@ PKGS="$PKGS etcd-server|etcd etcd-client|etcd openssl"
 # CPU/NUMA binding (hwloc), firewall rules inside test namespaces, the scale
 # curves' plots.
 PKGS="$PKGS libmicrohttpd-dev prometheus libhwloc-dev hwloc nftables gnuplot-nox"
+# The shells whose completion scripts crun prints (completion.sh loads them).
+PKGS="$PKGS zsh tcsh"
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 # candidate P: apt can install P on this release.
