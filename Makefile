@@ -105,11 +105,14 @@ deps:
 	@sh scripts/install-deps.sh
 
 # The test venv (.venv/: PyTorch 2.13, the framework suites' packages and
-# clang-format, from tests/requirements*.txt); a no-op
-# when already made. TORCH_PYTHONS (default "/usr/bin/python3 .venv's python")
-# names the interpreters tests/run.sh runs each torch suite on.
+# clang-format, from tests/requirements*.txt) and .venv-214/ (the reference
+# torchrun 2.14, tests/requirements-torch214.txt); a no-op when already
+# made. TORCH_PYTHONS (default "/usr/bin/python3 .venv's python") names the
+# interpreters tests/run.sh runs each torch suite on; TORCHRUN_REFS (those
+# and .venv-214's) the torchruns the comparing suites run beside crun.
 test-venv:
 	@sh scripts/test-venv.sh
+	@sh scripts/test-venv.sh .venv-214 tests/requirements-torch214.txt
 
 check-build: all $(UNIT_BIN) $(HELPER_BIN) $(BENCH_BIN)
 
@@ -128,6 +131,7 @@ test check: deps test-venv format-check check-build
 # an hour on 2 cores, and make test has already run them on both.
 asan:
 	TORCH_PYTHONS="$${TORCH_PYTHONS:-$(CURDIR)/.venv/bin/python}" \
+	TORCHRUN_REFS="$${TORCHRUN_REFS:-$(CURDIR)/.venv/bin/python}" \
 		$(MAKE) BUILD=build-asan SANITIZE=address,undefined OPT='-O1 -g' test
 
 ubsan:

@@ -7,10 +7,20 @@
 # hash of the requirements the venv was made from, written once torch imported:
 # when it matches, this is a no-op. Called by make test (and so make asan).
 # TEST_VENV_PYTHON names the base interpreter (default /usr/bin/python3).
+#
+#   scripts/test-venv.sh [VENV REQUIREMENTS...]
+#
+# makes another venv the same way: make test-venv also makes .venv-214/ from
+# tests/requirements-torch214.txt (the reference torchrun 2.14).
 set -eu
 cd "$(dirname "$0")/.."
 VENV=.venv
 REQ="tests/requirements.txt tests/requirements-frameworks.txt"
+if [ $# -ge 2 ]; then
+	VENV=$1
+	shift
+	REQ="$*"
+fi
 BASE=${TEST_VENV_PYTHON:-/usr/bin/python3}
 STAMP=$VENV/.requirements.sha256
 # shellcheck disable=SC2086

@@ -19,6 +19,10 @@ export PYTHON="${PYTHON:-/usr/bin/python3}"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}
 export TORCH_PYTHONS="${TORCH_PYTHONS:-/usr/bin/python3 $PWD/.venv/bin/python}"
+# Suites marked "# needs: torchrun" compare crun with a torchrun: they run
+# once per reference interpreter (TORCH_PYTHONS and the reference torchrun
+# 2.14 of .venv-214/).
+export TORCHRUN_REFS="${TORCHRUN_REFS:-$TORCH_PYTHONS $PWD/.venv-214/bin/python}"
 ALLOW=${TEST_ALLOW_SKIP:-}
 if [ -n "${CI:-}" ] && [ -n "$ALLOW" ]; then
 	echo "== CI: ignoring TEST_ALLOW_SKIP='$ALLOW' (every suite must run)"
@@ -93,12 +97,16 @@ for t in tests/integration/*.sh; do
 	_s=$(basename "$t" .sh)
 	case "$_s" in lib*) continue ;; esac
 	match "$t" || continue
-	if ! grep -q '^# needs: torch$' "$t"; then
+	if grep -q '^# needs: torch$' "$t"; then
+		_pys=$TORCH_PYTHONS
+	elif grep -q '^# needs: torchrun$' "$t"; then
+		_pys=$TORCHRUN_REFS
+	else
 		echo "== integration $_s"
 		run "$_s" sh "$t"
 		continue
 	fi
-	for _py in $TORCH_PYTHONS; do
+	for _py in $_pys; do
 		_v=$(torch_version "$_py")
 		echo "== integration $_s [torch ${_v:-none} $_py]"
 		_label="$_s[${_v:-$_py}]"

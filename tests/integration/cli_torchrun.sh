@@ -1,9 +1,10 @@
 #!/bin/sh
-# needs: torch
+# needs: torchrun
 # Every flag of the torchrun of $PYTHON's PyTorch is accepted, read from
 # torchrun's own argument parser (torch.distributed.run.get_args_parser), not
 # from crun's option table or a copy: tests/run.sh runs this once per
-# interpreter of TORCH_PYTHONS (Debian's 1.13, the test venv's 2.13). Each
+# interpreter of TORCHRUN_REFS (Debian's 1.13, the test venv's 2.13, and
+# .venv-214's 2.14). Each
 # spelling is given as --flag=value and as --flag value (switches alone) to
 # `crun --print-config ... /bin/true`, which must exit 0.
 . tests/integration/lib.sh

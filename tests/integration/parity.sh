@@ -1,10 +1,11 @@
 #!/bin/sh
-# needs: torch
+# needs: torchrun
 # crun beside the torchrun of $PYTHON's PyTorch (tests/run.sh runs this once
-# per interpreter of TORCH_PYTHONS: Debian's 1.13, through tests/helpers/
-# torchrun.py, and the test venv's 2.13), same worker, same flags: the worker
-# contract, the single-node default, the log layout, exit statuses, the error
-# files @record writes and FileTimer clients are compared, and every
+# per interpreter of TORCHRUN_REFS: Debian's 1.13, through tests/helpers/
+# torchrun.py, the test venv's 2.13 and .venv-214's 2.14), same worker, same
+# flags: the worker contract, the single-node default, the log layout, exit
+# statuses, the error files @record writes and FileTimer clients are
+# compared, and every
 # difference must be one of the intended ones named below (a new one fails
 # the test). docs/compatibility.md lists them with the reasons.
 . tests/integration/lib.sh

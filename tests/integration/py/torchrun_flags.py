@@ -14,7 +14,8 @@ SAMPLES = {"--rdzv_endpoint": "127.0.0.1:29400", "--rdzv_conf": "join_timeout=5"
            "--logs_specs": "default", "--master_addr": "127.0.0.1",
            "--local_ranks_filter": "0", "--numa_binding": "node",
            "--duplicate_stdout_filters": "loss", "--duplicate_stderr_filters": "warn",
-           "--signals_to_handle": "SIGTERM", "--master_port": "29500"}
+           "--signals_to_handle": "SIGTERM", "--master_port": "29500",
+           "--log_line_prefix_template": "[${rank}]:"}
 
 n = 0
 for a in get_args_parser()._actions:
