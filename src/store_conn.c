@@ -232,10 +232,17 @@ static void store_conn_pause(struct store_conn *c)
 	uv_read_stop((uv_stream_t *)&c->tcp);
 }
 
+/* The outcomes of store_conn_room besides "no" (0). */
+#define STORE_ROOM_RUN 1
+#define STORE_ROOM_REFUSED 2
+
 /*
  * Whether req may run on c now. No if its reply alone passes max_output or
  * max_memory (c is closed), or if c must first drain what it has (c is
- * paused: the request stays in its input).
+ * paused: the request stays in its input). On a relay's (tagged)
+ * connection a reply refused is answered with an error mark instead
+ * (STORE_ROOM_REFUSED: the request is done), so that the relay closes the
+ * one client that asked, not every client of its node.
  */
 static int store_conn_room(struct store_conn *c, const struct store_req *req,
 			   struct store_entry **hit)
@@ -246,8 +253,8 @@ static int store_conn_room(struct store_conn *c, const struct store_req *req,
 	char msg[200];
 
 	if (store__conn_fits(c, r))
-		return 1;
-	if (pending > 0) {
+		return STORE_ROOM_RUN;
+	if (pending > 0 && !(c->tagged && r > srv->lim.max_output)) {
 		store_conn_pause(c);
 		return 0;
 	}
@@ -261,6 +268,17 @@ static int store_conn_room(struct store_conn *c, const struct store_req *req,
 			 "(%zu bytes used)",
 			 store__cmds[req->op].name, r, srv->lim.max_memory,
 			 srv->mem);
+	if (c->tagged) {
+		if (req->op == STORE_OP_WAIT_TAG) {
+			store_buf_u8(&c->out, STORE_TAG_FAILED);
+			store_buf_u64(&c->out, (uint64_t)req->num);
+		} else {
+			store_buf_u8(&c->out, STORE_TAG_ERROR);
+		}
+		store__log(srv, "%s failed for a relayed client: %s",
+			   store__cmds[req->op].name, msg);
+		return STORE_ROOM_REFUSED;
+	}
 	store__conn_close(c, msg);
 	return 0;
 }
@@ -296,8 +314,13 @@ static size_t store_conn_parse(struct store_conn *c, const unsigned char *buf,
 		/* Per-request gates (room for the reply; an auth check
 		 * before a connection's first command) sit here, before
 		 * anything runs. */
-		if (!store_conn_room(c, &req, &hit))
+		rc = store_conn_room(c, &req, &hit);
+		if (rc == 0)
 			break;
+		if (rc == STORE_ROOM_REFUSED) {
+			off += used;
+			continue;
+		}
 		/* With a secret, nothing runs before the client proves it. */
 		rc = store_conn_gate(c, &req, errmsg, sizeof(errmsg));
 		if (rc == 0)

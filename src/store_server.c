@@ -56,6 +56,11 @@ void store_limits_default(struct crun_store_limits *lim)
 	lim->idle_timeout = CRUN_STORE_IDLE_TIMEOUT;
 }
 
+size_t store_limits_max_frame(const struct crun_store_limits *lim)
+{
+	return 2 * lim->max_value + lim->max_key + 64;
+}
+
 /* ---- Server lifecycle -------------------------------------------------- */
 
 /* Raise RLIMIT_NOFILE's soft limit to the hard one (thousands of clients). */
@@ -86,7 +91,7 @@ store_server_alloc(uv_loop_t *loop, const struct crun_store_limits *lim)
 		srv->lim = *lim;
 	else
 		store_limits_default(&srv->lim);
-	srv->max_frame = 2 * srv->lim.max_value + srv->lim.max_key + 64;
+	srv->max_frame = store_limits_max_frame(&srv->lim);
 	map_init(&srv->map);
 	uv_tcp_init(loop, &srv->listener);
 	srv->listener.data = srv;

@@ -53,6 +53,14 @@ typedef void (*store_close_cb)(void *data);
  */
 void store_limits_default(struct crun_store_limits *lim);
 
+/**
+ * The longest request a store reads under lim: 2 * max_value + max_key + 64
+ * bytes (no legal single-value request is longer). A connection holding a
+ * longer unfinished request is closed; the relay refuses a longer frame
+ * before forwarding it.
+ */
+size_t store_limits_max_frame(const struct crun_store_limits *lim);
+
 /* ---- Server ------------------------------------------------------------ */
 
 /**

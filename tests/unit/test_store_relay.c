@@ -15,7 +15,10 @@
  * - a lost store calls lost and closes every client, parked ones included;
  * - a store named by a host name whose first address refuses (::1 before
  *   127.0.0.1, the store on 127.0.0.1 only) is reached at the next one;
- * - the store holds one connection per relay however many clients it has.
+ * - the store holds one connection per relay however many clients it has;
+ * - a client's request the store would close its connection for (a
+ *   MULTI_GET reply past max_output) closes that client only, the relay's
+ *   connection and its other clients carry on.
  */
 #include <criterion/criterion.h>
 #include <netinet/in.h>
@@ -56,6 +59,7 @@ struct world {
 
 static struct world W;
 static size_t relay_max_client; /* the relays' max_client_bytes (0: default) */
+static struct crun_store_limits *world_lim;	/* every store's and relay's */
 static const char *relay_up_host = "127.0.0.1"; /* how relays name the store */
 static char fail_buf[512];
 
@@ -197,9 +201,10 @@ static void run(scenario_fn fn)
 
 	memset(&W, 0, sizeof(W));
 	cr_assert_eq(uv_loop_init(&W.loop), 0);
-	cr_assert_eq(store_server_new(&W.loop, "127.0.0.1", 0, NULL, &W.direct),
-		     0);
-	cr_assert_eq(store_server_new(&W.loop, "127.0.0.1", 0, NULL, &W.up), 0);
+	cr_assert_eq(
+	    store_server_new(&W.loop, "127.0.0.1", 0, world_lim, &W.direct), 0);
+	cr_assert_eq(
+	    store_server_new(&W.loop, "127.0.0.1", 0, world_lim, &W.up), 0);
 	store_server_set_quiet(W.direct, 1);
 	store_server_set_quiet(W.up, 1);
 	W.direct_port = store_server_port(W.direct);
@@ -210,6 +215,7 @@ static void run(scenario_fn fn)
 		o.listen_host = "127.0.0.1";
 		o.listen_fd = -1;
 		o.max_client_bytes = relay_max_client;
+		o.lim = world_lim;
 		cr_assert_eq(store_relay_new(&W.loop, &o, on_lost,
 					     (void *)(intptr_t)i, &W.relay[i]),
 			     0);
@@ -635,18 +641,19 @@ static const char *differential(void)
 		err = script(dports, seed, &a);
 		if (err == NULL)
 			err = script(rports, seed, &r);
-		if (err == NULL && (a.len != r.len ||
-				    memcmp(a.s, r.s, a.len) != 0)) {
+		if (err == NULL &&
+		    (a.len != r.len || memcmp(a.s, r.s, a.len) != 0)) {
 			while (at < a.len && at < r.len && a.s[at] == r.s[at])
 				at++;
 			while (at > 0 && a.s[at - 1] != '\n')
 				at--;
-			snprintf(fail_buf, sizeof(fail_buf),
-				 "seed %llu (CRUN_RELAY_SEED=%llu): relay "
-				 "differs from the store at:\n direct: %.160s\n "
-				 "relay:  %.160s",
-				 (unsigned long long)seed,
-				 (unsigned long long)seed, a.s + at, r.s + at);
+			snprintf(
+			    fail_buf, sizeof(fail_buf),
+			    "seed %llu (CRUN_RELAY_SEED=%llu): relay "
+			    "differs from the store at:\n direct: %.160s\n "
+			    "relay:  %.160s",
+			    (unsigned long long)seed, (unsigned long long)seed,
+			    a.s + at, r.s + at);
 			err = fail_buf;
 		}
 		free(a.s);
@@ -662,7 +669,10 @@ static const char *differential(void)
 	return NULL;
 }
 
-Test(store_relay, differential, .timeout = 120) { run(differential); }
+Test(store_relay, differential, .timeout = 120)
+{
+	run(differential);
+}
 
 /* ---- Combining --------------------------------------------------------- */
 
@@ -794,7 +804,10 @@ static const char *combine(void)
 	return NULL;
 }
 
-Test(store_relay, combine, .timeout = 60) { run(combine); }
+Test(store_relay, combine, .timeout = 60)
+{
+	run(combine);
+}
 
 /*
  * A client's own order survives combining: its ADD does not join a held ADD
@@ -903,7 +916,10 @@ static const char *combine_queue(void)
 	return NULL;
 }
 
-Test(store_relay, combine_queue, .timeout = 30) { run(combine_queue); }
+Test(store_relay, combine_queue, .timeout = 30)
+{
+	run(combine_queue);
+}
 
 Test(store_relay, combine_keeps_order, .timeout = 30)
 {
@@ -946,7 +962,10 @@ static const char *bad_add(void)
 	return NULL;
 }
 
-Test(store_relay, bad_add, .timeout = 30) { run(bad_add); }
+Test(store_relay, bad_add, .timeout = 30)
+{
+	run(bad_add);
+}
 
 /* ---- Bounds ------------------------------------------------------------ */
 
@@ -1040,8 +1059,7 @@ static const char *disconnect_parked(void)
 
 	CHECKF(rc_open(&a, W.relay_port[0], STORE_GEN_G0) == 0, "connect");
 	CHECKF(rc_open(&bcl, W.relay_port[0], STORE_GEN_G3) == 0, "connect");
-	CHECKF(rc_open(&setter, W.relay_port[2], STORE_GEN_G3) == 0,
-	       "connect");
+	CHECKF(rc_open(&setter, W.relay_port[2], STORE_GEN_G3) == 0, "connect");
 	/* a and b park on different keys, a then hangs up. */
 	store_buf_init(&b);
 	b_op(&b, &a, STORE_OP_WAIT);
@@ -1132,7 +1150,10 @@ static const char *upstream_loss(void)
 	return NULL;
 }
 
-Test(store_relay, upstream_loss, .timeout = 30) { run(upstream_loss); }
+Test(store_relay, upstream_loss, .timeout = 30)
+{
+	run(upstream_loss);
+}
 
 /* Every relay answers through the store, which it reached. */
 static const char *through_a_name(void)
@@ -1163,4 +1184,76 @@ Test(store_relay, up_host_v6_first, .timeout = 30)
 		cr_skip_test("%s", why);
 	relay_up_host = "localhost";
 	run(through_a_name);
+}
+
+/* ---- A client's bad request closes that client only -------------------- */
+
+/* c (on relay 0) was closed; relay 0's other clients and relay 1 work. */
+static const char *others_unhurt(struct rc *bad, const char *what)
+{
+	struct rc c, d;
+	struct store_buf b;
+	unsigned char out[8];
+
+	CHECKF(rc_read(bad, out, 1) == -1, "%s: its sender was not closed",
+	       what);
+	CHECKF(W.lost[0] == 0, "%s: relay 0 lost the store", what);
+	CHECKF(snap().up_conns == NRELAYS, "%s: the store has %zu connections",
+	       what, snap().up_conns);
+	CHECKF(rc_open(&c, W.relay_port[0], STORE_GEN_G3) == 0, "connect");
+	CHECKF(rc_open(&d, W.relay_port[1], STORE_GEN_G0) == 0, "connect");
+	store_buf_init(&b);
+	b_op(&b, &c, STORE_OP_ADD);
+	store_buf_str(&b, "/after", 6);
+	store_buf_u64(&b, 5);
+	rc_send(&c, &b);
+	store_buf_release(&b);
+	CHECKF(rc_read(&c, out, 8) == 0 && store_wire_u64(out) == 5,
+	       "%s: relay 0's next client", what);
+	CHECKF(probe(&d, 0, NULL) == 0, "%s: relay 1's client", what);
+	rc_close(&c);
+	rc_close(&d);
+	return NULL;
+}
+
+static struct crun_store_limits lim_small;
+
+/*
+ * A MULTI_GET whose reply would pass max_output: the store closes the
+ * sender's connection; through the relay, that client only.
+ */
+static const char *oversized_reply(void)
+{
+	static const char *const two[] = {"/v", "/v"};
+	struct rc a, s;
+	struct store_buf b;
+	size_t vlen = world_lim->max_output * 3 / 4;
+	unsigned char *v = malloc(vlen);
+
+	memset(v, 'v', vlen);
+	CHECKF(rc_open(&s, W.relay_port[1], STORE_GEN_G3) == 0, "connect");
+	store_buf_init(&b);
+	b_op(&b, &s, STORE_OP_SET);
+	store_buf_str(&b, "/v", 2);
+	store_buf_str(&b, v, vlen);
+	rc_send(&s, &b);
+	store_buf_release(&b);
+	free(v);
+	CHECKF(probe(&s, 0, NULL) == 0, "set");
+	CHECKF(rc_open(&a, W.relay_port[0], STORE_GEN_G3) == 0, "connect");
+	store_buf_init(&b);
+	b_op(&b, &a, STORE_OP_MULTI_GET);
+	b_keys(&b, two, 2);
+	rc_send(&a, &b);
+	store_buf_release(&b);
+	rc_close(&s);
+	return others_unhurt(&a, "multi_get reply");
+}
+
+Test(store_relay, oversized_reply, .timeout = 60)
+{
+	store_limits_default(&lim_small);
+	lim_small.max_output = 256u << 10;
+	world_lim = &lim_small;
+	run(oversized_reply);
 }
