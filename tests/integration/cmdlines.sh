@@ -130,5 +130,43 @@ if "$PYTHON" -c 'import sys, torch.distributed.run as r; sys.exit("TORCHELASTIC_
 	EXTRA_ENV=""
 	grep -q "^<default:0>hello from rank 0" "$T/prefix_env.crun.out" || fail "prefix_env: no '<default:0>' line"
 fi
+# More command lines as projects' own files write them (GPU counts made 2,
+# node counts 1, the entry point the probe, ports free ones): SOURCE|ARGS,
+# ARGS in shell quoting, @P a free port. A line runs where this torchrun has
+# all its flags.
+P=$(free_port)
+n=0
+while IFS='|' read -r src args; do
+	case "$src" in '' | '#'*) continue ;; esac
+	eval "set -- $(echo "$args" | sed "s/@P/$P/g")"
+	skip=""
+	for w in "$@"; do
+		case "$w" in --*) has "${w%%=*}" || skip=$w ;; esac
+	done
+	[ -z "$skip" ] || continue
+	n=$((n + 1))
+	both "real$n" "$@"
+done <<'EOF'
+pytorch/torchtitan run_train.sh|--nproc_per_node=2 --rdzv_backend c10d --rdzv_endpoint=localhost:0 --local-ranks-filter 0 --role rank --tee 3 -m probe_mod --job.config_file x.toml
+pytorch/torchchat run_dist.sh|--nproc-per-node=2 --master_port=@P --local-ranks-filter 0,1 --role rank --tee 3 probe.py --pp 2 llama3
+pytorch/torchtitan run_8node.sh|--nproc_per_node 2 --rdzv_backend c10d --rdzv_id 101 --rdzv_endpoint 127.0.0.1:@P --local-ranks-filter 0 probe.py --job.config_file x.toml
+karpathy/nanoGPT README, one node|--standalone --nproc_per_node=2 probe.py config/train_gpt2.py
+karpathy/nanoGPT README, master node|--nproc_per_node=2 --nnodes=1 --node_rank=0 --master_addr=127.0.0.1 --master_port=@P probe.py
+pytorch/examples ddp-tutorial-series|--standalone --nproc_per_node=2 probe.py 50 10
+pytorch/examples distributed/ddp elastic|--nnodes=1 --nproc_per_node=2 --rdzv_id=100 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:@P probe.py
+pytorch/tutorials ddp_tutorial|--nnodes=1 --nproc_per_node=2 --rdzv_id=100 --rdzv_backend=c10d --rdzv_endpoint=localhost:@P probe.py
+huggingface/transformers examples README|--nproc_per_node 2 probe.py --model_name_or_path gpt2 --do_train --output_dir out
+huggingface/accelerate docs|--nproc_per_node 2 probe.py
+Lightning-AI docs, torchrun|--nproc_per_node=2 --nnodes=1 --node_rank 0 --master_addr localhost --master_port @P probe.py
+NVIDIA/Megatron-LM examples|--nproc_per_node 2 --nnodes 1 --node_rank 0 --master_addr localhost --master_port @P probe.py --tensor-model-parallel-size 1
+meta-pytorch/torchx dist.ddp|--rdzv_backend c10d --rdzv_endpoint localhost:@P --rdzv_id x --nnodes 1 --nproc_per_node 2 --tee 3 --role '' probe.py
+pytorch test/distributed/launcher/test_run.py|--nnodes=1 --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=localhost:@P "--rdzv-conf='join_timeout=5,last_call_timeout=1,timeout=5'" --max-restarts=0 --start-method=spawn probe.py
+SLURM job scripts, srun torchrun|--nnodes 1 --nproc_per_node 2 --rdzv_id 4242 --rdzv_backend c10d --rdzv_endpoint localhost:@P probe.py
+EOF
+# Kubeflow Trainer's PyTorchJob sets PET_* and runs a plain `torchrun SCRIPT`.
+EXTRA_ENV="PET_NNODES=1 PET_NPROC_PER_NODE=2 PET_RDZV_BACKEND=c10d PET_RDZV_ENDPOINT=localhost:$P PET_RDZV_ID=kf"
+both kubeflow_pet probe.py --epochs 1
+EXTRA_ENV=""
+[ "$n" -ge 8 ] || fail "only $n of the projects' command lines ran under torchrun $V"
 note "torchrun $V: same argv, contract, console and status:$cases"
 exit 0
