@@ -26,7 +26,7 @@
  */
 #define PROGRESS_CPU_MS_PER_S 50
 #define PROGRESS_IO_BYTES_PER_S (64u << 10)
-/* Processes of /proc read per scan, whatever the host runs. */
+/* Processes read per scan, whatever the host or the job runs. */
 #define PROGRESS_MAX_PROCS 65536
 
 struct progress_sample {
@@ -43,11 +43,13 @@ struct progress_rank {
 };
 
 /**
- * One pass over root (normally "/proc"): out[i] becomes the sum over every
- * process whose process group or session is pgids[i] (0: none, out[i]
- * zeroed). /proc's bytes are not trusted: a line that does not parse
- * counts nothing. Returns the processes matched, or a negative error when
- * root cannot be read.
+ * One pass over the workers' trees in root (normally "/proc"): out[i]
+ * becomes the sum over every process whose process group or session is
+ * pgids[i] (0: none, out[i] zeroed), of those reachable from the worker's
+ * parent through root/PID/task/TID/children; unrelated processes are not
+ * read (all of root is, where the kernel has no children files). /proc's bytes
+ * are not trusted: a line that does not parse counts nothing. Returns the
+ * processes matched, or a negative error when root cannot be read.
  */
 int progress_scan(const char *root, const pid_t *pgids, size_t n,
 		  struct progress_sample *out);

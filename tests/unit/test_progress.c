@@ -56,9 +56,9 @@ Test(progress, parse_stat_hostile, .timeout = 20)
 	uint64_t t = 0;
 
 	cr_assert_eq(progress_parse_stat(S(""), &pg, &sid, &t), -1);
-	cr_assert_eq(progress_parse_stat(S("42 python3 S 1 2 3"), &pg, &sid,
-					 &t),
-		     -1, "no ')'");
+	cr_assert_eq(
+	    progress_parse_stat(S("42 python3 S 1 2 3"), &pg, &sid, &t), -1,
+	    "no ')'");
 	cr_assert_eq(progress_parse_stat(S("42 (x) S 1 40 40 0 -1 4 1 0 0 0"),
 					 &pg, &sid, &t),
 		     -1, "cut before the times");
@@ -146,18 +146,36 @@ static void rm_root(void)
 	cr_assert_eq(system(cmd), 0);
 }
 
-Test(progress, scan_sums_each_tree, .init = make_root, .fini = rm_root,
-     .timeout = 20)
+/* root/PID/task/TID/children: the children that thread forked. */
+static void fake_children(int pid, int tid, const char *kids)
 {
-	pid_t pg[3] = {100, 200, 0};
-	struct progress_sample s[3];
+	char path[192];
+
+	snprintf(path, sizeof(path), "%s/%d/task", root, pid);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/%d/task/%d", root, pid, tid);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%d/task/%d/children", pid, tid);
+	write_file(path, kids);
+}
+
+/* Guard 90 parents worker 100 and a leftover of its; guard 190 worker 200. */
+static void fake_job(void)
+{
 	char dir[128];
 
+	fake_proc(90, 1, 1, 1000, 1000); /* a guard: not a worker's */
+	fake_children(90, 90, "100 103 ");
 	fake_proc(100, 100, 100, 10, 1000); /* worker 100 */
-	fake_proc(101, 100, 100, 5, 24);    /* its child, same group */
-	fake_proc(102, 102, 100, 1, -1);    /* its own group, same session */
-	fake_proc(200, 200, 200, 7, 3);	    /* worker 200 */
-	fake_proc(300, 300, 300, 99, 99);   /* not ours */
+	fake_children(100, 100, "101 ");
+	fake_children(100, 105, "102 "); /* forked by another thread */
+	fake_proc(101, 100, 100, 5, 24); /* its child, same group */
+	fake_children(101, 101, "");
+	fake_proc(102, 102, 100, 1, -1); /* its own group, same session */
+	fake_proc(103, 100, 100, 2, 0);	 /* orphaned, handed to the guard */
+	fake_proc(190, 1, 1, 1000, 1000);
+	fake_children(190, 190, "200 400");
+	fake_proc(200, 200, 200, 7, 3); /* worker 200 */
 	/* Hostile or odd entries count nothing. */
 	snprintf(dir, sizeof(dir), "%s/400", root);
 	mkdir(dir, 0700);
@@ -165,15 +183,88 @@ Test(progress, scan_sums_each_tree, .init = make_root, .fini = rm_root,
 	snprintf(dir, sizeof(dir), "%s/self", root);
 	mkdir(dir, 0700);
 	write_file("notapid", "x");
-	cr_assert_eq(progress_scan(root, pg, 3, s), 4);
-	cr_assert_eq(s[0].cpu_ticks, 16);
+}
+
+/* fake_proc with the parent set, for the workers (the guard roots them). */
+static void fake_worker(int pid, int ppid, long ticks, long io)
+{
+	char path[192], buf[512], *p;
+	FILE *f;
+
+	fake_proc(pid, pid, pid, ticks, io);
+	snprintf(path, sizeof(path), "%s/%d/stat", root, pid);
+	stat_line(buf, sizeof(buf), pid, "w", pid, pid, ticks, 0, 0, 0);
+	p = strstr(buf, ") S 1 ");
+	cr_assert(p);
+	f = fopen(path, "w");
+	cr_assert(f);
+	fprintf(f, "%.*s) S %d%s", (int)(p - buf), buf, ppid, p + 5);
+	fclose(f);
+}
+
+Test(progress, scan_sums_each_tree, .init = make_root, .fini = rm_root,
+     .timeout = 20)
+{
+	pid_t pg[3] = {100, 200, 0};
+	struct progress_sample s[3];
+
+	fake_job();
+	fake_worker(100, 90, 10, 1000);
+	fake_worker(200, 190, 7, 3);
+	cr_assert_eq(progress_scan(root, pg, 3, s), 5);
+	cr_assert_eq(s[0].cpu_ticks, 18);
 	cr_assert_eq(s[0].io_bytes, 1024);
-	cr_assert_eq(s[0].nproc, 3);
+	cr_assert_eq(s[0].nproc, 4);
 	cr_assert_eq(s[1].cpu_ticks, 7);
 	cr_assert_eq(s[1].io_bytes, 3);
 	cr_assert_eq(s[2].nproc, 0, "pgid 0 matches nothing");
 	cr_assert_lt(progress_scan("/nonexistent-proc", pg, 3, s), 0);
 	cr_assert_eq(s[0].cpu_ticks, 0, "zeroed when root is not there");
+}
+
+/*
+ * Processes outside the workers' trees are never read, even ones that
+ * claim a worker's group: a host's other processes cost the scan nothing.
+ */
+Test(progress, scan_reads_only_the_job, .init = make_root, .fini = rm_root,
+     .timeout = 20)
+{
+	pid_t pg[2] = {100, 200};
+	struct progress_sample s[2];
+
+	fake_job();
+	fake_worker(100, 90, 10, 1000);
+	fake_worker(200, 190, 7, 3);
+	fake_proc(300, 300, 300, 99, 99);   /* not ours */
+	fake_proc(301, 100, 100, 500, 500); /* not in the tree: not read */
+	fake_proc(302, 200, 200, 500, 500);
+	cr_assert_eq(progress_scan(root, pg, 2, s), 5);
+	cr_assert_eq(s[0].cpu_ticks, 18);
+	cr_assert_eq(s[0].nproc, 4);
+	cr_assert_eq(s[1].cpu_ticks, 7);
+	cr_assert_eq(s[1].nproc, 1);
+}
+
+/* Without children files (CONFIG_PROC_CHILDREN off) all of root is read. */
+Test(progress, scan_without_children_files, .init = make_root, .fini = rm_root,
+     .timeout = 20)
+{
+	pid_t pg[2] = {100, 200};
+	struct progress_sample s[2];
+	char path[192];
+
+	fake_proc(100, 100, 100, 10, 1000);
+	snprintf(path, sizeof(path), "%s/100/task", root);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/100/task/100", root);
+	mkdir(path, 0700);
+	fake_proc(101, 100, 100, 5, 24);
+	fake_proc(200, 200, 200, 7, 3);
+	fake_proc(300, 300, 300, 99, 99);
+	cr_assert_eq(progress_scan(root, pg, 2, s), 3);
+	cr_assert_eq(s[0].cpu_ticks, 15);
+	cr_assert_eq(s[0].nproc, 2);
+	cr_assert_eq(s[1].cpu_ticks, 7);
 }
 
 Test(progress, thresholds, .timeout = 20)
@@ -258,8 +349,7 @@ static int fake_set(void *kv, const char *key, const void *v, size_t n,
 	return 0;
 }
 
-static const struct rdzv_kv_ops fake_ops = {.add = fake_add,
-					    .set = fake_set};
+static const struct rdzv_kv_ops fake_ops = {.add = fake_add, .set = fake_set};
 
 static void on_hung_test(struct stall *s, const char *why, void *data)
 {
@@ -296,9 +386,9 @@ Test(stall, job_hung_only_when_every_node_is_quiet, .init = make_root,
 	fake_proc(100, 100, 100, 10, 0);
 	fake_proc(200, 200, 200, 10, 0);
 	for (intptr_t i = 0; i < 2; i++)
-		cr_assert_eq(stall_new(&loop, 2.0, root, on_hung_test,
-				       (void *)i, &s[i]),
-			     0);
+		cr_assert_eq(
+		    stall_new(&loop, 2.0, root, on_hung_test, (void *)i, &s[i]),
+		    0);
 	memset(&r, 0, sizeof(r));
 	r.ops = &fake_ops;
 	r.prefix = "crun/j/r3/";
