@@ -42,9 +42,20 @@
  * that closes drops its parked waits (CANCEL_TAG when it was the last one
  * waiting). A 2.x CANCEL_WAIT is answered after a PING through the store,
  * so that a wait answered before it is answered first, as the store does.
- * Every buffer is bounded: a frame by the store's limits, a client's bytes
- * in flight by its share (max_client_bytes, and max_memory divided among the
- * clients); a client over its share is not read until its replies drain.
+ * A request the store would close the connection for never goes up (the
+ * connection is every client's): a frame past store_limits_max_frame closes
+ * its client here, as does a partial frame or unsent replies idle for
+ * idle_timeout; a reply the store refuses (past max_output) comes back as an
+ * error mark and closes its client when its turn comes.
+ *
+ * Every buffer is bounded: a frame by the store's limits, and what a client
+ * costs by its share (max_client_bytes, and max_memory divided among the
+ * clients). A request costs its bytes, its slot and the most its reply can
+ * take (the store refuses a reply past max_output) from when it is taken
+ * until its reply is written out, a parked wait until it is answered; a
+ * request that would take a client past its share waits, unparsed, and the
+ * client is not read until it is down to half its share (one with nothing
+ * owed may always take one request, as at the store).
  */
 #include <assert.h>
 #include <errno.h>
@@ -149,6 +160,34 @@ static void relay_client_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 			   (unsigned)(cl->in.cap - cl->in.len));
 }
 
+/*
+ * Run the whole requests cl has sent, then stop reading it while it is over
+ * its share or a request waits for room in it. Its unfinished request is
+ * bounded as at the store: past store_limits_max_frame, cl is closed.
+ */
+static void relay_client_take(struct relay_client *cl)
+{
+	struct crun_store_relay *r = cl->r;
+	char msg[128];
+
+	store_relay__client_parse(cl);
+	if (cl->closing)
+		return;
+	if (cl->in.len > r->max_frame) {
+		snprintf(msg, sizeof(msg),
+			 "request larger than %zu bytes (2 * max-value + "
+			 "max-key-size + 64)",
+			 r->max_frame);
+		store_relay__client_close(cl, msg);
+		return;
+	}
+	if (!cl->paused && (cl->stalled || store_relay__client_owed(cl) >
+					       store_relay__client_share(cl))) {
+		cl->paused = 1;
+		uv_read_stop((uv_stream_t *)&cl->tcp);
+	}
+}
+
 static void relay_client_on_read(uv_stream_t *st, ssize_t nread,
 				 const uv_buf_t *buf)
 {
@@ -161,28 +200,23 @@ static void relay_client_on_read(uv_stream_t *st, ssize_t nread,
 		    cl, nread == UV_EOF ? NULL : uv_strerror((int)nread));
 		return;
 	}
+	if (nread > 0)
+		cl->since = uv_now(cl->r->loop);
 	cl->in.len += (size_t)nread;
-	store_relay__client_parse(cl);
-	/* Over its share (its requests in flight, its replies not yet
-	 * taken): not read until they drain. */
-	if (!cl->closing && !cl->paused &&
-	    cl->in.len + cl->held + cl->out.len + cl->queued >
-		store_relay__client_share(cl)) {
-		cl->paused = 1;
-		uv_read_stop(st);
-	}
+	relay_client_take(cl);
 }
 
 /* Read a paused client again once it is down to half its share. */
 static void relay_client_maybe_resume(struct relay_client *cl)
 {
 	if (cl->closing || !cl->paused ||
-	    cl->in.len + cl->held + cl->out.len + cl->queued >
-		store_relay__client_share(cl) / 2)
+	    store_relay__client_owed(cl) > store_relay__client_share(cl) / 2)
 		return;
 	cl->paused = 0;
+	cl->stalled = 0;
 	uv_read_start((uv_stream_t *)&cl->tcp, relay_client_on_alloc,
 		      relay_client_on_read);
+	relay_client_take(cl); /* what waited in its input */
 }
 
 static void relay_client_on_write(uv_write_t *req, int status)
@@ -192,6 +226,8 @@ static void relay_client_on_write(uv_write_t *req, int status)
 
 	cl->queued -= wr->len;
 	free(wr);
+	if (status == 0)
+		cl->since = uv_now(cl->r->loop);
 	if (status < 0 && !cl->closing)
 		store_relay__client_close(cl, uv_strerror(status));
 	else
@@ -256,6 +292,7 @@ static void relay_on_connection(uv_stream_t *ls, int status)
 	if (cl == NULL)
 		return;
 	cl->r = r;
+	cl->since = uv_now(r->loop);
 	uv_tcp_init(r->loop, &cl->tcp);
 	cl->tcp.data = cl;
 	r->nhandles++;
@@ -351,15 +388,49 @@ static void relay_on_flush(uv_prepare_t *h)
 	int rc;
 
 	uv_prepare_stop(h);
-	if (r->state == RS_READY && r->held_head != NULL) {
-		store_relay__send_held(r);
-		rc = relay_up_send(r);
-		if (rc != 0)
-			store_relay__up_lost(r, rc);
-	}
-	while ((cl = r->dirty) != NULL) {
-		r->dirty = cl->dirty_next;
-		relay_client_flush(cl);
+	/* A client read again here may hold new requests: they go now, not
+	 * after the loop's next wake-up. */
+	do {
+		if (r->state == RS_READY && r->held_head != NULL) {
+			store_relay__send_held(r);
+			rc = relay_up_send(r);
+			if (rc != 0)
+				store_relay__up_lost(r, rc);
+		}
+		while ((cl = r->dirty) != NULL) {
+			r->dirty = cl->dirty_next;
+			relay_client_flush(cl);
+		}
+	} while (r->state == RS_READY && r->held_head != NULL);
+}
+
+/*
+ * The idle check, as at the store: close a client that has held a partial
+ * request or unsent replies for idle_timeout seconds without progress (no
+ * byte read, no write completed, no request taken). Parked waits, and
+ * requests waiting for the store's answers, are not idleness.
+ */
+static void relay_on_tick(uv_timer_t *t)
+{
+	struct crun_store_relay *r = t->data;
+	uint64_t now = uv_now(r->loop);
+	uint64_t limit = (uint64_t)r->lim.idle_timeout * 1000;
+	struct relay_client *cl, *next;
+	char msg[128];
+
+	for (cl = r->clients; cl != NULL; cl = next) {
+		int partial = cl->in.len > 0 && !cl->paused;
+
+		next = cl->next;
+		if (!partial && cl->out.len == 0 && cl->queued == 0)
+			continue;
+		if (now - cl->since < limit)
+			continue;
+		snprintf(msg, sizeof(msg),
+			 "no progress for idle-timeout %zu s with %s pending",
+			 r->lim.idle_timeout,
+			 partial ? "a partial request" : "unsent replies");
+		store_relay__client_close(cl, msg);
 	}
 }
 
@@ -408,6 +479,8 @@ static void relay_up_on_read(uv_stream_t *st, ssize_t nread,
 
 /* The wait before the store's addresses are all tried again. */
 #define RELAY_RETRY_MS 100
+/* Period of the idle check, at most (the store's). */
+#define RELAY_TICK_MS 1000
 
 static void relay_connect(struct crun_store_relay *r);
 
@@ -660,6 +733,7 @@ int store_relay_new(uv_loop_t *loop, const struct store_relay_opts *o,
 		r->lim = *o->lim;
 	else
 		store_limits_default(&r->lim);
+	r->max_frame = store_limits_max_frame(&r->lim);
 	r->max_client =
 	    o->max_client_bytes ? o->max_client_bytes : r->lim.max_output;
 	r->lost = lost;
@@ -680,16 +754,26 @@ int store_relay_new(uv_loop_t *loop, const struct store_relay_opts *o,
 	r->listener.data = r;
 	uv_timer_init(loop, &r->timer);
 	r->timer.data = r;
+	uv_timer_init(loop, &r->tick);
+	r->tick.data = r;
 	uv_prepare_init(loop, &r->flush);
 	r->flush.data = r;
-	r->nhandles = 3;
+	r->nhandles = 4;
 	rc = relay_listen(r, o);
 	if (rc != 0) {
 		r->closing = 1;
 		uv_close((uv_handle_t *)&r->listener, relay_on_handle_close);
 		uv_close((uv_handle_t *)&r->timer, relay_on_handle_close);
+		uv_close((uv_handle_t *)&r->tick, relay_on_handle_close);
 		uv_close((uv_handle_t *)&r->flush, relay_on_handle_close);
 		return rc;
+	}
+	if (r->lim.idle_timeout > 0) {
+		uint64_t ms = (uint64_t)r->lim.idle_timeout * 1000 / 2;
+
+		ms = ms < RELAY_TICK_MS ? ms : RELAY_TICK_MS;
+		uv_timer_start(&r->tick, relay_on_tick, ms, ms);
+		uv_unref((uv_handle_t *)&r->tick); /* never keeps a loop up */
 	}
 	if (o->listen_fd >= 0)
 		close(o->listen_fd); /* the relay serves its copy */
@@ -737,5 +821,6 @@ void store_relay_close(struct crun_store_relay *r, store_close_cb cb,
 	}
 	uv_close((uv_handle_t *)&r->listener, relay_on_handle_close);
 	uv_close((uv_handle_t *)&r->timer, relay_on_handle_close);
+	uv_close((uv_handle_t *)&r->tick, relay_on_handle_close);
 	uv_close((uv_handle_t *)&r->flush, relay_on_handle_close);
 }

@@ -87,10 +87,15 @@ struct relay_client {
 	struct store_wire_resume rs;
 	struct store_buf out;
 	size_t queued; /* bytes in uv_writes */
-	size_t held;   /* bytes of its requests held or in flight */
+	/* What it costs the relay now: its requests held or in flight (their
+	 * bytes, their slots and the most their replies can take), its parked
+	 * waits and its replies not yet written out. */
+	size_t held;
 	struct relay_slot *head, *tail;
 	uint64_t last_seq; /* the place of its last request held */
+	uint64_t since;	   /* uv_now of its last progress (idle check) */
 	int dirty, paused, closing;
+	int stalled; /* a whole request waits in in for room in its share */
 };
 
 struct relay_write {
@@ -107,12 +112,14 @@ struct crun_store_relay {
 	uv_tcp_t up;
 	uv_connect_t conn_req;
 	uv_timer_t timer; /* connect retries */
+	uv_timer_t tick;  /* the clients' idle check */
 	uv_prepare_t flush;
 	/* The store's addresses in the resolver's order; up_addrs[up_cur] is
 	 * tried. */
 	struct sockaddr_storage *up_addrs;
 	size_t up_naddrs, up_cur;
 	struct crun_store_limits lim;
+	size_t max_frame; /* store_limits_max_frame(&lim) */
 	size_t max_client;
 	enum relay_state state;
 	int up_open;
@@ -144,12 +151,19 @@ struct crun_store_relay {
 	void *close_data;
 };
 
- void store_relay__slot_maybe_free(struct relay_slot *s);
- void store_relay__wait_free(struct crun_store_relay *r, struct relay_wait *w);
-void store_relay__wait_release(struct crun_store_relay *r, struct relay_wait *w);
-void store_relay__wait_drop_slot(struct crun_store_relay *r, struct relay_wait *w, struct relay_slot *s);
- void store_relay__up_free(struct relay_up *u);
+void store_relay__slot_maybe_free(struct relay_slot *s);
+void store_relay__wait_free(struct crun_store_relay *r, struct relay_wait *w);
+void store_relay__wait_release(struct crun_store_relay *r,
+			       struct relay_wait *w);
+void store_relay__wait_drop_slot(struct crun_store_relay *r,
+				 struct relay_wait *w, struct relay_slot *s);
+void store_relay__up_free(struct relay_up *u);
 size_t store_relay__client_share(const struct relay_client *cl);
+/* What cl costs the relay besides its unparsed input. */
+static inline size_t store_relay__client_owed(const struct relay_client *cl)
+{
+	return cl->held + cl->out.len + cl->queued;
+}
 void store_relay__client_parse(struct relay_client *cl);
 void store_relay__send_held(struct crun_store_relay *r);
 void store_relay__up_process(struct crun_store_relay *r);

@@ -190,6 +190,10 @@ void store_relay__wait_drop_slot(struct crun_store_relay *r,
 		w->slots_tail = prev;
 	s->w = NULL;
 	s->inowner = 0;
+	if (s->cl != NULL) { /* its client no longer waits: not its cost */
+		s->cl->held -= s->bytes;
+		s->bytes = 0;
+	}
 	/* One fewer of the identical waits the store holds for w. */
 	if (w->sent && r->state == RS_READY && !r->closing &&
 	    (u = relay_up_new(STORE_OP_CANCEL_TAG, RK_CANCEL)) != NULL) {
@@ -319,7 +323,7 @@ static int relay_kind_of(enum store_op op)
 
 /* A WAIT from cl: join a held one of the same keys, or hold a WAIT_TAG. */
 static int relay_client_wait(struct relay_client *cl,
-			     const struct store_req *req)
+			     const struct store_req *req, size_t cost)
 {
 	struct crun_store_relay *r = cl->r;
 	struct store_buf key;
@@ -336,6 +340,8 @@ static int relay_client_wait(struct relay_client *cl,
 	store_buf_release(&key);
 	if ((s = relay_slot_new(cl)) == NULL)
 		return UV_ENOMEM;
+	s->bytes = cost; /* until it is answered or dropped */
+	cl->held += cost;
 	if (u != NULL) {
 		relay_wait_add_slot(u->w, s);
 		cl->last_seq = u->pos;
@@ -361,7 +367,7 @@ static int relay_client_wait(struct relay_client *cl,
  * answer WAIT_CANCELED after a PING through the store (a fence: a wait
  * answered before it is answered first).
  */
-static int relay_client_cancel(struct relay_client *cl)
+static int relay_client_cancel(struct relay_client *cl, size_t cost)
 {
 	struct crun_store_relay *r = cl->r;
 	struct relay_slot *fs;
@@ -374,6 +380,8 @@ static int relay_client_cancel(struct relay_client *cl)
 		return UV_ENOMEM;
 	}
 	fs->cancel = 1;
+	fs->bytes = cost;
+	cl->held += cost;
 	store_buf_op(&u->frame, STORE_GEN_G3, STORE_OP_PING);
 	store_buf_u32(&u->frame, r->nonce);
 	relay_up_add_slot(u, fs);
@@ -382,10 +390,14 @@ static int relay_client_cancel(struct relay_client *cl)
 	return 0;
 }
 
-/* Handle one decoded request of cl (frame f, used bytes): 0 or an error. */
+/*
+ * Handle one decoded request of cl (frame f, used bytes; cost counted in
+ * cl->held until its reply is in): 0 or an error.
+ */
 static int relay_client_request(struct relay_client *cl,
 				const struct store_req *req,
-				const unsigned char *f, size_t used)
+				const unsigned char *f, size_t used,
+				size_t cost)
 {
 	struct crun_store_relay *r = cl->r;
 	int kind = relay_kind_of(req->op);
@@ -396,11 +408,11 @@ static int relay_client_request(struct relay_client *cl,
 	if (req->op == STORE_OP_VALIDATE)
 		return 0; /* the relay's own connection is validated */
 	if (req->op == STORE_OP_CANCEL_WAIT)
-		return relay_client_cancel(cl);
+		return relay_client_cancel(cl, cost);
 	if (kind < 0)
 		return CRUN_EPROTO;
 	if (kind == RK_WAIT)
-		return relay_client_wait(cl, req);
+		return relay_client_wait(cl, req, cost);
 	if (req->op == STORE_OP_GET || req->op == STORE_OP_ADD) {
 		struct store_buf k;
 
@@ -422,8 +434,8 @@ static int relay_client_request(struct relay_client *cl,
 		return UV_ENOMEM;
 	s->noreply = kind == RK_NONE;
 	s->delta = req->num;
-	s->bytes = used;
-	cl->held += used;
+	s->bytes = cost;
+	cl->held += cost;
 	if (u != NULL) {
 		u->sum += req->num;
 		relay_up_add_slot(u, s);
@@ -449,6 +461,55 @@ static int relay_client_request(struct relay_client *cl,
 	return 0;
 }
 
+/*
+ * The most the store's reply to a request of kind can take (it refuses a
+ * reply larger than max_output), so that a client's requests in flight are
+ * counted in its share before their answers come.
+ */
+static size_t relay_reply_bound(const struct crun_store_relay *r, int kind)
+{
+	size_t v = r->lim.max_value < r->lim.max_output ? r->lim.max_value
+							: r->lim.max_output;
+
+	switch (kind) {
+	case RK_U8:
+	case RK_WAIT:
+		return 1;
+	case RK_U32:
+		return 4;
+	case RK_U64:
+		return 8;
+	case RK_BYTES:
+		return 8 + v;
+	case RK_QPOP:
+		return 16 + v;
+	case RK_NBYTES:
+	case RK_LIST:
+		return r->lim.max_output;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * What taking req (used bytes) costs cl: its bytes, its slot and the most
+ * its reply can take; 0 when that does not fit in cl's share now (a client
+ * with nothing owed may always take one request, as at the store).
+ */
+static size_t relay_client_cost(struct relay_client *cl,
+				const struct store_req *req, size_t used)
+{
+	int kind =
+	    req->op == STORE_OP_CANCEL_WAIT ? RK_U8 : relay_kind_of(req->op);
+	size_t cost =
+	    used + sizeof(struct relay_slot) + relay_reply_bound(cl->r, kind);
+	size_t owed = store_relay__client_owed(cl);
+
+	if (owed > 0 && owed + cost > store_relay__client_share(cl))
+		return 0;
+	return cost;
+}
+
 /* This client's share of the relay's memory. */
 size_t store_relay__client_share(const struct relay_client *cl)
 {
@@ -461,9 +522,10 @@ size_t store_relay__client_share(const struct relay_client *cl)
 /* Decode and handle every whole frame in cl->in. */
 void store_relay__client_parse(struct relay_client *cl)
 {
+	struct crun_store_relay *r = cl->r;
 	struct store_req req;
 	char errmsg[256];
-	size_t off = 0, used;
+	size_t off = 0, used, cost;
 	int rc;
 
 	while (!cl->closing && off < cl->in.len) {
@@ -477,7 +539,23 @@ void store_relay__client_parse(struct relay_client *cl)
 			store_relay__client_close(cl, errmsg);
 			return;
 		}
-		rc = relay_client_request(cl, &req, cl->in.data + off, used);
+		/* What the store would close the connection for never goes
+		 * up: the relay's connection is every client's. */
+		if (used > r->max_frame) {
+			snprintf(errmsg, sizeof(errmsg),
+				 "request larger than %zu bytes (2 * max-value "
+				 "+ max-key-size + 64)",
+				 r->max_frame);
+			store_relay__client_close(cl, errmsg);
+			return;
+		}
+		if ((cost = relay_client_cost(cl, &req, used)) == 0) {
+			cl->stalled = 1; /* read again as its replies drain */
+			break;
+		}
+		cl->since = uv_now(r->loop);
+		rc = relay_client_request(cl, &req, cl->in.data + off, used,
+					  cost);
 		if (rc != 0) {
 			snprintf(errmsg, sizeof(errmsg), "%s: %s",
 				 store_wire_op_name(req.op),

@@ -35,9 +35,12 @@ struct store_relay_opts {
 	 * clients; max_output each client's unsent replies; max_memory all the
 	 * relay holds (requests and replies in flight). */
 	const struct crun_store_limits *lim;
-	/* Bytes of one client's requests and replies in flight through the
-	 * relay before it is no longer read (0: max_output). A client's share
-	 * is also at most max_memory divided among the clients. */
+	/* What one client may cost the relay before it is no longer read
+	 * (0: max_output): its requests in flight, counted with the most
+	 * their replies can take, its parked waits and its replies not yet
+	 * written. A client's share is also at most max_memory divided among
+	 * the clients. A frame past store_limits_max_frame, or a partial frame
+	 * idle for idle_timeout, closes its client as at the store. */
 	size_t max_client_bytes;
 	int connect_timeout_ms; /* to reach the store (0: 10000) */
 };

@@ -16,11 +16,17 @@
  * - a store named by a host name whose first address refuses (::1 before
  *   127.0.0.1, the store on 127.0.0.1 only) is reached at the next one;
  * - the store holds one connection per relay however many clients it has;
- * - a client's request the store would close its connection for (a
- *   MULTI_GET reply past max_output) closes that client only, the relay's
- *   connection and its other clients carry on.
+ * - a client's request the store would close its connection for (a frame
+ *   past 2 * max_value + max_key + 64, a MULTI_GET reply past max_output, a
+ *   partial frame idle past idle_timeout) closes that client only, the
+ *   relay's connection and its other clients carry on;
+ * - a client that floods GETs of a large value or WAITs on a key never set
+ *   without reading is paused with the process's heap bounded (mallinfo2),
+ *   and gets every reply once it reads.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -1188,6 +1194,37 @@ Test(store_relay, up_host_v6_first, .timeout = 30)
 
 /* ---- A client's bad request closes that client only -------------------- */
 
+/* Write p[0..n) to c whatever happens to it (no SIGPIPE). */
+static void rc_send_raw(struct rc *c, const void *p, size_t n)
+{
+	size_t off = 0;
+
+	while (off < n) {
+		ssize_t k =
+		    send(c->fd, (const char *)p + off, n - off, MSG_NOSIGNAL);
+
+		if (k <= 0)
+			return;
+		off += (size_t)k;
+	}
+}
+
+/* A MULTI_SET frame of n pairs, each value vlen bytes of 'm'. */
+static void b_multi_set(struct store_buf *b, const struct rc *c, int n,
+			size_t vlen)
+{
+	unsigned char *v = malloc(vlen);
+
+	memset(v, 'm', vlen);
+	b_op(b, c, STORE_OP_MULTI_SET);
+	store_buf_u64(b, (uint64_t)n);
+	for (int i = 0; i < n; i++) {
+		store_buf_str(b, "/ms", 3);
+		store_buf_str(b, v, vlen);
+	}
+	free(v);
+}
+
 /* c (on relay 0) was closed; relay 0's other clients and relay 1 work. */
 static const char *others_unhurt(struct rc *bad, const char *what)
 {
@@ -1216,7 +1253,54 @@ static const char *others_unhurt(struct rc *bad, const char *what)
 	return NULL;
 }
 
+/*
+ * A MULTI_SET frame longer than 2 * max_value + max_key + 64 (each value
+ * within max_value): the store closes the sender's connection; the relay
+ * must not forward it (the store would cut the relay's connection) and must
+ * close its sender itself, also when the frame is larger than the sender's
+ * share (it would otherwise wait, paused, for ever).
+ */
+static const char *oversized_frame(void)
+{
+	struct rc a, e;
+	struct store_buf b;
+	const char *why;
+
+	CHECKF(rc_open(&e, W.relay_port[0], STORE_GEN_G3) == 0, "connect");
+	CHECKF(probe(&e, 0, NULL) == 0, "probe");
+	CHECKF(rc_open(&a, W.relay_port[0], STORE_GEN_G3) == 0, "connect");
+	store_buf_init(&b);
+	b_multi_set(&b, &a, 3, world_lim->max_value - 1024);
+	rc_send_raw(&a, b.data, b.len);
+	store_buf_release(&b);
+	why = others_unhurt(&a, "multi_set frame");
+	if (why == NULL)
+		CHECKF(probe(&e, 0, NULL) == 0, "relay 0's first client");
+	rc_close(&a);
+	rc_close(&e);
+	return why;
+}
+
 static struct crun_store_limits lim_small;
+
+/* The relay reads the frame whole (its share is max_output). */
+Test(store_relay, oversized_frame, .timeout = 60)
+{
+	store_limits_default(&lim_small);
+	lim_small.max_value = 64u << 10;
+	world_lim = &lim_small;
+	run(oversized_frame);
+}
+
+/* The frame is larger than the sender's share. */
+Test(store_relay, oversized_frame_small_share, .timeout = 60)
+{
+	store_limits_default(&lim_small);
+	lim_small.max_value = 256u << 10;
+	lim_small.max_output = 256u << 10;
+	world_lim = &lim_small;
+	run(oversized_frame);
+}
 
 /*
  * A MULTI_GET whose reply would pass max_output: the store closes the
@@ -1256,4 +1340,193 @@ Test(store_relay, oversized_reply, .timeout = 60)
 	lim_small.max_output = 256u << 10;
 	world_lim = &lim_small;
 	run(oversized_reply);
+}
+
+/* A partial frame, then nothing: closed after idle_timeout, as at the
+ * store. */
+static const char *idle_partial(void)
+{
+	struct rc a, d;
+	struct store_buf b;
+	unsigned char x;
+	const char *why;
+
+	CHECKF(rc_open(&d, W.direct_port, STORE_GEN_G3) == 0, "connect");
+	CHECKF(rc_open(&a, W.relay_port[0], STORE_GEN_G3) == 0, "connect");
+	store_buf_init(&b);
+	b_op(&b, &a, STORE_OP_SET);
+	store_buf_str(&b, "/idle", 5);
+	store_buf_u64(&b, 100); /* a value of 100 bytes, never sent */
+	rc_send(&a, &b);
+	rc_send(&d, &b);
+	store_buf_release(&b);
+	CHECKF(rc_read(&d, &x, 1) == -1, "the store kept it");
+	CHECKF(rc_read(&a, &x, 1) == -1, "the relay kept it");
+	why = others_unhurt(&a, "idle partial frame");
+	rc_close(&a);
+	rc_close(&d);
+	return why;
+}
+
+Test(store_relay, idle_partial, .timeout = 60)
+{
+	store_limits_default(&lim_small);
+	lim_small.idle_timeout = 1;
+	world_lim = &lim_small;
+	run(idle_partial);
+}
+
+/* ---- A client's flood is paused, the relay's memory bounded ------------ */
+
+/* Bytes the process has allocated. */
+static size_t heap_used(void)
+{
+	struct mallinfo2 m = mallinfo2();
+
+	return m.uordblks + m.hblkhd;
+}
+
+#define FLOOD_VAL (100u << 10)
+#define FLOOD_GETS 4000
+/* Growth of the heap allowed while a client floods (its share is 1 MiB). */
+#define FLOOD_HEAP (8u << 20)
+
+/*
+ * 4,000 GETs of one 100 KiB value in one write, not read: the relay (which
+ * combines them) must not copy the value 4,000 times; the client is paused
+ * near its share, and gets every reply once it reads.
+ */
+static const char *get_flood(void)
+{
+	struct rc a, s;
+	struct store_buf b, f;
+	unsigned char *v = malloc(FLOOD_VAL), hdr[8];
+	size_t base, grown;
+	struct snap s0, s1;
+
+	CHECKF(v != NULL, "malloc");
+	memset(v, 'g', FLOOD_VAL);
+	CHECKF(rc_open(&s, W.relay_port[1], STORE_GEN_G3) == 0, "connect");
+	CHECKF(rc_open(&a, W.relay_port[0], STORE_GEN_G3) == 0, "connect");
+	store_buf_init(&b);
+	b_op(&b, &s, STORE_OP_SET);
+	store_buf_str(&b, "/g", 2);
+	store_buf_str(&b, v, FLOOD_VAL);
+	rc_send(&s, &b);
+	store_buf_release(&b);
+	CHECKF(probe(&s, 0, NULL) == 0 && probe(&a, 0, NULL) == 0, "set");
+	store_buf_init(&f);
+	for (int i = 0; i < FLOOD_GETS; i++) {
+		b_op(&f, &a, STORE_OP_GET);
+		store_buf_str(&f, "/g", 2);
+	}
+	s0 = snap();
+	base = heap_used();
+	rc_send(&a, &f);
+	usleep(500 * 1000);
+	grown = heap_used() - base;
+	if (heap_used() < base)
+		grown = 0;
+	s1 = snap();
+	store_buf_release(&f);
+	CHECKF(grown < FLOOD_HEAP, "the heap grew by %zu bytes", grown);
+	CHECKF(s1.relay[0].requests_in - s0.relay[0].requests_in < FLOOD_GETS,
+	       "every GET was taken: the client was not paused");
+	for (int i = 0; i < FLOOD_GETS; i++) {
+		CHECKF(rc_read(&a, hdr, 8) == 0 &&
+			   store_wire_u64(hdr) == FLOOD_VAL,
+		       "reply %d", i);
+		CHECKF(rc_read(&a, v, FLOOD_VAL) == 0 && v[0] == 'g' &&
+			   v[FLOOD_VAL - 1] == 'g',
+		       "value %d", i);
+	}
+	CHECKF(probe(&s, 0, NULL) == 0, "relay 1's client");
+	free(v);
+	rc_close(&a);
+	rc_close(&s);
+	return NULL;
+}
+
+Test(store_relay, get_flood, .timeout = 120)
+{
+	relay_max_client = 1u << 20;
+	run(get_flood);
+}
+
+#define FLOOD_WAITS 300000
+
+/*
+ * WAITs on a key never set, as fast as the client can write: parked waits
+ * count in its share, so it is paused with the heap bounded; once another
+ * client sets the key, every wait it sent is answered.
+ */
+static const char *wait_flood(void)
+{
+	static const char *const k[] = {"/never"};
+	struct rc a, s;
+	struct store_buf f, b;
+	size_t frame, off = 0, base, grown, nsent;
+	unsigned char *got;
+	struct snap s0, s1;
+
+	CHECKF(rc_open(&s, W.relay_port[0], STORE_GEN_G3) == 0, "connect");
+	CHECKF(rc_open(&a, W.relay_port[0], STORE_GEN_G3) == 0, "connect");
+	CHECKF(probe(&a, 0, NULL) == 0, "probe");
+	store_buf_init(&f);
+	for (int i = 0; i < FLOOD_WAITS; i++) {
+		b_op(&f, &a, STORE_OP_WAIT);
+		b_keys(&f, k, 1);
+	}
+	frame = f.len / FLOOD_WAITS;
+	got = malloc(FLOOD_WAITS);
+	CHECKF(got != NULL && !f.oom, "malloc");
+	s0 = snap();
+	base = heap_used();
+	while (off < f.len) {
+		struct pollfd p = {.fd = a.fd, .events = POLLOUT};
+		ssize_t n;
+
+		if (poll(&p, 1, 500) <= 0)
+			break; /* the relay reads it no more */
+		n = send(a.fd, f.data + off, f.len - off,
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && errno != EAGAIN)
+			break;
+		if (n > 0)
+			off += (size_t)n;
+	}
+	usleep(300 * 1000); /* the relay takes what it has read */
+	grown = heap_used() - base;
+	if (heap_used() < base)
+		grown = 0;
+	s1 = snap();
+	CHECKF(grown < FLOOD_HEAP, "the heap grew by %zu bytes", grown);
+	CHECKF(s1.relay[0].requests_in - s0.relay[0].requests_in < FLOOD_WAITS,
+	       "every WAIT was taken: the client was not paused");
+	/* Finish the frame cut in the middle, then wake them all. */
+	nsent = (off + frame - 1) / frame;
+	rc_send_raw(&a, f.data + off, nsent * frame - off);
+	store_buf_release(&f);
+	store_buf_init(&b);
+	b_op(&b, &s, STORE_OP_SET);
+	store_buf_str(&b, "/never", 6);
+	store_buf_str(&b, "x", 1);
+	rc_send(&s, &b);
+	store_buf_release(&b);
+	CHECKF(probe(&s, 0, NULL) == 0, "relay 0's other client");
+	CHECKF(rc_read(&a, got, nsent) == 0, "%zu waits not all answered",
+	       nsent);
+	for (size_t i = 0; i < nsent; i++)
+		CHECKF(got[i] == STORE_STOP_WAITING, "wait %zu", i);
+	CHECKF(rc_quiet(&a, 100), "more answers than waits");
+	free(got);
+	rc_close(&a);
+	rc_close(&s);
+	return NULL;
+}
+
+Test(store_relay, wait_flood, .timeout = 120)
+{
+	relay_max_client = 1u << 20;
+	run(wait_flood);
 }
