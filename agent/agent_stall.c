@@ -17,10 +17,11 @@
  * from the hang) and the round's outcome is a failure restart.
  *
  * Failure modes: a dump that does not finish is abandoned after
- * STALL_STACKS_S (its rank is "?"); a node whose record does not come
- * within STALL_COLLECT_MS is summed up from what came (its ranks missing
- * from the line, which says how many nodes did not answer); a record that
- * does not parse (the store is reachable by others) counts as missing.
+ * STALL_STACKS_S (its rank is "?"); a stopped rank (SIGSTOP) is not asked
+ * for one (it could not answer) and is named as stopped; a node whose record
+ * does not come within STALL_COLLECT_MS is summed up from what came (its ranks
+ * missing from the line, which says how many nodes did not answer); a record
+ * that does not parse (the store is reachable by others) counts as missing.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -53,6 +54,8 @@ struct hang {
 	struct stacks *stacks; /* being taken, or NULL */
 	int *local;	       /* the local rank of each entry */
 	int n;
+	int nstack; /* entries [0, nstack) have stacks taken; the rest are
+		       stopped ranks, named as such */
 	struct rdzv_stall_rank ranks[]; /* this node's running ranks */
 };
 
@@ -260,7 +263,7 @@ static void on_stacks(struct stacks *s, void *data)
 	struct agent *a = h->a;
 	const char *script = a->cfg->argc > 0 ? a->cfg->argv[0] : NULL;
 
-	for (int i = 0; i < h->n && s; i++) {
+	for (int i = 0; i < h->nstack && s; i++) {
 		size_t len = 0;
 		const char *text = stacks_text(s, (size_t)i, &len);
 
@@ -311,22 +314,45 @@ void agent__stall_stop(struct agent *a, const char *why)
 	h->a = a;
 	h->round = a->multi && a->rdzv ? rdzv_round(a->rdzv) : 0;
 	h->gen = a->res.round;
-	/* Only the ranks still running: pid 0 would be our own group. */
-	for (int i = 0; i < n; i++) {
-		if (a->pool.pids[i] <= 0)
-			continue;
-		p[h->n].pid = a->pool.pids[i];
-		p[h->n].python = python;
-		h->ranks[h->n].rank = a->round.ranks.base_rank + i;
-		h->local[h->n] = i;
-		h->n++;
+	/*
+	 * Only the ranks still running: pid 0 would be our own group. A
+	 * stopped rank (SIGSTOP, or a debugger's stop) can give no stack
+	 * before it is continued: it is named as stopped, after the others,
+	 * and their stacks do not wait for it.
+	 */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < n; i++) {
+			struct stacks_pstate st;
+			int stopped;
+
+			if (a->pool.pids[i] <= 0)
+				continue;
+			stopped =
+			    stacks_proc_state(a->pool.pids[i], &st) == 0 &&
+			    (st.state == 'T' || st.state == 't');
+			if (stopped != pass)
+				continue;
+			if (stopped)
+				snprintf(h->ranks[h->n].where,
+					 sizeof(h->ranks[h->n].where),
+					 "the stopped state (%c: no stack "
+					 "taken)",
+					 st.state);
+			p[h->n].pid = a->pool.pids[i];
+			p[h->n].python = python;
+			h->ranks[h->n].rank = a->round.ranks.base_rank + i;
+			h->local[h->n] = i;
+			h->n++;
+		}
+		if (pass == 0)
+			h->nstack = h->n;
 	}
-	if (h->n == 0) {
+	if (h->nstack == 0) {
 		/* Nothing left to dump: say so with the others. */
 		on_stacks(NULL, h);
 		goto out;
 	}
-	if (stacks_start(&a->loop, p, (size_t)h->n, STACKS_BEFORE_KILL,
+	if (stacks_start(&a->loop, p, (size_t)h->nstack, STACKS_BEFORE_KILL,
 			 STALL_STACKS_S, on_stacks, h, &h->stacks))
 		goto fail;
 	a->hang = h;
@@ -346,7 +372,7 @@ void agent__stall_exited(struct agent *a, int local_rank, const char *tail,
 {
 	struct hang *h = a->hang;
 
-	for (int i = 0; h && h->stacks && i < h->n; i++)
+	for (int i = 0; h && h->stacks && i < h->nstack; i++)
 		if (h->local[i] == local_rank)
 			stacks_exited(h->stacks, (size_t)i, tail, len);
 }

@@ -9,8 +9,9 @@
  * environment enables faulthandler gets SIGABRT (its core dump limit set to
  * 0 first): it writes every thread's traceback to its stderr and dies, and
  * its owner hands that stderr over (stacks_exited). A non-Python process,
- * or one in uninterruptible sleep (no signal or ptrace reaches it), gets its
- * state, wait channel and kernel stack from /proc at once.
+ * one in uninterruptible sleep (no signal or ptrace reaches it) or one
+ * stopped (SIGSTOP or a tracer: it could not dump before it is continued)
+ * gets its state, wait channel and kernel stack from /proc at once.
  *
  * Failure modes: py-spy exits non-zero (its message is the text; before a
  * kill the process then falls back to faulthandler or /proc); py-spy or
@@ -361,7 +362,8 @@ static void one_fallback(struct stacks_one *o)
 		return;
 	}
 	if (o->python && stacks_proc_state(o->pid, &st) == 0 &&
-	    st.state != 'D' && st.state != 'Z' && faulthandler_on(o->pid)) {
+	    st.state != 'D' && st.state != 'Z' && st.state != 'T' &&
+	    st.state != 't' && faulthandler_on(o->pid)) {
 		/* A core of every rank would fill the disk: none. */
 		prlimit(o->pid, RLIMIT_CORE, &nocore, NULL);
 		if (kill(o->pid, SIGABRT) == 0) {
@@ -655,8 +657,14 @@ int stacks_start(uv_loop_t *loop, const struct stacks_proc *p, size_t n,
 		if (o->pid <= 0 || stacks_proc_state(o->pid, &st)) {
 			one_why(o, "pid %d is gone", (int)o->pid);
 			one_done(o);
-		} else if (!o->python || st.state == 'D') {
-			/* Neither ptrace nor a signal reaches state D. */
+		} else if (!o->python || st.state == 'D' || st.state == 'T' ||
+			   st.state == 't') {
+			/*
+			 * Neither ptrace nor a signal reaches state D; a
+			 * stopped process (T, t) would answer neither py-spy
+			 * nor faulthandler before it is continued, so each
+			 * would only cost the whole timeout.
+			 */
 			one_from_proc(o);
 			one_done(o);
 		} else if (!spy_find(o->pid, spy, sizeof(spy)) ||

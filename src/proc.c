@@ -671,7 +671,18 @@ int proc_kill(struct crun_proc *p, int sig)
 	/* The group may be gone while the leader is a zombie: try it alone. */
 	if (rc && p->own_group)
 		rc = kill(p->wpid, sig);
-	return rc ? -errno : 0;
+	if (rc)
+		return -errno;
+	/*
+	 * A stopped process (SIGSTOP, ^Z) leaves a termination request
+	 * pending until it is continued, so the stop would wait out the whole
+	 * shutdown timeout for SIGKILL. Continue it after the request, as a
+	 * shell's kill of a stopped job, systemd and slurmstepd do: it acts
+	 * on the signal at once (SIGCONT does nothing to a running process).
+	 */
+	if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT)
+		kill(p->own_group ? -p->wpid : p->wpid, SIGCONT);
+	return 0;
 }
 
 static void proc_on_abandoned_exit(struct crun_proc *p, int status, int sig)

@@ -97,7 +97,9 @@ void proc_spawn_cancel(struct crun_proc *p);
 
 /**
  * Send sig to the child's process group (or to the child alone); once the
- * child has exited, to what it left behind (SIGKILL: stop it now).
+ * child has exited, to what it left behind (SIGKILL: stop it now). SIGTERM,
+ * SIGINT, SIGHUP and SIGQUIT are followed by SIGCONT, so that a stopped
+ * child acts on them.
  */
 int proc_kill(struct crun_proc *p, int sig);
 
