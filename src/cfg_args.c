@@ -304,6 +304,7 @@ int cfg_parse_args(struct crun_cfg *cfg, int argc, char **argv, int *done,
 		skip = -1;
 	if (i < argc) {
 		cfg->argv = calloc((size_t)(argc - i) + 1, sizeof(char *));
+		cfg->argc = 0;
 		for (int k = i; k < argc; k++)
 			if (k != skip)
 				cfg->argv[cfg->argc++] = cfg__strdup(argv[k]);
