@@ -134,12 +134,16 @@ int stacks_proc_state(pid_t pid, struct stacks_pstate *st)
 	stat = read_proc(pid, "stat", STACKS_PROC_READ, &n);
 	if (stat == NULL)
 		return UV_ESRCH;
-	/* "pid (comm) S ...": comm may hold spaces and parentheses. */
+	/*
+	 * "pid (comm) S ...": comm may hold spaces and parentheses. The
+	 * state is one letter of either case: a tracing stop is 't'.
+	 */
 	open_paren = memchr(stat, '(', n);
 	close_paren = strrchr(stat, ')');
 	if (open_paren == NULL || close_paren == NULL ||
 	    close_paren < open_paren || close_paren[1] != ' ' ||
-	    close_paren[2] < 'A' || close_paren[2] > 'Z') {
+	    !((close_paren[2] >= 'A' && close_paren[2] <= 'Z') ||
+	      (close_paren[2] >= 'a' && close_paren[2] <= 'z'))) {
 		free(stat);
 		return UV_ESRCH;
 	}

@@ -1,8 +1,9 @@
 /*
  * Process spawning behind the guard (src/proc.c): the exit status is the
  * child's own (codes and deaths by signal alike), proc_pid is the child's
- * pid and process group, exec failures come back as errors, and the guard
- * takes the child's descendants down when its parent dies.
+ * pid and process group, exec failures come back as errors, the guard
+ * takes the child's descendants down when its parent dies, and a stopped
+ * child acts on SIGTERM.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -231,6 +232,61 @@ Test(proc, leftovers_in_other_sessions_are_stopped_before_done, .timeout = 20)
 		uv_run(&loop, UV_RUN_ONCE);
 	cr_assert(!alive(left), "pid %d outlived its proc", (int)left);
 	cr_assert_eq(procs_live(r), 0);
+	procs_close(r, NULL, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* pid's state letter in /proc/PID/stat, '?' when it is gone. */
+static char state_of(pid_t pid)
+{
+	char path[64], buf[512], *p, st = '?';
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return st;
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) != NULL)
+		st = p[2];
+	fclose(f);
+	return st;
+}
+
+/*
+ * A child that stopped itself (SIGSTOP) would keep SIGTERM pending until
+ * continued: proc_kill follows it with SIGCONT, so the child is running
+ * again when proc_kill returns and dies of the SIGTERM.
+ */
+Test(proc, sigterm_reaches_a_stopped_child, .timeout = 20)
+{
+	uv_loop_t loop;
+	struct crun_procs *r;
+	struct crun_proc *p;
+	struct proc_opts o;
+	char *argv[] = {S("/bin/sh"), S("-c"),
+			S("kill -STOP $$; exec sleep 100"), NULL};
+	pid_t pid;
+
+	cr_assert_eq(uv_loop_init(&loop), 0);
+	cr_assert_eq(procs_new(&loop, &r), 0);
+	memset(&o, 0, sizeof(o));
+	o.argv = argv;
+	o.fd_in = o.fd_out = o.fd_err = -1;
+	o.own_group = 1;
+	o.exit_cb = on_exit_cb;
+	got_status = got_signal = -1;
+	cr_assert_eq(proc_spawn(r, &o, &p), 0);
+	pid = proc_pid(p);
+	/* Bounded by the test's timeout: the child stops itself. */
+	while (state_of(pid) != 'T')
+		usleep(10000);
+	cr_assert_eq(proc_kill(p, SIGTERM), 0);
+	cr_assert_neq(state_of(pid), 'T', "still stopped after proc_kill");
+	while (got_status < 0 || procs_live(r) > 0)
+		uv_run(&loop, UV_RUN_ONCE);
+	cr_assert_eq(got_signal, SIGTERM);
+	cr_assert_eq(got_status, 128 + SIGTERM);
 	procs_close(r, NULL, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	cr_assert_eq(uv_loop_close(&loop), 0);

@@ -2,7 +2,8 @@
  * Workers' stacks (agent/stacks.c, compiled in here: it is private to
  * agent/): /proc read through a fake tree (a process in state D, one gone,
  * garbage and oversized files), and the dumps' bounds: a py-spy that does
- * not finish, one that fails, a faulthandler dump that never comes.
+ * not finish, one that fails, a faulthandler dump that never comes, a
+ * stopped process that is asked for none.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -451,6 +452,94 @@ Test(stacks, live_without_pyspy_says_so, .timeout = 20)
 	close_loop(&loop, s);
 	cr_assert_eq(kill(pid, 0), 0);
 	reap(pid);
+	fake_rm();
+}
+
+/* A real child stopped by SIGSTOP, as a worker that stopped itself. */
+static pid_t stopped_child(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		raise(SIGSTOP);
+		for (;;)
+			pause();
+	}
+	cr_assert_eq(waitpid(pid, &st, WUNTRACED), pid);
+	cr_assert(WIFSTOPPED(st));
+	return pid;
+}
+
+/* Whether sig waits in pid's pending sets (the real /proc's status). */
+static int pending(pid_t pid, int sig)
+{
+	char path[64], line[256];
+	unsigned long long mask = 0, m;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if ((sscanf(line, "SigPnd: %llx", &m) == 1 ||
+		     sscanf(line, "ShdPnd: %llx", &m) == 1))
+			mask |= m;
+	fclose(f);
+	return (mask >> (sig - 1)) & 1;
+}
+
+/*
+ * A stopped Python worker (SIGSTOP: T; a tracer's stop: t) could answer
+ * neither py-spy nor faulthandler before it is continued: neither is
+ * asked (no py-spy run, no SIGABRT left pending), its state comes from
+ * /proc at once.
+ */
+Test(stacks, stopped_process_is_asked_for_no_dump, .timeout = 20)
+{
+	uv_loop_t loop;
+	struct stacks *s;
+	struct stacks_proc p[2];
+	pid_t pid[2] = {stopped_child(), stopped_child()};
+	const char *letters = "Tt",
+		   *want[2] = {"is stopped (state T)", "is stopped by a tracer "
+						       "(state t)"};
+	char stat[64], ran[PATH_MAX + 16], body[PATH_MAX + 64];
+
+	fake_root();
+	snprintf(ran, sizeof(ran), "%s/spy_ran", root);
+	snprintf(body, sizeof(body), "/usr/bin/touch %s; exit 1", ran);
+	fake_spy(root, body);
+	for (int i = 0; i < 2; i++) {
+		fake_python(pid[i]);
+		snprintf(stat, sizeof(stat), "%d (python3) %c 1 %d\n",
+			 (int)pid[i], letters[i], (int)pid[i]);
+		fake_str(pid[i], "stat", stat);
+		p[i].pid = pid[i];
+		p[i].python = 1;
+	}
+	ndone = 0;
+	cr_assert_eq(uv_loop_init(&loop), 0);
+	cr_assert_eq(stacks_start(&loop, p, 2, STACKS_BEFORE_KILL, 0.5, on_done,
+				  NULL, &s),
+		     0);
+	run_until_done(&loop, s);
+	for (int i = 0; i < 2; i++) {
+		const char *t = stacks_text(s, (size_t)i, NULL);
+
+		cr_assert(stacks_taken(s, (size_t)i), "%s", t);
+		cr_assert_str_eq(stacks_source(s, (size_t)i), "/proc");
+		cr_assert_not_null(strstr(t, want[i]), "%s", t);
+		cr_assert(!pending(pid[i], SIGABRT),
+			  "pid %d was sent faulthandler's SIGABRT",
+			  (int)pid[i]);
+	}
+	close_loop(&loop, s);
+	cr_assert_neq(access(ran, F_OK), 0, "py-spy was run");
+	for (int i = 0; i < 2; i++)
+		reap(pid[i]);
 	fake_rm();
 }
 
