@@ -147,7 +147,7 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 		agent__stop_group(a, STOP_SIGNAL, sig);
 	} else if (a->state == A_STOPPING && a->pool.n > 0) {
 		pool_signal(&a->pool, sig);
-	} else if (a->stop.leaving && agent__hosts_store(a) &&
+	} else if (a->stop.leaving && a->rdzv && rdzv_serving(a->rdzv) &&
 		   !asks_to_stop(sig)) {
 		/* A warning (SLURM's --signal=USR1@T reaches every process of
 		 * the step, a worker possibly before its crun): the others

@@ -137,7 +137,7 @@ struct agent {
 	int store_survivors; /* pool.survivors when it was started */
 	/* This node's relay to the round's workers' store (store_relay). */
 	struct crun_store_relay *relay;
-	char relay_why[512]; /* why it lost the store, for the round's end */
+	char relay_up[300]; /* the workers' store it relays to: "addr:port" */
 	int logs_ready;
 	double started;
 	struct crun_binding_plan *binding; /* NULL: workers inherit ours */
@@ -162,8 +162,6 @@ int agent__multi_start(struct agent *a);
 void agent__multi_round_end(struct agent *a, int nf, int status);
 /** Close the rendezvous and the backend it runs over. */
 void agent__close_backend(struct agent *a);
-/** This node lost the workers' store (its relay did): end the round so. */
-void agent__store_lost(struct agent *a, const char *why);
 /** This agent serves the c10d rendezvous store the other nodes use. */
 int agent__hosts_store(const struct agent *a);
 /** A unique run id (torchrun's default "none" makes unrelated jobs collide). */

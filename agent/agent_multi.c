@@ -106,19 +106,6 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, const struct rdzv_end *e,
 	}
 }
 
-/* This node lost the workers' store (its relay did): end the round so. */
-void agent__store_lost(struct agent *a, const char *why)
-{
-	struct rdzv_end e;
-
-	/* Only while the workers run: a round that is ending closes its
-	 * store (and the next round's relay is a new one). */
-	if (a->state != A_RUNNING || a->stop.reason != STOP_NONE)
-		return;
-	rdzv_end_describe(RDZV_END_LOST, why, &e);
-	agent_on_rdzv_end(a->rdzv, &e, a);
-}
-
 int agent__hosts_store(const struct agent *a)
 {
 	return a->rs && rdzv_store_is_host(a->rs);

@@ -178,17 +178,26 @@ static int agent_wants_relay(const struct agent *a,
 	return cfg->rdzv.store_relay == 1 || conns >= cfg->store.max_conns / 2;
 }
 
-/* The relay lost the workers' store: the round ends here as a lost store. */
+/*
+ * The relay lost the workers' store, which group rank 0 serves: as when that
+ * node stops answering its heartbeat, the round ends as its loss unless it
+ * finished (it then served until the end, and the workers finish as they
+ * would without the relay: a worker that still asks the store finds its
+ * connection closed). The relay has closed its workers' connections.
+ */
 static void agent_on_relay_lost(struct crun_store_relay *r, int status,
 				void *data)
 {
 	struct agent *a = data;
 
 	(void)r;
-	snprintf(a->relay_why, sizeof(a->relay_why),
-		 "%.256s lost the workers' store (its relay: %.128s)", a->host,
-		 crun_strerror(status));
-	agent__store_lost(a, a->relay_why);
+	if (a->state != A_RUNNING || a->stop.reason != STOP_NONE)
+		return;
+	log_say("this node's store relay lost the workers' store at %s (%s): "
+		"unless group rank 0 finished, the round ends as its loss",
+		a->relay_up, crun_strerror(status));
+	rdzv_node_lost(a->rdzv, 0,
+		       "lost: a node's store relay lost its workers' store");
 }
 
 int agent__start_relay(struct agent *a, struct worker_round *rp)
@@ -210,6 +219,8 @@ int agent__start_relay(struct agent *a, struct worker_round *rp)
 	rc = store_relay_new(&a->loop, &o, agent_on_relay_lost, a, &a->relay);
 	if (rc)
 		return rc;
+	snprintf(a->relay_up, sizeof(a->relay_up), "%.256s:%d", o.up_host,
+		 o.up_port);
 	rp->master_addr = "127.0.0.1";
 	rp->master_port = store_relay_port(a->relay);
 	return 0;

@@ -345,10 +345,10 @@ static void on_leave_timeout(uv_timer_t *t)
 	rdzv__finish_done(r);
 }
 
-/* A node that is not the store host leaves: the store's answer, bounded. */
+/* A node that serves no store leaves: the store's answer, bounded. */
 static void leave_bounded(struct crun_rdzv *r)
 {
-	if (!r->o.is_store_host)
+	if (!rdzv_serving(r))
 		uv_timer_start(&r->deadline, on_leave_timeout,
 			       (uint64_t)(r->o.close_timeout * 1000), 0);
 }
@@ -389,10 +389,10 @@ void rdzv__on_finished_count(int status, const struct crun_store_reply *rep,
 				    NULL, NULL);
 		mark_ended(r, r->gworld, "1", 1); /* "end" may hold another */
 	}
-	if (!r->o.is_store_host)
+	if (!rdzv_serving(r))
 		return rdzv__finish_done(r);
 	/*
-	 * The store host serves until every node has left: while the round
+	 * A store host serves until every node has left: while the round
 	 * runs it keeps its heartbeat and its watch on "end" (which the last
 	 * node out sets); once the round ended, it waits for the rest to leave.
 	 */
@@ -416,20 +416,26 @@ static void finishing_begin(struct crun_rdzv *r,
 	leave_bounded(r);
 }
 
+int rdzv_serving(const struct crun_rdzv *r)
+{
+	return r->o.is_store_host ||
+	       (r->grank == 0 && r->gworld > 1 && !r->res.master_by_worker);
+}
+
 int rdzv_finish(struct crun_rdzv *r,
 		void (*cb)(struct crun_rdzv *r, void *data), void *data)
 {
 	char k1[KEYMAX], k2[KEYMAX];
 
-	if (!r->o.is_store_host || r->end.seen)
+	if (!rdzv_serving(r) || r->end.seen)
 		uv_timer_stop(&r->hb.timer);
 	finishing_begin(r, cb, data);
 	/*
-	 * The store host waits for the round's end before it stops serving;
+	 * A store host waits for the round's end before it stops serving;
 	 * if asking whether to restart took its watch on end/<g>, watch it
 	 * again (it is set already after a failure: the watch fires at once).
 	 */
-	if (r->o.is_store_host && !r->end.seen && r->end.unwatched) {
+	if (rdzv_serving(r) && !r->end.seen && r->end.unwatched) {
 		r->end.unwatched = 0;
 		rdzv__key(r, k1, "r%d/end/%d", r->round, r->grank);
 		if (rdzv__watch1(r, k1, -1, rdzv__on_node_end,

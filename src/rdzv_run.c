@@ -98,6 +98,40 @@ static void declare_dead(struct crun_rdzv *r, int g, const char *how)
 		free(o);
 }
 
+/* Node g's connection was lost: unless it finished, it is gone. */
+static void on_lost_done(int status, const struct crun_store_reply *rep,
+			 void *arg)
+{
+	struct rdzv__op *o = arg;
+	struct crun_rdzv *r = o->r;
+	int g = o->arg;
+	const char *how = o->data;
+
+	if (rdzv__op_take(o, NULL, NULL) == NULL ||
+	    (r->state != R_RUNNING && r->state != R_FINISHING))
+		return;
+	if (status)
+		return rdzv__store_error(r, status);
+	if (rdzv__reply_is(rep, PEEK))
+		declare_dead(r, g, how);
+}
+
+void rdzv_node_lost(struct crun_rdzv *r, int g, const char *how)
+{
+	char k[KEYMAX];
+	struct rdzv__op *o;
+
+	if ((r->state != R_RUNNING && r->state != R_FINISHING) || g < 0 ||
+	    g >= r->gworld || g == r->grank)
+		return;
+	o = rdzv__op_new(r, g);
+	o->data = (void *)how;
+	rdzv__key(r, k, "r%d/done/%d", r->round, g);
+	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
+				on_lost_done, o))
+		rdzv__store_error(r, CRUN_ECLOSED);
+}
+
 /* The watched successor stalled: did it finish (then watch the next one)? */
 static void on_succ_done(int status, const struct crun_store_reply *rep,
 			 void *arg)

@@ -607,8 +607,6 @@ void store_relay__up_lost(struct crun_store_relay *r, int err)
 	r->sent_tail = NULL;
 	while (r->waits != NULL)
 		store_relay__wait_free(r, r->waits);
-	log_warn("store relay: lost the workers' store: %s",
-		 crun_strerror(err));
 	if (!r->lost_called && r->lost != NULL) {
 		r->lost_called = 1;
 		r->lost(r, err, r->lost_data);

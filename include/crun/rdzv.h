@@ -320,13 +320,31 @@ int rdzv_depart(struct crun_rdzv *r,
 		void (*cb)(struct crun_rdzv *r, void *data), void *data);
 
 /**
- * This node's workers all succeeded: record it. The store host then waits
- * (up to close_timeout) until every node of the round has finished or the
- * round ended, so nobody loses the store early; cb runs once after that. Any
- * other node waits up to close_timeout for the store to take note.
+ * This node's workers all succeeded: record it. A node that serves a store
+ * the others use (rdzv_serving) then waits until the round ended (every node
+ * finished, or the others re-form or stop) and, up to close_timeout more,
+ * until every node has left, so nobody loses a store early; cb runs once
+ * after that. Any other node waits up to close_timeout for the store to take
+ * note.
  */
 int rdzv_finish(struct crun_rdzv *r,
 		void (*cb)(struct crun_rdzv *r, void *data), void *data);
+
+/**
+ * Whether this node serves a store the round's other nodes use: the
+ * rendezvous store (rdzv_opts.is_store_host), or, as group rank 0 of a round
+ * of several nodes whose workers' store no worker hosts, the workers' store.
+ */
+int rdzv_serving(const struct crun_rdzv *r);
+
+/**
+ * This node lost its connection to node g of the running round (a relay's
+ * to the workers' store on group rank 0): unless g finished, the round ends
+ * as g's loss (RDZV_END_DEAD, its host named, followed by how: a string
+ * that outlives the request), as when g stops answering its heartbeat; the
+ * others re-form without it while the minimum holds.
+ */
+void rdzv_node_lost(struct crun_rdzv *r, int g, const char *how);
 
 /** Job-wide failure restarts so far (as read by rdzv_may_restart). */
 int rdzv_restarts(const struct crun_rdzv *r);

@@ -22,6 +22,10 @@ agent still running at its scenario's bound is a hang: it is killed with
 SIGKILL and counted. Helpers (the stranger on the port, the stalled console
 reader) carry CHAOS_HELPER instead and are always killed at the end.
 
+Every multi-node scenario runs its agents with the per-node store relay
+forced on or off (store_relay=true|false, drawn per scenario and printed as
+"relay on|off"): a job ends the same way with and without it.
+
 What crun promises, per scenario (the PROMISE line of each function says it
 again):
   worker_kill9     kill -9 of one worker. Restarts left: every agent exits 0.
@@ -267,6 +271,7 @@ class Run:
         self.orphans = 0
         self.time_to_end = 0.0
         self.netns_dir = None  # a directory with other hosts/resolv.conf files
+        self.relay = None  # store relay of its multi-node agents: "on", "off"
         self.after = []  # checks run once every agent has ended: each returns a problem or None
 
     # --- building blocks -------------------------------------------------
@@ -289,9 +294,28 @@ class Run:
             argv += rdzv or ["--rdzv_backend=c10d", "--rdzv_endpoint=" + self.endpoint()]
             argv += ["--rdzv_id=chaos" + self.tag, RDZV]
         argv += list(extra) + list(worker)
+        if nnodes is not None:
+            argv = self.with_relay(argv)
         a = Agent(self, name, argv, host, stdout, self.netns_dir)
         self.agents[name] = a
         return a
+
+    def with_relay(self, argv):
+        """The relay dimension: every agent of a multi-node scenario runs
+        with store_relay forced on or off, drawn once per scenario from its
+        own generator (the scenario's other draws stay those of the seed);
+        the promises are the same either way. The last --rdzv_conf is the
+        one that counts (as for torchrun): the key goes into it."""
+        if self.relay is None:
+            self.relay = random.Random(self.tag + "-relay").choice(("on", "off"))
+        conf = "store_relay=" + ("true" if self.relay == "on" else "false")
+        last = max((i for i, a in enumerate(argv) if a.startswith("--rdzv_conf=")), default=None)
+        argv = list(argv)
+        if last is None:
+            argv.insert(1, "--rdzv_conf=" + conf)
+        else:
+            argv[last] += "," + conf
+        return argv
 
     def agent_argv(self, name, argv):
         """An agent that is not a job (e.g. `crun store`): argv as given."""
@@ -1207,8 +1231,9 @@ def main():
         orphans += r.orphans
         statuses = " ".join("%s=%s@%.1f" % (n, a.status, a.t_end - r.t_fault if a.t_end else -1)
                             for n, a in sorted(r.agents.items()))
-        print("%3d %-16s %-4s %s  [%s] end %.1fs -- %s" % (
-            i, kind, "ok" if ok else "FAIL", r.net, statuses, r.time_to_end, r.desc), flush=True)
+        print("%3d %-16s %-4s %s  [%s] end %.1fs -- %s%s" % (
+            i, kind, "ok" if ok else "FAIL", r.net, statuses, r.time_to_end, r.desc,
+            ", relay " + r.relay if r.relay else ""), flush=True)
         if not ok:
             failed += 1
             for p in r.problems:

@@ -2,7 +2,8 @@
 # needs: torch
 # The etcd backend across network-namespace hosts: a 3-member cluster with
 # one member per host (h1 h2 h3), real PyTorch gloo DDP over it, and the
-# loss of group rank 0's agent together with the etcd leader mid-run.
+# loss of group rank 0's agent together with the etcd leader mid-run, with
+# the store relay off and on.
 . tests/integration/lib.sh
 . tests/integration/lib_netns.sh
 . tests/integration/lib_etcd.sh
@@ -50,25 +51,33 @@ else
 fi
 
 # 2. Mid-run, kill -9 the agent of group rank 0 and the etcd leader: the
-#    other two re-form (MIN 2) through the surviving members and finish.
-L=$(etcd_leader) || fail "no etcd leader"
-EP="$(etcd_addr $L)"; for m in $ETCD_NAMES; do [ $m = $L ] || EP="$EP,$(etcd_addr $m)"; done
-JOB=kill
-note "2. kill -9 group rank 0's agent and the etcd leader ($L) mid-run"
-W="$FAKE_WORKER append $T/runs2 run hang-if-attempt 0"
-agent a h1 1 2:3 --rdzv_conf=$FAST $W
-agent b h2 1 2:3 --rdzv_conf=$FAST $W
-agent c h3 1 2:3 --rdzv_conf=$FAST $W
-wait_for 30 sh -c "grep -l 'group rank 0 of 3' '$T/a.out' '$T/b.out' '$T/c.out' >/dev/null" || fail "round 0 never formed"
-sleep 0.5
-g0=""; for x in a b c; do grep -q "group rank 0 of 3" "$T/$x.out" && g0=$x; done
-eval "kill -9 \$pid_$g0"
-etcd_kill $L
-t0=$(now_ms)
-for x in a b c; do [ $x = $g0 ] || expect_status $x 0 40; done
-cat "$T/a.out" "$T/b.out" "$T/c.out" >"$T/k.out"
-expect_grep "re-formed with 2" "round 1: group rank . of 2" "$T/k.out"
-expect_eq "the two survivors ran generation 1" "$(grep -c ' 1$' "$T/runs2")" 2
-note "   survivors finished $(( $(now_ms) - t0 )) ms after the kills"
-grep -h "re-forming" "$T/k.out" | head -1 | sed 's/^/      /'
+#    other two re-form (MIN 2) through the surviving members and finish;
+#    the same with the store relay forced on (the survivors' relays lose the
+#    workers' store group rank 0 served: the same re-forming round).
+for relay in false true; do
+	L=$(etcd_leader) || fail "no etcd leader"
+	EP="$(etcd_addr $L)"; for m in $ETCD_NAMES; do [ $m = $L ] || EP="$EP,$(etcd_addr $m)"; done
+	JOB=kill$relay
+	note "2. kill -9 group rank 0's agent and the etcd leader ($L) mid-run, store_relay=$relay"
+	W="$FAKE_WORKER append $T/runs2$relay run hang-if-attempt 0"
+	for x in a b c; do rm -f "$T/$x.out"; done
+	agent a h1 1 2:3 --rdzv_conf=$FAST,store_relay=$relay $W
+	agent b h2 1 2:3 --rdzv_conf=$FAST,store_relay=$relay $W
+	agent c h3 1 2:3 --rdzv_conf=$FAST,store_relay=$relay $W
+	wait_for 30 sh -c "grep -l 'group rank 0 of 3' '$T/a.out' '$T/b.out' '$T/c.out' >/dev/null" || { cat "$T"/[abc].out >&2; fail "round 0 never formed"; }
+	sleep 0.5
+	g0=""; for x in a b c; do grep -q "group rank 0 of 3" "$T/$x.out" && g0=$x; done
+	eval "kill -9 \$pid_$g0"
+	etcd_kill $L
+	t0=$(now_ms)
+	for x in a b c; do [ $x = $g0 ] || expect_status $x 0 40; done
+	cat "$T/a.out" "$T/b.out" "$T/c.out" >"$T/k.out"
+	expect_grep "re-formed with 2" "round 1: group rank . of 2" "$T/k.out"
+	expect_grep "no restart spent" "no restart is spent" "$T/k.out"
+	expect_eq "the two survivors ran generation 1" "$(grep -c ' 1$' "$T/runs2$relay")" 2
+	note "   survivors finished $(( $(now_ms) - t0 )) ms after the kills"
+	grep -h "re-forming" "$T/k.out" | head -1 | sed 's/^/      /'
+	etcd_start $L
+	wait_for 20 etcd_healthy $L || fail "etcd member $L did not come back"
+done
 exit 0

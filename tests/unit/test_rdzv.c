@@ -825,6 +825,86 @@ Test(rdzv, everyone_finishes, .timeout = 10)
 }
 
 /*
+ * The rendezvous store is elsewhere (a standalone `crun store`, etcd): no
+ * node hosts it, but group rank 0 serves the workers' store the others use.
+ * Finished first, it waits for the round's end, past close_timeout, as the
+ * rendezvous store host does.
+ */
+Test(rdzv, workers_store_host_serves_until_the_end, .timeout = 10)
+{
+	world_init();
+	node_add(1, 1, 0, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	cr_assert_eq(W.n[0].res.ranks.group_rank, 0);
+	cr_assert(rdzv_serving(W.n[0].r));
+	cr_assert_not(rdzv_serving(W.n[1].r));
+	cr_assert_eq(rdzv_finish(W.n[0].r, on_finish, &W.n[0]), 0);
+	run_for(600); /* twice close_timeout */
+	cr_assert_eq(W.n[0].nfinish, 0, "group rank 0 stopped serving the workers' store first");
+	cr_assert_eq(W.n[1].nend, 0, "end %c %s", W.n[1].end_kind, W.n[1].end_why);
+	cr_assert_eq(rdzv_finish(W.n[1].r, on_finish, &W.n[1]), 0);
+	cr_assert(run_until(all_finished, 1000));
+	world_close();
+}
+
+/* A worker-hosted workers' store (worker rank 0's): nobody waits for it. */
+static int by_worker_master(void *data, int round, int *port, int *by_worker)
+{
+	on_start_master(data, round, port, by_worker);
+	*by_worker = 1;
+	return 0;
+}
+
+Test(rdzv, worker_hosted_store_needs_no_serving, .timeout = 10)
+{
+	world_init();
+	node_add(1, 1, 0, 2, 2)->o.start_master = by_worker_master;
+	node_add(2, 1, 0, 2, 2)->o.start_master = by_worker_master;
+	start_all();
+	cr_assert(run_until(all_rounds, 2000));
+	cr_assert(W.n[0].res.master_by_worker);
+	cr_assert_not(rdzv_serving(W.n[0].r));
+	cr_assert_eq(rdzv_finish(W.n[0].r, on_finish, &W.n[0]), 0);
+	run_for(100);
+	cr_assert_eq(W.n[0].nfinish, 1);
+	world_close();
+}
+
+/*
+ * A node lost its connection to group rank 0 (its store relay saw the
+ * workers' store close): the round ends as that node's loss, at once, on
+ * every node; once group rank 0 finished, the same report ends nothing.
+ */
+Test(rdzv, node_lost_ends_the_round_unless_it_finished, .timeout = 10)
+{
+	world_formed(3, 2, 3);
+	run_for(100);
+	rdzv_node_lost(W.n[1].r, 0, "lost: a relay lost its store");
+	rdzv_node_lost(W.n[1].r, 1, "ignored: this node itself");
+	cr_assert(run_until(others_ended, 150), "the lost node went unnoticed");
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(W.n[i].end_kind, 'D', "%s: end %c %s", W.n[i].host,
+			     W.n[i].end_kind, W.n[i].end_why);
+		cr_assert_str_eq(W.n[i].end_why, "n1 (group rank 0) lost: a relay lost its store");
+	}
+	world_close();
+
+	world_formed(3, 2, 3);
+	run_for(100);
+	cr_assert_eq(rdzv_finish(W.n[0].r, on_finish, &W.n[0]), 0);
+	run_for(100);
+	rdzv_node_lost(W.n[1].r, 0, "lost: a relay lost its store");
+	rdzv_node_lost(W.n[2].r, 7, "ignored: no such node");
+	run_for(300);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(W.n[i].nend, 0, "%s: end %c %s", W.n[i].host, W.n[i].end_kind,
+			     W.n[i].end_why);
+	world_close();
+}
+
+/*
  * The last node out died between counting itself finished and writing the
  * marks that release the store host, which had finished first: the host
  * sees it vanish (its done mark set) and releases itself.
