@@ -29,7 +29,10 @@ KEYS = ("RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE
 rec = {"argv": sys.argv[1:], "env": {k: os.environ.get(k) for k in KEYS}}
 with open(os.path.join(os.environ["PROBE_OUT"], "rank." + os.environ["RANK"]), "w") as f:
     json.dump(rec, f, sort_keys=True)
-print("hello from rank", os.environ["RANK"], flush=True)
+# One write: under PYTHONUNBUFFERED print() writes its pieces apart, and the
+# ranks of a torchrun without prefixes share one console.
+sys.stdout.write("hello from rank %s\n" % os.environ["RANK"])
+sys.stdout.flush()
 EOF
 cp "$T/w/probe.py" "$T/w/probe_mod.py"
 
