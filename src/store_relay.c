@@ -206,11 +206,18 @@ static void relay_client_on_read(uv_stream_t *st, ssize_t nread,
 	relay_client_take(cl);
 }
 
-/* Read a paused client again once it is down to half its share. */
+/*
+ * Read a paused client again once it is down to half its share, or, when a
+ * request waits in its input for room, once it owes nothing but its parked
+ * waits (relay_client_cost lets it take one then).
+ */
 static void relay_client_maybe_resume(struct relay_client *cl)
 {
+	size_t owed = store_relay__client_owed(cl);
+
 	if (cl->closing || !cl->paused ||
-	    store_relay__client_owed(cl) > store_relay__client_share(cl) / 2)
+	    (owed > store_relay__client_share(cl) / 2 &&
+	     !(cl->stalled && owed == cl->wait_held)))
 		return;
 	cl->paused = 0;
 	cl->stalled = 0;

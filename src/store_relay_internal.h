@@ -46,6 +46,7 @@ struct relay_slot {
 	int filled;
 	int detached; /* a WAIT parked on the store: answered out of order */
 	int noreply;  /* fills with nothing (SET...): only an error shows */
+	int waiting;  /* bytes is a parked WAIT's cost (its client's wait_held) */
 	int close;    /* the store refused the request: close the client */
 	int cancel;   /* a CANCEL_WAIT's WAIT_CANCELED, after its fence */
 	struct store_buf reply;
@@ -91,6 +92,7 @@ struct relay_client {
 	 * bytes, their slots and the most their replies can take), its parked
 	 * waits and its replies not yet written out. */
 	size_t held;
+	size_t wait_held; /* the part of held that its parked waits cost */
 	struct relay_slot *head, *tail;
 	uint64_t last_seq; /* the place of its last request held */
 	uint64_t since;	   /* uv_now of its last progress (idle check) */

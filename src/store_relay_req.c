@@ -56,6 +56,16 @@ static void relay_client_dirty(struct relay_client *cl)
 	store_relay__kick(cl->r);
 }
 
+/* s no longer costs its client what it was counted for. */
+static void relay_slot_unhold(struct relay_slot *s)
+{
+	s->cl->held -= s->bytes;
+	if (s->waiting)
+		s->cl->wait_held -= s->bytes;
+	s->waiting = 0;
+	s->bytes = 0;
+}
+
 /* Move cl's FIFO into its output while its head is done. */
 static void relay_client_drain(struct relay_client *cl)
 {
@@ -69,8 +79,7 @@ static void relay_client_drain(struct relay_client *cl)
 		}
 		if (s->filled) {
 			store_buf_put(&cl->out, s->reply.data, s->reply.len);
-			cl->held -= s->bytes;
-			s->bytes = 0;
+			relay_slot_unhold(s);
 		} else if (!s->detached)
 			break;
 		cl->head = s->next;
@@ -90,8 +99,7 @@ static void relay_slot_fill(struct relay_slot *s, const void *p, size_t n,
 
 	if (cl == NULL || cl->closing)
 		return; /* its client is gone */
-	cl->held -= s->bytes;
-	s->bytes = 0;
+	relay_slot_unhold(s);
 	if (!s->infifo) { /* a detached WAIT: out of order */
 		if (close)
 			store_relay__client_close(cl,
@@ -190,10 +198,8 @@ void store_relay__wait_drop_slot(struct crun_store_relay *r,
 		w->slots_tail = prev;
 	s->w = NULL;
 	s->inowner = 0;
-	if (s->cl != NULL) { /* its client no longer waits: not its cost */
-		s->cl->held -= s->bytes;
-		s->bytes = 0;
-	}
+	if (s->cl != NULL) /* its client no longer waits: not its cost */
+		relay_slot_unhold(s);
 	/* One fewer of the identical waits the store holds for w. */
 	if (w->sent && r->state == RS_READY && !r->closing &&
 	    (u = relay_up_new(STORE_OP_CANCEL_TAG, RK_CANCEL)) != NULL) {
@@ -341,7 +347,9 @@ static int relay_client_wait(struct relay_client *cl,
 	if ((s = relay_slot_new(cl)) == NULL)
 		return UV_ENOMEM;
 	s->bytes = cost; /* until it is answered or dropped */
+	s->waiting = 1;
 	cl->held += cost;
+	cl->wait_held += cost;
 	if (u != NULL) {
 		relay_wait_add_slot(u->w, s);
 		cl->last_seq = u->pos;
@@ -493,8 +501,11 @@ static size_t relay_reply_bound(const struct crun_store_relay *r, int kind)
 
 /*
  * What taking req (used bytes) costs cl: its bytes, its slot and the most
- * its reply can take; 0 when that does not fit in cl's share now (a client
- * with nothing owed may always take one request, as at the store).
+ * its reply can take; 0 when that does not fit in cl's share now. A client
+ * that owes nothing but its parked waits may always take one request other
+ * than a WAIT, as at the store (where a wait never holds back the requests
+ * after it): a wait may never be answered, and its client's next request
+ * is not to wait for it.
  */
 static size_t relay_client_cost(struct relay_client *cl,
 				const struct store_req *req, size_t used)
@@ -505,7 +516,8 @@ static size_t relay_client_cost(struct relay_client *cl,
 	    used + sizeof(struct relay_slot) + relay_reply_bound(cl->r, kind);
 	size_t owed = store_relay__client_owed(cl);
 
-	if (owed > 0 && owed + cost > store_relay__client_share(cl))
+	if (owed > 0 && owed + cost > store_relay__client_share(cl) &&
+	    (kind == RK_WAIT || owed > cl->wait_held))
 		return 0;
 	return cost;
 }

@@ -6,7 +6,11 @@
  * - a differential test: seeded random operation sequences from clients on
  *   three "nodes" (three relays in this process) give byte for byte the
  *   replies the same sequence gets straight from a store (the seed is
- *   printed on a failure, and CRUN_RELAY_SEED replays one);
+ *   printed on a failure, and CRUN_RELAY_SEED replays one), and the same
+ *   with what the store refuses by closing the sender mixed in (a value past
+ *   max_value, a key past max_key, an unknown operation, a MULTI_GET reply
+ *   past max_output; sent by G3 clients while a wait of theirs is parked
+ *   too): the relay closes that client alone, at once, as the store does;
  * - combining: concurrent ADDs to one key are one upstream ADD, each client
  *   getting a distinct result; concurrent WAITs and GETs of one key are one
  *   upstream request each;
@@ -456,8 +460,78 @@ struct cstate {
 	int parked;
 };
 
+/*
+ * With refusals, the script also sends what the store refuses by closing the
+ * sender's connection (world_lim small): a value past max_value, a key past
+ * max_key, an unknown operation, a MULTI_GET whose reply passes max_output.
+ * A refusal is logged as the sender's connection closing, or as the answer
+ * it got instead: the relay must close that client alone, as the store does.
+ */
+static int refusal(struct rc *c, uint32_t which, struct log *l)
+{
+	static const char *const big[] = {"/big", "/big", "/big", "/big"};
+	struct store_buf b;
+	unsigned char x[8];
+	size_t n = (world_lim->max_value > world_lim->max_key
+			? world_lim->max_value
+			: world_lim->max_key) +
+		   1;
+	char *v = malloc(n);
+	int rc;
+
+	memset(v, 'v', n);
+	store_buf_init(&b);
+	switch (which) {
+	case 0:
+		logf_(l, "set of %zu bytes ", world_lim->max_value + 1);
+		b_op(&b, c, STORE_OP_SET);
+		store_buf_str(&b, "/r", 2);
+		store_buf_str(&b, v, world_lim->max_value + 1);
+		break;
+	case 1:
+		logf_(l, "get of a %zu-byte key ", world_lim->max_key + 1);
+		b_op(&b, c, STORE_OP_GET);
+		store_buf_str(&b, v, world_lim->max_key + 1);
+		break;
+	case 2:
+		logf_(l, "op 0x7e ");
+		store_buf_u8(&b, 0x7e); /* no generation's operation */
+		store_buf_str(&b, "/r", 2);
+		break;
+	default:
+		/* A value of max_value, then a reply of 4 x 4 of them. */
+		logf_(l, "multi_get of %zu bytes ",
+		      16 * (world_lim->max_value + 8));
+		b_op(&b, c, STORE_OP_SET);
+		store_buf_str(&b, "/big", 4);
+		store_buf_str(&b, v, world_lim->max_value);
+		rc = rc_send(c, &b);
+		store_buf_release(&b);
+		if (rc != 0 || probe(c, 0, NULL) != 0) {
+			free(v);
+			return -1;
+		}
+		b_op(&b, c, STORE_OP_MULTI_GET);
+		store_buf_u64(&b, 16);
+		for (int i = 0; i < 16; i++)
+			store_buf_str(&b, big[i % 4], 4);
+		break;
+	}
+	free(v);
+	rc = rc_send(c, &b);
+	store_buf_release(&b);
+	if (rc == 0)
+		rc = rc_read(c, x, 1);
+	if (rc == 0)
+		logf_(l, "answered %02x\n", x[0]);
+	else
+		logf_(l, "%s\n", rc == -1 ? "closed" : "no answer");
+	return -1; /* a new connection, whatever it got */
+}
+
 /* Run the seeded script with client i on port ports[i]; log everything. */
-static const char *script(const int *ports, uint64_t seed, struct log *l)
+static const char *script(const int *ports, uint64_t seed, int refusals,
+			  struct log *l)
 {
 	struct cstate cs[NCLIENTS];
 	struct store_buf b;
@@ -474,13 +548,18 @@ static const char *script(const int *ports, uint64_t seed, struct log *l)
 		struct cstate *s = &cs[rnd(NCLIENTS)];
 		struct rc *c = &s->c;
 		int g3 = c->gen == STORE_GEN_G3, rc = 0, sync = 0;
-		uint32_t what = rnd(g3 ? 17 : 13);
+		uint32_t what = rnd((g3 ? 17 : 13) + (refusals ? 4 : 0));
 		const char *k = keys[rnd(4)], *v = vals[rnd(5)];
 		const char *kk[2] = {keys[rnd(4)], keys[rnd(4)]};
 		enum store_op op = STORE_OP_CHECK;
 
 		logf_(l, "%d c%d: ", step, (int)(s - cs));
 		store_buf_init(&b);
+		/* A G3 client may send while its wait is parked. */
+		if (what >= (g3 ? 17u : 13u) && (g3 || !s->parked)) {
+			rc = refusal(c, what - (g3 ? 17 : 13), l);
+			goto after;
+		}
 		if (s->parked) {
 			/* A parked client cancels (G3) or hangs up. */
 			if (g3 && rnd(2)) {
@@ -627,6 +706,8 @@ static const char *script(const int *ports, uint64_t seed, struct log *l)
 	return NULL;
 }
 
+static int with_refusals;
+
 static const char *differential(void)
 {
 	const char *env = getenv("CRUN_RELAY_SEED");
@@ -644,9 +725,9 @@ static const char *differential(void)
 		size_t at = 0;
 
 		/* Each seed uses its own key namespace: prefix by seed. */
-		err = script(dports, seed, &a);
+		err = script(dports, seed, with_refusals, &a);
 		if (err == NULL)
-			err = script(rports, seed, &r);
+			err = script(rports, seed, with_refusals, &r);
 		if (err == NULL &&
 		    (a.len != r.len || memcmp(a.s, r.s, a.len) != 0)) {
 			while (at < a.len && at < r.len && a.s[at] == r.s[at])
@@ -677,6 +758,20 @@ static const char *differential(void)
 
 Test(store_relay, differential, .timeout = 120)
 {
+	run(differential);
+}
+
+static struct crun_store_limits lim_refuse;
+
+/* The same with what the store refuses mixed in (small limits). */
+Test(store_relay, differential_refusals, .timeout = 120)
+{
+	store_limits_default(&lim_refuse);
+	lim_refuse.max_value = 512;
+	lim_refuse.max_key = 64;
+	lim_refuse.max_output = 4096;
+	world_lim = &lim_refuse;
+	with_refusals = 1;
 	run(differential);
 }
 
