@@ -37,6 +37,9 @@ PKGS="$PKGS etcd-server|etcd etcd-client|etcd openssl"
 PKGS="$PKGS libmicrohttpd-dev prometheus libhwloc-dev hwloc nftables gnuplot-nox"
 # The shells whose completion scripts crun prints (completion.sh loads them).
 PKGS="$PKGS zsh tcsh"
+# Upstream sources from Debian's mirror (scripts/debian-source.sh: PyTorch's
+# own launcher tests).
+PKGS="$PKGS curl xz-utils"
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 # candidate P: apt can install P on this release.
