@@ -11,6 +11,7 @@
 #   make mutate     single-line mutations (tests/mutate/), each must fail its tests
 #   make fuzz       1M libFuzzer runs of each parser (wire, records, INI, CLI, hostlist, stack dumps)
 #   make install    PREFIX=/usr/local DESTDIR=
+#   make wheel      dist/crun_launcher-*.whl for x86_64 and aarch64 (pip install it anywhere)
 
 CC ?= cc
 PKG_CONFIG ?= pkg-config
@@ -104,6 +105,12 @@ $(BUILD)/tests/%: tests/bench/%.c $(BUILD)/libcrun.a
 deps:
 	@sh scripts/install-deps.sh
 
+# The wheels (dist/): crun for any Linux with glibc 2.28 or newer, x86_64 and
+# aarch64, built with zig's C compiler (scripts/wheel.sh).
+wheel:
+	@sh scripts/wheel.sh x86_64
+	@sh scripts/wheel.sh aarch64
+
 # The test venv (.venv/: PyTorch 2.13, the framework suites' packages and
 # clang-format, from tests/requirements*.txt) and .venv-214/ (the reference
 # torchrun 2.14, tests/requirements-torch214.txt); a no-op when already
@@ -191,9 +198,9 @@ format-check: $(CLANG_FORMAT)
 	@$(CLANG_FORMAT) --dry-run -Werror $(LIB_SRC) $(BIN_SRC) include/crun/*.h
 
 clean:
-	rm -rf build build-asan build-ubsan build-fuzz build-cov
+	rm -rf build build-asan build-ubsan build-fuzz build-cov build-wheel dist
 
-.PHONY: all deps check-build limits-doc test check asan ubsan demo bench bench-scale fuzz install format format-check clean coverage mutate
+.PHONY: all deps check-build limits-doc test check asan ubsan demo bench bench-scale fuzz install wheel format format-check clean coverage mutate
 .SECONDARY:
 
 -include $(LIB_OBJ:.o=.d) $(BIN_OBJ:.o=.d) $(UNIT_BIN:=.d) $(HELPER_BIN:=.d) $(BENCH_BIN:=.d)

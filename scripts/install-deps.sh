@@ -40,6 +40,8 @@ PKGS="$PKGS zsh tcsh"
 # Upstream sources from Debian's mirror (scripts/debian-source.sh: PyTorch's
 # own launcher tests).
 PKGS="$PKGS curl xz-utils"
+# The aarch64 wheel's smoke test (tests/integration/wheel.sh).
+PKGS="$PKGS qemu-user-static"
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 # candidate P: apt can install P on this release.

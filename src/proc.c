@@ -87,6 +87,20 @@ struct crun_proc {
 };
 
 /* exit_cb's status and signal from a wait status. */
+/*
+ * fork without the atfork handlers: glibc's _Fork (2.34 on); before it, the
+ * clone system call that _Fork makes (the wheel's build targets glibc 2.28).
+ * Either way the child makes only async-signal-safe calls until it execs.
+ */
+static pid_t fork_bare(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
+	return _Fork();
+#else
+	return (pid_t)syscall(SYS_clone, (long)SIGCHLD, 0L, 0L, 0L, 0L);
+#endif
+}
+
 static void decode_status(int st, int *status, int *sig)
 {
 	*sig = 0;
@@ -471,8 +485,14 @@ static void guard(const struct proc_opts *o, struct proc_shared *sh,
 	/* Everything stays pending; sigwaitinfo takes what we care for. */
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
+	/*
+	 * Without the subreaper (EINVAL: qemu-user does not emulate it) the
+	 * worker still runs under its guard; only the processes it orphans go
+	 * to init instead of the guard.
+	 */
 	if (prctl(PR_SET_PDEATHSIG, GUARD_DEATH_SIG) ||
-	    prctl(PR_SET_CHILD_SUBREAPER, 1) || pipe2(pipefd, O_CLOEXEC)) {
+	    (prctl(PR_SET_CHILD_SUBREAPER, 1) && errno != EINVAL) ||
+	    pipe2(pipefd, O_CLOEXEC)) {
 		msg[0] = errno;
 		goto report;
 	}
@@ -559,12 +579,12 @@ int proc_spawn_begin(struct crun_procs *r, const struct proc_opts *o,
 		goto fail;
 	}
 	/*
-	 * _Fork: no atfork handlers. The guard makes only async-signal-safe
+	 * fork_bare: no atfork handlers. The guard makes only async-signal-safe
 	 * calls (no malloc, no stdio, no libuv), so it needs none of their
 	 * resets, and the agent skips libuv's signal pipe made anew in each
 	 * child, and glibc's locking of every malloc arena around the fork.
 	 */
-	pid = _Fork();
+	pid = fork_bare();
 	if (pid < 0) {
 		rc = -errno;
 		goto fail;

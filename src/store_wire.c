@@ -118,6 +118,9 @@ const char *store_wire_op_name(enum store_op op)
 
 /* Format a decoder error into the cursor's errmsg and return err. */
 static int store_wire_err(struct store_cur *c, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int store_wire_err(struct store_cur *c, int err, const char *fmt, ...)
 {
 	va_list ap;
 

@@ -1,0 +1,39 @@
+"""crun, a torchrun-compatible elastic launcher, as a native program.
+
+The wheel installs the `crun` executable in the environment's bin/; this
+package finds it for `python -m crun_launcher` and for the opt-in torchrun
+routing of crun_launcher.torchrun.
+"""
+import os
+import shutil
+import sys
+
+__all__ = ["binary", "main"]
+
+
+def binary():
+    """The path of the crun executable this package installed."""
+    try:
+        from importlib.metadata import files
+        for f in files("crun-launcher") or ():
+            if f.name == "crun" and f.parent.name in ("bin", "scripts"):
+                p = str(f.locate())
+                if os.access(p, os.X_OK):
+                    return os.path.abspath(p)
+    except Exception:  # metadata unreadable: fall back to the environment
+        pass
+    p = os.path.join(os.path.dirname(sys.executable), "crun")
+    if os.access(p, os.X_OK):
+        return p
+    p = shutil.which("crun")
+    if p:
+        return p
+    raise FileNotFoundError("crun_launcher: the crun executable is not installed "
+                            "(pip install crun-launcher)")
+
+
+def main(argv=None):
+    """Run crun with argv (default sys.argv[1:]) in this process's place."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    exe = binary()
+    os.execv(exe, [exe] + args)
