@@ -63,7 +63,13 @@ as_user sh -c 'command -v cc || command -v gcc || command -v zig' && fail "c. a 
 as_user "$U/venv/bin/python" -m pip install -q --no-index --disable-pip-version-check "$U/$(basename "$WHL")" \
 	>"$T/c.pip" 2>&1 || { cat "$T/c.pip" >&2; fail "c. pip install of the wheel failed"; }
 SITE=$(as_user "$U/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-"$PY213" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' >"$SITE/torch213.pth"
+# The checkout may lie where the user cannot go (/root): its venv's packages
+# are bound at a path of the user's, read-only.
+mkdir "$U/torch213"
+mount --bind -o ro "$("$PY213" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" "$U/torch213" ||
+	fail "c. cannot bind the venv's site-packages"
+at_exit "umount -l '$U/torch213'"
+echo "$U/torch213" >"$SITE/torch213.pth"
 [ "$(as_user sh -c 'command -v crun')" = "$U/venv/bin/crun" ] || fail "c. crun is not the venv's ($(as_user sh -c 'command -v crun'))"
 expect_eq "c. python -m crun_launcher --version" "$(as_user "$U/venv/bin/python" -m crun_launcher --version)" \
 	"$("$BIN" --version)"
