@@ -390,8 +390,8 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	 * agent store's path to a store the agent hosts (torchstore.h); a
 	 * client without it reaches that store the same: ranks != 0 here. */
 	rp->use_agent_store_host = !res->master_by_worker;
-	rp->use_agent_store = rp->use_agent_store_host && !a->no_libuv;
-	rp->no_libuv = a->no_libuv;
+	rp->use_agent_store = rp->use_agent_store_host && !a->worker_store;
+	rp->no_libuv = a->worker_store;
 	a->state = A_RUNNING;
 	a->stop.reason = STOP_NONE;
 	/* No log directory: no worker can start (the messages are out). */
@@ -718,8 +718,16 @@ static void agent_begin_rounds(struct agent *a)
 /* What the workers' torch accepts is known (cached, or asked just now). */
 static void agent_torch_known(struct agent *a, const struct torchstore *ts)
 {
-	a->no_libuv = ts->kind == TORCHSTORE_NO_LIBUV;
-	if (a->no_libuv)
+	a->worker_store = ts->kind == TORCHSTORE_NO_LIBUV ||
+			  ts->kind == TORCHSTORE_NO_AGENT_STORE;
+	if (ts->kind == TORCHSTORE_NO_AGENT_STORE)
+		log_say("the workers' torch (%s) predates the agent store "
+			"(PyTorch 1.9): they get "
+			"TORCHELASTIC_USE_AGENT_STORE=False%s "
+			"(docs/compatibility.md)",
+			ts->torch_dir,
+			a->multi ? "" : "; worker rank 0 hosts their store");
+	else if (a->worker_store)
 		log_say("the workers' torch (%s) is built without libuv, and "
 			"refuses the agent store's client: they get "
 			"USE_LIBUV=0 and TORCHELASTIC_USE_AGENT_STORE=False%s "

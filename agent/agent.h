@@ -142,7 +142,8 @@ struct agent {
 	double started;
 	struct crun_binding_plan *binding; /* NULL: workers inherit ours */
 	struct torchprobe *probe; /* asking the workers' torch, or NULL */
-	int no_libuv; /* their torch refuses the agent store's client */
+	int worker_store; /* their torch cannot use the agent store (no libuv,
+			     or older than it): worker rank 0 hosts it */
 	struct agent_stacks *stacks; /* a `crun status --stacks` being taken */
 };
 

@@ -108,13 +108,14 @@ int agent__start_master(void *data, int round, int *port, int *by_worker)
 
 	a->store_survivors = a->pool.survivors;
 	a->wstore = NULL;
-	if (old && !(stuck && want == 0 && cfg->agent_store && !a->no_libuv)) {
+	if (old &&
+	    !(stuck && want == 0 && cfg->agent_store && !a->worker_store)) {
 		/* The previous round's workers are gone; so is their store. */
 		store_server_close(old, NULL, NULL);
 		old = NULL;
 	}
 	/* Their torch may refuse the agent store's client (torchstore.h). */
-	*by_worker = !cfg->agent_store || a->no_libuv;
+	*by_worker = !cfg->agent_store || a->worker_store;
 	if (*by_worker)
 		return reserve_port(a, port);
 	/*

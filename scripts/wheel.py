@@ -13,6 +13,7 @@ The wheel holds:
   crun_launcher/                      `python -m crun_launcher` runs it;
                                       crun_launcher.torchrun routes torchrun
                                       to it (opt-in, see that module)
+  crun_launcher.pth                   that opt-in's hook (CRUN_TORCHRUN=1)
   crun_launcher-V.dist-info/          METADATA, WHEEL, RECORD, the licence
 Entries are sorted, dated SOURCE_DATE_EPOCH and given fixed modes, so the
 same inputs give the same bytes.
@@ -75,6 +76,10 @@ pkg = os.path.join(top, "scripts", "wheel", name)
 for f in sorted(os.listdir(pkg)):
     if f.endswith(".py"):
         files.append(("%s/%s" % (name, f), read(os.path.join(pkg, f)), 0o644))
+# Read at every start of the environment's Python: one comparison unless
+# CRUN_TORCHRUN=1 asks for torchrun routed to crun (crun_launcher.torchrun).
+files.append(("crun_launcher.pth", b'import os; os.environ.get("CRUN_TORCHRUN") '
+              b'== "1" and __import__("crun_launcher._hook")\n', 0o644))
 files += [
     ("%s.dist-info/METADATA" % dist, metadata.encode(), 0o644),
     ("%s.dist-info/WHEEL" % dist, wheel.encode(), 0o644),

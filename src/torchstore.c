@@ -30,7 +30,9 @@
 /*
  * torch's own _create_c10d_store, as a worker calls it under crun's agent
  * store, against a server the probe starts itself without libuv (which
- * every build accepts; 1.13 has no use_libuv at all). Python 3.6+.
+ * every build accepts; 1.13 has no use_libuv at all). A torch without
+ * _create_c10d_store (1.8 and before) predates the agent store: its rank 0
+ * always starts a server. Python 3.6+.
  */
 const char TORCHSTORE_PROBE[] =
     "import os, sys, datetime\n"
@@ -49,6 +51,8 @@ const char TORCHSTORE_PROBE[] =
     "    print('store no-distributed'); sys.exit()\n"
     "import torch.distributed.rendezvous\n"
     "r = sys.modules['torch.distributed.rendezvous']\n"
+    "if not hasattr(r, '_create_c10d_store'):\n"
+    "    print('store no-agent-store'); sys.exit()\n"
     "t = datetime.timedelta(seconds=10)\n"
     "try:\n"
     "    try:\n"
@@ -65,7 +69,7 @@ const char TORCHSTORE_PROBE[] =
     "m)\n";
 
 static const char *const kind_names[] = {"unknown", "agent", "no-libuv",
-					 "no-distributed"};
+					 "no-distributed", "no-agent-store"};
 
 const char *torchstore_kind_name(enum torchstore_kind k)
 {
@@ -120,7 +124,7 @@ void torchstore_parse(const char *p, size_t len, struct torchstore *out)
 			 "the interpreter gave no answer");
 		return;
 	}
-	for (int k = 1; k <= TORCHSTORE_NO_DIST; k++) {
+	for (int k = 1; k <= TORCHSTORE_NO_AGENT_STORE; k++) {
 		size_t kl = strlen(kind_names[k]);
 
 		if (n >= kl && memcmp(v, kind_names[k], kl) == 0 &&

@@ -23,10 +23,12 @@
 #include <stddef.h>
 
 enum torchstore_kind {
-	TORCHSTORE_UNKNOWN = 0, /* no answer: keep the agent store */
-	TORCHSTORE_AGENT,	/* the agent store's client is accepted */
-	TORCHSTORE_NO_LIBUV,	/* refused: a build without libuv */
-	TORCHSTORE_NO_DIST	/* no torch.distributed at all */
+	TORCHSTORE_UNKNOWN = 0,	  /* no answer: keep the agent store */
+	TORCHSTORE_AGENT,	  /* the agent store's client is accepted */
+	TORCHSTORE_NO_LIBUV,	  /* refused: a build without libuv */
+	TORCHSTORE_NO_DIST,	  /* no torch.distributed at all */
+	TORCHSTORE_NO_AGENT_STORE /* older than the agent store (before 1.9):
+				     worker rank 0 always hosts the store */
 };
 
 struct torchstore {
@@ -47,7 +49,7 @@ extern const char TORCHSTORE_PROBE[];
  */
 void torchstore_parse(const char *p, size_t len, struct torchstore *out);
 
-/** "agent", "no-libuv", "no-distributed" or "unknown". */
+/** "agent", "no-libuv", "no-distributed", "no-agent-store" or "unknown". */
 const char *torchstore_kind_name(enum torchstore_kind k);
 
 /**
@@ -68,7 +70,7 @@ int torchstore_cache_load(const char *path, const char *python,
 			  const char *pypath, struct torchstore *out);
 
 /**
- * Keep a definite answer (AGENT, NO_LIBUV, NO_DIST) at path, written to a
+ * Keep a definite answer (any but UNKNOWN) at path, written to a
  * temporary file and renamed. 0, or a negative errno (nothing kept).
  */
 int torchstore_cache_save(const char *path, const char *python,

@@ -10,8 +10,13 @@
 #      `crun` (and `python -m crun_launcher`) from that environment runs a
 #      real two-node gloo job (two agents on loopback, PyTorch 2.13 seen
 #      through a .pth file: nothing is compiled or downloaded)
+#   f. in that venv, `accelerate launch --multi_gpu` (which calls
+#      torch.distributed.run.run() in its own process) runs torchrun, and
+#      with CRUN_TORCHRUN=1 (the wheel's opt-in hook) crun
 #   d. Debian 13's root (scripts/debian-root.sh trixie, glibc 2.41): the
 #      wheel's crun runs a standalone job with the root's PyTorch
+#   g. Debian 11's root (glibc 2.31): a standalone job of Debian's PyTorch
+#      1.7, older than the agent store (worker rank 0 hosts the store)
 #   e. aarch64: cross-built, auditwheel names manylinux_2_28_aarch64, and it
 #      runs under Debian's qemu-user-static with Debian 12's arm64 C library
 #      (its .deb, fetched by apt for arm64): --version, and a standalone
@@ -92,6 +97,36 @@ owner=$(stat -c %U "$U/out/rank.0")
 expect_eq "c. the workers' user" "$owner" crunwheel
 note "c. pip install as crunwheel, no compiler on PATH: 2 nodes x 2 gloo ranks right"
 
+# f. accelerate launch --multi_gpu calls torch.distributed.run.run() in its
+# own process: torchrun unless CRUN_TORCHRUN=1 routes it to crun. Each
+# worker records its parent's executable (its launcher's, or crun's guard);
+# rank 1 exits with the status given, if any.
+cat >"$U/probe.py" <<'PY'
+import os, sys
+exe = os.path.basename(os.readlink("/proc/%d/exe" % os.getppid()))
+with open(os.path.join(sys.argv[1], "rank." + os.environ["RANK"]), "w") as f:
+    f.write("%s %s %s\n" % (os.environ["RANK"], os.environ["WORLD_SIZE"], exe))
+sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 and os.environ["RANK"] == "1" else 0)
+PY
+# accel OPT-IN OUT [STATUS]: accelerate's launcher with 2 processes.
+accel() {
+	mkdir -p "$U/$2" && chown crunwheel "$U/$2"
+	(cd "$U" && as_user env CRUN_TORCHRUN="$1" "$U/venv/bin/python" -m accelerate.commands.launch \
+		--multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no --dynamo_backend no \
+		probe.py "$U/$2" ${3:-} >"$T/f.$2.out" 2>&1)
+}
+accel 0 torchrun || { tail -n 20 "$T/f.torchrun.out" >&2; fail "f. accelerate launch (torchrun) failed"; }
+accel 1 crun || { tail -n 20 "$T/f.crun.out" >&2; fail "f. accelerate launch (CRUN_TORCHRUN=1) failed"; }
+py_exe=$(basename "$(readlink -f "$U/venv/bin/python")")
+for r in 0 1; do
+	expect_eq "f. rank $r without CRUN_TORCHRUN" "$(cat "$U/torchrun/rank.$r")" "$r 2 $py_exe"
+	expect_eq "f. rank $r with CRUN_TORCHRUN=1" "$(cat "$U/crun/rank.$r")" "$r 2 crun"
+done
+expect_grep "f. crun's own line" "^crun: 2 workers of .* succeeded" "$T/f.crun.out"
+accel 1 fails 3; rc=$?
+expect_eq "f. accelerate's status when a worker exits 3" "$rc" 3
+note "f. accelerate launch --multi_gpu: torchrun by default, crun with CRUN_TORCHRUN=1 (a failed worker's status 3 reaches the caller)"
+
 # d. Debian 13
 ROOT=$(sh scripts/debian-root.sh trixie) || fail "d. could not make the trixie root"
 mkdir "$T/d"
@@ -100,6 +135,17 @@ sh scripts/debian-root-run.sh -b "$T" -b "$TOP" -C "$TOP" -e PYTHON=/usr/bin/pyt
 	{ tail -n 30 "$T/d.out" >&2; fail "d. the wheel's crun in the trixie root failed"; }
 for r in 0 1; do expect_grep "d. rank $r" "^rank $r/2 attempt 0 sum 3 want 3" "$T/d/rank.$r"; done
 note "d. Debian 13 ($(sed -n 's/^python3-torch\t//p' "$ROOT/.crun-root" | head -n 1) torch): standalone, 2 ranks right"
+
+# g. Debian 11: glibc 2.31, and PyTorch 1.7, older than the agent store
+ROOT=$(sh scripts/debian-root.sh bullseye) || fail "g. could not make the bullseye root"
+mkdir "$T/g"
+sh scripts/debian-root-run.sh -b "$T" -b "$TOP" -C "$TOP" -e PYTHON=/usr/bin/python3 "$ROOT" \
+	"$BIN" --standalone --nproc_per_node=2 tests/integration/py/ddp_gloo.py --out "$T/g" >"$T/g.out" 2>&1 ||
+	{ tail -n 30 "$T/g.out" >&2; fail "g. the wheel's crun in the bullseye root failed"; }
+expect_grep "g. crun says why rank 0 hosts the store" "predates the agent store" "$T/g.out"
+for r in 0 1; do expect_grep "g. rank $r" "^rank $r/2 attempt 0 sum 3 want 3 replicas_equal True" "$T/g/rank.$r"; done
+expect_grep "g. rank 0 hosts the store" "store_server here" "$T/g/rank.0"
+note "g. Debian 11 (glibc $(sh scripts/debian-root-run.sh "$ROOT" ldd --version | sed -n '1s/.* //p'), torch $(sed -n 's/^python3-torch\t//p' "$ROOT/.crun-root" | head -n 1)): standalone, 2 ranks right, rank 0 hosting the store"
 
 # e. aarch64
 WA=$(sh scripts/wheel.sh aarch64 2>"$T/e.err" | tail -n 1) || { cat "$T/e.err" >&2; fail "e. scripts/wheel.sh aarch64 failed"; }

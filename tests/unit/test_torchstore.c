@@ -33,6 +33,9 @@ Test(torchstore, parse_answers)
 	cr_assert(strstr(ts.why, "without libuv") != NULL);
 	torchstore_parse(S("torch /x/torch\nstore no-distributed"), &ts);
 	cr_assert_eq(ts.kind, TORCHSTORE_NO_DIST);
+	torchstore_parse(S("torch /x/torch\nstore no-agent-store\n"), &ts);
+	cr_assert_eq(ts.kind, TORCHSTORE_NO_AGENT_STORE);
+	cr_assert_str_eq(torchstore_kind_name(ts.kind), "no-agent-store");
 	torchstore_parse(S("store unknown cannot import torch: No module"), &ts);
 	cr_assert_eq(ts.kind, TORCHSTORE_UNKNOWN);
 	cr_assert_str_eq(ts.torch_dir, "");
@@ -43,6 +46,7 @@ Test(torchstore, parse_nonsense_is_unknown)
 {
 	static const char *const bad[] = {
 	    "", "store", "store agents", "store no-libuvx", "stores agent",
+	    "store no-agent-storex",
 	    "torch relative/dir\nstore magic", "\x01\xff store agent"};
 	struct torchstore ts;
 	char big[TORCHSTORE_MAX_OUTPUT + 64];
