@@ -52,7 +52,8 @@ INIH=$(src libinih 59-1 ec3334b0ad6a817e84b0bfa7599097536f8433c7fc36f82561dc9c49
 JANSSON=$(src jansson 2.14-2 6296ddd9c0a022bd1b70074aefb171cfcdf5694a04ffd32b35fd66097621af87)
 SODIUM=$(src libsodium 1.0.18-1+deb12u1 2c23c57b5a9385dab5a1916014c9b5f2cdd7dadeb8a35b28c1bfb603ce7095c4)
 
-D=$B/deps
+# (a change to this script or its tools builds them anew)
+D=$B/deps-$(cat "$0" "$REQ" | sha256sum | cut -c1-8)
 mkdir -p "$D/include" "$D/lib" "$D/obj"
 # lib NAME CFLAGS -- FILE...: compile FILEs (two at a time) into libNAME.a.
 lib() {
