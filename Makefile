@@ -79,9 +79,11 @@ BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/tests/%)
 
 all: $(BUILD)/crun $(BUILD)/libcrun.a
 
+# Every unit of src/, agent/ and launcher/ starts with include/crun/banned.h:
+# strcpy, strcat, sprintf and atoi do not compile there.
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -include include/crun/banned.h -MMD -MP -c $< -o $@
 
 $(BUILD)/libcrun.a: $(LIB_OBJ)
 	@rm -f $@

@@ -32,6 +32,7 @@
 
 #include "crun/cfg.h"
 #include "crun/linebuf.h"
+#include "crun/log.h"
 #include "filetimer.h"
 
 #define MAX_TIMERS CRUN_FILETIMER_MAX_TIMERS
@@ -68,7 +69,7 @@ static char readbuf[PIPE_BUF * 4];
 static void note(struct filetimer *ft, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* One line on stderr; bad requests are rate-limited to the first few. */
+/* One line through the log; bad requests are rate-limited to the first few. */
 static void note(struct filetimer *ft, const char *fmt, ...)
 {
 	char buf[512];
@@ -78,7 +79,7 @@ static void note(struct filetimer *ft, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "crun: watchdog: %s\n", buf);
+	log_msg(LOG_INFO, "crun", "watchdog: %s", buf);
 }
 
 static double now_epoch(void)

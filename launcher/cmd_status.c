@@ -25,9 +25,9 @@
 #include <uv.h>
 
 #include "crun/auth.h"
-#include "crun/banned.h"
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/log.h"
 #include "crun/rdzv_backend.h"
 #include "crun/rdzv_etcd.h"
 #include "crun/rdzv_status.h"
@@ -101,13 +101,13 @@ static int status_usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 static int status_usage_error(const char *fmt, ...)
 {
+	char msg[512];
 	va_list ap;
 
-	fputs("crun status: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputs(" (see crun status --help)\n", stderr);
+	log_msg(LOG_ERROR, "crun status", "%s (see crun status --help)", msg);
 	return 2;
 }
 
@@ -179,9 +179,9 @@ static void on_deadline(uv_timer_t *t)
 {
 	struct cmd_status *cs = t->data;
 
-	fprintf(stderr,
-		"crun status: no complete answer from %s within %.1f s\n",
-		cs->endpoint, (double)uv_timer_get_repeat(t) / 1000);
+	log_msg(LOG_ERROR, "crun status",
+		"no complete answer from %s within %.1f s", cs->endpoint,
+		(double)uv_timer_get_repeat(t) / 1000);
 	status_close(cs, 3);
 }
 
@@ -441,16 +441,15 @@ static void status_stacks(struct cmd_status *cs, const struct rdzv_status *st)
 	int rc;
 
 	if (st->state != RDZV_STATUS_RUNNING) {
-		fprintf(stderr,
-			"crun status: job '%s' runs no round now (%s): no "
-			"stacks to take\n",
+		log_msg(LOG_ERROR, "crun status",
+			"job '%s' runs no round now (%s): no stacks to take",
 			st->run_id, rdzv_status_state_name(st->state));
 		return status_close(cs, 1);
 	}
 	rc = status_stacks_run(&cs->loop, cs->ops, cs->kv, st, cs->json,
 			       cs->stacks_wait, on_stacks_done, cs, &cs->ss);
 	if (rc) {
-		fprintf(stderr, "crun status: cannot ask for stacks: %s\n",
+		log_msg(LOG_ERROR, "crun status", "cannot ask for stacks: %s",
 			crun_strerror(rc));
 		status_close(cs, 3);
 	}
@@ -465,11 +464,11 @@ static void on_status(struct crun_rdzv_status *s, int status,
 
 	(void)s;
 	if (status == CRUN_ENOTFOUND) {
-		fprintf(stderr, "crun status: %s\n", errmsg);
+		log_msg(LOG_ERROR, "crun status", "%s", errmsg);
 		return status_close(cs, 1);
 	}
 	if (status) {
-		fprintf(stderr, "crun status: %s\n", errmsg);
+		log_msg(LOG_ERROR, "crun status", "%s", errmsg);
 		return status_close(cs, 3);
 	}
 	if (cs->stacks)
@@ -485,7 +484,7 @@ static void on_status(struct crun_rdzv_status *s, int status,
 	}
 	rc = st->state == RDZV_STATUS_ENDED ? 1 : 0;
 	if (rc)
-		fprintf(stderr, "crun status: job '%s' has ended\n",
+		log_msg(LOG_ERROR, "crun status", "job '%s' has ended",
 			st->run_id);
 	fflush(stdout);
 	status_close(cs, rc);
@@ -502,7 +501,7 @@ static void start_read(struct cmd_status *cs, const struct rdzv_kv_ops *ops,
 			      &cs->st);
 
 	if (rc) {
-		fprintf(stderr, "crun status: cannot read: %s\n",
+		log_msg(LOG_ERROR, "crun status", "cannot read: %s",
 			crun_strerror(rc));
 		status_close(cs, 3);
 	}
@@ -520,25 +519,24 @@ static void on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
 		 * error. rdzv_store gives up on the first with CRUN_EREFUSED,
 		 * on the second with CRUN_ETIMEDOUT. */
 		if (status == UV_ECONNREFUSED || status == CRUN_EREFUSED) {
-			fprintf(stderr, "crun status: no job at %s: %s\n",
+			log_msg(LOG_ERROR, "crun status", "no job at %s: %s",
 				cs->endpoint, rdzv_store_errmsg(rs));
 			return status_close(cs, 1);
 		}
 		if (status == CRUN_ETIMEDOUT) {
-			fprintf(stderr,
-				"crun status: cannot reach the rendezvous at "
-				"%s: %s\n",
+			log_msg(LOG_ERROR, "crun status",
+				"cannot reach the rendezvous at %s: %s",
 				cs->endpoint, rdzv_store_errmsg(rs));
 			return status_close(cs, 3);
 		}
 		if (status == CRUN_EADDRINUSE_OTHER) {
-			fprintf(stderr,
-				"crun status: no job at %s: it answers, but "
-				"not as a crun store\n",
-				cs->endpoint);
+			log_msg(
+			    LOG_ERROR, "crun status",
+			    "no job at %s: it answers, but not as a crun store",
+			    cs->endpoint);
 			return status_close(cs, 1);
 		}
-		fprintf(stderr, "crun status: %s\n", rdzv_store_errmsg(rs));
+		log_msg(LOG_ERROR, "crun status", "%s", rdzv_store_errmsg(rs));
 		return status_close(cs, 3);
 	}
 	start_read(cs, &rdzv_store_ops, rs);
@@ -550,8 +548,8 @@ static void on_re_open(struct crun_rdzv_etcd *re, int status, void *data)
 
 	cs->re = re; /* maybe called before rdzv_etcd_open returned */
 	if (status) {
-		fprintf(stderr, "crun status: etcd at %s: %s\n", cs->endpoint,
-			rdzv_etcd_errmsg(re));
+		log_msg(LOG_ERROR, "crun status", "etcd at %s: %s",
+			cs->endpoint, rdzv_etcd_errmsg(re));
 		return status_close(cs, status == CRUN_ENOTFOUND ? 1 : 3);
 	}
 	start_read(cs, &rdzv_etcd_ops, re);
@@ -740,7 +738,7 @@ int cmd_status_main(int argc, char **argv)
 	if (conf_str != NULL && *conf_str &&
 	    cfg_parse_rdzv_conf(conf_str, &conf, why, sizeof(why))) {
 		cfg_rdzv_conf_release(&conf);
-		fprintf(stderr, "crun status: --rdzv_conf: %s\n", why);
+		log_msg(LOG_ERROR, "crun status", "--rdzv_conf: %s", why);
 		return 2;
 	}
 	if (conf.secret_file != NULL && secret == NULL)
@@ -748,7 +746,7 @@ int cmd_status_main(int argc, char **argv)
 	if (secret != NULL && *secret && !etcd) {
 		if (auth_key_load(secret, &key, errmsg, sizeof(errmsg))) {
 			cfg_rdzv_conf_release(&conf);
-			fprintf(stderr, "crun status: %s\n", errmsg);
+			log_msg(LOG_ERROR, "crun status", "%s", errmsg);
 			return 2;
 		}
 		has_key = 1;
@@ -799,7 +797,7 @@ int cmd_status_main(int argc, char **argv)
 			       &cs.rs, &cs.re);
 	sodium_memzero(&key, sizeof(key));
 	if (rc) {
-		fprintf(stderr, "crun status: %s\n",
+		log_msg(LOG_ERROR, "crun status", "%s",
 			*errmsg ? errmsg : crun_strerror(rc));
 		cs.re = NULL;
 		cs.rs = NULL;
@@ -809,7 +807,7 @@ int cmd_status_main(int argc, char **argv)
 	uv_run(&cs.loop, UV_RUN_DEFAULT);
 	cfg_rdzv_conf_release(&conf);
 	if (uv_loop_close(&cs.loop) != 0) {
-		fprintf(stderr, "crun status: loop not closed cleanly\n");
+		log_msg(LOG_ERROR, "crun status", "loop not closed cleanly");
 		return 3;
 	}
 	return cs.rc;

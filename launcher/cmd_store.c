@@ -15,9 +15,9 @@
 #include <string.h>
 #include <uv.h>
 
-#include "crun/banned.h"
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/log.h"
 #include "crun/auth.h"
 #include "crun/store.h"
 #include "launcher.h"
@@ -149,9 +149,8 @@ static int cmd_store_parse(int argc, char **argv, struct cmd_store_args *args)
 			args->port = strtol(optarg, &end, 10);
 			if (errno != 0 || *end != '\0' || optarg[0] == '\0' ||
 			    args->port < 0 || args->port > 65535) {
-				fprintf(stderr,
-					"crun store: invalid --port \"%s\"\n",
-					optarg);
+				log_msg(LOG_ERROR, "crun store",
+					"invalid --port \"%s\"", optarg);
 				return 2;
 			}
 			break;
@@ -165,8 +164,8 @@ static int cmd_store_parse(int argc, char **argv, struct cmd_store_args *args)
 			args->quiet = 1;
 			break;
 		case ':':
-			fprintf(stderr,
-				"crun store: option \"%s\" needs a value\n",
+			log_msg(LOG_ERROR, "crun store",
+				"option \"%s\" needs a value",
 				argv[optind - 1]);
 			return 2;
 		default:
@@ -177,32 +176,31 @@ static int cmd_store_parse(int argc, char **argv, struct cmd_store_args *args)
 							   store_size_flags[i]
 							       .offset)) == 0)
 					break;
-				fprintf(stderr,
-					"crun store: invalid --%s \"%s\"\n",
+				log_msg(LOG_ERROR, "crun store",
+					"invalid --%s \"%s\"",
 					store_size_flags[i].name, optarg);
 				return 2;
 			}
-			fprintf(stderr, "crun store: unknown option \"%s\"\n",
-				argv[optind - 1]);
+			log_msg(LOG_ERROR, "crun store",
+				"unknown option \"%s\"", argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "crun store: unexpected argument \"%s\"\n",
+		log_msg(LOG_ERROR, "crun store", "unexpected argument \"%s\"",
 			argv[optind]);
 		return 2;
 	}
 	if (args->lim.max_output < args->lim.max_value + 64) {
-		fprintf(
-		    stderr,
-		    "crun store: --max-output %zu must be at least "
-		    "--max-value-size + 64 (one reply of the largest value)\n",
-		    args->lim.max_output);
+		log_msg(LOG_ERROR, "crun store",
+			"--max-output %zu must be at least --max-value-size + "
+			"64 (one reply of the largest value)",
+			args->lim.max_output);
 		return 2;
 	}
 	if (args->port < 0) {
-		fprintf(stderr,
-			"crun store: missing --port (see crun store --help)\n");
+		log_msg(LOG_ERROR, "crun store",
+			"missing --port (see crun store --help)");
 		return 2;
 	}
 	return -1;
@@ -227,7 +225,7 @@ int cmd_store_main(int argc, char **argv)
 
 		if (auth_key_load(args.secret, &key, errmsg, sizeof(errmsg)) !=
 		    0) {
-			fprintf(stderr, "crun store: %s\n", errmsg);
+			log_msg(LOG_ERROR, "crun store", "%s", errmsg);
 			return 2;
 		}
 	}
@@ -237,7 +235,7 @@ int cmd_store_main(int argc, char **argv)
 	rc = store_server_new(&cs.loop, args.host, (int)args.port, &args.lim,
 			      &cs.srv);
 	if (rc != 0) {
-		fprintf(stderr, "crun store: cannot listen on %s:%ld: %s\n",
+		log_msg(LOG_ERROR, "crun store", "cannot listen on %s:%ld: %s",
 			args.host != NULL ? args.host : "::", args.port,
 			crun_strerror(rc));
 		uv_run(&cs.loop, UV_RUN_DEFAULT);
@@ -253,15 +251,14 @@ int cmd_store_main(int argc, char **argv)
 	uv_signal_start(&cs.sigint, cmd_store_on_signal, SIGINT);
 	uv_signal_start(&cs.sigterm, cmd_store_on_signal, SIGTERM);
 	host = args.host != NULL ? args.host : "::";
-	fprintf(stderr,
-		strchr(host, ':') != NULL ? "crun store: listening on [%s]:%d\n"
-					  : "crun store: listening on %s:%d\n",
+	log_msg(LOG_INFO, "crun store",
+		strchr(host, ':') != NULL ? "listening on [%s]:%d"
+					  : "listening on %s:%d",
 		host, store_server_port(cs.srv));
-	fflush(stderr);
 	uv_run(&cs.loop, UV_RUN_DEFAULT);
 	rc = uv_loop_close(&cs.loop);
 	if (rc != 0) {
-		fprintf(stderr, "crun store: loop not closed cleanly: %s\n",
+		log_msg(LOG_ERROR, "crun store", "loop not closed cleanly: %s",
 			uv_strerror(rc));
 		return 1;
 	}

@@ -14,6 +14,7 @@
 #include "crun/binding.h"
 #include "crun/cfg.h"
 #include "crun/err.h"
+#include "crun/log.h"
 #include "crun/fingerprint.h"
 #include "crun/pyexec.h"
 #include "../agent/agent_run.h"
@@ -23,7 +24,7 @@ extern char **environ;
 
 static int usage_error(const char *msg)
 {
-	fprintf(stderr, "crun: error: %s (see crun --help)\n", msg);
+	log_msg(LOG_ERROR, "crun", "error: %s (see crun --help)", msg);
 	return 2;
 }
 
@@ -98,7 +99,7 @@ static int setup_entrypoint(struct crun_cfg *cfg, int announce, char *msg,
 	cfg->python = strdup(px.path);
 	cfg->python_why = strdup(px.why);
 	if (announce && px.probed)
-		fprintf(stderr, "crun: python workers run under %s (%s)\n",
+		log_msg(LOG_INFO, "crun", "python workers run under %s (%s)",
 			px.path, px.why);
 	return 0;
 }
@@ -113,7 +114,7 @@ static int print_binding(const struct crun_cfg *cfg)
 		return 0;
 	if (binding_plan_system(cfg->bind_mode, cfg->nproc_per_node, &plan, msg,
 				sizeof(msg))) {
-		fprintf(stderr, "crun: %s\n", msg);
+		log_msg(LOG_ERROR, "crun", "%s", msg);
 		return 1;
 	}
 	printf("%-24s = %s from %s\n", "binding (resolved)",
@@ -195,7 +196,7 @@ int main(int argc, char **argv)
 		cfg_release(&cfg);
 		return rc;
 	}
-	cfg_notices(&cfg, stderr);
+	cfg_notices(&cfg);
 	rc = agent_run(&cfg);
 	cfg_release(&cfg);
 	return rc;

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crun/banned.h"
 #include "crun/err.h"
+#include "crun/log.h"
 #include "crun/pystack.h"
 #include "crun/rdzv_stacks.h"
 #include "status_stacks.h"
@@ -421,7 +421,7 @@ static void ss_print_text(struct status_stacks *ss, struct ss_parsed *p,
 		fputc('\n', stdout);
 	print_untaken(p, ntaken);
 	for (i = 0; i < json_array_size(p->errors); i++)
-		fprintf(stderr, "crun status: %s\n",
+		log_msg(LOG_ERROR, "crun status", "%s",
 			json_string_value(json_array_get(p->errors, i)));
 	free(sum);
 }
@@ -546,7 +546,8 @@ static void on_poll(int status, const struct crun_store_reply *rep, void *arg)
 	ss->polling = 0;
 	if (status != 0 && !ss->reported) {
 		/* The store is gone or refuses: say so, print what came. */
-		fprintf(stderr, "crun status: reading the stacks answers: %s\n",
+		log_msg(LOG_ERROR, "crun status",
+			"reading the stacks answers: %s",
 			crun_strerror(status));
 		ss->rc = 3;
 		free(q);
@@ -628,8 +629,8 @@ static void on_req_set(int status, const struct crun_store_reply *rep,
 	if (ss->reported)
 		return;
 	if (status) {
-		fprintf(stderr,
-			"crun status: cannot write the stacks request: %s\n",
+		log_msg(LOG_ERROR, "crun status",
+			"cannot write the stacks request: %s",
 			crun_strerror(status));
 		ss->rc = 3;
 		ss->reported = 1;

@@ -19,12 +19,12 @@
 
 #include "crun/binding.h"
 #include "crun/cfg.h"
+#include "crun/log.h"
 #include "crun/err.h"
 #include "crun/etcd.h"
 #include "crun/fingerprint.h"
 #include "crun/gpu.h"
 #include "crun/rdzv.h"
-#include "crun/banned.h"
 #include "cfg_opts.h"
 
 const struct cfg_opt cfg_opts[CFG_NOPTS] = {
@@ -592,31 +592,28 @@ void cfg_print(const struct crun_cfg *cfg, FILE *fp)
 		fprintf(fp, "env: %s\n", cfg->env[k]);
 }
 
-void cfg_notices(const struct crun_cfg *cfg, FILE *fp)
+void cfg_notices(const struct crun_cfg *cfg)
 {
 	const char *p = cfg->rdzv.unknown;
 	const char *rc = cfg->origin[CFG_rdzv_conf] ? cfg->origin[CFG_rdzv_conf]
 						    : "--rdzv_conf";
 
 	if (cfg->rdzv.quoted)
-		fprintf(fp,
-			"crun: %s: quotes around the value or its items "
-			"removed (no shell removed them): %s\n",
+		log_say("%s: quotes around the value or its items "
+			"removed (no shell removed them): %s",
 			rc, RAW(rdzv_conf));
 
 	while (p && *p) {
 		int n = (int)strcspn(p, ",");
 
-		fprintf(fp,
-			"crun: %s: unknown rdzv_conf key '%.*s' ignored "
-			"(as torchrun does)\n",
+		log_say("%s: unknown rdzv_conf key '%.*s' ignored "
+			"(as torchrun does)",
 			rc, n, p);
 		p += n + (p[n] == ',');
 	}
 	if (RAW(event_log_handler) && strcmp(RAW(event_log_handler), "null"))
-		fprintf(fp,
-			"crun: --event_log_handler=%s: crun says each "
+		log_say("--event_log_handler=%s: crun says each "
 			"rendezvous and worker event on its own stderr "
-			"lines\n",
+			"lines",
 			RAW(event_log_handler));
 }

@@ -15,7 +15,6 @@
 #include "crun/err.h"
 #include "crun/hostlist.h"
 #include "crun/rdzv.h"
-#include "crun/banned.h"
 #include "cfg_opts.h"
 
 extern char **environ;

@@ -43,7 +43,6 @@
 
 #include "crun/cfg.h"
 #include "crun/err.h"
-#include "crun/banned.h"
 #include "cfg_opts.h"
 
 extern char **environ;

@@ -16,7 +16,6 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/gpu.h"
-#include "crun/banned.h"
 #include "cfg_opts.h"
 
 char *cfg__strdup(const char *s)

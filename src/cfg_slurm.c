@@ -28,7 +28,6 @@
 #include "crun/err.h"
 #include "crun/log.h"
 #include "crun/slurm.h"
-#include "crun/banned.h"
 #include "cfg_opts.h"
 
 #define RAW(id) (cfg->raw[CFG_##id])

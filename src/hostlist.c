@@ -19,7 +19,6 @@
 #include <string.h>
 #include <uv.h>
 
-#include "crun/banned.h"
 #include "crun/err.h"
 #include "crun/hostlist.h"
 

@@ -634,7 +634,7 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 	s->loop = loop;
 	snprintf(s->host, sizeof(s->host), "%s", o->host);
 	if (o->job && strlen(o->job) < sizeof(s->job))
-		strcpy(s->job, o->job);
+		memcpy(s->job, o->job, strlen(o->job) + 1);
 	s->port = o->port;
 	s->timeout_ms = o->timeout_ms;
 	s->open_cb = cb;

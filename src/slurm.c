@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crun/banned.h"
 #include "crun/err.h"
 #include "crun/hostlist.h"
 #include "crun/slurm.h"

@@ -11,8 +11,10 @@ The checks:
   agent-header   `#include` of agent/agent.h, however spelled ("agent.h",
                  "../agent/agent.h", <agent/agent.h>), in a file that is not
                  one of AGENT_CORE below. Key: the including file.
-  stderr         `fprintf(stderr` in src/ (libcrun logs through
-                 include/crun/log.h). Key: the file.
+  stderr         a write to stderr by stdio (`fprintf(stderr`,
+                 `vfprintf(stderr`, `fputs(..., stderr)`, `fputc`, `perror`)
+                 in src/, agent/ or launcher/: every "crun: ..." line goes
+                 through include/crun/log.h, the one sink. Key: the file.
   long-file      a file of src/, agent/ or launcher/ over MAX_FILE_LINES
                  lines whose first 30 lines hold no line starting with
                  LONG_FILE_MARKER (followed by the reason). Key: the file.
@@ -63,7 +65,8 @@ HISTORY_RE = re.compile(r"\b(earlier|previous|prior|last|this|next|later) sessio
 HISTORY_SELF = ["tests/lint.py", "tests/lint.sh", "tests/lint_selftest.sh"]
 
 AGENT_H_RE = re.compile(r'^\s*#\s*include\s*["<]([^">]*/)?agent\.h[">]')
-STDERR_RE = re.compile(r"\bfprintf\s*\(\s*stderr\b")
+STDERR_RE = re.compile(r"\bv?fprintf\s*\(\s*stderr\b|\bfput[sc]\s*\(.*,\s*stderr\s*\)"
+                       r"|\bperror\s*\(")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 IDENT_CALL_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -182,11 +185,11 @@ class Lint:
                              "includes the agent's private header: " + line.strip())
 
     def check_stderr(self):
-        for rel in list_files(self.root, ["src"], (".c", ".h")):
+        for rel in list_files(self.root, ["src", "agent", "launcher"], (".c", ".h")):
             for n, line in enumerate(read_lines(self.root, rel), 1):
                 if STDERR_RE.search(line):
                     self.add("stderr", rel, "%s:%d" % (rel, n),
-                             "fprintf(stderr) in libcrun (use log.h): " + line.strip())
+                             "a write to stderr beside log.h: " + line.strip())
 
     def check_long_files(self):
         for rel in list_files(self.root, CODE_DIRS, (".c", ".h")):

@@ -66,6 +66,10 @@ printf '#include <stdio.h>\n\nvoid b_say(void)\n{\n\tfprintf(stderr, "x\\n");\n}
 expect_fail "fprintf(stderr in src/" "stderr src/b.c:11:"
 
 clean
+printf '\nstatic void w_say(void)\n{\n\tfputs("x\\n", stderr);\n}\n' >>agent/worker.c
+expect_fail "fputs(..., stderr) in agent/" "stderr agent/worker.c:10:"
+
+clean
 { printf '#include "crun/b.h"\n'; lines 1200; } >src/b_big.c
 expect_fail "a 1,201-line file" "long-file src/b_big.c:1:"
 { printf '/*\n * Why this file is long: a planted table.\n */\n'; lines 1200; } >src/b_big.c

@@ -323,10 +323,10 @@ const char *cfg_signame(int sig);
 void cfg_print(const struct crun_cfg *cfg, FILE *fp);
 
 /**
- * One line on fp for each torchrun option that crun accepts but handles its
+ * One line (log.h) for each torchrun option that crun accepts but handles its
  * own way (--event_log_handler) and for each rdzv_conf key it does not know,
  * so that nothing given is silently ignored.
  */
-void cfg_notices(const struct crun_cfg *cfg, FILE *fp);
+void cfg_notices(const struct crun_cfg *cfg);
 
 #endif
