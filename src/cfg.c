@@ -36,24 +36,6 @@ const struct cfg_opt cfg_opts[CFG_NOPTS] = {
 #undef X
 };
 
-/* Format into errmsg; returns CRUN_EUSAGE so callers can `return
- * cfg__err(...)`. */
-int cfg__err(char *errmsg, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errmsg && len) {
-		va_start(ap, fmt);
-		vsnprintf(errmsg, len, fmt, ap);
-		va_end(ap);
-		/* One line, whatever the value quoted in it holds. */
-		for (char *p = errmsg; *p; p++)
-			if ((unsigned char)*p < 0x20 || *p == 0x7f)
-				*p = '?';
-	}
-	return CRUN_EUSAGE;
-}
-
 void cfg_init(struct crun_cfg *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));

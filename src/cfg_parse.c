@@ -1,13 +1,15 @@
 /*
  * The cfg module's value parsers: the texts of options (numbers, sizes,
  * node counts, redirect maps, signal lists, endpoints, filters, word lists)
- * into values. Each parses the whole string or fails; none prints.
+ * into values. Each parses the whole string or fails; none prints. And
+ * cfg__err, the one way every part of cfg words a usage error.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,24 @@
 #include "crun/err.h"
 #include "crun/gpu.h"
 #include "cfg_opts.h"
+
+/* Format into errmsg; returns CRUN_EUSAGE so callers can `return
+ * cfg__err(...)`. */
+int cfg__err(char *errmsg, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errmsg && len) {
+		va_start(ap, fmt);
+		vsnprintf(errmsg, len, fmt, ap);
+		va_end(ap);
+		/* One line, whatever the value quoted in it holds. */
+		for (char *p = errmsg; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
+	}
+	return CRUN_EUSAGE;
+}
 
 char *cfg__strdup(const char *s)
 {

@@ -400,7 +400,7 @@ void store_aclient__pump(struct crun_store_aclient *c)
 			/* The successor first: whatever fails next, it is in
 			 * the queue to report it. */
 			if (c->wlive && c->wnext == NULL &&
-			    store_aclient__queue_watch(c) == NULL) {
+			    c->wqueue(c) == NULL) {
 				store_aclient__fail(c, UV_ENOMEM);
 				return;
 			}

@@ -93,6 +93,9 @@ struct crun_store_aclient {
 	size_t nwkeys;
 	unsigned wgen; /* bumped by each new watch */
 	int wlive;     /* its callback is still due */
+	/* Queue the watch's next WAIT_GET last (not sent), or NULL: given by
+	 * store_areq.c, which words the requests, with the watch. */
+	struct store_areq *(*wqueue)(struct crun_store_aclient *c);
 	store_reply_cb wcb;
 	void *wdata;
 	int has_key; /* run the AUTH exchange (auth.h) on connect */
@@ -114,10 +117,5 @@ int store_aclient__cancel(struct crun_store_aclient *c, struct store_areq *r);
 /* The connection failed for good: fail everything pending with err. */
 void store_aclient__fail(struct crun_store_aclient *c, int err);
 void store_aclient__free_wkeys(struct crun_store_aclient *c);
-
-/* ---- store_areq.c ------------------------------------------------------ */
-
-/* A WAIT_GET of the watch's keys, queued last (not sent), or NULL. */
-struct store_areq *store_aclient__queue_watch(struct crun_store_aclient *c);
 
 #endif

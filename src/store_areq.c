@@ -255,7 +255,7 @@ int store_aclient_multi_set(struct crun_store_aclient *c,
 }
 
 /* A WAIT_GET of the watch's keys, queued last (not sent), or NULL. */
-struct store_areq *store_aclient__queue_watch(struct crun_store_aclient *c)
+static struct store_areq *queue_watch(struct crun_store_aclient *c)
 {
 	struct store_areq *r;
 	int err = 0;
@@ -303,7 +303,8 @@ int store_aclient_watch_keys(struct crun_store_aclient *c,
 	c->wkeys = k;
 	c->nwkeys = n;
 	c->wgen++;
-	if (store_aclient__queue_watch(c) == NULL)
+	c->wqueue = queue_watch;
+	if (queue_watch(c) == NULL)
 		return UV_ENOMEM;
 	c->wlive = 1;
 	c->wcb = cb;

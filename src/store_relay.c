@@ -74,8 +74,9 @@
 
 static void relay_on_flush(uv_prepare_t *h);
 static void relay_client_flush(struct relay_client *cl);
+static void up_lost(struct crun_store_relay *r, int err);
 
-void store_relay__kick(struct crun_store_relay *r)
+static void relay_kick(struct crun_store_relay *r)
 {
 	uv_prepare_start(&r->flush, relay_on_flush);
 }
@@ -99,7 +100,7 @@ static void relay_client_on_close(uv_handle_t *h)
  * Close cl: its slots are orphaned (their replies go nowhere), its parked
  * waits dropped (CANCEL_TAG where it was the last one waiting).
  */
-void store_relay__client_close(struct relay_client *cl, const char *why)
+static void client_close(struct relay_client *cl, const char *why)
 {
 	struct crun_store_relay *r = cl->r;
 	struct relay_wait *w, *wnext;
@@ -178,7 +179,7 @@ static void relay_client_take(struct relay_client *cl)
 			 "request larger than %zu bytes (2 * max-value + "
 			 "max-key-size + 64)",
 			 r->max_frame);
-		store_relay__client_close(cl, msg);
+		client_close(cl, msg);
 		return;
 	}
 	if (!cl->paused && (cl->stalled || store_relay__client_owed(cl) >
@@ -196,8 +197,8 @@ static void relay_client_on_read(uv_stream_t *st, ssize_t nread,
 	if (cl->closing)
 		return;
 	if (nread < 0) {
-		store_relay__client_close(
-		    cl, nread == UV_EOF ? NULL : uv_strerror((int)nread));
+		client_close(cl,
+			     nread == UV_EOF ? NULL : uv_strerror((int)nread));
 		return;
 	}
 	if (nread > 0)
@@ -236,7 +237,7 @@ static void relay_client_on_write(uv_write_t *req, int status)
 	if (status == 0)
 		cl->since = uv_now(cl->r->loop);
 	if (status < 0 && !cl->closing)
-		store_relay__client_close(cl, uv_strerror(status));
+		client_close(cl, uv_strerror(status));
 	else
 		relay_client_maybe_resume(cl);
 }
@@ -257,7 +258,7 @@ static void relay_client_flush(struct relay_client *cl)
 		if (rc == UV_EAGAIN)
 			rc = 0;
 		if (rc < 0) {
-			store_relay__client_close(cl, uv_strerror(rc));
+			client_close(cl, uv_strerror(rc));
 			return;
 		}
 		if ((size_t)rc < cl->out.len) {
@@ -265,7 +266,7 @@ static void relay_client_flush(struct relay_client *cl)
 
 			wr = malloc(sizeof(*wr) + n);
 			if (wr == NULL) {
-				store_relay__client_close(cl, "out of memory");
+				client_close(cl, "out of memory");
 				return;
 			}
 			wr->cl = cl;
@@ -276,7 +277,7 @@ static void relay_client_flush(struct relay_client *cl)
 				      relay_client_on_write);
 			if (rc != 0) {
 				free(wr);
-				store_relay__client_close(cl, uv_strerror(rc));
+				client_close(cl, uv_strerror(rc));
 				return;
 			}
 			cl->queued += n;
@@ -312,15 +313,15 @@ static void relay_on_connection(uv_stream_t *ls, int status)
 	r->nclients++;
 	r->st.clients = r->nclients;
 	if (uv_accept(ls, (uv_stream_t *)&cl->tcp) != 0) {
-		store_relay__client_close(cl, "accept failed");
+		client_close(cl, "accept failed");
 		return;
 	}
 	if (r->state == RS_LOST) {
-		store_relay__client_close(cl, NULL); /* the store is gone */
+		client_close(cl, NULL); /* the store is gone */
 		return;
 	}
 	if (r->nclients > r->lim.max_conns) {
-		store_relay__client_close(cl, "over max-conns");
+		client_close(cl, "over max-conns");
 		return;
 	}
 	uv_tcp_nodelay(&cl->tcp, 1);
@@ -338,7 +339,7 @@ static void relay_up_on_write(uv_write_t *req, int status)
 	r->up_queued -= wr->len;
 	free(wr);
 	if (status < 0 && status != UV_ECANCELED)
-		store_relay__up_lost(r, status);
+		up_lost(r, status);
 }
 
 /* Send r->up_out: 0 or an error. */
@@ -402,7 +403,7 @@ static void relay_on_flush(uv_prepare_t *h)
 			store_relay__send_held(r);
 			rc = relay_up_send(r);
 			if (rc != 0)
-				store_relay__up_lost(r, rc);
+				up_lost(r, rc);
 		}
 		while ((cl = r->dirty) != NULL) {
 			r->dirty = cl->dirty_next;
@@ -437,7 +438,7 @@ static void relay_on_tick(uv_timer_t *t)
 			 "no progress for idle-timeout %zu s with %s pending",
 			 r->lim.idle_timeout,
 			 partial ? "a partial request" : "unsent replies");
-		store_relay__client_close(cl, msg);
+		client_close(cl, msg);
 	}
 }
 
@@ -462,7 +463,7 @@ static void relay_up_on_read(uv_stream_t *st, ssize_t nread,
 	if (r->closing || r->state == RS_LOST)
 		return;
 	if (nread < 0) {
-		store_relay__up_lost(r, (int)nread);
+		up_lost(r, (int)nread);
 		return;
 	}
 	r->up_in.len += (size_t)nread;
@@ -473,13 +474,13 @@ static void relay_up_on_read(uv_stream_t *st, ssize_t nread,
 		if (store_wire_u32(r->up_in.data) != r->nonce ||
 		    r->up_in.data[4] != STORE_TAG_ANSWER ||
 		    store_wire_u64(r->up_in.data + 5) != 0) {
-			store_relay__up_lost(r, CRUN_EPROTO);
+			up_lost(r, CRUN_EPROTO);
 			return;
 		}
 		memmove(r->up_in.data, r->up_in.data + 13, r->up_in.len - 13);
 		r->up_in.len -= 13;
 		r->state = RS_READY;
-		store_relay__kick(r);
+		relay_kick(r);
 	}
 	store_relay__up_process(r);
 }
@@ -515,7 +516,7 @@ static void relay_up_retry(struct crun_store_relay *r, int err)
 
 	if ((!next && err != UV_ECONNREFUSED) ||
 	    uv_now(r->loop) + (next ? 0 : RELAY_RETRY_MS) >= r->deadline) {
-		store_relay__up_lost(r, err);
+		up_lost(r, err);
 		return;
 	}
 	r->up_open = 0;
@@ -552,7 +553,7 @@ static void relay_up_on_connect(uv_connect_t *req, int status)
 		rc = uv_read_start((uv_stream_t *)&r->up, relay_up_on_alloc,
 				   relay_up_on_read);
 	if (rc != 0)
-		store_relay__up_lost(r, rc);
+		up_lost(r, rc);
 }
 
 static void relay_on_retry(uv_timer_t *t)
@@ -588,7 +589,7 @@ static void relay_connect(struct crun_store_relay *r)
  * The store is lost: close every client (their waits end with their
  * connections), and call lost once.
  */
-void store_relay__up_lost(struct crun_store_relay *r, int err)
+static void up_lost(struct crun_store_relay *r, int err)
 {
 	struct relay_up *u;
 
@@ -601,7 +602,7 @@ void store_relay__up_lost(struct crun_store_relay *r, int err)
 		uv_close((uv_handle_t *)&r->up, relay_up_on_tcp_close);
 	}
 	while (r->clients != NULL)
-		store_relay__client_close(r->clients, NULL);
+		client_close(r->clients, NULL);
 	while ((u = r->held_head) != NULL) {
 		r->held_head = u->next;
 		store_relay__up_free(u);
@@ -734,6 +735,9 @@ int store_relay_new(uv_loop_t *loop, const struct store_relay_opts *o,
 	if (r == NULL)
 		return UV_ENOMEM;
 	r->loop = loop;
+	r->on.kick = relay_kick;
+	r->on.client_bad = client_close;
+	r->on.up_lost = up_lost;
 	if (o->lim != NULL)
 		r->lim = *o->lim;
 	else
@@ -809,7 +813,7 @@ void store_relay_close(struct crun_store_relay *r, store_close_cb cb,
 	r->close_cb = cb;
 	r->close_data = data;
 	while (r->clients != NULL)
-		store_relay__client_close(r->clients, NULL);
+		client_close(r->clients, NULL);
 	while ((u = r->held_head) != NULL) {
 		r->held_head = u->next;
 		store_relay__up_free(u);

@@ -110,6 +110,14 @@ struct relay_write {
 
 struct crun_store_relay {
 	uv_loop_t *loop;
+	/* What the requests' part (store_relay_req.c) reports to the relay,
+	 * given by store_relay_new: work to flush before the loop waits, a
+	 * client to close (why; NULL: quietly), the store's connection lost. */
+	struct {
+		void (*kick)(struct crun_store_relay *r);
+		void (*client_bad)(struct relay_client *cl, const char *why);
+		void (*up_lost)(struct crun_store_relay *r, int err);
+	} on;
 	uv_tcp_t listener;
 	uv_tcp_t up;
 	uv_connect_t conn_req;
@@ -169,9 +177,5 @@ static inline size_t store_relay__client_owed(const struct relay_client *cl)
 void store_relay__client_parse(struct relay_client *cl);
 void store_relay__send_held(struct crun_store_relay *r);
 void store_relay__up_process(struct crun_store_relay *r);
-void store_relay__client_close(struct relay_client *cl, const char *why);
-void store_relay__up_lost(struct crun_store_relay *r, int err);
-/* Have the flush (store_relay.c) run before the loop next waits. */
-void store_relay__kick(struct crun_store_relay *r);
 
 #endif

@@ -53,7 +53,7 @@ static void relay_client_dirty(struct relay_client *cl)
 	cl->dirty = 1;
 	cl->dirty_next = cl->r->dirty;
 	cl->r->dirty = cl;
-	store_relay__kick(cl->r);
+	cl->r->on.kick(cl->r);
 }
 
 /* s no longer costs its client what it was counted for. */
@@ -73,8 +73,7 @@ static void relay_client_drain(struct relay_client *cl)
 
 	while (!cl->closing && (s = cl->head) != NULL) {
 		if (s->filled && s->close) {
-			store_relay__client_close(
-			    cl, "the store refused a request");
+			cl->r->on.client_bad(cl, "the store refused a request");
 			return;
 		}
 		if (s->filled) {
@@ -102,8 +101,7 @@ static void relay_slot_fill(struct relay_slot *s, const void *p, size_t n,
 	relay_slot_unhold(s);
 	if (!s->infifo) { /* a detached WAIT: out of order */
 		if (close)
-			store_relay__client_close(cl,
-						  "the store refused a wait");
+			cl->r->on.client_bad(cl, "the store refused a wait");
 		else {
 			store_buf_put(&cl->out, p, n);
 			relay_client_dirty(cl);
@@ -257,7 +255,7 @@ static void relay_hold(struct crun_store_relay *r, struct relay_up *u)
 		r->held_head = u;
 	r->held_tail = u;
 	u->pos = ++r->nheld;
-	store_relay__kick(r);
+	r->on.kick(r);
 }
 
 /*
@@ -548,7 +546,7 @@ void store_relay__client_parse(struct relay_client *cl)
 		if (rc == STORE_WIRE_NEED_MORE)
 			break;
 		if (rc < 0) {
-			store_relay__client_close(cl, errmsg);
+			cl->r->on.client_bad(cl, errmsg);
 			return;
 		}
 		/* What the store would close the connection for never goes
@@ -558,7 +556,7 @@ void store_relay__client_parse(struct relay_client *cl)
 				 "request larger than %zu bytes (2 * max-value "
 				 "+ max-key-size + 64)",
 				 r->max_frame);
-			store_relay__client_close(cl, errmsg);
+			cl->r->on.client_bad(cl, errmsg);
 			return;
 		}
 		if ((cost = relay_client_cost(cl, &req, used)) == 0) {
@@ -573,7 +571,7 @@ void store_relay__client_parse(struct relay_client *cl)
 				 store_wire_op_name(req.op),
 				 rc == CRUN_EPROTO ? "not relayed"
 						   : crun_strerror(rc));
-			store_relay__client_close(cl, errmsg);
+			cl->r->on.client_bad(cl, errmsg);
 			return;
 		}
 		off += used;
@@ -823,7 +821,7 @@ void store_relay__up_process(struct crun_store_relay *r)
 		}
 		if ((p[0] != STORE_TAG_REPLY && p[0] != STORE_TAG_ERROR) ||
 		    r->sent_head == NULL) {
-			store_relay__up_lost(r, CRUN_EPROTO);
+			r->on.up_lost(r, CRUN_EPROTO);
 			return;
 		}
 		if (p[0] == STORE_TAG_ERROR) {
