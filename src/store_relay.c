@@ -74,7 +74,7 @@
 
 static void relay_on_flush(uv_prepare_t *h);
 static void relay_client_flush(struct relay_client *cl);
-static void up_lost(struct crun_store_relay *r, int err);
+static void relay_lose_up(struct crun_store_relay *r, int err);
 
 static void relay_kick(struct crun_store_relay *r)
 {
@@ -339,7 +339,7 @@ static void relay_up_on_write(uv_write_t *req, int status)
 	r->up_queued -= wr->len;
 	free(wr);
 	if (status < 0 && status != UV_ECANCELED)
-		up_lost(r, status);
+		relay_lose_up(r, status);
 }
 
 /* Send r->up_out: 0 or an error. */
@@ -403,7 +403,7 @@ static void relay_on_flush(uv_prepare_t *h)
 			store_relay__send_held(r);
 			rc = relay_up_send(r);
 			if (rc != 0)
-				up_lost(r, rc);
+				relay_lose_up(r, rc);
 		}
 		while ((cl = r->dirty) != NULL) {
 			r->dirty = cl->dirty_next;
@@ -463,7 +463,7 @@ static void relay_up_on_read(uv_stream_t *st, ssize_t nread,
 	if (r->closing || r->state == RS_LOST)
 		return;
 	if (nread < 0) {
-		up_lost(r, (int)nread);
+		relay_lose_up(r, (int)nread);
 		return;
 	}
 	r->up_in.len += (size_t)nread;
@@ -474,7 +474,7 @@ static void relay_up_on_read(uv_stream_t *st, ssize_t nread,
 		if (store_wire_u32(r->up_in.data) != r->nonce ||
 		    r->up_in.data[4] != STORE_TAG_ANSWER ||
 		    store_wire_u64(r->up_in.data + 5) != 0) {
-			up_lost(r, CRUN_EPROTO);
+			relay_lose_up(r, CRUN_EPROTO);
 			return;
 		}
 		memmove(r->up_in.data, r->up_in.data + 13, r->up_in.len - 13);
@@ -516,7 +516,7 @@ static void relay_up_retry(struct crun_store_relay *r, int err)
 
 	if ((!next && err != UV_ECONNREFUSED) ||
 	    uv_now(r->loop) + (next ? 0 : RELAY_RETRY_MS) >= r->deadline) {
-		up_lost(r, err);
+		relay_lose_up(r, err);
 		return;
 	}
 	r->up_open = 0;
@@ -553,7 +553,7 @@ static void relay_up_on_connect(uv_connect_t *req, int status)
 		rc = uv_read_start((uv_stream_t *)&r->up, relay_up_on_alloc,
 				   relay_up_on_read);
 	if (rc != 0)
-		up_lost(r, rc);
+		relay_lose_up(r, rc);
 }
 
 static void relay_on_retry(uv_timer_t *t)
@@ -589,7 +589,7 @@ static void relay_connect(struct crun_store_relay *r)
  * The store is lost: close every client (their waits end with their
  * connections), and call lost once.
  */
-static void up_lost(struct crun_store_relay *r, int err)
+static void relay_lose_up(struct crun_store_relay *r, int err)
 {
 	struct relay_up *u;
 
@@ -737,7 +737,7 @@ int store_relay_new(uv_loop_t *loop, const struct store_relay_opts *o,
 	r->loop = loop;
 	r->on.kick = relay_kick;
 	r->on.client_bad = client_close;
-	r->on.up_lost = up_lost;
+	r->on.up_lost = relay_lose_up;
 	if (o->lim != NULL)
 		r->lim = *o->lim;
 	else
