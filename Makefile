@@ -137,10 +137,13 @@ test check: deps test-venv format-check check-build
 
 # Under the sanitizers the torch suites run on one interpreter (the venv's
 # PyTorch 2.13) unless TORCH_PYTHONS says otherwise: both would take CI past
-# an hour on 2 cores, and make test has already run them on both.
+# an hour on 2 cores, and make test has already run them on both. wheel.sh
+# builds and tests the wheel's own binary, never the sanitizer build: make
+# test runs it.
 asan:
 	TORCH_PYTHONS="$${TORCH_PYTHONS:-$(CURDIR)/.venv/bin/python}" \
 	TORCHRUN_REFS="$${TORCHRUN_REFS:-$(CURDIR)/.venv/bin/python}" \
+	TESTS_EXCLUDE="$${TESTS_EXCLUDE:-} wheel" \
 		$(MAKE) BUILD=build-asan SANITIZE=address,undefined OPT='-O1 -g' test
 
 ubsan:

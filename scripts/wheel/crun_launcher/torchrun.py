@@ -16,7 +16,6 @@ to the caller are passed on to it; Ctrl-C reaches it from the terminal); a
 failure of the job ends the caller with crun's exit status (SystemExit), as
 torchrun's ChildFailedError ends `torchrun`.
 """
-import os
 import signal
 import subprocess
 import sys
@@ -82,9 +81,14 @@ def main(args=None):
 
 
 def install(module):
-    """Route a loaded torch.distributed.run module's run() and main()."""
+    """Route a loaded torch.distributed.run module's run() and main(), with
+    one line on stderr; without a crun executable, leave torch's alone."""
+    try:
+        exe = binary()
+    except FileNotFoundError as e:
+        sys.stderr.write("%s; CRUN_TORCHRUN=1 ignored, torchrun it is\n" % e)
+        return
     module.run = lambda args: run(args, module.get_args_parser())
     module.main = main
-    if os.environ.get("CRUN_TORCHRUN_QUIET") != "1":
-        sys.stderr.write("crun_launcher: torch.distributed.run routed to %s "
-                         "(CRUN_TORCHRUN=1)\n" % binary())
+    sys.stderr.write("crun_launcher: torch.distributed.run routed to %s "
+                     "(CRUN_TORCHRUN=1)\n" % exe)
