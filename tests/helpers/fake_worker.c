@@ -15,6 +15,8 @@
  *   fail-if R N C       exit C when RANK is R on restart attempt N
  *   hang-if-attempt N   wait for signals forever on restart attempt N
  *   sleep MS            sleep MS milliseconds
+ *   wait-lines FILE N   wait (polling every 10 ms) until FILE has N lines:
+ *                       a barrier of the ranks that each append a line
  *   hang                wait for signals forever
  *   signal SIG          kill itself with SIG (SEGV, ABRT, KILL, TERM)
  *   exit C              exit with status C
@@ -155,6 +157,24 @@ int main(int argc, char **argv)
 					pause();
 		} else if (strcmp(a, "sleep") == 0 && i + 1 < argc) {
 			usleep((useconds_t)num(argv[++i]) * 1000);
+		} else if (strcmp(a, "wait-lines") == 0 && i + 2 < argc) {
+			const char *path = argv[i + 1];
+			long want = num(argv[i + 2]), n;
+			int c;
+
+			i += 2;
+			for (;;) {
+				FILE *fp = fopen(path, "r");
+
+				n = 0;
+				while (fp != NULL && (c = getc(fp)) != EOF)
+					n += c == '\n';
+				if (fp != NULL)
+					fclose(fp);
+				if (n >= want)
+					break;
+				usleep(10000);
+			}
 		} else if (strcmp(a, "hang") == 0) {
 			for (;;)
 				pause();

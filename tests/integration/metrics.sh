@@ -61,7 +61,9 @@ kill -9 $HOLD 2>/dev/null
 note "options: --metrics-port, CRUN_METRICS_PORT, [logs] metrics_port, bad values, a busy port"
 
 PORT=$(free_port)
-W="$FAKE_WORKER pid $T/pids fail-if 3 0 7 ignore TERM hang-if-attempt 0 trap $T/trap hang"
+# Every rank ignores SIGTERM before rank 3 fails (the pids file is their
+# barrier): a rank not yet there would die at once and leave no stop window.
+W="$FAKE_WORKER ignore TERM pid $T/pids wait-lines $T/pids 4 fail-if 3 0 7 hang-if-attempt 0 trap $T/trap hang"
 agent() { # NAME
 	"$CRUN" --nnodes=1:2 --nproc_per_node=2 --max_restarts=1 --rdzv_backend=c10d \
 		--rdzv_endpoint=127.0.0.1:$PORT --rdzv_id=met$$ \
