@@ -20,20 +20,13 @@ set -eu
 [ $# -ge 3 ] || { echo "usage: $0 PACKAGE VERSION DSC_SHA256 [MEMBER...]" >&2; exit 2; }
 PKG=$1 VER=$2 DSC_SUM=$3; shift 3
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-if [ -n "${CRUN_SOURCES:-}" ]; then CACHE=$CRUN_SOURCES
-elif [ "$(id -u)" -eq 0 ]; then CACHE=/var/cache/crun-sources
-else CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/crun-sources; fi
+. "$(dirname "$0")/cache-lock.sh"
 say() { echo "debian-source: $*" >&2; }
 
 NAME=$PKG-$VER
 [ $# -eq 0 ] || NAME=$NAME-$(printf '%s\n' "$@" | sha256sum | cut -c1-8)
 TREE=$CACHE/$NAME
-[ -f "$TREE/.crun-source" ] && { echo "$TREE"; exit 0; }
-
-mkdir -p "$CACHE"
-exec 9>"$CACHE/.$NAME.lock"
-flock 9
-[ -f "$TREE/.crun-source" ] && { echo "$TREE"; exit 0; }
+cached_or_lock "$TREE" .crun-source
 
 case $PKG in lib?*) POOL=$(echo "$PKG" | cut -c1-4) ;; *) POOL=$(echo "$PKG" | cut -c1) ;; esac
 BASE=$MIRROR/pool/main/$POOL/$PKG

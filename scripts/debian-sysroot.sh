@@ -7,7 +7,7 @@
 #
 #   scripts/debian-sysroot.sh ARCH PACKAGE...        e.g. arm64 libc6
 #
-# Cached in $CRUN_SOURCES (default /var/cache/crun-sources) as
+# Cached where scripts/debian-source.sh caches (scripts/cache-lock.sh) as
 # sysroot-ARCH-<hash of the suite, mirror and packages>. SUITE (default the
 # host's, else bookworm) and DEBIAN_MIRROR choose where from.
 set -eu
@@ -17,16 +17,12 @@ ARCH=$1; shift
 . /etc/os-release 2>/dev/null || true
 SUITE=${SUITE:-${VERSION_CODENAME:-bookworm}}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-CACHE=${CRUN_SOURCES:-/var/cache/crun-sources}
+. "$(dirname "$0")/cache-lock.sh"
 say() { echo "debian-sysroot: $*" >&2; }
 
 NAME=sysroot-$ARCH-$(printf '%s\n' "$SUITE" "$MIRROR" "$@" | sha256sum | cut -c1-8)
 DIR=$CACHE/$NAME
-[ -f "$DIR/.crun-sysroot" ] && { echo "$DIR"; exit 0; }
-mkdir -p "$CACHE"
-exec 9>"$CACHE/.$NAME.lock"
-flock 9
-[ -f "$DIR/.crun-sysroot" ] && { echo "$DIR"; exit 0; }
+cached_or_lock "$DIR" .crun-sysroot
 
 TMP=$CACHE/.$NAME.tmp-$$
 trap 'rm -rf "$TMP"' EXIT
