@@ -13,7 +13,7 @@
  * SIGINT escalates to SIGKILL at once. A worker that cannot start fails the
  * round like one that exited 127. On several nodes, a node stopped by a
  * signal departs (the others re-form while MIN holds) rather than ending the
- * job (agent_multi.c); a store host whose workers are done keeps serving the
+ * job (nodes.c); a store host whose workers are done keeps serving the
  * others through a warning (SIGUSR1), not through SIGTERM, SIGINT, SIGHUP or
  * SIGQUIT. The workers are a pool (pool.c) of workers
  * (worker.c), their process groups after exit live in group.c; the log
@@ -53,10 +53,12 @@
 #include "envcheck.h"
 #include "events.h"
 #include "filetimer.h"
+#include "hang.h"
 #include "initdiag.h"
 #include "stall.h"
 #include "metrics.h"
 #include "netcheck.h"
+#include "nodes.h"
 #include "nofile.h"
 #include "pool.h"
 #include "torchprobe.h"
@@ -67,6 +69,8 @@
 #define CONSOLE_STALL_MS 10000
 
 static int agent_start_metrics(struct agent *a);
+static void agent_round_start(struct agent *a);
+static void agent_finish(struct agent *a, int status);
 
 /* Each worker's cpus and memory nodes, said and logged as it starts. */
 static void agent_report_binding(struct agent *a, int i, int rank)
@@ -92,7 +96,7 @@ static void agent_report_binding(struct agent *a, int i, int rank)
 /* --- stopping ----------------------------------------------------------- */
 
 /* Stop the running group: sig now, SIGKILL after the shutdown timeout. */
-void agent__stop_group(struct agent *a, enum stop_reason why, int sig)
+static void agent_stop_group(struct agent *a, enum stop_reason why, int sig)
 {
 	if (a->state != A_RUNNING)
 		return;
@@ -144,11 +148,11 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 	if (a->state == A_RUNNING && !a->stop.leaving) {
 		log_say("received %s: forwarding it to the workers",
 			cfg_signame(sig));
-		agent__stop_group(a, STOP_SIGNAL, sig);
+		agent_stop_group(a, STOP_SIGNAL, sig);
 	} else if (a->state == A_STOPPING && a->pool.n > 0) {
 		pool_signal(&a->pool, sig);
-	} else if (a->stop.leaving && a->rdzv && rdzv_serving(a->rdzv) &&
-		   !asks_to_stop(sig)) {
+	} else if (a->stop.leaving && nodes_rdzv(a->nodes) &&
+		   rdzv_serving(nodes_rdzv(a->nodes)) && !asks_to_stop(sig)) {
 		/* A warning (SLURM's --signal=USR1@T reaches every process of
 		 * the step, a worker possibly before its crun): the others
 		 * still need the store to pass theirs on. */
@@ -165,12 +169,106 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 		    "received %s while waiting for the other nodes to leave: "
 		    "exiting",
 		    cfg_signame(sig));
-		agent__finish(a, 128 + a->stop.signal);
+		agent_finish(a, 128 + a->stop.signal);
 	} else {
 		log_say("received %s before the workers started: exiting",
 			cfg_signame(sig));
-		agent__finish(a, 128 + sig);
+		agent_finish(a, 128 + sig);
 	}
+}
+
+/* --- a hung job (stall.h finds it, hang.h names it) --------------------- */
+
+/* The hang is reported: now the workers of generation gen may be stopped. */
+static void agent_on_hang_done(int gen, void *data)
+{
+	struct agent *a = data;
+
+	a->hang = NULL;
+	if (a->state == A_STOPPING && a->pool.n > 0 && a->res.round == gen)
+		pool_signal(&a->pool, SIGTERM);
+}
+
+/*
+ * The job is hung (why: one line): mark the group stopping without a
+ * signal (a worker the dump kills counts as stopped, not failed), take
+ * every rank's stack, and signal the workers once the hang is said.
+ */
+static void agent_stall_stop(struct agent *a, const char *why)
+{
+	struct crun_rdzv *rdzv = nodes_rdzv(a->nodes);
+	const char *script = a->cfg->argc > 0 ? a->cfg->argv[0] : NULL;
+	struct hang_opts o = {&a->loop,
+			      a->host,
+			      a->cfg->module ? NULL : script,
+			      !a->cfg->no_python,
+			      a->ev,
+			      agent_on_hang_done,
+			      a};
+	struct hang_round r;
+
+	if (a->state != A_RUNNING)
+		return;
+	if (strncmp(why, "stall: ", 7) == 0)
+		why += 7;
+	log_say("job hung: %s; taking every rank's stack", why);
+	events_emitf(a->ev, "crun.job.hung", "{s:s}", "reason", why);
+	metrics_note_stall(a->metrics);
+	agent_stop_group(a, a->multi ? STOP_PEER : STOP_STALL, 0);
+	memset(&r, 0, sizeof(r));
+	r.pids = a->pool.pids;
+	r.nproc = a->pool.n;
+	r.base_rank = a->round.ranks.base_rank;
+	r.gen = a->res.round;
+	if (a->multi && rdzv) {
+		r.ops = nodes_kv(a->nodes, &r.kv);
+		r.run_id = a->res.run_id;
+		r.round = rdzv_round(rdzv);
+		r.group_rank = a->res.ranks.group_rank;
+		r.group_world_size = a->res.ranks.group_world_size;
+		r.world_size = a->res.ranks.world_size;
+	}
+	if (hang_start(&o, &r, &a->hang))
+		pool_signal(&a->pool, SIGTERM);
+}
+
+/* The detector found no rank progressing: alone, stop; else end the round
+ * for every node (each one then reaches agent_stall_stop). */
+static void agent_on_hung(struct stall *s, const char *why, void *data)
+{
+	struct agent *a = data;
+	char text[200];
+
+	(void)s;
+	if (a->state != A_RUNNING)
+		return;
+	if (!a->multi)
+		return agent_stall_stop(a, why);
+	/* The end's reason names it for `crun status` and the logs. */
+	snprintf(text, sizeof(text), "stall: %s", why);
+	rdzv_end_round(nodes_rdzv(a->nodes), RDZV_END_STALL, text);
+}
+
+/* The round's workers started: watch their progress. */
+static void agent_stall_start(struct agent *a)
+{
+	struct crun_rdzv *rdzv = nodes_rdzv(a->nodes);
+	struct stall_round r;
+	char prefix[300];
+
+	memset(&r, 0, sizeof(r));
+	r.pids = a->pool.pids;
+	r.nproc = a->pool.n;
+	if (a->multi && rdzv) {
+		r.ops = nodes_kv(a->nodes, &r.kv);
+		snprintf(prefix, sizeof(prefix), "crun/%s/r%d/", a->res.run_id,
+			 rdzv_round(rdzv));
+		r.prefix = prefix;
+		r.group_rank = a->res.ranks.group_rank;
+		r.group_world_size = a->res.ranks.group_world_size;
+		r.report_every = a->cfg->rdzv.keep_alive_interval;
+	}
+	stall_start(a->stall, &r);
 }
 
 /* --- rounds ------------------------------------------------------------- */
@@ -193,26 +291,26 @@ static void agent_on_worker_exit(struct pool *p, struct worker *w, void *data)
 		/* faulthandler's dump is the end of its stderr */
 		char *t = (worker_tail_from_file(w), tail_lines(&w->tail, 400));
 
-		agent__stall_exited(a, w->local_rank, t, t ? strlen(t) : 0);
+		hang_exited(a->hang, w->local_rank, t, t ? strlen(t) : 0);
 		free(t);
 	}
 	if (w->status != 0 && !w->stopped)
 		metrics_note_failure(a->metrics, w->status, w->exit_time, 1);
 	if (a->state != A_RUNNING || w->status == 0)
 		return;
-	agent__stop_group(a, STOP_FAILURE, SIGTERM);
+	agent_stop_group(a, STOP_FAILURE, SIGTERM);
 	if (a->multi) {
 		/* Every node stops now, not after a collective times out. */
 		snprintf(why, sizeof(why),
 			 "%d rank %d (local rank %d) on %s exited with %d",
 			 w->status, a->round.ranks.base_rank + w->local_rank,
 			 w->local_rank, a->host, w->status);
-		rdzv_end_round(a->rdzv, RDZV_END_FAILURE, why);
+		rdzv_end_round(nodes_rdzv(a->nodes), RDZV_END_FAILURE, why);
 	}
 }
 
 /* One summary line after every worker of this node succeeded. */
-void agent__say_success(struct agent *a)
+static void agent_say_success(struct agent *a)
 {
 	log_say(
 	    "%d worker%s of %s succeeded (ranks %d-%d of %d, generation %d, "
@@ -300,27 +398,27 @@ static void agent_round_end(struct agent *a)
 
 	if (!a->multi) {
 		if (a->stop.reason == STOP_SIGNAL)
-			agent__finish(a, 128 + a->stop.signal);
+			agent_finish(a, 128 + a->stop.signal);
 		else if (restart)
-			agent__round_start(a);
+			agent_round_start(a);
 		else if (a->stop.reason == STOP_STALL) {
 			log_say("worker group hung; no restarts left "
 				"(--max_restarts=%d); exiting with status 1",
 				a->cfg->max_restarts);
-			agent__finish(a, 1);
+			agent_finish(a, 1);
 		} else if (nf > 0) {
 			log_say(
 			    "worker group failed; exiting with status %d (that "
 			    "of rank %d)",
 			    status, a->stop.failed_rank);
-			agent__finish(a, status);
+			agent_finish(a, status);
 		} else {
-			agent__say_success(a);
-			agent__finish(a, 0);
+			agent_say_success(a);
+			agent_finish(a, 0);
 		}
 		return;
 	}
-	agent__multi_round_end(a, nf, status);
+	nodes_round_end(a->nodes, nf, status, a->res.ranks.group_world_size);
 }
 
 /* The last worker of the round is done: judge the round. */
@@ -334,6 +432,7 @@ static void agent_on_pool_done(struct pool *p, void *data)
 static void agent_diag_start(struct agent *a)
 {
 	const struct rdzv_result *res = &a->res;
+	struct crun_rdzv *rdzv = nodes_rdzv(a->nodes);
 	struct initdiag_round r;
 	char prefix[300];
 
@@ -348,17 +447,16 @@ static void agent_diag_start(struct agent *a)
 	r.world_size = res->ranks.world_size;
 	r.restart_count = a->round.restart_count;
 	r.pids = a->pool.pids;
-	r.ops = a->rs ? &rdzv_store_ops : a->re ? &rdzv_etcd_ops : NULL;
-	r.kv = a->rs ? (void *)a->rs : (void *)a->re;
+	r.ops = nodes_kv(a->nodes, &r.kv);
 	snprintf(prefix, sizeof(prefix), "crun/%s/r%d/", res->run_id,
-		 a->rdzv ? rdzv_round(a->rdzv) : 0);
+		 rdzv ? rdzv_round(rdzv) : 0);
 	r.prefix = prefix;
 	/* A record not there yet blocks the rendezvous channel this long. */
-	r.read_ms = a->re ? 1000 : 500;
+	r.read_ms = r.ops == &rdzv_etcd_ops ? 1000 : 500;
 	r.wstore = a->wstore;
-	r.peers = a->rdzv ? rdzv_peers(a->rdzv) : NULL;
+	r.peers = rdzv ? rdzv_peers(rdzv) : NULL;
 	initdiag_start(a->diag, &r);
-	agent__stall_start(a);
+	agent_stall_start(a);
 }
 
 /* A worker of the round started: say so, and where it is bound. */
@@ -432,13 +530,13 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 	if (status == CRUN_ERDZV_LEFT_OUT) {
 		/* Left out for failing, and the job succeeded without us. */
 		log_say("%s; exiting with status 0", rdzv_errmsg(r));
-		agent__finish(a, 0);
+		agent_finish(a, 0);
 		return;
 	}
 	if (status) {
 		envcheck_report(a->ev, r, NULL, a->cfg->env_check);
 		log_say("%s", rdzv_errmsg(r));
-		agent__finish(a, 1);
+		agent_finish(a, 1);
 		return;
 	}
 	a->res = *res;
@@ -458,7 +556,7 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 }
 
 /* Meet the other nodes (or, alone, just be group rank 0 of one). */
-void agent__round_start(struct agent *a)
+static void agent_round_start(struct agent *a)
 {
 	struct crun_cfg *cfg = a->cfg;
 	struct crun_node_info self = {cfg->role, cfg->nproc_per_node};
@@ -469,11 +567,11 @@ void agent__round_start(struct agent *a)
 	a->stop.reason = STOP_NONE;
 	if (a->multi) {
 		events_emit(a->ev, "crun.rdzv.joining", NULL);
-		rc = rdzv_next(a->rdzv, agent_on_round, a);
+		rc = rdzv_next(nodes_rdzv(a->nodes), agent_on_round, a);
 		if (rc) {
 			log_say("cannot join the rendezvous: %s",
 				crun_strerror(rc));
-			agent__finish(a, 1);
+			agent_finish(a, 1);
 		}
 		return;
 	}
@@ -493,7 +591,7 @@ void agent__round_start(struct agent *a)
 	if (rc) {
 		log_say("cannot start the workers' store: %s",
 			crun_strerror(rc));
-		agent__finish(a, 1);
+		agent_finish(a, 1);
 		return;
 	}
 	events_context(a->ev, cfg->rdzv_id, res->round, res->round);
@@ -503,7 +601,7 @@ void agent__round_start(struct agent *a)
 /* --- start and finish --------------------------------------------------- */
 
 /* Close every handle; the loop then runs dry and agent_run returns. */
-void agent__finish(struct agent *a, int status)
+static void agent_finish(struct agent *a, int status)
 {
 	if (a->state == A_DONE)
 		return;
@@ -528,7 +626,9 @@ void agent__finish(struct agent *a, int status)
 	filetimer_close(a->ft);
 	a->ft = NULL;
 	initdiag_close(a->diag);
-	agent__stall_close(a);
+	stall_close(a->stall);
+	hang_close(a->hang);
+	a->hang = NULL;
 	if (a->port_fd >= 0) {
 		close(a->port_fd);
 		a->port_fd = -1;
@@ -540,7 +640,9 @@ void agent__finish(struct agent *a, int status)
 	}
 	peers_free(a->peers);
 	a->peers = NULL;
-	agent__close_backend(a);
+	agent__stacks_close(a);
+	nodes_close(a->nodes);
+	a->nodes = NULL;
 }
 
 /* The watchdog may signal only our workers and their process groups. */
@@ -623,7 +725,7 @@ static int agent_prepare(struct agent *a, struct crun_cfg *cfg)
 			log_say("%s", note);
 	}
 	if (cfg->rdzv_id == NULL && !a->multi)
-		cfg->rdzv_id = agent__run_id(a->host);
+		cfg->rdzv_id = nodes_run_id(a->host);
 	if (cfg->bind_mode != CRUN_BIND_NONE) {
 		char errmsg[512];
 
@@ -699,19 +801,89 @@ static int agent_open_handles(struct agent *a)
 	return 0;
 }
 
+/* --- several nodes (nodes.h reports here) ------------------------------- */
+
+/*
+ * The signal to stop our workers with when another node ended the round: a
+ * node that left because it was signalled (its end names SIGUSR1) passes its
+ * signal on, if we forward that one too, so a preemption warning reaches every
+ * worker whichever node heard it first; otherwise SIGTERM.
+ */
+static int peer_signal(const struct agent *a, const struct rdzv_end *e)
+{
+	int sig = e->signal;
+
+	for (int i = 0; i < a->cfg->nsignals && sig; i++)
+		if (a->cfg->signals[i] == sig)
+			return sig;
+	return SIGTERM;
+}
+
+/* Another node (or the store) ended the round: stop our workers too. */
+static void agent_on_nodes_ended(void *data, const struct rdzv_end *e)
+{
+	struct agent *a = data;
+
+	if (e->kind == RDZV_END_DEAD)
+		metrics_note_node_lost(a->metrics);
+	if (e->kind == RDZV_END_FAILURE)
+		metrics_note_failure(a->metrics, e->status, worker_wall_time(),
+				     0);
+	if (e->kind == RDZV_END_STALL) {
+		/* Every node names where its ranks are, then stops them. */
+		agent_stall_stop(a, e->why);
+	} else if (a->state == A_RUNNING) {
+		log_say("round %d ended: %s", a->res.round,
+			e->kind == RDZV_END_FAILURE
+			    ? "a worker failed on another node"
+			    : e->why);
+		agent_stop_group(a, STOP_PEER, peer_signal(a, e));
+	}
+}
+
+static void agent_on_nodes_join(void *data)
+{
+	agent_round_start(data);
+}
+
+static void agent_on_nodes_succeeded(void *data)
+{
+	agent_say_success(data);
+}
+
+static void agent_on_nodes_report(void *data, int print)
+{
+	agent__drop_report(data, print);
+}
+
+static void agent_on_nodes_finish(void *data, int status)
+{
+	agent_finish(data, status);
+}
+
+static const struct nodes_ops agent_nodes_ops = {
+    agent_on_nodes_join,   agent_on_nodes_ended,  agent_on_nodes_succeeded,
+    agent_on_nodes_report, agent_on_nodes_finish, agent__start_master,
+    agent__on_stacks};
+
 /* The first round (alone), or the backend and its first round. */
 static void agent_begin_rounds(struct agent *a)
 {
 	struct crun_cfg *cfg = a->cfg;
 
 	if (a->multi) {
+		struct nodes_opts o = {
+		    &a->loop, cfg,   a->host,  a->name_unresolved,
+		    &a->ec,   a->ev, &a->stop, &agent_nodes_ops,
+		    a};
+
 		envcheck_start(&a->ec, &a->loop, cfg);
-		if (agent__multi_start(a))
-			agent__finish(a, 1);
+		if (nodes_start(&o, &a->nodes))
+			agent_finish(a, 1);
 	} else if (agent__setup_logs(a) == 0) {
-		agent__round_start(a);
+		agent_round_start(a);
 	} else {
-		agent__finish(a, 1);
+		agent_finish(a, 1);
 	}
 }
 
@@ -799,7 +971,7 @@ static void agent_begin(struct agent *a)
 		if (events_open(cfg->event_log, a->host, &a->ev, errmsg,
 				sizeof(errmsg))) {
 			log_say("%s", errmsg);
-			agent__finish(a, 1);
+			agent_finish(a, 1);
 		}
 		events_context(a->ev, cfg->rdzv_id, -1, -1);
 		events_emitf(a->ev, "crun.agent.started",
@@ -809,8 +981,9 @@ static void agent_begin(struct agent *a)
 			     cfg->rdzv_backend, "pid", (int)getpid());
 	}
 	if (initdiag_new(&a->loop, cfg->init_warn_after, a->ev, &a->diag) ||
-	    agent__stall_new(a))
-		agent__finish(a, 1);
+	    stall_new(&a->loop, cfg->stall_timeout, "/proc", agent_on_hung, a,
+		      &a->stall))
+		agent_finish(a, 1);
 	if (a->multi && a->state != A_DONE) {
 		char first[64];
 		enum netif_name_state st;
@@ -823,7 +996,7 @@ static void agent_begin(struct agent *a)
 	if (a->state == A_DONE) {
 		/* the event log could not be opened */
 	} else if (agent_start_metrics(a) || agent_start_watchdog(a)) {
-		agent__finish(a, 1);
+		agent_finish(a, 1);
 	} else if (!agent_ask_torch(a)) {
 		agent_begin_rounds(a);
 	}
@@ -859,7 +1032,6 @@ static int agent_run_loop(struct crun_cfg *cfg)
 	for (int i = 0; i < a.nscratch; i++)
 		free(a.scratch[i]);
 	free(a.scratch);
-	free(a.job_if_host);
 	free(a.attempt_dir);
 	free(a.attempt_prefix);
 	return a.stop.exit_status;
@@ -884,8 +1056,9 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 					     "stopping", "done"};
 	struct agent *a = data;
 	const struct crun_ranks *rk = &a->res.ranks;
-	struct crun_store_server *srv[2] = {
-	    agent__hosts_store(a) ? rdzv_store_server(a->rs) : NULL, a->wstore};
+	struct crun_rdzv *rdzv = nodes_rdzv(a->nodes);
+	struct crun_store_server *srv[2] = {nodes_store_server(a->nodes),
+					    a->wstore};
 	int failing = a->stop.reason == STOP_FAILURE ||
 		      a->stop.peer.kind == RDZV_END_FAILURE;
 	int stalled =
@@ -904,9 +1077,9 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 		    : a->stop.reason == STOP_SIGNAL ? "signal"
 						    : "round ended elsewhere";
 	s->started = a->started;
-	s->formed = a->multi ? a->rdzv && a->res.ranks.world_size > 0
+	s->formed = a->multi ? rdzv && a->res.ranks.world_size > 0
 			     : a->res.ranks.world_size > 0;
-	s->round = a->multi && a->rdzv ? rdzv_round(a->rdzv) : a->res.round;
+	s->round = a->multi && rdzv ? rdzv_round(rdzv) : a->res.round;
 	s->generation = a->res.round;
 	s->group_rank = rk->group_rank;
 	s->group_world_size = rk->group_world_size;
@@ -915,7 +1088,7 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 	s->local_world_size = rk->local_world_size;
 	s->max_restarts = a->cfg->max_restarts;
 	s->restarts_used =
-	    a->multi && a->rdzv ? rdzv_restarts(a->rdzv) : a->restart_count;
+	    a->multi && rdzv ? rdzv_restarts(rdzv) : a->restart_count;
 	s->restarts_left = s->max_restarts > s->restarts_used
 			       ? s->max_restarts - s->restarts_used
 			       : 0;
@@ -933,9 +1106,9 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 	}
 	metrics_store_fill(&s->stores[0], "rendezvous", srv[0]);
 	metrics_store_fill(&s->stores[1], "workers", srv[1]);
-	if (a->multi && a->rdzv)
+	if (a->multi && rdzv)
 		s->nexcluded =
-		    rdzv_excluded(a->rdzv, s->excluded, RDZV_MAX_EXCLUDED);
+		    rdzv_excluded(rdzv, s->excluded, RDZV_MAX_EXCLUDED);
 	if (s->nexcluded > RDZV_MAX_EXCLUDED)
 		s->nexcluded = RDZV_MAX_EXCLUDED;
 }

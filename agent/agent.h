@@ -1,22 +1,23 @@
 /*
- * The agent's own state, shared by its core files (and only by them: the
- * leaves under it, pool.h, worker.h, group.h, initdiag.h, metrics.h, ...,
- * never include this header).
+ * The agent's own state, shared by its core files (and only by them: its
+ * parts and the leaves under it, nodes.h, hang.h, pool.h, worker.h,
+ * initdiag.h, metrics.h, ..., never include this header).
  *
- *   agent.c        the ROUND / RUNNING / STOPPING / DONE machine, signals,
- *                  the agent's start and finish
- *   agent_multi.c  several nodes: the rendezvous backend, its callbacks,
- *                  leaving and departing
+ *   agent.c        the owner: the ROUND / RUNNING / STOPPING / DONE
+ *                  machine, signals, the agent's start and finish
  *   agent_store.c  the workers' store of a round (its port, who may reach it)
  *   agent_logs.c   log directories, failure reports, the error file and the
  *                  console as log.h's sink
- *   agent_stall.c  a hung job (--stall_timeout): named, its stacks taken,
- *                  its round ended
  *   agent_stacks.c `crun status --stacks`: this node's live stacks, answered
  *
- * The leaves, each with its own header and prefix, called downward only
- * and reporting back through the callbacks they were created with:
+ * The parts and leaves, each with its own header, struct and prefix, called
+ * downward only and reporting back through the callbacks they were created
+ * with:
  *
+ *   nodes.c    several nodes: the rendezvous backend, the rendezvous, how
+ *              a round that ended decides the job (stop.h: the record it
+ *              shares with agent.c)
+ *   hang.c     a hung job (--stall_timeout): every rank's place, said once
  *   pool.c     the workers of a round: start, signal, kill timer, done count
  *   worker.c   one worker: argv, environment, spawn, where its output goes
  *   stream.c   one output stream: pipe, tee file, console lines, tail
@@ -40,13 +41,12 @@
 #include "crun/log.h"
 #include "crun/peers.h"
 #include "crun/rdzv.h"
-#include "crun/rdzv_etcd.h"
-#include "crun/rdzv_store.h"
 #include "crun/report.h"
 #include "crun/store.h"
 #include "agent_run.h"
 #include "envcheck.h"
 #include "pool.h"
+#include "stop.h"
 
 struct agent_stacks;
 struct console;
@@ -54,31 +54,9 @@ struct events;
 struct filetimer;
 struct initdiag;
 struct metrics;
+struct nodes;
 struct hang;
 struct stall;
-
-enum agent_state { A_ROUND, A_RUNNING, A_STOPPING, A_DONE };
-enum stop_reason { STOP_NONE, STOP_FAILURE, STOP_SIGNAL, STOP_PEER, STOP_STALL };
-
-/* How the round ended elsewhere (rdzv_end_cb), or by our own failure. */
-struct peer_end {
-	int kind; /* enum rdzv_end_kind, 0: not ended elsewhere */
-	int status, signal;
-	char why[512];	  /* as recorded, for logs */
-	char detail[512]; /* for display: why without its leading status */
-};
-
-/* Why the agent stops, and with which status: one place for all of it. */
-struct agent_stop {
-	enum stop_reason reason; /* why the running group stops, this round */
-	int signal;		 /* the first signal received, 0: none */
-	int sigint_seen;	 /* a second SIGINT escalates to SIGKILL */
-	int leaving;	/* the group is over: waiting for the others to leave */
-	int own_status; /* the root failure's status on this node */
-	int failed_rank; /* its rank */
-	int exit_status; /* crun's exit status once decided */
-	struct peer_end peer;
-};
 
 struct torchprobe;
 
@@ -108,16 +86,11 @@ struct agent {
 	int port_fd;	  /* MASTER_PORT held for the round */
 	struct worker_round round;
 
-	/* Multi-node: the rendezvous and the store it runs over. */
+	/* Multi-node: the rendezvous and the backend it runs over. */
 	int multi;
-	struct crun_rdzv_store *rs;
-	char *job_if_host; /* without --rdzv_id: the run id, if we host */
-	struct crun_rdzv_etcd *re; /* --rdzv_backend=etcd: no store host */
-	struct crun_rdzv *rdzv;
+	struct nodes *nodes; /* nodes.h */
 	struct rdzv_result res;
-	char addr[256];		      /* this node's address for MASTER_ADDR */
-	char ips[RDZV_MAX_FIELD + 1]; /* its interface addresses (peers.h) */
-	int name_unresolved;	      /* the host name does not resolve */
+	int name_unresolved; /* the host name does not resolve */
 	struct crun_failure *pending_report;
 	int npending;
 	int error_file_done; /* TORCHELASTIC_ERROR_FILE written */
@@ -128,7 +101,7 @@ struct agent {
 	struct metrics *metrics; /* --metrics_port, or NULL */
 	struct initdiag *diag;	 /* --init_warn_after */
 	struct stall *stall;	 /* --stall_timeout */
-	struct hang *hang;	 /* a hang being reported (agent_stall.c) */
+	struct hang *hang;	 /* a hang being reported (hang.h) */
 	struct console *console; /* our stdout and stderr, never blocking */
 
 	/* The workers' store of the current round (agent store mode). */
@@ -146,40 +119,6 @@ struct agent {
 			     or older than it): worker rank 0 hosts it */
 	struct agent_stacks *stacks; /* a `crun status --stacks` being taken */
 };
-
-/* agent.c */
-void agent__round_start(struct agent *a);
-/** Stop the running group: sig now, SIGKILL after the shutdown timeout. */
-void agent__stop_group(struct agent *a, enum stop_reason why, int sig);
-/** Close every handle; the loop then runs dry and agent_run returns. */
-void agent__finish(struct agent *a, int status);
-/** One summary line after every worker of this node succeeded. */
-void agent__say_success(struct agent *a);
-
-/* agent_multi.c */
-/** Multi-node: host or reach the rendezvous backend, then join rounds. */
-int agent__multi_start(struct agent *a);
-/** Several nodes: the round is over here; decide it with the others. */
-void agent__multi_round_end(struct agent *a, int nf, int status);
-/** Close the rendezvous and the backend it runs over. */
-void agent__close_backend(struct agent *a);
-/** This agent serves the c10d rendezvous store the other nodes use. */
-int agent__hosts_store(const struct agent *a);
-/** A unique run id (torchrun's default "none" makes unrelated jobs collide). */
-char *agent__run_id(const char *host);
-
-/* agent_stall.c */
-/** Create the stall detector (--stall_timeout; off: it does nothing). */
-int agent__stall_new(struct agent *a);
-/** The round's workers started: watch their progress. */
-void agent__stall_start(struct agent *a);
-/** The job is hung (why: one line): take the stacks, then stop the group. */
-void agent__stall_stop(struct agent *a, const char *why);
-/** Local rank local_rank exited while its stack was taken: its stderr. */
-void agent__stall_exited(struct agent *a, int local_rank, const char *tail,
-			 size_t len);
-/** The agent finishes: a report in progress is dropped. */
-void agent__stall_close(struct agent *a);
 
 /* agent_store.c */
 /** rdzv_opts.start_master: the workers' store of round (or a free port). */

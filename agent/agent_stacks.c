@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "nodes.h"
 #include "crun/err.h"
 #include "crun/pystack.h"
 #include "crun/rdzv_stacks.h"
@@ -92,8 +93,9 @@ static void agent_stacks_on_done(struct stacks *s, void *data)
 			 as->ranks[ans.nranks > 0 ? ans.nranks - 1 : 0]);
 		rc = 0;
 	}
-	if (rc == 0 && a->rdzv != NULL &&
-	    rdzv_stacks_put(a->rdzv, as->nonce, ans.buf, ans.len) == 0)
+	if (rc == 0 && nodes_rdzv(a->nodes) != NULL &&
+	    rdzv_stacks_put(nodes_rdzv(a->nodes), as->nonce, ans.buf,
+			    ans.len) == 0)
 		log_msg(LOG_INFO, "crun",
 			"crun status --stacks: the live stacks of %d of %d "
 			"rank(s) sent",

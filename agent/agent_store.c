@@ -17,9 +17,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "crun/auth.h"
 #include "crun/err.h"
 #include "crun/store_relay.h"
 #include "agent.h"
+#include "nodes.h"
 
 /*
  * Hold a free TCP port for MASTER_PORT until the round ends. The socket is
@@ -66,7 +68,9 @@ static int agent_confine_store(struct agent *a)
 	a->peers = NULL;
 	if (a->cfg->rdzv.store_allow_any)
 		return 0;
-	rc = peers_new(a->multi && a->rdzv ? rdzv_peers(a->rdzv) : NULL,
+	rc = peers_new(a->multi && nodes_rdzv(a->nodes)
+			   ? rdzv_peers(nodes_rdzv(a->nodes))
+			   : NULL,
 		       &a->peers, why, sizeof(why));
 	if (rc)
 		return rc;
@@ -87,7 +91,7 @@ int agent__start_master(void *data, int round, int *port, int *by_worker)
 {
 	struct agent *a = data;
 	const struct crun_cfg *cfg = a->cfg;
-	struct crun_store_server *rs = a->rs ? rdzv_store_server(a->rs) : NULL;
+	struct crun_store_server *rs = nodes_store_server(a->nodes);
 	/*
 	 * Alone, --master_port names the workers' store; with several nodes
 	 * rdzv_conf store_port does (firewalls that open one port), else the
@@ -197,7 +201,7 @@ static void agent_on_relay_lost(struct crun_store_relay *r, int status,
 	log_say("this node's store relay lost the workers' store at %s (%s): "
 		"unless group rank 0 finished, the round ends as its loss",
 		a->relay_up, crun_strerror(status));
-	rdzv_node_lost(a->rdzv, 0,
+	rdzv_node_lost(nodes_rdzv(a->nodes), 0,
 		       "lost: a node's store relay lost its workers' store");
 }
 

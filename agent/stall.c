@@ -9,7 +9,7 @@
  * its ranks progresses again; the store orders the ADDs, so exactly the
  * ADD that brings the counter to the round's node count finds every node
  * quiet at once, and its node says the job is hung (it then ends the
- * round: agent_multi.c). A rank 0 busy writing a checkpoint keeps its node
+ * round: nodes.c). A rank 0 busy writing a checkpoint keeps its node
  * off the counter, so ranks waiting for it in a barrier are no hang. Every
  * report_every seconds each node also writes its age to
  * "r<R>/progress/<g>" (milliseconds), for `crun status`; all of these

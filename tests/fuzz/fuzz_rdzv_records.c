@@ -124,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	}
 	case 7: { /* exclude_after's failure history and exclusions; a
-		   node's stall record (agent/agent_stall.c) */
+		   node's stall record (agent/hang.c) */
 		struct rdzv_fail f[RDZV_MAX_FAILS];
 		struct rdzv_exclusion x[RDZV_MAX_EXCLUDED];
 		static struct rdzv_stall_rank sr[64];

@@ -454,7 +454,7 @@ Test(rdzv_records, writer_descriptor_cut, .timeout = 10)
 	cr_assert_str_eq(small, "F long ");
 }
 
-/* A node's stall record (agent/agent_stall.c): written, read back. */
+/* A node's stall record (agent/hang.c): written, read back. */
 Test(rdzv_records, stall_roundtrip, .timeout = 10)
 {
 	struct rdzv_stall_rank in[2] = {{2, "all_reduce (train.py:41)"},

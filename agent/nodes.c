@@ -1,8 +1,8 @@
 /*
- * The agent on several nodes: open the rendezvous backend (the c10d/static
- * store, hosted or reached, or etcd), start the rendezvous over it, and act
- * on how rounds end elsewhere. A worker failure anywhere ends the round on
- * every node; whether the group re-forms is decided job-wide
+ * The agent on several nodes (nodes.h): open the rendezvous backend (the
+ * c10d/static store, hosted or reached, or etcd), start the rendezvous over it,
+ * and act on how rounds end elsewhere. A worker failure anywhere ends the round
+ * on every node; whether the group re-forms is decided job-wide
  * (rdzv_may_restart); a node stopped by a signal departs (the others
  * re-form while MIN holds) rather than ending the job, except the store
  * host, which ends it and serves the store until the others have left.
@@ -20,27 +20,28 @@
 #include "crun/auth.h"
 #include "crun/err.h"
 #include "crun/netif.h"
+#include "crun/peers.h"
+#include "crun/log.h"
 #include "crun/rdzv_backend.h"
-#include "agent.h"
+#include "crun/rdzv_etcd.h"
+#include "crun/rdzv_store.h"
 #include "envcheck.h"
 #include "events.h"
-#include "metrics.h"
+#include "nodes.h"
 
-/*
- * The signal to stop our workers with when another node ended the round: a
- * node that left because it was signalled (its end names SIGUSR1) passes its
- * signal on, if we forward that one too, so a preemption warning reaches every
- * worker whichever node heard it first; otherwise SIGTERM.
- */
-static int peer_signal(const struct agent *a, const struct rdzv_end *e)
-{
-	int sig = e->signal;
-
-	for (int i = 0; i < a->cfg->nsignals && sig; i++)
-		if (a->cfg->signals[i] == sig)
-			return sig;
-	return SIGTERM;
-}
+struct nodes {
+	struct nodes_opts o;
+	struct agent_stop *stop;
+	struct crun_cfg *cfg;
+	struct crun_rdzv_store *rs;
+	struct crun_rdzv_etcd *re; /* --rdzv_backend=etcd: no store host */
+	struct crun_rdzv *rdzv;
+	char *job_if_host; /* without --rdzv_id: the run id, if we host */
+	char addr[256];	   /* this node's address for MASTER_ADDR */
+	char ips[RDZV_MAX_FIELD + 1]; /* its interface addresses (peers.h) */
+	int group_world_size;	      /* the round's, as it ended */
+	int closing;
+};
 
 /* A word for an end kind, for the event log. */
 static const char *rdzv_end_name(int kind)
@@ -64,29 +65,24 @@ static const char *rdzv_end_name(int kind)
 	return "?";
 }
 
-/* Another node (or the store) ended the round: stop our workers too. */
-static void agent_on_rdzv_end(struct crun_rdzv *r, const struct rdzv_end *e,
+/* Another node (or the store) ended the round: record it, report it. */
+static void nodes_on_rdzv_end(struct crun_rdzv *r, const struct rdzv_end *e,
 			      void *data)
 {
-	struct agent *a = data;
+	struct nodes *n = data;
 	int kind = e->kind;
 	const char *why = e->why;
 
 	(void)r;
-	events_emitf(a->ev, "crun.rdzv.ended", "{s:s, s:s}", "kind",
+	events_emitf(n->o.ev, "crun.rdzv.ended", "{s:s, s:s}", "kind",
 		     rdzv_end_name(kind), "reason", why);
-	if (kind == RDZV_END_DEAD)
-		metrics_note_node_lost(a->metrics);
-	if (kind == RDZV_END_FAILURE)
-		metrics_note_failure(a->metrics, e->status, worker_wall_time(),
-				     0);
 	if (kind == RDZV_END_DEAD || kind == RDZV_END_JOIN)
-		events_emitf(a->ev,
+		events_emitf(n->o.ev,
 			     kind == RDZV_END_DEAD ? "crun.node.lost"
 						   : "crun.node.joining",
 			     "{s:s}", "reason", why);
-	if (a->stop.peer.kind == 0) {
-		struct peer_end *p = &a->stop.peer;
+	if (n->stop->peer.kind == 0) {
+		struct peer_end *p = &n->stop->peer;
 
 		p->kind = kind;
 		p->status = e->status;
@@ -94,38 +90,29 @@ static void agent_on_rdzv_end(struct crun_rdzv *r, const struct rdzv_end *e,
 		snprintf(p->why, sizeof(p->why), "%s", why);
 		snprintf(p->detail, sizeof(p->detail), "%s", e->detail);
 	}
-	if (kind == RDZV_END_STALL) {
-		/* Every node names where its ranks are, then stops them. */
-		agent__stall_stop(a, why);
-	} else if (a->state == A_RUNNING) {
-		log_say("round %d ended: %s", a->res.round,
-			kind == RDZV_END_FAILURE
-			    ? "a worker failed on another node"
-			    : why);
-		agent__stop_group(a, STOP_PEER, peer_signal(a, e));
-	}
+	n->o.ops->ended(n->o.data, e);
 }
 
-int agent__hosts_store(const struct agent *a)
+static int nodes_hosts_store(const struct nodes *n)
 {
-	return a->rs && rdzv_store_is_host(a->rs);
+	return n->rs && rdzv_store_is_host(n->rs);
 }
 
-static void agent_on_left(struct crun_rdzv *r, void *data)
+static void nodes_on_left(struct crun_rdzv *r, void *data)
 {
-	struct agent *a = data;
+	struct nodes *n = data;
 
 	(void)r;
-	agent__finish(a, a->stop.exit_status);
+	n->o.ops->finish(n->o.data, n->stop->exit_status);
 }
 
 /* Leave the rendezvous (others learn we are done), then exit with status. */
-static void agent_leave(struct agent *a, int status)
+static void nodes_leave(struct nodes *n, int status)
 {
-	a->stop.exit_status = status;
-	a->stop.leaving = 1;
-	if (rdzv_finish(a->rdzv, agent_on_left, a))
-		agent__finish(a, status);
+	n->stop->exit_status = status;
+	n->stop->leaving = 1;
+	if (rdzv_finish(n->rdzv, nodes_on_left, n))
+		n->o.ops->finish(n->o.data, status);
 }
 
 /* A node stopped by a signal passes its signal's status on; else 1. */
@@ -134,99 +121,103 @@ static int peer_exit_status(const struct peer_end *p)
 	return p->signal ? 128 + p->signal : 1;
 }
 
-static void agent_on_may_restart(struct crun_rdzv *r, int ok, void *data)
+static void nodes_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 {
-	struct agent *a = data;
-	int kind = a->stop.peer.kind, status;
+	struct nodes *n = data;
+	struct agent_stop *stop = n->stop;
+	const struct crun_cfg *cfg = n->cfg;
+	int kind = stop->peer.kind, status;
 
 	if (ok) {
-		events_emitf(a->ev, "crun.group.restarting", "{s:s, s:i}",
+		events_emitf(n->o.ev, "crun.group.restarting", "{s:s, s:i}",
 			     "after",
 			     kind == RDZV_END_FAILURE ? "failure"
 			     : kind == RDZV_END_STALL ? "stall"
 						      : "membership",
 			     "restarts_used", rdzv_restarts(r));
-		agent__drop_report(a, 0);
+		n->o.ops->report(n->o.data, 0);
 		if (kind == RDZV_END_FAILURE || kind == RDZV_END_STALL)
 			log_say(
 			    "re-forming the group: restart %d of %d after %s",
-			    rdzv_restarts(r), a->cfg->max_restarts,
+			    rdzv_restarts(r), cfg->max_restarts,
 			    kind == RDZV_END_STALL ? "the job hung"
 						   : "a worker failure");
 		else
 			log_say(
 			    "re-forming the group (%s); no restart is spent",
 			    kind == RDZV_END_JOIN ? "a new node joins"
-						  : a->stop.peer.why);
-		a->stop.peer.kind = 0;
-		agent__round_start(a);
+						  : stop->peer.why);
+		stop->peer.kind = 0;
+		n->o.ops->join(n->o.data);
 		return;
 	}
-	agent__drop_report(a, 1);
+	n->o.ops->report(n->o.data, 1);
 	if (kind == RDZV_END_FAILURE) {
 		/* The job's failure status: ours if we failed, else the peer's.
 		 */
-		status = a->stop.own_status ? a->stop.own_status
-					    : a->stop.peer.status;
+		status =
+		    stop->own_status ? stop->own_status : stop->peer.status;
 		if (status <= 0)
 			status = 1;
 		/* Restarts left, yet refused: a node had already finished. */
 		log_say(
 		    "job failed: %s; %s (--max_restarts=%d); exiting with "
 		    "status %d",
-		    a->stop.peer.detail,
-		    rdzv_restarts(r) > a->cfg->max_restarts
+		    stop->peer.detail,
+		    rdzv_restarts(r) > cfg->max_restarts
 			? "no restarts left"
 			: "it cannot restart: another node already finished",
-		    a->cfg->max_restarts, status);
+		    cfg->max_restarts, status);
 	} else if (kind == RDZV_END_STALL) {
 		status = 1;
 		log_say(
 		    "job failed: it hung (%s); %s (--max_restarts=%d); "
 		    "exiting with status 1",
-		    a->stop.peer.detail,
-		    rdzv_restarts(r) > a->cfg->max_restarts
+		    stop->peer.detail,
+		    rdzv_restarts(r) > cfg->max_restarts
 			? "no restarts left"
 			: "it cannot restart: another node already finished",
-		    a->cfg->max_restarts);
+		    cfg->max_restarts);
 	} else if (kind == RDZV_END_SUCCESS) {
 		status = 1;
 		log_say("cannot restart: another node already finished");
 	} else if (kind == RDZV_END_DEAD) {
-		int left = a->res.ranks.group_world_size - 1;
+		int left = n->group_world_size - 1;
 
 		/* A signalled node passes its signal's status on. */
-		status = peer_exit_status(&a->stop.peer);
-		if (strcmp(a->cfg->rdzv_backend, "static") == 0)
+		status = peer_exit_status(&stop->peer);
+		if (strcmp(cfg->rdzv_backend, "static") == 0)
 			log_say("job stopped: %s; the static backend cannot "
 				"re-form without it",
-				a->stop.peer.why);
-		else if (left < a->cfg->nnodes_min)
+				stop->peer.why);
+		else if (left < cfg->nnodes_min)
 			log_say(
 			    "job stopped: %s; %d node%s remain%s, below the "
 			    "minimum of %d",
-			    a->stop.peer.why, left, left == 1 ? "" : "s",
-			    left == 1 ? "s" : "", a->cfg->nnodes_min);
+			    stop->peer.why, left, left == 1 ? "" : "s",
+			    left == 1 ? "s" : "", cfg->nnodes_min);
 		else
 			log_say(
 			    "job stopped: %s; another node already finished",
-			    a->stop.peer.why);
+			    stop->peer.why);
 	} else {
 		/* The store host stopped by a signal passes it on too. */
-		status = peer_exit_status(&a->stop.peer);
-		log_say("job stopped: %s", a->stop.peer.why);
+		status = peer_exit_status(&stop->peer);
+		log_say("job stopped: %s", stop->peer.why);
 	}
 	if (kind == RDZV_END_LOST)
-		agent__finish(a, status);
+		n->o.ops->finish(n->o.data, status);
 	else
-		agent_leave(a, status);
+		nodes_leave(n, status);
 }
 
-void agent__multi_round_end(struct agent *a, int nf, int status)
+void nodes_round_end(struct nodes *n, int nf, int status, int group_world_size)
 {
+	struct agent_stop *stop = n->stop;
 	char why[300];
 
-	if (a->stop.reason == STOP_SIGNAL || a->stop.signal) {
+	n->group_world_size = group_world_size;
+	if (stop->reason == STOP_SIGNAL || stop->signal) {
 		/*
 		 * A departure, not the end of the job: the others re-form
 		 * without us while MIN holds (a node loss, no restart spent).
@@ -234,85 +225,116 @@ void agent__multi_round_end(struct agent *a, int nf, int status)
 		 * serves the store until the others have left. A node that
 		 * was signalled after another ended the round leaves too.
 		 */
-		if (agent__hosts_store(a)) {
+		if (nodes_hosts_store(n)) {
 			snprintf(why, sizeof(why),
-				 "the store host %s was stopped (%s)", a->host,
-				 cfg_signame(a->stop.signal));
-			rdzv_end_round(a->rdzv, RDZV_END_FATAL, why);
-			agent_leave(a, 128 + a->stop.signal);
+				 "the store host %s was stopped (%s)",
+				 n->o.host, cfg_signame(stop->signal));
+			rdzv_end_round(n->rdzv, RDZV_END_FATAL, why);
+			nodes_leave(n, 128 + stop->signal);
 			return;
 		}
-		if (a->stop.reason == STOP_SIGNAL) {
-			snprintf(why, sizeof(why), "%s left (%s)", a->host,
-				 cfg_signame(a->stop.signal));
-			rdzv_end_round(a->rdzv, RDZV_END_DEAD, why);
+		if (stop->reason == STOP_SIGNAL) {
+			snprintf(why, sizeof(why), "%s left (%s)", n->o.host,
+				 cfg_signame(stop->signal));
+			rdzv_end_round(n->rdzv, RDZV_END_DEAD, why);
 		}
-		a->stop.exit_status = 128 + a->stop.signal;
-		if (rdzv_depart(a->rdzv, agent_on_left, a))
-			agent__finish(a, a->stop.exit_status);
+		stop->exit_status = 128 + stop->signal;
+		if (rdzv_depart(n->rdzv, nodes_on_left, n))
+			n->o.ops->finish(n->o.data, stop->exit_status);
 		return;
 	}
-	if (nf == 0 && a->stop.reason == STOP_NONE) {
-		agent__say_success(a);
-		agent_leave(a, 0);
+	if (nf == 0 && stop->reason == STOP_NONE) {
+		n->o.ops->succeeded(n->o.data);
+		nodes_leave(n, 0);
 		return;
 	}
 	if (nf > 0)
-		a->stop.own_status = status;
-	if (a->stop.peer.kind == 0) {
+		stop->own_status = status;
+	if (stop->peer.kind == 0) {
 		/* Our own failure; the watch reports it too, maybe later. */
-		a->stop.peer.kind = RDZV_END_FAILURE;
-		a->stop.peer.status = status;
-		a->stop.peer.signal = 0;
-		snprintf(a->stop.peer.why, sizeof(a->stop.peer.why),
-			 "%d rank %d on %s", status, a->stop.failed_rank,
-			 a->host);
-		snprintf(a->stop.peer.detail, sizeof(a->stop.peer.detail),
-			 "rank %d on %s", a->stop.failed_rank, a->host);
+		stop->peer.kind = RDZV_END_FAILURE;
+		stop->peer.status = status;
+		stop->peer.signal = 0;
+		snprintf(stop->peer.why, sizeof(stop->peer.why),
+			 "%d rank %d on %s", status, stop->failed_rank,
+			 n->o.host);
+		snprintf(stop->peer.detail, sizeof(stop->peer.detail),
+			 "rank %d on %s", stop->failed_rank, n->o.host);
 	}
-	if (rdzv_may_restart(a->rdzv, a->stop.peer.kind, agent_on_may_restart,
-			     a))
-		agent_on_may_restart(a->rdzv, 0, a);
+	if (rdzv_may_restart(n->rdzv, stop->peer.kind, nodes_on_may_restart, n))
+		nodes_on_may_restart(n->rdzv, 0, n);
 }
 
-static void agent_on_rs_closed(void *data)
+/* The backend closed: n goes once nothing of it is left. */
+static void nodes_maybe_free(struct nodes *n)
 {
-	struct agent *a = data;
-
-	rdzv_store_free(a->rs);
-	a->rs = NULL;
+	if (n->rs || n->re)
+		return;
+	free(n->job_if_host);
+	free(n);
 }
 
-static void agent_on_re_closed(void *data)
+static void nodes_on_rs_closed(void *data)
 {
-	struct agent *a = data;
+	struct nodes *n = data;
 
-	rdzv_etcd_free(a->re);
-	a->re = NULL;
+	rdzv_store_free(n->rs);
+	n->rs = NULL;
+	nodes_maybe_free(n);
 }
 
-/* Close the rendezvous and the backend it runs over. */
-void agent__close_backend(struct agent *a)
+static void nodes_on_re_closed(void *data)
 {
+	struct nodes *n = data;
+
+	rdzv_etcd_free(n->re);
+	n->re = NULL;
+	nodes_maybe_free(n);
+}
+
+void nodes_close(struct nodes *n)
+{
+	if (n == NULL || n->closing)
+		return;
+	n->closing = 1;
 	/* The rendezvous first: the store's pending replies then find it done.
 	 */
-	agent__stacks_close(a);
-	if (a->rdzv) {
-		envcheck_attach(&a->ec, NULL);
-		rdzv_free(a->rdzv);
-		a->rdzv = NULL;
+	if (n->rdzv) {
+		envcheck_attach(n->o.ec, NULL);
+		rdzv_free(n->rdzv);
+		n->rdzv = NULL;
 	}
-	if (a->rs)
-		rdzv_store_close(a->rs, agent_on_rs_closed, a);
-	if (a->re)
-		rdzv_etcd_close(a->re, agent_on_re_closed, a);
+	if (n->rs)
+		rdzv_store_close(n->rs, nodes_on_rs_closed, n);
+	if (n->re)
+		rdzv_etcd_close(n->re, nodes_on_re_closed, n);
+	nodes_maybe_free(n);
+}
+
+struct crun_rdzv *nodes_rdzv(const struct nodes *n)
+{
+	return n ? n->rdzv : NULL;
+}
+
+const struct rdzv_kv_ops *nodes_kv(const struct nodes *n, void **kv)
+{
+	*kv = n == NULL ? NULL : n->rs ? (void *)n->rs : (void *)n->re;
+	return n == NULL ? NULL
+	       : n->rs	 ? &rdzv_store_ops
+	       : n->re	 ? &rdzv_etcd_ops
+			 : NULL;
+}
+
+struct crun_store_server *nodes_store_server(const struct nodes *n)
+{
+	return n && n->rs ? rdzv_store_server(n->rs) : NULL;
 }
 
 /* A node was left out of the rounds, or came back: one line, one event. */
-static void agent_on_exclusion(void *data, const struct rdzv_exclusion *x,
+static void nodes_on_exclusion(void *data, const struct rdzv_exclusion *x,
 			       int readmitted, int self, const char *why)
 {
-	struct agent *a = data;
+	struct nodes *n = data;
 
 	if (self)
 		log_say("%s", why);
@@ -322,27 +344,41 @@ static void agent_on_exclusion(void *data, const struct rdzv_exclusion *x,
 				   : "is left out of the next rounds",
 			why);
 	events_emitf(
-	    a->ev, readmitted ? "crun.node.readmitted" : "crun.node.excluded",
+	    n->o.ev, readmitted ? "crun.node.readmitted" : "crun.node.excluded",
 	    "{s:s, s:s, s:s, s:I, s:i, s:b}", "node_host", x->host, "node_addr",
 	    x->addr, "reason", why, "until", (json_int_t)x->until,
 	    "since_round", x->round, "self", self);
 }
 
 /* The backend is open: start the rendezvous over it. */
-static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
+static int nodes_start_master(void *data, int round, int *port, int *by_worker)
+{
+	struct nodes *n = data;
+
+	return n->o.ops->start_master(n->o.data, round, port, by_worker);
+}
+
+static void nodes_on_stacks(void *data, const char *nonce)
+{
+	struct nodes *n = data;
+
+	n->o.ops->on_stacks(n->o.data, nonce);
+}
+
+static void nodes_rdzv_begin(struct nodes *n, const struct rdzv_kv_ops *ops,
 			     void *kv, int is_host)
 {
-	struct crun_cfg *cfg = a->cfg;
+	struct crun_cfg *cfg = n->cfg;
 	struct rdzv_opts o;
 	int rc;
 
 	if (is_host && cfg->rdzv_id == NULL) {
 		/* The id the store was seeded with. */
-		cfg->rdzv_id = a->job_if_host;
-		a->job_if_host = NULL;
+		cfg->rdzv_id = n->job_if_host;
+		n->job_if_host = NULL;
 	}
-	snprintf(a->addr, sizeof(a->addr), "%s",
-		 cfg->local_addr ? cfg->local_addr : a->host);
+	snprintf(n->addr, sizeof(n->addr), "%s",
+		 cfg->local_addr ? cfg->local_addr : n->o.host);
 	if (is_host && !cfg->local_addr) {
 		char h[256];
 		int port;
@@ -350,16 +386,16 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 		/* Others reach the host the way they reach the endpoint. */
 		if (cfg_split_endpoint(cfg->rdzv_endpoint, h, sizeof(h),
 				       &port) == 0)
-			snprintf(a->addr, sizeof(a->addr), "%s", h);
+			snprintf(n->addr, sizeof(n->addr), "%s", h);
 	}
-	peers_own_addrs(a->ips, sizeof(a->ips));
+	peers_own_addrs(n->ips, sizeof(n->ips));
 	/*
 	 * A name that does not resolve (containers, pods) cannot be the
 	 * MASTER_ADDR of other hosts' workers: this node's first address is.
 	 */
-	if (!is_host && !cfg->local_addr && a->name_unresolved && *a->ips)
-		snprintf(a->addr, sizeof(a->addr), "%.*s",
-			 (int)strcspn(a->ips, ","), a->ips);
+	if (!is_host && !cfg->local_addr && n->o.name_unresolved && *n->ips)
+		snprintf(n->addr, sizeof(n->addr), "%.*s",
+			 (int)strcspn(n->ips, ","), n->ips);
 	memset(&o, 0, sizeof(o));
 	o.run_id = cfg->rdzv_id;
 	o.min_nodes = cfg->nnodes_min;
@@ -367,9 +403,9 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 	o.static_rank =
 	    strcmp(cfg->rdzv_backend, "static") == 0 ? cfg->node_rank : -1;
 	o.max_restarts = cfg->max_restarts;
-	o.host = a->host;
-	o.addr = a->addr;
-	o.ips = a->ips;
+	o.host = n->o.host;
+	o.addr = n->addr;
+	o.ips = n->ips;
 	o.is_store_host = is_host;
 	o.nproc = cfg->nproc_per_node;
 	o.role = cfg->role;
@@ -381,85 +417,92 @@ static void agent_rdzv_begin(struct agent *a, const struct rdzv_kv_ops *ops,
 	o.heartbeat_timeout = cfg->rdzv.heartbeat_timeout;
 	o.heartbeat_rate = (double)cfg->rdzv.heartbeat_rate;
 	/* torchrun's static and etcd backends wait `timeout` for everyone. */
-	if ((o.static_rank >= 0 || a->re) && cfg->rdzv.timeout > 0)
+	if ((o.static_rank >= 0 || n->re) && cfg->rdzv.timeout > 0)
 		o.join_timeout = cfg->rdzv.timeout;
 	else if (cfg->rdzv.timeout > 0)
 		log_say("rdzv_conf timeout is for the static and etcd backends "
 			"(torchrun's "
 			"c10d ignores it too); c10d waits join_timeout=%g s",
 			cfg->rdzv.join_timeout);
-	o.start_master = agent__start_master;
-	o.data = a;
+	o.start_master = nodes_start_master;
+	o.data = n;
 	o.env_check = cfg->env_check;
-	o.fingerprint_wait = envcheck_wait(&a->ec, cfg);
+	o.fingerprint_wait = envcheck_wait(n->o.ec, cfg);
 	o.exclude_after = cfg->rdzv.exclude_after;
 	o.exclude_for = cfg->rdzv.exclude_for;
-	o.on_exclusion = agent_on_exclusion;
-	o.on_stacks = agent__on_stacks;
-	if (a->re) {
+	o.on_exclusion = nodes_on_exclusion;
+	o.on_stacks = nodes_on_stacks;
+	if (n->re) {
 		/*
 		 * Node loss shows as lease expiry; missed heartbeat replies
 		 * only mean etcd is failing over, which etcd.c rides out for
 		 * read_timeout: they must not end the job before that.
 		 */
 		double span = cfg->rdzv.read_timeout + cfg->rdzv.lease_ttl;
-		int n = (int)(span / (o.keep_alive_interval > 0
-					  ? o.keep_alive_interval
-					  : 1)) +
-			1;
+		int tries = (int)(span / (o.keep_alive_interval > 0
+					      ? o.keep_alive_interval
+					      : 1)) +
+			    1;
 
-		if (n > o.keep_alive_max_attempt)
-			o.keep_alive_max_attempt = n;
+		if (tries > o.keep_alive_max_attempt)
+			o.keep_alive_max_attempt = tries;
 		if (o.heartbeat_timeout > 0 && o.heartbeat_timeout < span)
 			o.heartbeat_timeout = span;
 	}
-	rc = rdzv_new(&a->loop, &o, ops, kv, agent_on_rdzv_end, &a->rdzv);
+	rc = rdzv_new(n->o.loop, &o, ops, kv, nodes_on_rdzv_end, &n->rdzv);
 	if (rc) {
 		log_say("cannot start the rendezvous: %s", crun_strerror(rc));
-		agent__finish(a, 1);
+		n->o.ops->finish(n->o.data, 1);
 		return;
 	}
-	envcheck_attach(&a->ec, a->rdzv);
-	agent__round_start(a);
+	envcheck_attach(n->o.ec, n->rdzv);
+	n->o.ops->join(n->o.data);
 }
 
-static void agent_on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
+static void nodes_on_rs_open(struct crun_rdzv_store *rs, int status, void *data)
 {
-	struct agent *a = data;
+	struct nodes *n = data;
 
 	if (status) {
 		log_say("%s", rdzv_store_errmsg(rs));
-		agent__finish(a, 1);
+		n->o.ops->finish(n->o.data, 1);
 		return;
 	}
-	agent_rdzv_begin(a, &rdzv_store_ops, rs, rdzv_store_is_host(rs));
+	nodes_rdzv_begin(n, &rdzv_store_ops, rs, rdzv_store_is_host(rs));
 }
 
-static void agent_on_re_open(struct crun_rdzv_etcd *re, int status, void *data)
+static void nodes_on_re_open(struct crun_rdzv_etcd *re, int status, void *data)
 {
-	struct agent *a = data;
+	struct nodes *n = data;
 
 	if (status) {
 		log_say("%s", rdzv_etcd_errmsg(re));
-		agent__finish(a, 1);
+		n->o.ops->finish(n->o.data, 1);
 		return;
 	}
-	agent_rdzv_begin(a, &rdzv_etcd_ops, re, 0);
+	nodes_rdzv_begin(n, &rdzv_etcd_ops, re, 0);
 }
 
 /*
  * Multi-node: host or reach the rendezvous store (or, with etcd, be one more
- * client of the cluster), then join rounds (agent_on_rs_open/re_open).
+ * client of the cluster), then join rounds (nodes_on_rs_open/re_open).
  */
-int agent__multi_start(struct agent *a)
+int nodes_start(const struct nodes_opts *no, struct nodes **out)
 {
-	struct crun_cfg *cfg = a->cfg;
+	struct crun_cfg *cfg = no->cfg;
+	struct nodes *n = calloc(1, sizeof(*n));
 	struct rdzv_backend_opts o;
 	struct crun_auth_key key;
 	char host[256], errmsg[512] = "", why[256];
 	int port, rc,
 	    kind = rdzv_backend_kind(cfg->rdzv_backend, why, sizeof(why));
 
+	*out = n;
+	if (n == NULL)
+		return UV_ENOMEM;
+	n->o = *no;
+	n->stop = no->stop;
+	n->cfg = cfg;
 	memset(&o, 0, sizeof(o));
 	o.kind = kind;
 	o.endpoint = cfg->rdzv_endpoint;
@@ -481,8 +524,8 @@ int agent__multi_start(struct agent *a)
 				"password_file, cacert, cert, key)");
 		o.run_id = cfg->rdzv_id;
 		o.timeout = cfg->rdzv.read_timeout;
-		rc = rdzv_backend_open(&a->loop, &o, NULL, agent_on_re_open, a,
-				       NULL, &a->re);
+		rc = rdzv_backend_open(n->o.loop, &o, NULL, nodes_on_re_open, n,
+				       NULL, &n->re);
 		if (rc)
 			log_say("%s", *errmsg ? errmsg : crun_strerror(rc));
 		return rc;
@@ -505,9 +548,9 @@ int agent__multi_start(struct agent *a)
 	o.limits = &cfg->store;
 	/* Without --rdzv_id the job is the host's: a fresh id if it is us. */
 	if (cfg->rdzv_id == NULL &&
-	    (a->job_if_host = agent__run_id(a->host)) == NULL)
+	    (n->job_if_host = nodes_run_id(n->o.host)) == NULL)
 		return UV_ENOMEM;
-	o.run_id = cfg->rdzv_id ? cfg->rdzv_id : a->job_if_host;
+	o.run_id = cfg->rdzv_id ? cfg->rdzv_id : n->job_if_host;
 	if (cfg->rdzv.secret_file) { /* the rendezvous secret (auth.h) */
 		rc = auth_key_load(cfg->rdzv.secret_file, &key, errmsg,
 				   sizeof(errmsg));
@@ -517,7 +560,7 @@ int agent__multi_start(struct agent *a)
 		}
 		o.auth = &key;
 	}
-	rc = rdzv_backend_open(&a->loop, &o, agent_on_rs_open, NULL, a, &a->rs,
+	rc = rdzv_backend_open(n->o.loop, &o, nodes_on_rs_open, NULL, n, &n->rs,
 			       NULL);
 	sodium_memzero(&key, sizeof(key));
 	if (rc)
@@ -526,7 +569,7 @@ int agent__multi_start(struct agent *a)
 }
 
 /* A unique run id: torchrun's default "none" makes unrelated jobs collide. */
-char *agent__run_id(const char *host)
+char *nodes_run_id(const char *host)
 {
 	unsigned char rnd[6];
 	char buf[128];
