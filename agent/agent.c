@@ -1,5 +1,6 @@
 /*
- * The worker-group lifecycle of one node, on one libuv loop.
+ * The agent: the owner of the worker-group lifecycle of one node, on one
+ * libuv loop.
  *
  *   ROUND ──(rendezvous done)──> RUNNING ──(a worker fails, a signal, a
  *   membership change)──> STOPPING ──(every worker reaped)──> ROUND or DONE
@@ -15,53 +16,102 @@
  * signal departs (the others re-form while MIN holds) rather than ending the
  * job (nodes.c); a store host whose workers are done keeps serving the
  * others through a warning (SIGUSR1), not through SIGTERM, SIGINT, SIGHUP or
- * SIGQUIT. The workers are a pool (pool.c) of workers
- * (worker.c), their process groups after exit live in group.c; the log
- * directories and reports in agent_logs.c, the workers' store of a round in
- * agent_store.c, the console in console.c, the fd budget in nofile.c.
+ * SIGQUIT.
+ *
+ * This file alone holds the state machine and struct agent. Its parts and
+ * leaves, each with its own header, struct and prefix, are called downward
+ * only and report back through the callbacks they were created with:
+ *
+ *   nodes.c      several nodes: the rendezvous backend, the rendezvous, how
+ *                a round that ended decides the job (stop.h: the record it
+ *                shares with this file)
+ *   workstore.c  the workers' store of a round (its port, who may reach
+ *                it, whether their torch accepts it), this node's relay
+ *   logs.c       log directories, failure reports, the error file, the
+ *                console as log.h's sink
+ *   hang.c       a hung job (--stall_timeout): every rank's place, said once
+ *   livestacks.c `crun status --stacks`: this node's live stacks, answered
+ *   pool.c       the workers of a round: start, signal, kill timer, done
+ *                count; worker.c one worker, stream.c one output stream,
+ *                group.c a worker's process group after it exited
+ *   stacks.c     workers' stacks (py-spy, faulthandler, /proc)
+ *   initdiag.c   which ranks do not reach the workers' store, and why
+ *   envcheck.c   this node's environment fingerprint (--env_check)
+ *   stall.c      whether any rank progresses (progress.c: from /proc)
+ *   metrics.c, events.c, filetimer.c, console.c, netcheck.c, nofile.c,
+ *   torchprobe.c
+ *
+ * agent_run.h is the one entry the launcher calls.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-#include <arpa/inet.h>
-#include <ftw.h>
-#include <sodium.h>
-#include <stdarg.h>
 
-#include "crun/auth.h"
+#include "crun/binding.h"
+#include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/log.h"
 #include "crun/netif.h"
-#include "crun/peers.h"
 #include "crun/rdzv.h"
 #include "crun/rdzv_etcd.h"
-#include "crun/rdzv_store.h"
 #include "crun/report.h"
-#include "crun/store.h"
-#include "crun/torchstore.h"
-#include "agent.h"
+#include "agent_run.h"
 #include "console.h"
 #include "envcheck.h"
 #include "events.h"
 #include "filetimer.h"
 #include "hang.h"
 #include "initdiag.h"
-#include "stall.h"
+#include "livestacks.h"
+#include "logs.h"
 #include "metrics.h"
 #include "netcheck.h"
 #include "nodes.h"
 #include "nofile.h"
 #include "pool.h"
-#include "torchprobe.h"
+#include "stall.h"
+#include "stop.h"
+#include "workstore.h"
+
+struct agent {
+	uv_loop_t loop;
+	struct crun_cfg *cfg;
+	char host[256];
+	int multi;	     /* several nodes */
+	int name_unresolved; /* the host name does not resolve */
+	double started;
+	struct crun_procs *procs;
+	struct crun_binding_plan *binding; /* NULL: workers inherit ours */
+	struct console *console; /* our stdout and stderr, never blocking */
+	struct {
+		uv_signal_t h[32]; /* those forwarded to the workers */
+		int n;
+		uv_signal_t winch; /* the console's window size changed */
+	} sig;
+	enum agent_state state;
+	struct agent_stop stop;
+	int restart_count;	   /* alone: the restarts spent */
+	struct rdzv_result res;	   /* the round's ranks and store */
+	struct worker_round round; /* ... as its workers get them */
+	struct pool pool;	   /* the round's workers */
+	struct nodes *nodes;	   /* several nodes (nodes.h), or NULL */
+	struct workstore ws; /* the workers' store of the round, the relay */
+	struct logs logs;    /* log directories, failure reports (logs.h) */
+	/* What watches the job, each from its option, or NULL. */
+	struct {
+		struct events *ev;	   /* --event_log */
+		struct metrics *metrics;   /* --metrics_port */
+		struct initdiag *diag;	   /* --init_warn_after */
+		struct stall *stall;	   /* --stall_timeout */
+		struct hang *hang;	   /* a hang being reported */
+		struct livestacks *stacks; /* crun status --stacks, answering */
+		struct filetimer *ft;	   /* TORCHELASTIC_ENABLE_FILE_TIMER */
+	} watch;
+};
 
 /* Console bytes queued for a slow reader (--console_buffer's default). */
 #define CONSOLE_LIMIT (4u << 20)
@@ -71,6 +121,8 @@
 static int agent_start_metrics(struct agent *a);
 static void agent_round_start(struct agent *a);
 static void agent_finish(struct agent *a, int status);
+static int agent_start_master(void *data, int round, int *port, int *by_worker);
+static void agent_on_relay_lost(void *data, const char *up, int status);
 
 /* Each worker's cpus and memory nodes, said and logged as it starts. */
 static void agent_report_binding(struct agent *a, int i, int rank)
@@ -85,7 +137,7 @@ static void agent_report_binding(struct agent *a, int i, int rank)
 		binding_describe(a->binding, i, line, sizeof(line));
 		log_say("rank %d %s", rank, line);
 	}
-	events_emitf(a->ev, "crun.worker_binding",
+	events_emitf(a->watch.ev, "crun.worker_binding",
 		     "{s:i, s:i, s:s, s:s, s:s, s:s, s:i, s:b}", "local_rank",
 		     i, "rank", rank, "mode",
 		     binding_mode_name(a->binding->mode), "cpus", b->cpus_list,
@@ -100,11 +152,11 @@ static void agent_stop_group(struct agent *a, enum stop_reason why, int sig)
 {
 	if (a->state != A_RUNNING)
 		return;
-	initdiag_stop(a->diag);
-	stall_stop(a->stall, 0);
+	initdiag_stop(a->watch.diag);
+	stall_stop(a->watch.stall, 0);
 	a->state = A_STOPPING;
 	a->stop.reason = why;
-	events_emitf(a->ev, "crun.group.stopping", "{s:s, s:s}", "reason",
+	events_emitf(a->watch.ev, "crun.group.stopping", "{s:s, s:s}", "reason",
 		     why == STOP_FAILURE  ? "worker failed"
 		     : why == STOP_SIGNAL ? "signal"
 		     : why == STOP_STALL  ? "stall"
@@ -184,7 +236,7 @@ static void agent_on_hang_done(int gen, void *data)
 {
 	struct agent *a = data;
 
-	a->hang = NULL;
+	a->watch.hang = NULL;
 	if (a->state == A_STOPPING && a->pool.n > 0 && a->res.round == gen)
 		pool_signal(&a->pool, SIGTERM);
 }
@@ -202,7 +254,7 @@ static void agent_stall_stop(struct agent *a, const char *why)
 			      a->host,
 			      a->cfg->module ? NULL : script,
 			      !a->cfg->no_python,
-			      a->ev,
+			      a->watch.ev,
 			      agent_on_hang_done,
 			      a};
 	struct hang_round r;
@@ -212,8 +264,8 @@ static void agent_stall_stop(struct agent *a, const char *why)
 	if (strncmp(why, "stall: ", 7) == 0)
 		why += 7;
 	log_say("job hung: %s; taking every rank's stack", why);
-	events_emitf(a->ev, "crun.job.hung", "{s:s}", "reason", why);
-	metrics_note_stall(a->metrics);
+	events_emitf(a->watch.ev, "crun.job.hung", "{s:s}", "reason", why);
+	metrics_note_stall(a->watch.metrics);
 	agent_stop_group(a, a->multi ? STOP_PEER : STOP_STALL, 0);
 	memset(&r, 0, sizeof(r));
 	r.pids = a->pool.pids;
@@ -228,7 +280,7 @@ static void agent_stall_stop(struct agent *a, const char *why)
 		r.group_world_size = a->res.ranks.group_world_size;
 		r.world_size = a->res.ranks.world_size;
 	}
-	if (hang_start(&o, &r, &a->hang))
+	if (hang_start(&o, &r, &a->watch.hang))
 		pool_signal(&a->pool, SIGTERM);
 }
 
@@ -268,7 +320,7 @@ static void agent_stall_start(struct agent *a)
 		r.group_world_size = a->res.ranks.group_world_size;
 		r.report_every = a->cfg->rdzv.keep_alive_interval;
 	}
-	stall_start(a->stall, &r);
+	stall_start(a->watch.stall, &r);
 }
 
 /* --- rounds ------------------------------------------------------------- */
@@ -278,7 +330,7 @@ static void agent_on_worker_exit(struct pool *p, struct worker *w, void *data)
 	struct agent *a = data;
 	char why[400];
 
-	events_emitf(a->ev,
+	events_emitf(a->watch.ev,
 		     w->status == 0 ? "torchelastic.worker.status.SUCCEEDED"
 		     : w->stopped && w->signal
 			 ? "torchelastic.worker.status.STOPPED"
@@ -287,15 +339,16 @@ static void agent_on_worker_exit(struct pool *p, struct worker *w, void *data)
 		     "rank", a->round.ranks.base_rank + w->local_rank, "pid",
 		     (int)w->pid, "exitcode", w->status, "signal",
 		     w->signal ? cfg_signame(w->signal) : NULL);
-	if (a->hang) {
+	if (a->watch.hang) {
 		/* faulthandler's dump is the end of its stderr */
 		char *t = (worker_tail_from_file(w), tail_lines(&w->tail, 400));
 
-		hang_exited(a->hang, w->local_rank, t, t ? strlen(t) : 0);
+		hang_exited(a->watch.hang, w->local_rank, t, t ? strlen(t) : 0);
 		free(t);
 	}
 	if (w->status != 0 && !w->stopped)
-		metrics_note_failure(a->metrics, w->status, w->exit_time, 1);
+		metrics_note_failure(a->watch.metrics, w->status, w->exit_time,
+				     1);
 	if (a->state != A_RUNNING || w->status == 0)
 		return;
 	agent_stop_group(a, STOP_FAILURE, SIGTERM);
@@ -324,58 +377,38 @@ static void agent_say_success(struct agent *a)
 
 static void agent_round_end(struct agent *a)
 {
-	struct crun_failure *f = NULL;
-	const char *ep = a->cfg->argv[0];
-	char path[PATH_MAX] = "";
+	const struct crun_failure *f;
 	int nf, root = 0, status = 0, restart;
 
-	initdiag_stop(a->diag);
-	if (a->port_fd >= 0) {
-		close(a->port_fd);
-		a->port_fd = -1;
-	}
-	nf = agent__collect_failures(a, &f);
+	initdiag_stop(a->watch.diag);
+	workstore_release_port(&a->ws);
+	/*
+	 * The failures are kept until it is known whether the group restarts
+	 * (on several nodes that is a job-wide decision); logs_drop_report
+	 * prints them if it does not.
+	 */
+	nf = logs_collect(&a->logs, &a->pool, &a->round.ranks, &root);
+	f = logs_failures(&a->logs, &nf);
 	/* A node whose workers all succeeded stays counted as quiet. */
-	stall_stop(a->stall, nf == 0 && a->stop.reason == STOP_NONE);
+	stall_stop(a->watch.stall, nf == 0 && a->stop.reason == STOP_NONE);
 	restart = !a->multi &&
 		  ((nf > 0 && a->stop.reason == STOP_FAILURE) ||
 		   a->stop.reason == STOP_STALL) &&
-		  a->restarts_left > 0;
+		  a->restart_count < a->cfg->max_restarts;
 	if (nf > 0) {
-		root = report_root(f, nf);
 		status = f[root].exitcode;
-		if (a->attempt_prefix) {
-			snprintf(path, sizeof(path), "%sfailures.json",
-				 a->attempt_prefix);
-			report_write_json(path, ep, f, nf);
-		}
-	}
-	/*
-	 * The failures are kept until it is known whether the group restarts
-	 * (on several nodes that is a job-wide decision); agent__drop_report
-	 * prints them if it does not.
-	 */
-	agent__drop_report(a, 0);
-	if (nf > 0) {
 		a->stop.failed_rank = f[root].rank;
-		a->pending_report = f;
-		a->npending = nf;
-		snprintf(a->report_path, sizeof(a->report_path), "%s", path);
-	} else {
-		free(f);
 	}
 	if (restart && a->stop.reason == STOP_STALL) {
-		a->restarts_left--;
 		a->restart_count++;
 		log_say("the worker group hung; restarting it (restart %d of "
 			"%d)",
 			a->restart_count, a->cfg->max_restarts);
-		events_emitf(a->ev, "crun.group.restarting", "{s:s, s:i}",
+		events_emitf(a->watch.ev, "crun.group.restarting", "{s:s, s:i}",
 			     "after", "stall", "restarts_used",
 			     a->restart_count);
-		agent__drop_report(a, 0);
+		logs_drop_report(&a->logs, 0);
 	} else if (restart) {
-		a->restarts_left--;
 		a->restart_count++;
 		log_say("rank %d (local rank %d, pid %d) failed with exit code "
 			"%d%s%s; "
@@ -384,17 +417,17 @@ static void agent_round_end(struct agent *a)
 			status, f[root].signal ? ", " : "",
 			f[root].signal ? cfg_signame(f[root].signal) : "",
 			a->restart_count, a->cfg->max_restarts);
-		events_emitf(a->ev, "crun.group.restarting", "{s:s, s:i}",
+		events_emitf(a->watch.ev, "crun.group.restarting", "{s:s, s:i}",
 			     "after", "failure", "restarts_used",
 			     a->restart_count);
-		agent__drop_report(a, 0);
+		logs_drop_report(&a->logs, 0);
 	} else if (!a->multi) {
-		agent__drop_report(a, 1);
+		logs_drop_report(&a->logs, 1);
 	}
-	if (a->ft)
-		filetimer_clear(a->ft);
+	if (a->watch.ft)
+		filetimer_clear(a->watch.ft);
 	pool_end(&a->pool);
-	agent__stop_relay(a); /* its workers are gone */
+	workstore_stop_relay(&a->ws); /* its workers are gone */
 
 	if (!a->multi) {
 		if (a->stop.reason == STOP_SIGNAL)
@@ -453,9 +486,9 @@ static void agent_diag_start(struct agent *a)
 	r.prefix = prefix;
 	/* A record not there yet blocks the rendezvous channel this long. */
 	r.read_ms = r.ops == &rdzv_etcd_ops ? 1000 : 500;
-	r.wstore = a->wstore;
+	r.wstore = a->ws.server;
 	r.peers = rdzv ? rdzv_peers(rdzv) : NULL;
-	initdiag_start(a->diag, &r);
+	initdiag_start(a->watch.diag, &r);
 	agent_stall_start(a);
 }
 
@@ -467,7 +500,7 @@ static void agent_on_worker_started(struct pool *p, struct worker *w,
 	int rank = a->round.ranks.base_rank + w->local_rank;
 
 	(void)p;
-	events_emitf(a->ev, "crun.worker.started", "{s:i, s:i, s:i}",
+	events_emitf(a->watch.ev, "crun.worker.started", "{s:i, s:i, s:i}",
 		     "local_rank", w->local_rank, "rank", rank, "pid",
 		     (int)w->pid);
 	agent_report_binding(a, w->local_rank, rank);
@@ -488,20 +521,19 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 	 * agent store's path to a store the agent hosts (torchstore.h); a
 	 * client without it reaches that store the same: ranks != 0 here. */
 	rp->use_agent_store_host = !res->master_by_worker;
-	rp->use_agent_store = rp->use_agent_store_host && !a->worker_store;
-	rp->no_libuv = a->worker_store;
+	rp->use_agent_store = rp->use_agent_store_host && !a->ws.worker_hosted;
+	rp->no_libuv = a->ws.worker_hosted;
 	a->state = A_RUNNING;
 	a->stop.reason = STOP_NONE;
 	/* No log directory: no worker can start (the messages are out). */
-	if ((a->multi && !a->logs_ready && agent__setup_logs(a)) ||
-	    agent__attempt_dir(a, res->round)) {
+	if ((a->multi && !a->logs.ready && logs_setup(&a->logs)) ||
+	    logs_attempt(&a->logs, res->round)) {
 		pool_fail(&a->pool, cfg->nproc_per_node);
 		return;
 	}
-	a->logs_ready = 1;
-	rp->attempt_dir = a->attempt_dir;
-	rp->error_prefix = a->attempt_prefix;
-	if (agent__start_relay(a, rp)) {
+	rp->attempt_dir = a->logs.attempt_dir;
+	rp->error_prefix = a->logs.attempt_prefix;
+	if (workstore_start_relay(&a->ws, rp)) {
 		log_say("cannot start the store relay");
 		pool_fail(&a->pool, cfg->nproc_per_node);
 		return;
@@ -534,7 +566,7 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 		return;
 	}
 	if (status) {
-		envcheck_report(a->ev, r, NULL, a->cfg->env_check);
+		envcheck_report(a->watch.ev, r, NULL, a->cfg->env_check);
 		log_say("%s", rdzv_errmsg(r));
 		agent_finish(a, 1);
 		return;
@@ -544,10 +576,10 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 		free(a->cfg->rdzv_id);
 		a->cfg->rdzv_id = strdup(res->run_id);
 	}
-	events_context(a->ev, res->run_id, rdzv_round(r), res->round);
-	envcheck_report(a->ev, r, res, a->cfg->env_check);
+	events_context(a->watch.ev, res->run_id, rdzv_round(r), res->round);
+	envcheck_report(a->watch.ev, r, res, a->cfg->env_check);
 	events_emitf(
-	    a->ev, "crun.rdzv.closed", "{s:i, s:i, s:i, s:i, s:s, s:i}",
+	    a->watch.ev, "crun.rdzv.closed", "{s:i, s:i, s:i, s:i, s:s, s:i}",
 	    "group_rank", res->ranks.group_rank, "group_world_size",
 	    res->ranks.group_world_size, "world_size", res->ranks.world_size,
 	    "base_rank", res->ranks.base_rank, "master_addr", res->master_addr,
@@ -566,7 +598,7 @@ static void agent_round_start(struct agent *a)
 	a->state = A_ROUND;
 	a->stop.reason = STOP_NONE;
 	if (a->multi) {
-		events_emit(a->ev, "crun.rdzv.joining", NULL);
+		events_emit(a->watch.ev, "crun.rdzv.joining", NULL);
 		rc = rdzv_next(nodes_rdzv(a->nodes), agent_on_round, a);
 		if (rc) {
 			log_say("cannot join the rendezvous: %s",
@@ -582,19 +614,15 @@ static void agent_round_start(struct agent *a)
 		 cfg->local_addr			    ? cfg->local_addr
 		 : strcmp(cfg->rdzv_backend, "static") == 0 ? cfg->master_addr
 							    : "127.0.0.1");
-	if (a->port_fd >= 0) {
-		close(a->port_fd);
-		a->port_fd = -1;
-	}
-	rc = agent__start_master(a, res->round, &res->master_port,
-				 &res->master_by_worker);
+	rc = agent_start_master(a, res->round, &res->master_port,
+				&res->master_by_worker);
 	if (rc) {
 		log_say("cannot start the workers' store: %s",
 			crun_strerror(rc));
 		agent_finish(a, 1);
 		return;
 	}
-	events_context(a->ev, cfg->rdzv_id, res->round, res->round);
+	events_context(a->watch.ev, cfg->rdzv_id, res->round, res->round);
 	agent_round_ready(a, res);
 }
 
@@ -607,40 +635,30 @@ static void agent_finish(struct agent *a, int status)
 		return;
 	a->state = A_DONE;
 	a->stop.exit_status = status;
-	torchprobe_close(a->probe);
-	a->probe = NULL;
-	events_emitf(a->ev, "crun.agent.exited", "{s:i}", "status", status);
-	metrics_close(a->metrics);
-	a->metrics = NULL;
+	events_emitf(a->watch.ev, "crun.agent.exited", "{s:i}", "status",
+		     status);
+	metrics_close(a->watch.metrics);
+	a->watch.metrics = NULL;
 	if (status != 0)
-		agent__write_error_file(a, status);
-	agent__drop_report(a, 0);
-	for (int i = 0; i < a->nsigs; i++)
-		uv_close((uv_handle_t *)&a->sigs[i], NULL);
-	uv_close((uv_handle_t *)&a->winch, NULL);
+		logs_write_error_file(&a->logs, status);
+	logs_drop_report(&a->logs, 0);
+	for (int i = 0; i < a->sig.n; i++)
+		uv_close((uv_handle_t *)&a->sig.h[i], NULL);
+	uv_close((uv_handle_t *)&a->sig.winch, NULL);
 	pool_close(&a->pool);
 	if (a->console)
 		console_close(a->console);
 	procs_close(a->procs, NULL, NULL);
 	a->procs = NULL;
-	filetimer_close(a->ft);
-	a->ft = NULL;
-	initdiag_close(a->diag);
-	stall_close(a->stall);
-	hang_close(a->hang);
-	a->hang = NULL;
-	if (a->port_fd >= 0) {
-		close(a->port_fd);
-		a->port_fd = -1;
-	}
-	agent__stop_relay(a);
-	if (a->wstore) {
-		store_server_close(a->wstore, NULL, NULL);
-		a->wstore = NULL;
-	}
-	peers_free(a->peers);
-	a->peers = NULL;
-	agent__stacks_close(a);
+	filetimer_close(a->watch.ft);
+	a->watch.ft = NULL;
+	initdiag_close(a->watch.diag);
+	stall_close(a->watch.stall);
+	hang_close(a->watch.hang);
+	a->watch.hang = NULL;
+	workstore_close(&a->ws);
+	livestacks_free(a->watch.stacks);
+	a->watch.stacks = NULL;
 	nodes_close(a->nodes);
 	a->nodes = NULL;
 }
@@ -686,12 +704,13 @@ static int agent_start_watchdog(struct agent *a)
 	if (on == NULL || strcmp(on, "1") != 0)
 		return 0;
 	if (filetimer_new(&a->loop, getenv("TORCHELASTIC_TIMER_FILE"),
-			  agent_owns_pid, a, &a->ft, errmsg, sizeof(errmsg))) {
+			  agent_owns_pid, a, &a->watch.ft, errmsg,
+			  sizeof(errmsg))) {
 		log_say("%s", errmsg);
 		return -1;
 	}
-	filetimer_set_kill(a->ft, agent_watchdog_kill);
-	setenv("TORCHELASTIC_TIMER_FILE", filetimer_path(a->ft), 1);
+	filetimer_set_kill(a->watch.ft, agent_watchdog_kill);
+	setenv("TORCHELASTIC_TIMER_FILE", filetimer_path(a->watch.ft), 1);
 	return 0;
 }
 
@@ -712,11 +731,11 @@ static int agent_prepare(struct agent *a, struct crun_cfg *cfg)
 	memset(a, 0, sizeof(*a));
 	a->cfg = cfg;
 	a->started = worker_wall_time();
-	a->port_fd = -1;
-	a->restarts_left = cfg->max_restarts;
 	if (gethostname(a->host, sizeof(a->host) - 1))
 		snprintf(a->host, sizeof(a->host), "localhost");
 	a->multi = cfg->nnodes_max > 1;
+	logs_init(&a->logs, cfg, a->host);
+	workstore_init(&a->ws, &a->loop, cfg, a->multi, agent_on_relay_lost, a);
 	{
 		char note[256];
 
@@ -758,15 +777,15 @@ static int agent_open_handles(struct agent *a)
 		log_say("cannot start the event loop: %s", crun_strerror(rc));
 		return -1;
 	}
-	uv_signal_init(&a->loop, &a->winch);
-	a->winch.data = a;
-	uv_signal_start(&a->winch, agent_on_winch, SIGWINCH);
-	uv_unref((uv_handle_t *)&a->winch);
+	uv_signal_init(&a->loop, &a->sig.winch);
+	a->sig.winch.data = a;
+	uv_signal_start(&a->sig.winch, agent_on_winch, SIGWINCH);
+	uv_unref((uv_handle_t *)&a->sig.winch);
 	if (console_new(&a->loop,
 			cfg->console_buffer ? cfg->console_buffer
 					    : CONSOLE_LIMIT,
 			&a->console) == 0)
-		agent__set_console(a->console);
+		logs_set_console(a->console);
 	rc = procs_new(&a->loop, &a->procs);
 	if (rc) {
 		log_say("cannot watch child processes: %s", crun_strerror(rc));
@@ -781,13 +800,13 @@ static int agent_open_handles(struct agent *a)
 	pool_init(&a->pool, &wctx, agent_on_worker_exit,
 		  agent_on_worker_started, agent_on_pool_done, a);
 	for (int i = 0; i < cfg->nsignals; i++) {
-		uv_signal_init(&a->loop, &a->sigs[a->nsigs]);
-		a->sigs[a->nsigs].data = a;
-		if (uv_signal_start(&a->sigs[a->nsigs], agent_on_signal,
+		uv_signal_init(&a->loop, &a->sig.h[a->sig.n]);
+		a->sig.h[a->sig.n].data = a;
+		if (uv_signal_start(&a->sig.h[a->sig.n], agent_on_signal,
 				    cfg->signals[i]) == 0)
-			a->nsigs++;
+			a->sig.n++;
 		else
-			uv_close((uv_handle_t *)&a->sigs[a->nsigs], NULL);
+			uv_close((uv_handle_t *)&a->sig.h[a->sig.n], NULL);
 	}
 	/* Workers inherit this (torchrun exports it to the agent's env too). */
 	setenv("TORCHELASTIC_SIGNALS_TO_HANDLE", cfg->signals_str, 1);
@@ -799,6 +818,38 @@ static int agent_open_handles(struct agent *a)
 		    "share this node); set it yourself to tune",
 		    cfg->nproc_per_node);
 	return 0;
+}
+
+/* --- the workers' store (workstore.h reports here) ---------------------- */
+
+/* rdzv_opts.start_master, and alone: the workers' store of round. */
+static int agent_start_master(void *data, int round, int *port, int *by_worker)
+{
+	struct agent *a = data;
+
+	return workstore_start(&a->ws, round, nodes_store_server(a->nodes),
+			       nodes_rdzv(a->nodes), a->pool.survivors, port,
+			       by_worker);
+}
+
+/*
+ * The relay lost the workers' store, which group rank 0 serves: as when that
+ * node stops answering its heartbeat, the round ends as its loss unless it
+ * finished (it then served until the end, and the workers finish as they
+ * would without the relay: a worker that still asks the store finds its
+ * connection closed).
+ */
+static void agent_on_relay_lost(void *data, const char *up, int status)
+{
+	struct agent *a = data;
+
+	if (a->state != A_RUNNING || a->stop.reason != STOP_NONE)
+		return;
+	log_say("this node's store relay lost the workers' store at %s (%s): "
+		"unless group rank 0 finished, the round ends as its loss",
+		up, crun_strerror(status));
+	rdzv_node_lost(nodes_rdzv(a->nodes), 0,
+		       "lost: a node's store relay lost its workers' store");
 }
 
 /* --- several nodes (nodes.h reports here) ------------------------------- */
@@ -825,10 +876,10 @@ static void agent_on_nodes_ended(void *data, const struct rdzv_end *e)
 	struct agent *a = data;
 
 	if (e->kind == RDZV_END_DEAD)
-		metrics_note_node_lost(a->metrics);
+		metrics_note_node_lost(a->watch.metrics);
 	if (e->kind == RDZV_END_FAILURE)
-		metrics_note_failure(a->metrics, e->status, worker_wall_time(),
-				     0);
+		metrics_note_failure(a->watch.metrics, e->status,
+				     worker_wall_time(), 0);
 	if (e->kind == RDZV_END_STALL) {
 		/* Every node names where its ranks are, then stops them. */
 		agent_stall_stop(a, e->why);
@@ -853,7 +904,9 @@ static void agent_on_nodes_succeeded(void *data)
 
 static void agent_on_nodes_report(void *data, int print)
 {
-	agent__drop_report(data, print);
+	struct agent *a = data;
+
+	logs_drop_report(&a->logs, print);
 }
 
 static void agent_on_nodes_finish(void *data, int status)
@@ -861,10 +914,34 @@ static void agent_on_nodes_finish(void *data, int status)
 	agent_finish(data, status);
 }
 
+static void agent_on_livestacks(struct livestacks *ls, void *data)
+{
+	struct agent *a = data;
+
+	if (a->watch.stacks == ls)
+		a->watch.stacks = NULL;
+}
+
+/* rdzv_opts.on_stacks: take this node's live stacks and answer. */
+static void agent_on_stacks(void *data, const char *nonce)
+{
+	struct agent *a = data;
+
+	if (a->state != A_RUNNING || a->pool.w == NULL || a->pool.n <= 0)
+		return;
+	/* A request while one is being taken replaces it. */
+	livestacks_free(a->watch.stacks);
+	a->watch.stacks = NULL;
+	if (livestacks_start(&a->loop, a->cfg, a->pool.pids, a->pool.n,
+			     a->res.ranks.base_rank, nodes_rdzv(a->nodes),
+			     nonce, agent_on_livestacks, a, &a->watch.stacks))
+		log_warn("cannot take the stacks crun status asked for");
+}
+
 static const struct nodes_ops agent_nodes_ops = {
     agent_on_nodes_join,   agent_on_nodes_ended,  agent_on_nodes_succeeded,
-    agent_on_nodes_report, agent_on_nodes_finish, agent__start_master,
-    agent__on_stacks};
+    agent_on_nodes_report, agent_on_nodes_finish, agent_start_master,
+    agent_on_stacks};
 
 /* The first round (alone), or the backend and its first round. */
 static void agent_begin_rounds(struct agent *a)
@@ -873,91 +950,25 @@ static void agent_begin_rounds(struct agent *a)
 
 	if (a->multi) {
 		struct nodes_opts o = {
-		    &a->loop, cfg,   a->host,  a->name_unresolved,
-		    &a->ec,   a->ev, &a->stop, &agent_nodes_ops,
-		    a};
+		    &a->loop,	 cfg,	   a->host,	     a->name_unresolved,
+		    a->watch.ev, &a->stop, &agent_nodes_ops, a};
 
-		envcheck_start(&a->ec, &a->loop, cfg);
 		if (nodes_start(&o, &a->nodes))
 			agent_finish(a, 1);
-	} else if (agent__setup_logs(a) == 0) {
+	} else if (logs_setup(&a->logs) == 0) {
 		agent_round_start(a);
 	} else {
 		agent_finish(a, 1);
 	}
 }
 
-/* What the workers' torch accepts is known (cached, or asked just now). */
-static void agent_torch_known(struct agent *a, const struct torchstore *ts)
-{
-	a->worker_store = ts->kind == TORCHSTORE_NO_LIBUV ||
-			  ts->kind == TORCHSTORE_NO_AGENT_STORE;
-	if (ts->kind == TORCHSTORE_NO_AGENT_STORE)
-		log_say("the workers' torch (%s) predates the agent store "
-			"(PyTorch 1.9): they get "
-			"TORCHELASTIC_USE_AGENT_STORE=False%s "
-			"(docs/compatibility.md)",
-			ts->torch_dir,
-			a->multi ? "" : "; worker rank 0 hosts their store");
-	else if (a->worker_store)
-		log_say("the workers' torch (%s) is built without libuv, and "
-			"refuses the agent store's client: they get "
-			"USE_LIBUV=0 and TORCHELASTIC_USE_AGENT_STORE=False%s "
-			"(docs/compatibility.md)",
-			ts->torch_dir,
-			a->multi ? "" : "; worker rank 0 hosts their store");
-	else if (ts->kind == TORCHSTORE_UNKNOWN && a->cfg->verbose)
-		log_say("could not ask %s which store its torch accepts (%s): "
-			"the agent store it is",
-			a->cfg->python, ts->why);
-}
-
-static void agent_on_torch(const struct torchstore *ts, void *data)
+/* The workers' torch is known (workstore_ask_torch): go on. */
+static void agent_on_torch(void *data)
 {
 	struct agent *a = data;
-	char dir[PATH_MAX], path[PATH_MAX + 64];
 
-	a->probe = NULL;
-	if (ts->kind != TORCHSTORE_UNKNOWN &&
-	    agent__user_dir(dir, sizeof(dir)) == 0 &&
-	    torchstore_cache_path(dir, a->cfg->python, getenv("PYTHONPATH"),
-				  path, sizeof(path)) == 0)
-		torchstore_cache_save(path, a->cfg->python,
-				      getenv("PYTHONPATH"), ts);
-	agent_torch_known(a, ts);
 	if (a->state != A_DONE)
 		agent_begin_rounds(a);
-}
-
-/*
- * Python workers on the agent store: does their torch accept its client
- * (torchstore.h)? From the cache at once, else asked (the first run on an
- * interpreter, or after its torch changed). 1: asked, agent_on_torch goes
- * on; 0: known or not to be asked, go on now.
- */
-static int agent_ask_torch(struct agent *a)
-{
-	const struct crun_cfg *cfg = a->cfg;
-	const char *pp = getenv("PYTHONPATH");
-	char dir[PATH_MAX], path[PATH_MAX + 64];
-	struct torchstore ts;
-
-	if (cfg->python == NULL || !cfg->agent_store ||
-	    cfg->store_probe_timeout <= 0)
-		return 0;
-	if (agent__user_dir(dir, sizeof(dir)) == 0 &&
-	    torchstore_cache_path(dir, cfg->python, pp, path, sizeof(path)) ==
-		0 &&
-	    torchstore_cache_load(path, cfg->python, pp, &ts) == 0) {
-		agent_torch_known(a, &ts);
-		return 0;
-	}
-	if (cfg->verbose)
-		log_say("asking %s which workers' store its torch accepts "
-			"(once per interpreter and torch)",
-			cfg->python);
-	return torchprobe_start(&a->loop, cfg->python, cfg->store_probe_timeout,
-				agent_on_torch, a, &a->probe) == 0;
 }
 
 /* Open what the options ask for, then the first round (or the backend). */
@@ -968,21 +979,22 @@ static void agent_begin(struct agent *a)
 	if (cfg->event_log) {
 		char errmsg[512];
 
-		if (events_open(cfg->event_log, a->host, &a->ev, errmsg,
+		if (events_open(cfg->event_log, a->host, &a->watch.ev, errmsg,
 				sizeof(errmsg))) {
 			log_say("%s", errmsg);
 			agent_finish(a, 1);
 		}
-		events_context(a->ev, cfg->rdzv_id, -1, -1);
-		events_emitf(a->ev, "crun.agent.started",
+		events_context(a->watch.ev, cfg->rdzv_id, -1, -1);
+		events_emitf(a->watch.ev, "crun.agent.started",
 			     "{s:i, s:i, s:i, s:s, s:i}", "nnodes_min",
 			     cfg->nnodes_min, "nnodes_max", cfg->nnodes_max,
 			     "nproc_per_node", cfg->nproc_per_node, "backend",
 			     cfg->rdzv_backend, "pid", (int)getpid());
 	}
-	if (initdiag_new(&a->loop, cfg->init_warn_after, a->ev, &a->diag) ||
+	if (initdiag_new(&a->loop, cfg->init_warn_after, a->watch.ev,
+			 &a->watch.diag) ||
 	    stall_new(&a->loop, cfg->stall_timeout, "/proc", agent_on_hung, a,
-		      &a->stall))
+		      &a->watch.stall))
 		agent_finish(a, 1);
 	if (a->multi && a->state != A_DONE) {
 		char first[64];
@@ -997,7 +1009,7 @@ static void agent_begin(struct agent *a)
 		/* the event log could not be opened */
 	} else if (agent_start_metrics(a) || agent_start_watchdog(a)) {
 		agent_finish(a, 1);
-	} else if (!agent_ask_torch(a)) {
+	} else if (!workstore_ask_torch(&a->ws, agent_on_torch)) {
 		agent_begin_rounds(a);
 	}
 }
@@ -1019,21 +1031,15 @@ static int agent_run_loop(struct crun_cfg *cfg)
 	 * once, nearly, when a signal stopped us). Our signal handlers are
 	 * gone: another signal now ends crun.
 	 */
-	agent__set_console(NULL);
+	logs_set_console(NULL);
 	console_free(a.console, a.stop.signal ? 1000 : CONSOLE_STALL_MS);
 
-	agent__remove_logs(&a);
-	initdiag_free(a.diag);
-	stall_free(a.stall);
-	events_close(a.ev);
+	logs_remove(&a.logs, a.stop.exit_status);
+	initdiag_free(a.watch.diag);
+	stall_free(a.watch.stall);
+	events_close(a.watch.ev);
 	binding_plan_free(a.binding);
-	free(a.log_root);
-	free(a.log_tag);
-	for (int i = 0; i < a.nscratch; i++)
-		free(a.scratch[i]);
-	free(a.scratch);
-	free(a.attempt_dir);
-	free(a.attempt_prefix);
+	logs_free(&a.logs);
 	return a.stop.exit_status;
 }
 
@@ -1041,7 +1047,7 @@ int agent_run(struct crun_cfg *cfg)
 {
 	int rc;
 
-	log_set_sink(agent__on_log, NULL);
+	log_set_sink(logs_on_log, NULL);
 	rc = agent_run_loop(cfg);
 	log_set_sink(NULL, NULL);
 	return rc;
@@ -1058,7 +1064,7 @@ static void agent_metrics_fill(void *data, struct metrics_snap *s)
 	const struct crun_ranks *rk = &a->res.ranks;
 	struct crun_rdzv *rdzv = nodes_rdzv(a->nodes);
 	struct crun_store_server *srv[2] = {nodes_store_server(a->nodes),
-					    a->wstore};
+					    a->ws.server};
 	int failing = a->stop.reason == STOP_FAILURE ||
 		      a->stop.peer.kind == RDZV_END_FAILURE;
 	int stalled =
@@ -1125,17 +1131,18 @@ static int agent_start_metrics(struct agent *a)
 
 	if (cfg->metrics_port < 0)
 		return 0;
-	if (metrics_new(&a->loop, &o, &a->metrics, errmsg, sizeof(errmsg))) {
+	if (metrics_new(&a->loop, &o, &a->watch.metrics, errmsg,
+			sizeof(errmsg))) {
 		log_say("%s", errmsg);
 		return -1;
 	}
 	snprintf(url, sizeof(url),
 		 strchr(cfg->metrics_addr, ':') ? "http://[%s]:%d"
 						: "http://%s:%d",
-		 cfg->metrics_addr, metrics_port(a->metrics));
+		 cfg->metrics_addr, metrics_port(a->watch.metrics));
 	log_say("metrics on %s/metrics, health on %s/healthz", url, url);
-	events_emitf(a->ev, "crun.metrics.listening", "{s:s, s:i, s:s}", "addr",
-		     cfg->metrics_addr, "port", metrics_port(a->metrics), "url",
-		     url);
+	events_emitf(a->watch.ev, "crun.metrics.listening", "{s:s, s:i, s:s}",
+		     "addr", cfg->metrics_addr, "port",
+		     metrics_port(a->watch.metrics), "url", url);
 	return 0;
 }

@@ -36,8 +36,9 @@ struct nodes {
 	struct crun_rdzv_store *rs;
 	struct crun_rdzv_etcd *re; /* --rdzv_backend=etcd: no store host */
 	struct crun_rdzv *rdzv;
-	char *job_if_host; /* without --rdzv_id: the run id, if we host */
-	char addr[256];	   /* this node's address for MASTER_ADDR */
+	char *job_if_host;  /* without --rdzv_id: the run id, if we host */
+	struct envcheck ec; /* --env_check: this node's fingerprint */
+	char addr[256];	    /* this node's address for MASTER_ADDR */
 	char ips[RDZV_MAX_FIELD + 1]; /* its interface addresses (peers.h) */
 	int group_world_size;	      /* the round's, as it ended */
 	int closing;
@@ -299,8 +300,8 @@ void nodes_close(struct nodes *n)
 	n->closing = 1;
 	/* The rendezvous first: the store's pending replies then find it done.
 	 */
+	envcheck_attach(&n->ec, NULL); /* a read still going is dropped */
 	if (n->rdzv) {
-		envcheck_attach(n->o.ec, NULL);
 		rdzv_free(n->rdzv);
 		n->rdzv = NULL;
 	}
@@ -427,7 +428,7 @@ static void nodes_rdzv_begin(struct nodes *n, const struct rdzv_kv_ops *ops,
 	o.start_master = nodes_start_master;
 	o.data = n;
 	o.env_check = cfg->env_check;
-	o.fingerprint_wait = envcheck_wait(n->o.ec, cfg);
+	o.fingerprint_wait = envcheck_wait(&n->ec, cfg);
 	o.exclude_after = cfg->rdzv.exclude_after;
 	o.exclude_for = cfg->rdzv.exclude_for;
 	o.on_exclusion = nodes_on_exclusion;
@@ -455,7 +456,7 @@ static void nodes_rdzv_begin(struct nodes *n, const struct rdzv_kv_ops *ops,
 		n->o.ops->finish(n->o.data, 1);
 		return;
 	}
-	envcheck_attach(n->o.ec, n->rdzv);
+	envcheck_attach(&n->ec, n->rdzv);
 	n->o.ops->join(n->o.data);
 }
 
@@ -503,6 +504,8 @@ int nodes_start(const struct nodes_opts *no, struct nodes **out)
 	n->o = *no;
 	n->stop = no->stop;
 	n->cfg = cfg;
+	/* Computed while the backend opens (envcheck.h). */
+	envcheck_start(&n->ec, n->o.loop, cfg);
 	memset(&o, 0, sizeof(o));
 	o.kind = kind;
 	o.endpoint = cfg->rdzv_endpoint;

@@ -16,7 +16,6 @@
 #include "crun/store.h"
 #include "stop.h"
 
-struct envcheck;
 struct events;
 struct nodes;
 
@@ -43,7 +42,6 @@ struct nodes_opts {
 	struct crun_cfg *cfg;
 	const char *host;
 	int name_unresolved; /* the host name does not resolve */
-	struct envcheck *ec; /* --env_check's fingerprint */
 	struct events *ev;   /* or NULL */
 	struct agent_stop *stop;
 	const struct nodes_ops *ops;

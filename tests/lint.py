@@ -11,6 +11,10 @@ The checks:
   agent-header   `#include` of agent/agent.h, however spelled ("agent.h",
                  "../agent/agent.h", <agent/agent.h>), in a file that is not
                  one of AGENT_CORE below. Key: the including file.
+  agent-struct   `struct agent` (the agent's own state) named in a file of
+                 src/, include/, agent/ or launcher/ other than AGENT_CORE:
+                 the agent's parts have structs of their own and report by
+                 callbacks. Key: the file.
   stderr         a write to stderr by stdio (`fprintf(stderr`,
                  `vfprintf(stderr`, `fputs(..., stderr)`, `fputc`, `perror`)
                  in src/, agent/ or launcher/: every "crun: ..." line goes
@@ -28,9 +32,9 @@ The checks:
                  Key: file:function.
   include-circle A.c depends on B.c when A.c includes a header that
                  declares a function B.c defines (not static) and A.c names
-                 that function; calls through `module__name` helpers (one
-                 module split over several files, libuv's uv__) are not
-                 dependencies. Every dependency that lies on a cycle is an
+                 that function; calls through the `module__name` helpers
+                 of SPLIT_MODULES (a module still split over several files,
+                 libuv's uv__) are not dependencies. Every dependency that lies on a cycle is an
                  offence (so cfg.c -> cfg_ini.c -> cfg.c through
                  include/crun/cfg.h is one, as is agent.c <-> worker.c
                  through agent/agent.h). Over src/, agent/, launcher/.
@@ -53,8 +57,14 @@ import re
 import subprocess
 import sys
 
-# The agent's own files: the only ones that may include agent/agent.h.
-AGENT_CORE = ["agent/agent.c", "agent/agent_*.c", "agent/agent.h"]
+# The agent's owner: the only file that may name struct agent (or include
+# an agent/agent.h).
+AGENT_CORE = ["agent/agent.c"]
+# Modules whose files still share a wide struct through module__ helpers;
+# the circle check does not follow those calls. Any other module__ name is
+# an ordinary function to it.
+SPLIT_MODULES = ("rdzv__", "rdzv_etcd__", "store__", "store_relay__")
+AGENT_STRUCT_RE = re.compile(r"\bstruct\s+agent\b(?!_)")
 MAX_FILE_LINES = 1200
 MAX_FUNCTION_LINES = 150
 LONG_FILE_MARKER = " * Why this file is long:"
@@ -184,6 +194,19 @@ class Lint:
                     self.add("agent-header", rel, "%s:%d" % (rel, n),
                              "includes the agent's private header: " + line.strip())
 
+    def check_agent_struct(self):
+        for rel in list_files(self.root, ["src", "include", "launcher", "agent"],
+                              (".c", ".h")):
+            if fnmatch_any(rel, AGENT_CORE):
+                continue
+            text = strip_code("\n".join(read_lines(self.root, rel))).split("\n")
+            for n, line in enumerate(text, 1):
+                if AGENT_STRUCT_RE.search(line):
+                    self.add("agent-struct", rel, "%s:%d" % (rel, n),
+                             "names the agent's own struct: a part gets a "
+                             "struct of its own and callbacks")
+                    break
+
     def check_stderr(self):
         for rel in list_files(self.root, ["src", "agent", "launcher"], (".c", ".h")):
             for n, line in enumerate(read_lines(self.root, rel), 1):
@@ -228,7 +251,7 @@ class Lint:
         definer = {}  # function -> the .c defining it (not static)
         for f in sources:
             for name, _, _, static in functions(text[f].split("\n"))[0]:
-                if not static and "__" not in name:
+                if not static and not name.startswith(SPLIT_MODULES):
                     definer.setdefault(name, f)
         declared = {}  # header -> names followed by "(" in it
 
@@ -324,6 +347,7 @@ class Lint:
 
     def run(self):
         self.check_agent_header()
+        self.check_agent_struct()
         self.check_stderr()
         self.check_long_files()
         self.check_long_functions()

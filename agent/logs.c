@@ -1,5 +1,5 @@
 /*
- * Where the agent writes: <log_dir>/<run_id>_XXXXXX/attempt_<n>/ (a
+ * Where the agent writes (logs.h): <log_dir>/<run_id>_XXXXXX/attempt_<n>/ (a
  * temporary directory, removed after a success, when no --log_dir is
  * given), the round's failure report (failures.json, printed when the job
  * cannot restart), TORCHELASTIC_ERROR_FILE for a scheduler, and the console
@@ -19,8 +19,9 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
-#include "agent.h"
 #include "console.h"
+#include "logs.h"
+#include "worker.h"
 
 /*
  * The console of the running agent, the sink of every "crun: ..." line
@@ -33,13 +34,13 @@ static struct console *the_console;
 static char last_said[LOG_LINE_MAX];
 
 /* The console lines go to from now on (NULL: straight to the fds). */
-void agent__set_console(struct console *c)
+void logs_set_console(struct console *c)
 {
 	the_console = c;
 }
 
 /* Write whole bytes to the console; the agent is its only writer. */
-static void agent_console(int fd, const char *line, size_t len)
+static void to_console(int fd, const char *line, size_t len)
 {
 	if (the_console) {
 		console_write(the_console, fd, line, len);
@@ -59,14 +60,14 @@ static void agent_console(int fd, const char *line, size_t len)
 }
 
 /* log.h's sink while the agent runs: every line, on the console's stderr. */
-void agent__on_log(void *data, enum log_level level, const char *line,
-		   size_t len, const char *msg)
+void logs_on_log(void *data, enum log_level level, const char *line, size_t len,
+		 const char *msg)
 {
 	(void)data;
 	(void)level;
 	(void)msg;
 	snprintf(last_said, sizeof(last_said), "%.*s", (int)(len - 1), line);
-	agent_console(2, line, len);
+	to_console(2, line, len);
 }
 
 /*
@@ -74,23 +75,22 @@ void agent__on_log(void *data, enum log_level level, const char *line,
  * asks for the launcher's root cause, as torchrun writes it), write it once:
  * the root failure of this node when there is one, else why crun stops.
  */
-void agent__write_error_file(struct agent *a, int status)
+void logs_write_error_file(struct logs *l, int status)
 {
 	const char *path = getenv("TORCHELASTIC_ERROR_FILE");
 	const struct crun_failure *root = NULL;
 	char why[1200];
 
-	if (a->error_file_done || path == NULL || *path == '\0')
+	if (l->error_file_done || path == NULL || *path == '\0')
 		return;
-	a->error_file_done = 1;
+	l->error_file_done = 1;
 	snprintf(why, sizeof(why), "%s", last_said);
-	if (a->npending > 0) {
-		root = &a->pending_report[report_root(a->pending_report,
-						      a->npending)];
+	if (l->npending > 0) {
+		root = &l->pending[report_root(l->pending, l->npending)];
 		snprintf(why, sizeof(why),
 			 "ChildFailedError: %s: rank %d (local rank %d, pid "
 			 "%d) on %s exited with %d%s%s",
-			 a->cfg->argv[0], root->rank, root->local_rank,
+			 l->cfg->argv[0], root->rank, root->local_rank,
 			 (int)root->pid, root->host, root->exitcode,
 			 root->signal ? ", " : "",
 			 root->signal ? cfg_signame(root->signal) : "");
@@ -101,14 +101,14 @@ void agent__write_error_file(struct agent *a, int status)
 }
 
 /* Worker w's entry in the failure report. */
-static void agent_failure_of(struct agent *a, struct worker *w,
-			     struct crun_failure *x)
+static void failure_of(const struct logs *l, const struct crun_ranks *rk,
+		       struct worker *w, struct crun_failure *x)
 {
 	x->local_rank = w->local_rank;
-	x->group_rank = a->round.ranks.group_rank;
-	x->rank = a->round.ranks.base_rank + w->local_rank;
+	x->group_rank = rk->group_rank;
+	x->rank = rk->base_rank + w->local_rank;
 	x->pid = w->pid;
-	snprintf(x->host, sizeof(x->host), "%s", a->host);
+	snprintf(x->host, sizeof(x->host), "%s", l->host);
 	x->exitcode = w->status;
 	x->signal = w->signal;
 	x->time = w->exit_time;
@@ -122,107 +122,127 @@ static void agent_failure_of(struct agent *a, struct worker *w,
 }
 
 /*
- * Collect the failures of the round that just ended; returns how many.
  * Workers the agent stopped were terminated, not failed; those it had to
  * SIGKILL are listed after the failures, for their stacks, when there
  * are failures (the report exists).
  */
-int agent__collect_failures(struct agent *a, struct crun_failure **out)
+int logs_collect(struct logs *l, const struct pool *p,
+		 const struct crun_ranks *rk, int *root)
 {
-	struct crun_failure *f = calloc((size_t)a->pool.n, sizeof(*f));
+	struct crun_failure *f = calloc((size_t)p->n + 1, sizeof(*f));
 	int n = 0;
 
+	logs_drop_report(l, 0);
+	*root = 0;
 	for (int pass = 0; pass < 2 && f; pass++)
-		for (int i = 0; i < a->pool.n; i++) {
-			struct worker *w = &a->pool.w[i];
+		for (int i = 0; i < p->n; i++) {
+			struct worker *w = &p->w[i];
 			int failed = w->status != 0 && !w->stopped;
 
 			if (pass == 0 ? !failed
 				      : failed || n == 0 || w->stacks == NULL)
 				continue;
-			agent_failure_of(a, w, &f[n++]);
+			failure_of(l, rk, w, &f[n++]);
 		}
-	*out = f;
+	if (n == 0) {
+		free(f);
+		return 0;
+	}
+	*root = report_root(f, n);
+	if (l->attempt_prefix) {
+		snprintf(l->report_path, sizeof(l->report_path),
+			 "%sfailures.json", l->attempt_prefix);
+		report_write_json(l->report_path, l->cfg->argv[0], f, n);
+	}
+	l->pending = f;
+	l->npending = n;
 	return n;
 }
 
-void agent__drop_report(struct agent *a, int print)
+const struct crun_failure *logs_failures(const struct logs *l, int *n)
 {
-	if (a->pending_report && print) {
+	*n = l->npending;
+	return l->pending;
+}
+
+void logs_drop_report(struct logs *l, int print)
+{
+	if (l->pending && print) {
 		char *text = NULL;
 		size_t len = 0;
 		FILE *fp = open_memstream(&text, &len);
 
 		/* Through the console, which never blocks. */
 		if (fp) {
-			report_print(fp, a->cfg->argv[0], a->pending_report,
-				     a->npending);
+			report_print(fp, l->cfg->argv[0], l->pending,
+				     l->npending);
 			fclose(fp);
-			agent_console(2, text, len);
+			to_console(2, text, len);
 		}
 		free(text);
-		agent__write_error_file(a, 1);
-		if (*a->report_path)
-			log_say("failure report saved to %s", a->report_path);
+		logs_write_error_file(l, 1);
+		if (*l->report_path)
+			log_say("failure report saved to %s", l->report_path);
 	}
-	for (int i = 0; i < a->npending; i++)
-		failure_release(&a->pending_report[i]);
-	free(a->pending_report);
-	a->pending_report = NULL;
-	a->npending = 0;
+	for (int i = 0; i < l->npending; i++)
+		failure_release(&l->pending[i]);
+	free(l->pending);
+	l->pending = NULL;
+	l->npending = 0;
+	*l->report_path = '\0';
 }
 
 /* Whether an attempt of this run was given prefix already. */
-static int scratch_named(const struct agent *a, const char *prefix)
+static int scratch_named(const struct logs *l, const char *prefix)
 {
-	for (int i = 0; i < a->nscratch; i++)
-		if (strcmp(a->scratch[i], prefix) == 0)
+	for (int i = 0; i < l->nscratch; i++)
+		if (strcmp(l->scratch[i], prefix) == 0)
 			return 1;
 	return 0;
 }
 
-int agent__attempt_dir(struct agent *a, int generation)
+int logs_attempt(struct logs *l, int generation)
 {
 	char path[PATH_MAX];
 	char **grown;
 
-	free(a->attempt_dir);
-	free(a->attempt_prefix);
-	a->attempt_dir = a->attempt_prefix = NULL;
-	if (a->log_root == NULL)
+	free(l->attempt_dir);
+	free(l->attempt_prefix);
+	l->attempt_dir = l->attempt_prefix = NULL;
+	if (l->root == NULL)
 		return 0;
-	if (a->log_tag) {
+	if (l->tag) {
 		grown =
-		    realloc(a->scratch, sizeof(*grown) * (a->nscratch + 1u));
+		    realloc(l->scratch, sizeof(*grown) * (l->nscratch + 1u));
 		if (grown == NULL)
 			return -ENOMEM;
-		a->scratch = grown;
+		l->scratch = grown;
 		/* A prefix given before (a generation again) is not reused. */
-		snprintf(path, sizeof(path), "%s/%s.attempt_%d.", a->log_root,
-			 a->log_tag, generation);
-		for (int k = 1; scratch_named(a, path); k++)
+		snprintf(path, sizeof(path), "%s/%s.attempt_%d.", l->root,
+			 l->tag, generation);
+		for (int k = 1; scratch_named(l, path); k++)
 			snprintf(path, sizeof(path), "%s/%s.attempt_%d.%d.",
-				 a->log_root, a->log_tag, generation, k);
-		if ((a->scratch[a->nscratch] = strdup(path)) == NULL)
+				 l->root, l->tag, generation, k);
+		if ((l->scratch[l->nscratch] = strdup(path)) == NULL)
 			return -ENOMEM;
-		a->nscratch++;
-		a->attempt_prefix = strdup(path);
-		return a->attempt_prefix ? 0 : -ENOMEM;
+		l->nscratch++;
+		l->attempt_prefix = strdup(path);
+		return l->attempt_prefix ? 0 : -ENOMEM;
 	}
-	snprintf(path, sizeof(path), "%s/attempt_%d", a->log_root, generation);
+	snprintf(path, sizeof(path), "%s/attempt_%d", l->root, generation);
 	for (int k = 1; mkdir(path, 0755) != 0; k++) {
 		if (errno != EEXIST || k > 1000) {
 			log_say("cannot create '%s': %s", path,
 				strerror(errno));
 			return -errno;
 		}
-		snprintf(path, sizeof(path), "%s/attempt_%d.%d", a->log_root,
+		snprintf(path, sizeof(path), "%s/attempt_%d.%d", l->root,
 			 generation, k);
 	}
-	a->attempt_dir = strdup(path);
+	l->attempt_dir = strdup(path);
 	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/");
-	a->attempt_prefix = strdup(path);
-	return a->attempt_dir && a->attempt_prefix ? 0 : -ENOMEM;
+	l->attempt_prefix = strdup(path);
+	return l->attempt_dir && l->attempt_prefix ? 0 : -ENOMEM;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag,
@@ -275,7 +295,7 @@ static int user_dir(const char *tmp, char *path, size_t len)
 	return -EPERM;
 }
 
-int agent__user_dir(char *path, size_t len)
+int logs_user_dir(char *path, size_t len)
 {
 	const char *tmp = getenv("TMPDIR");
 
@@ -292,27 +312,27 @@ int agent__user_dir(char *path, size_t len)
  * ours closed to others is never used: a private one of the run's own,
  * removed after a success, instead.
  */
-static int agent_setup_scratch(struct agent *a, const char *tmp)
+static int setup_scratch(struct logs *l, const char *tmp)
 {
 	char path[PATH_MAX];
 
-	if ((a->log_tag = scratch_tag(a->cfg->rdzv_id)) == NULL)
+	if ((l->tag = scratch_tag(l->cfg->rdzv_id)) == NULL)
 		return -ENOMEM;
 	if (user_dir(tmp, path, sizeof(path)) == 0)
-		return (a->log_root = strdup(path)) ? 0 : -ENOMEM;
+		return (l->root = strdup(path)) ? 0 : -ENOMEM;
 	snprintf(path, sizeof(path), "%s/crun_XXXXXX", tmp);
 	if (mkdtemp(path) == NULL) {
 		log_say("cannot create a log directory in '%s': %s", tmp,
 			strerror(errno));
 		return -errno;
 	}
-	a->log_private = 1;
-	return (a->log_root = strdup(path)) ? 0 : -ENOMEM;
+	l->private_dir = 1;
+	return (l->root = strdup(path)) ? 0 : -ENOMEM;
 }
 
-int agent__setup_logs(struct agent *a)
+static int setup_dirs(struct logs *l)
 {
-	const struct crun_cfg *cfg = a->cfg;
+	const struct crun_cfg *cfg = l->cfg;
 	const char *dir = cfg->log_dir;
 	char path[PATH_MAX];
 
@@ -324,13 +344,13 @@ int agent__setup_logs(struct agent *a)
 		if (tmp == NULL || *tmp == '\0')
 			tmp = "/tmp";
 		for (int i = 0; i < cfg->nproc_per_node; i++)
-			a->log_kept |= cfg_std_for(&cfg->redirects, i) |
-				       cfg_std_for(&cfg->tee, i);
-		a->log_root_tmp = 1;
+			l->kept |= cfg_std_for(&cfg->redirects, i) |
+				   cfg_std_for(&cfg->tee, i);
+		l->root_tmp = 1;
 		/* Nobody asked for files and none will be kept: no tree. */
-		if (!a->log_kept && cfg->ndup_filters[0] == 0 &&
+		if (!l->kept && cfg->ndup_filters[0] == 0 &&
 		    cfg->ndup_filters[1] == 0)
-			return agent_setup_scratch(a, tmp);
+			return setup_scratch(l, tmp);
 		snprintf(path, sizeof(path), "%s/crun_XXXXXX", tmp);
 		if (mkdtemp(path) == NULL) {
 			log_say("cannot create a log directory in '%s': %s",
@@ -347,18 +367,25 @@ int agent__setup_logs(struct agent *a)
 	 * <dir>/<run_id>_<random>, as torchrun: reruns of a job with a fixed
 	 * --rdzv_id, and nodes sharing one log_dir, never mix their files.
 	 */
-	a->log_root = malloc(strlen(dir) + strlen(cfg->rdzv_id) + 9);
-	snprintf(a->log_root, strlen(dir) + strlen(cfg->rdzv_id) + 9,
+	l->root = malloc(strlen(dir) + strlen(cfg->rdzv_id) + 9);
+	snprintf(l->root, strlen(dir) + strlen(cfg->rdzv_id) + 9,
 		 "%s/%s_XXXXXX", dir, cfg->rdzv_id);
-	if (mkdtemp(a->log_root) == NULL || chmod(a->log_root, 0755)) {
-		log_say("cannot create log directory '%s': %s", a->log_root,
+	if (mkdtemp(l->root) == NULL || chmod(l->root, 0755)) {
+		log_say("cannot create log directory '%s': %s", l->root,
 			strerror(errno));
 		return -errno;
 	}
-	if (a->log_root_tmp && a->log_kept)
-		log_say("worker logs go to %s (no --log_dir given)",
-			a->log_root);
+	if (l->root_tmp && l->kept)
+		log_say("worker logs go to %s (no --log_dir given)", l->root);
 	return 0;
+}
+
+int logs_setup(struct logs *l)
+{
+	int rc = setup_dirs(l);
+
+	l->ready = rc == 0;
+	return rc;
 }
 
 /*
@@ -367,42 +394,61 @@ int agent__setup_logs(struct agent *a)
  * failure report and its workers' error files; then a directory of the
  * run's own.
  */
-static void agent_remove_scratch(struct agent *a)
+static void remove_scratch(struct logs *l)
 {
 	char path[PATH_MAX];
 
-	for (int i = 0; i < a->nscratch; i++) {
-		snprintf(path, sizeof(path), "%sfailures.json", a->scratch[i]);
+	for (int i = 0; i < l->nscratch; i++) {
+		snprintf(path, sizeof(path), "%sfailures.json", l->scratch[i]);
 		unlink(path);
-		for (int r = 0; r < a->cfg->nproc_per_node; r++) {
-			char *ef = worker_error_file(a->scratch[i], r);
+		for (int r = 0; r < l->cfg->nproc_per_node; r++) {
+			char *ef = worker_error_file(l->scratch[i], r);
 
 			if (ef)
 				unlink(ef);
 			free(ef);
 		}
 	}
-	if (a->log_private)
-		rmdir(a->log_root);
+	if (l->private_dir)
+		rmdir(l->root);
 }
 
 /* A log directory crun invented is removed after a success. */
-void agent__remove_logs(struct agent *a)
+void logs_remove(struct logs *l, int exit_status)
 {
 	char *parent;
 
-	if (!a->log_root_tmp || a->log_kept || a->stop.exit_status != 0 ||
-	    a->log_root == NULL)
+	if (!l->root_tmp || l->kept || exit_status != 0 || l->root == NULL)
 		return;
-	if (a->log_tag) {
-		agent_remove_scratch(a);
+	if (l->tag) {
+		remove_scratch(l);
 		return;
 	}
-	parent = strdup(a->log_root);
-	nftw(a->log_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	parent = strdup(l->root);
+	nftw(l->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	if (parent && strrchr(parent, '/')) {
 		*strrchr(parent, '/') = '\0';
 		rmdir(parent);
 	}
 	free(parent);
+}
+
+void logs_init(struct logs *l, const struct crun_cfg *cfg, const char *host)
+{
+	memset(l, 0, sizeof(*l));
+	l->cfg = cfg;
+	l->host = host;
+}
+
+void logs_free(struct logs *l)
+{
+	logs_drop_report(l, 0);
+	free(l->root);
+	free(l->tag);
+	for (int i = 0; i < l->nscratch; i++)
+		free(l->scratch[i]);
+	free(l->scratch);
+	free(l->attempt_dir);
+	free(l->attempt_prefix);
+	memset(l, 0, sizeof(*l));
 }

@@ -1,5 +1,6 @@
 /*
- * `crun status --stacks` on this node (rdzv_stacks.h): the rendezvous saw a
+ * `crun status --stacks` on this node (livestacks.h, rdzv_stacks.h): the
+ * rendezvous saw a
  * request with a heartbeat; take the live stacks of this node's running
  * workers (stacks.h, py-spy only: nothing is signalled or stopped), label
  * each with where the training script is (pystack.h), and write one bounded
@@ -14,18 +15,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
-#include "nodes.h"
 #include "crun/err.h"
+#include "crun/log.h"
 #include "crun/pystack.h"
 #include "crun/rdzv_stacks.h"
+#include "livestacks.h"
 #include "stacks.h"
 
 /* py-spy gets this long for all of a node's ranks together (s). */
 #define AGENT_STACKS_TIMEOUT 10.0
 
-struct agent_stacks {
-	struct agent *a;
+struct livestacks {
+	struct crun_rdzv *rdzv;
+	livestacks_done_cb cb;
+	void *data;
 	struct stacks *s;
 	char nonce[RDZV_STACKS_MAX_NONCE + 1];
 	int n;
@@ -33,7 +36,7 @@ struct agent_stacks {
 	char script[256]; /* what pystack_where looks for, "" for none */
 };
 
-static void agent_stacks_free(struct agent_stacks *as)
+void livestacks_free(struct livestacks *as)
 {
 	if (as == NULL)
 		return;
@@ -44,8 +47,7 @@ static void agent_stacks_free(struct agent_stacks *as)
 }
 
 /* The training script's name as its frames show it, or "". */
-static void agent_stacks_script(const struct crun_cfg *cfg, char *out,
-				size_t len)
+static void script_of(const struct crun_cfg *cfg, char *out, size_t len)
 {
 	const char *s = cfg->argc > 0 ? cfg->argv[0] : NULL, *dot;
 
@@ -61,10 +63,9 @@ static void agent_stacks_script(const struct crun_cfg *cfg, char *out,
 	snprintf(out, len, "%s.py", dot ? dot + 1 : s);
 }
 
-static void agent_stacks_on_done(struct stacks *s, void *data)
+static void on_stacks(struct stacks *s, void *data)
 {
-	struct agent_stacks *as = data;
-	struct agent *a = as->a;
+	struct livestacks *as = data;
 	struct rdzv_stacks_answer ans;
 	size_t cap = RDZV_STACKS_MAX_DUMP;
 	int rc = 0, ntaken = 0;
@@ -93,62 +94,54 @@ static void agent_stacks_on_done(struct stacks *s, void *data)
 			 as->ranks[ans.nranks > 0 ? ans.nranks - 1 : 0]);
 		rc = 0;
 	}
-	if (rc == 0 && nodes_rdzv(a->nodes) != NULL &&
-	    rdzv_stacks_put(nodes_rdzv(a->nodes), as->nonce, ans.buf,
-			    ans.len) == 0)
+	if (rc == 0 &&
+	    rdzv_stacks_put(as->rdzv, as->nonce, ans.buf, ans.len) == 0)
 		log_msg(LOG_INFO, "crun",
 			"crun status --stacks: the live stacks of %d of %d "
 			"rank(s) sent",
 			ntaken, as->n);
 	rdzv_stacks_answer_release(&ans);
 out:
+	as->cb(as, as->data);
 	/* Freed from within its callback, which stacks.h allows. */
-	if (a->stacks == as)
-		a->stacks = NULL;
-	agent_stacks_free(as);
+	livestacks_free(as);
 }
 
-void agent__on_stacks(void *data, const char *nonce)
+int livestacks_start(uv_loop_t *loop, const struct crun_cfg *cfg,
+		     const pid_t *pids, int n, int base_rank,
+		     struct crun_rdzv *rdzv, const char *nonce,
+		     livestacks_done_cb cb, void *data, struct livestacks **out)
 {
-	struct agent *a = data;
-	struct agent_stacks *as;
-	struct stacks_proc *procs = NULL;
-	int python = a->cfg->python != NULL && !a->cfg->no_python, n = 0;
+	struct livestacks *as = calloc(1, sizeof(*as));
+	struct stacks_proc *procs = calloc((size_t)n + 1, sizeof(*procs));
+	int python = cfg->python != NULL && !cfg->no_python, k = 0;
 
-	if (a->state != A_RUNNING || a->pool.w == NULL || a->pool.n <= 0)
-		return;
-	agent__stacks_close(a);
-	as = calloc(1, sizeof(*as));
-	procs = calloc((size_t)a->pool.n, sizeof(*procs));
+	*out = NULL;
 	if (as == NULL || procs == NULL ||
-	    (as->ranks = calloc((size_t)a->pool.n, sizeof(int))) == NULL)
+	    (as->ranks = calloc((size_t)n + 1, sizeof(int))) == NULL)
 		goto fail;
-	as->a = a;
+	as->rdzv = rdzv;
+	as->cb = cb;
+	as->data = data;
 	snprintf(as->nonce, sizeof(as->nonce), "%s", nonce);
-	agent_stacks_script(a->cfg, as->script, sizeof(as->script));
-	for (int i = 0; i < a->pool.n; i++) {
-		if (a->pool.pids[i] <= 0)
+	script_of(cfg, as->script, sizeof(as->script));
+	for (int i = 0; i < n; i++) {
+		if (pids[i] <= 0)
 			continue; /* exited: nothing to dump */
-		procs[n].pid = a->pool.pids[i];
-		procs[n].python = python;
-		as->ranks[n++] = a->res.ranks.base_rank + i;
+		procs[k].pid = pids[i];
+		procs[k].python = python;
+		as->ranks[k++] = base_rank + i;
 	}
-	as->n = n;
-	if (n == 0 || stacks_start(&a->loop, procs, (size_t)n, STACKS_LIVE,
-				   AGENT_STACKS_TIMEOUT, agent_stacks_on_done,
-				   as, &as->s) != 0)
+	as->n = k;
+	if (k == 0 ||
+	    stacks_start(loop, procs, (size_t)k, STACKS_LIVE,
+			 AGENT_STACKS_TIMEOUT, on_stacks, as, &as->s) != 0)
 		goto fail;
-	a->stacks = as;
 	free(procs);
-	return;
+	*out = as;
+	return 0;
 fail:
-	log_warn("cannot take the stacks crun status asked for");
 	free(procs);
-	agent_stacks_free(as);
-}
-
-void agent__stacks_close(struct agent *a)
-{
-	agent_stacks_free(a->stacks);
-	a->stacks = NULL;
+	livestacks_free(as);
+	return UV_ENOMEM;
 }
