@@ -60,6 +60,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,11 +71,54 @@
 #include "crun/log.h"
 #include "crun/store.h"
 #include "crun/store_relay.h"
-#include "store_relay_internal.h"
+#include "store_relay_req.h"
+
+struct relay_write {
+	uv_write_t req;
+	struct relay_client *cl; /* NULL: the upstream connection */
+	struct crun_store_relay *r;
+	size_t len;
+	unsigned char data[];
+};
+
+struct crun_store_relay {
+	uv_loop_t *loop;
+	struct relay_reqs q; /* the requests (store_relay_req.h) */
+	uv_tcp_t listener;
+	uv_tcp_t up;
+	uv_connect_t conn_req;
+	uv_timer_t timer; /* connect retries */
+	uv_timer_t tick;  /* the clients' idle check */
+	uv_prepare_t flush;
+	/* The store's addresses in the resolver's order; up_addrs[up_cur] is
+	 * tried. */
+	struct sockaddr_storage *up_addrs;
+	size_t up_naddrs, up_cur;
+	struct crun_store_limits lim;
+	int up_open;
+	uint64_t deadline;
+	int port;
+	size_t up_queued;
+	struct store_relay_stats st;
+	store_relay_lost_cb lost;
+	void *lost_data;
+	int lost_called;
+	unsigned nhandles;
+	store_close_cb close_cb;
+	void *close_data;
+};
 
 static void relay_on_flush(uv_prepare_t *h);
 static void relay_client_flush(struct relay_client *cl);
 static void relay_lose_up(struct crun_store_relay *r, int err);
+
+/* The relay whose requests' part cl's belong to. */
+static struct crun_store_relay *relay_of(const struct relay_client *cl)
+{
+	return (
+	    struct crun_store_relay *)((char *)cl->q -
+				       offsetof(struct crun_store_relay, q));
+}
 
 static void relay_kick(struct crun_store_relay *r)
 {
@@ -88,7 +132,7 @@ static void relay_on_handle_close(uv_handle_t *h);
 static void relay_client_on_close(uv_handle_t *h)
 {
 	struct relay_client *cl = h->data;
-	struct crun_store_relay *r = cl->r;
+	struct crun_store_relay *r = relay_of(cl);
 
 	store_buf_release(&cl->in);
 	store_buf_release(&cl->out);
@@ -102,36 +146,36 @@ static void relay_client_on_close(uv_handle_t *h)
  */
 static void client_close(struct relay_client *cl, const char *why)
 {
-	struct crun_store_relay *r = cl->r;
+	struct crun_store_relay *r = relay_of(cl);
 	struct relay_wait *w, *wnext;
 	struct relay_slot *s, *next;
 
 	if (cl->closing)
 		return;
 	cl->closing = 1;
-	if (why != NULL && !r->closing && r->state != RS_LOST)
+	if (why != NULL && !r->q.closing && r->q.state != RS_LOST)
 		log_msg(LOG_INFO, "crun relay", "client closed: %s", why);
-	for (w = r->waits; w != NULL; w = wnext) {
+	for (w = r->q.waits; w != NULL; w = wnext) {
 		wnext = w->next;
 		for (s = w->slots; s != NULL; s = next) {
 			next = s->onext;
 			if (s->cl != cl)
 				continue;
-			store_relay__wait_drop_slot(r, w, s);
-			store_relay__slot_maybe_free(s);
+			relay_req_wait_drop_slot(&r->q, w, s);
+			relay_req_slot_maybe_free(s);
 		}
-		if (!r->closing && r->state != RS_LOST)
-			store_relay__wait_release(r, w);
+		if (!r->q.closing && r->q.state != RS_LOST)
+			relay_req_wait_release(&r->q, w);
 	}
 	for (s = cl->head; s != NULL; s = next) {
 		next = s->next;
 		s->cl = NULL;
 		s->infifo = 0;
-		store_relay__slot_maybe_free(s);
+		relay_req_slot_maybe_free(s);
 	}
 	cl->head = cl->tail = NULL;
 	if (cl->dirty) { /* off the flush's list: it is freed before */
-		struct relay_client **pp = &r->dirty;
+		struct relay_client **pp = &r->q.dirty;
 
 		while (*pp != cl)
 			pp = &(*pp)->dirty_next;
@@ -141,11 +185,11 @@ static void client_close(struct relay_client *cl, const char *why)
 	if (cl->prev != NULL)
 		cl->prev->next = cl->next;
 	else
-		r->clients = cl->next;
+		r->q.clients = cl->next;
 	if (cl->next != NULL)
 		cl->next->prev = cl->prev;
-	r->nclients--;
-	r->st.clients = r->nclients;
+	r->q.nclients--;
+	r->st.clients = r->q.nclients;
 	uv_close((uv_handle_t *)&cl->tcp, relay_client_on_close);
 }
 
@@ -168,22 +212,22 @@ static void relay_client_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
  */
 static void relay_client_take(struct relay_client *cl)
 {
-	struct crun_store_relay *r = cl->r;
+	struct crun_store_relay *r = relay_of(cl);
 	char msg[128];
 
-	store_relay__client_parse(cl);
+	relay_req_client_parse(cl);
 	if (cl->closing)
 		return;
-	if (cl->in.len > r->max_frame) {
+	if (cl->in.len > r->q.max_frame) {
 		snprintf(msg, sizeof(msg),
 			 "request larger than %zu bytes (2 * max-value + "
 			 "max-key-size + 64)",
-			 r->max_frame);
+			 r->q.max_frame);
 		client_close(cl, msg);
 		return;
 	}
-	if (!cl->paused && (cl->stalled || store_relay__client_owed(cl) >
-					       store_relay__client_share(cl))) {
+	if (!cl->paused && (cl->stalled || relay_req_client_owed(cl) >
+					       relay_req_client_share(cl))) {
 		cl->paused = 1;
 		uv_read_stop((uv_stream_t *)&cl->tcp);
 	}
@@ -202,7 +246,7 @@ static void relay_client_on_read(uv_stream_t *st, ssize_t nread,
 		return;
 	}
 	if (nread > 0)
-		cl->since = uv_now(cl->r->loop);
+		cl->since = uv_now(relay_of(cl)->loop);
 	cl->in.len += (size_t)nread;
 	relay_client_take(cl);
 }
@@ -214,10 +258,10 @@ static void relay_client_on_read(uv_stream_t *st, ssize_t nread,
  */
 static void relay_client_maybe_resume(struct relay_client *cl)
 {
-	size_t owed = store_relay__client_owed(cl);
+	size_t owed = relay_req_client_owed(cl);
 
 	if (cl->closing || !cl->paused ||
-	    (owed > store_relay__client_share(cl) / 2 &&
+	    (owed > relay_req_client_share(cl) / 2 &&
 	     !(cl->stalled && owed == cl->wait_held)))
 		return;
 	cl->paused = 0;
@@ -235,7 +279,7 @@ static void relay_client_on_write(uv_write_t *req, int status)
 	cl->queued -= wr->len;
 	free(wr);
 	if (status == 0)
-		cl->since = uv_now(cl->r->loop);
+		cl->since = uv_now(relay_of(cl)->loop);
 	if (status < 0 && !cl->closing)
 		client_close(cl, uv_strerror(status));
 	else
@@ -294,33 +338,33 @@ static void relay_on_connection(uv_stream_t *ls, int status)
 	struct crun_store_relay *r = ls->data;
 	struct relay_client *cl;
 
-	if (status < 0 || r->closing)
+	if (status < 0 || r->q.closing)
 		return;
 	cl = calloc(1, sizeof(*cl));
 	if (cl == NULL)
 		return;
-	cl->r = r;
+	cl->q = &r->q;
 	cl->since = uv_now(r->loop);
 	uv_tcp_init(r->loop, &cl->tcp);
 	cl->tcp.data = cl;
 	r->nhandles++;
 	store_buf_init(&cl->in);
 	store_buf_init(&cl->out);
-	cl->next = r->clients;
-	if (r->clients != NULL)
-		r->clients->prev = cl;
-	r->clients = cl;
-	r->nclients++;
-	r->st.clients = r->nclients;
+	cl->next = r->q.clients;
+	if (r->q.clients != NULL)
+		r->q.clients->prev = cl;
+	r->q.clients = cl;
+	r->q.nclients++;
+	r->st.clients = r->q.nclients;
 	if (uv_accept(ls, (uv_stream_t *)&cl->tcp) != 0) {
 		client_close(cl, "accept failed");
 		return;
 	}
-	if (r->state == RS_LOST) {
+	if (r->q.state == RS_LOST) {
 		client_close(cl, NULL); /* the store is gone */
 		return;
 	}
-	if (r->nclients > r->lim.max_conns) {
+	if (r->q.nclients > r->lim.max_conns) {
 		client_close(cl, "over max-conns");
 		return;
 	}
@@ -342,7 +386,7 @@ static void relay_up_on_write(uv_write_t *req, int status)
 		relay_lose_up(r, status);
 }
 
-/* Send r->up_out: 0 or an error. */
+/* Send r->q.up_out: 0 or an error. */
 static int relay_up_send(struct crun_store_relay *r)
 {
 	struct relay_write *wr;
@@ -350,21 +394,21 @@ static int relay_up_send(struct crun_store_relay *r)
 	size_t n;
 	int rc;
 
-	if (r->up_out.len == 0)
+	if (r->q.up_out.len == 0)
 		return 0;
-	if (r->up_out.oom)
+	if (r->q.up_out.oom)
 		return UV_ENOMEM;
 	rc = 0;
 	if (r->up_queued == 0) {
-		b = uv_buf_init((char *)r->up_out.data,
-				(unsigned)r->up_out.len);
+		b = uv_buf_init((char *)r->q.up_out.data,
+				(unsigned)r->q.up_out.len);
 		rc = uv_try_write((uv_stream_t *)&r->up, &b, 1);
 		if (rc == UV_EAGAIN)
 			rc = 0;
 		if (rc < 0)
 			return rc;
 	}
-	n = r->up_out.len - (size_t)rc;
+	n = r->q.up_out.len - (size_t)rc;
 	if (n > 0) {
 		wr = malloc(sizeof(*wr) + n);
 		if (wr == NULL)
@@ -372,7 +416,7 @@ static int relay_up_send(struct crun_store_relay *r)
 		wr->r = r;
 		wr->cl = NULL;
 		wr->len = n;
-		memcpy(wr->data, r->up_out.data + rc, n);
+		memcpy(wr->data, r->q.up_out.data + rc, n);
 		b = uv_buf_init((char *)wr->data, (unsigned)n);
 		rc = uv_write(&wr->req, (uv_stream_t *)&r->up, &b, 1,
 			      relay_up_on_write);
@@ -382,9 +426,9 @@ static int relay_up_send(struct crun_store_relay *r)
 		}
 		r->up_queued += n;
 	}
-	r->up_out.len = 0;
-	if (r->up_out.cap > 65536)
-		store_buf_release(&r->up_out);
+	r->q.up_out.len = 0;
+	if (r->q.up_out.cap > 65536)
+		store_buf_release(&r->q.up_out);
 	return 0;
 }
 
@@ -399,17 +443,17 @@ static void relay_on_flush(uv_prepare_t *h)
 	/* A client read again here may hold new requests: they go now, not
 	 * after the loop's next wake-up. */
 	do {
-		if (r->state == RS_READY && r->held_head != NULL) {
-			store_relay__send_held(r);
+		if (r->q.state == RS_READY && r->q.held_head != NULL) {
+			relay_req_send_held(&r->q);
 			rc = relay_up_send(r);
 			if (rc != 0)
 				relay_lose_up(r, rc);
 		}
-		while ((cl = r->dirty) != NULL) {
-			r->dirty = cl->dirty_next;
+		while ((cl = r->q.dirty) != NULL) {
+			r->q.dirty = cl->dirty_next;
 			relay_client_flush(cl);
 		}
-	} while (r->state == RS_READY && r->held_head != NULL);
+	} while (r->q.state == RS_READY && r->q.held_head != NULL);
 }
 
 /*
@@ -426,7 +470,7 @@ static void relay_on_tick(uv_timer_t *t)
 	struct relay_client *cl, *next;
 	char msg[128];
 
-	for (cl = r->clients; cl != NULL; cl = next) {
+	for (cl = r->q.clients; cl != NULL; cl = next) {
 		int partial = cl->in.len > 0 && !cl->paused;
 
 		next = cl->next;
@@ -446,13 +490,13 @@ static void relay_up_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
 	struct crun_store_relay *r = h->data;
 
-	if (r->up_in.len > r->lim.max_output + 64 ||
-	    store_buf_reserve(&r->up_in, 65536) != 0) {
+	if (r->q.up_in.len > r->lim.max_output + 64 ||
+	    store_buf_reserve(&r->q.up_in, 65536) != 0) {
 		*buf = uv_buf_init(NULL, 0);
 		return;
 	}
-	*buf = uv_buf_init((char *)r->up_in.data + r->up_in.len,
-			   (unsigned)(r->up_in.cap - r->up_in.len));
+	*buf = uv_buf_init((char *)r->q.up_in.data + r->q.up_in.len,
+			   (unsigned)(r->q.up_in.cap - r->q.up_in.len));
 }
 
 static void relay_up_on_read(uv_stream_t *st, ssize_t nread,
@@ -460,29 +504,30 @@ static void relay_up_on_read(uv_stream_t *st, ssize_t nread,
 {
 	struct crun_store_relay *r = st->data;
 
-	if (r->closing || r->state == RS_LOST)
+	if (r->q.closing || r->q.state == RS_LOST)
 		return;
 	if (nread < 0) {
 		relay_lose_up(r, (int)nread);
 		return;
 	}
-	r->up_in.len += (size_t)nread;
-	if (r->state == RS_VALIDATING) {
+	r->q.up_in.len += (size_t)nread;
+	if (r->q.state == RS_VALIDATING) {
 		/* The PING's echo, then the tagging WAIT_TAG's answer. */
-		if (r->up_in.len < 13)
+		if (r->q.up_in.len < 13)
 			return;
-		if (store_wire_u32(r->up_in.data) != r->nonce ||
-		    r->up_in.data[4] != STORE_TAG_ANSWER ||
-		    store_wire_u64(r->up_in.data + 5) != 0) {
+		if (store_wire_u32(r->q.up_in.data) != r->q.nonce ||
+		    r->q.up_in.data[4] != STORE_TAG_ANSWER ||
+		    store_wire_u64(r->q.up_in.data + 5) != 0) {
 			relay_lose_up(r, CRUN_EPROTO);
 			return;
 		}
-		memmove(r->up_in.data, r->up_in.data + 13, r->up_in.len - 13);
-		r->up_in.len -= 13;
-		r->state = RS_READY;
+		memmove(r->q.up_in.data, r->q.up_in.data + 13,
+			r->q.up_in.len - 13);
+		r->q.up_in.len -= 13;
+		r->q.state = RS_READY;
 		relay_kick(r);
 	}
-	store_relay__up_process(r);
+	relay_req_up_process(&r->q);
 }
 
 /* The wait before the store's addresses are all tried again. */
@@ -497,7 +542,7 @@ static void relay_up_on_tcp_close(uv_handle_t *h)
 	struct crun_store_relay *r = h->data;
 
 	r->nhandles--;
-	if (!r->closing && r->state == RS_CONNECTING) {
+	if (!r->q.closing && r->q.state == RS_CONNECTING) {
 		relay_connect(r); /* a retry, after its delay */
 		return;
 	}
@@ -529,24 +574,24 @@ static void relay_up_on_connect(uv_connect_t *req, int status)
 	struct store_buf b;
 	int rc;
 
-	if (r->closing || r->state != RS_CONNECTING)
+	if (r->q.closing || r->q.state != RS_CONNECTING)
 		return;
 	if (status < 0) {
 		relay_up_retry(r, status);
 		return;
 	}
 	uv_tcp_nodelay(&r->up, 1);
-	r->state = RS_VALIDATING;
+	r->q.state = RS_VALIDATING;
 	store_buf_init(&b);
 	store_buf_op(&b, STORE_GEN_G3, STORE_OP_VALIDATE);
 	store_buf_u32(&b, STORE_WIRE_MAGIC);
 	store_buf_op(&b, STORE_GEN_G3, STORE_OP_PING);
-	store_buf_u32(&b, r->nonce);
+	store_buf_u32(&b, r->q.nonce);
 	store_buf_op(&b, STORE_GEN_G3, STORE_OP_WAIT_TAG);
 	store_buf_u64(&b, 0); /* tag 0 */
 	store_buf_u64(&b, 1); /* one wait */
 	store_buf_u64(&b, 0); /* no keys: answered at once */
-	store_buf_put(&r->up_out, b.data, b.len);
+	store_buf_put(&r->q.up_out, b.data, b.len);
 	store_buf_release(&b);
 	rc = relay_up_send(r);
 	if (rc == 0)
@@ -591,34 +636,40 @@ static void relay_connect(struct crun_store_relay *r)
  */
 static void relay_lose_up(struct crun_store_relay *r, int err)
 {
-	struct relay_up *u;
 
-	if (r->state == RS_LOST || r->closing)
+	if (r->q.state == RS_LOST || r->q.closing)
 		return;
-	r->state = RS_LOST;
+	r->q.state = RS_LOST;
 	uv_timer_stop(&r->timer);
 	if (r->up_open) {
 		r->up_open = 0;
 		uv_close((uv_handle_t *)&r->up, relay_up_on_tcp_close);
 	}
-	while (r->clients != NULL)
-		client_close(r->clients, NULL);
-	while ((u = r->held_head) != NULL) {
-		r->held_head = u->next;
-		store_relay__up_free(u);
-	}
-	r->held_tail = NULL;
-	while ((u = r->sent_head) != NULL) {
-		r->sent_head = u->next;
-		store_relay__up_free(u);
-	}
-	r->sent_tail = NULL;
-	while (r->waits != NULL)
-		store_relay__wait_free(r, r->waits);
+	while (r->q.clients != NULL)
+		client_close(r->q.clients, NULL);
+	relay_req_drop_all(&r->q);
 	if (!r->lost_called && r->lost != NULL) {
 		r->lost_called = 1;
 		r->lost(r, err, r->lost_data);
 	}
+}
+
+/* What the requests' part reports (relay_reqs.on). */
+static void relay_on_kick(void *data)
+{
+	relay_kick(data);
+}
+
+static void relay_on_client_bad(void *data, struct relay_client *cl,
+				const char *why)
+{
+	(void)data;
+	client_close(cl, why);
+}
+
+static void relay_on_up_lost(void *data, int err)
+{
+	relay_lose_up(data, err);
 }
 
 /* ---- Life cycle --------------------------------------------------------- */
@@ -631,12 +682,12 @@ static void relay_on_handle_close(uv_handle_t *h)
 
 	if (h != (uv_handle_t *)&r->up)
 		r->nhandles--;
-	if (!r->closing || r->nhandles > 0)
+	if (!r->q.closing || r->nhandles > 0)
 		return;
 	cb = r->close_cb;
 	data = r->close_data;
-	store_buf_release(&r->up_in);
-	store_buf_release(&r->up_out);
+	store_buf_release(&r->q.up_in);
+	store_buf_release(&r->q.up_out);
 	free(r->up_addrs);
 	free(r);
 	if (cb != NULL)
@@ -735,24 +786,28 @@ int store_relay_new(uv_loop_t *loop, const struct store_relay_opts *o,
 	if (r == NULL)
 		return UV_ENOMEM;
 	r->loop = loop;
-	r->on.kick = relay_kick;
-	r->on.client_bad = client_close;
-	r->on.up_lost = relay_lose_up;
+	r->q.loop = loop;
+	r->q.lim = &r->lim;
+	r->q.st = &r->st;
+	r->q.on.kick = relay_on_kick;
+	r->q.on.client_bad = relay_on_client_bad;
+	r->q.on.up_lost = relay_on_up_lost;
+	r->q.data = r;
 	if (o->lim != NULL)
 		r->lim = *o->lim;
 	else
 		store_limits_default(&r->lim);
-	r->max_frame = store_limits_max_frame(&r->lim);
-	r->max_client =
+	r->q.max_frame = store_limits_max_frame(&r->lim);
+	r->q.max_client =
 	    o->max_client_bytes ? o->max_client_bytes : r->lim.max_output;
 	r->lost = lost;
 	r->lost_data = data;
-	r->nonce = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)r;
+	r->q.nonce = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)r;
 	r->deadline = uv_now(loop) + (uint64_t)(o->connect_timeout_ms > 0
 						    ? o->connect_timeout_ms
 						    : 10000);
-	store_buf_init(&r->up_in);
-	store_buf_init(&r->up_out);
+	store_buf_init(&r->q.up_in);
+	store_buf_init(&r->q.up_out);
 	rc = relay_resolve(r, o->up_host, o->up_port);
 	if (rc != 0) {
 		free(r->up_addrs);
@@ -770,7 +825,7 @@ int store_relay_new(uv_loop_t *loop, const struct store_relay_opts *o,
 	r->nhandles = 4;
 	rc = relay_listen(r, o);
 	if (rc != 0) {
-		r->closing = 1;
+		r->q.closing = 1;
 		uv_close((uv_handle_t *)&r->listener, relay_on_handle_close);
 		uv_close((uv_handle_t *)&r->timer, relay_on_handle_close);
 		uv_close((uv_handle_t *)&r->tick, relay_on_handle_close);
@@ -786,7 +841,7 @@ int store_relay_new(uv_loop_t *loop, const struct store_relay_opts *o,
 	}
 	if (o->listen_fd >= 0)
 		close(o->listen_fd); /* the relay serves its copy */
-	r->state = RS_CONNECTING;
+	r->q.state = RS_CONNECTING;
 	uv_timer_start(&r->timer, relay_on_retry, 0, 0);
 	*out = r;
 	return 0;
@@ -806,24 +861,14 @@ void store_relay_stats(const struct crun_store_relay *r,
 void store_relay_close(struct crun_store_relay *r, store_close_cb cb,
 		       void *data)
 {
-	struct relay_up *u;
 
-	assert(!r->closing);
-	r->closing = 1;
+	assert(!r->q.closing);
+	r->q.closing = 1;
 	r->close_cb = cb;
 	r->close_data = data;
-	while (r->clients != NULL)
-		client_close(r->clients, NULL);
-	while ((u = r->held_head) != NULL) {
-		r->held_head = u->next;
-		store_relay__up_free(u);
-	}
-	while ((u = r->sent_head) != NULL) {
-		r->sent_head = u->next;
-		store_relay__up_free(u);
-	}
-	while (r->waits != NULL)
-		store_relay__wait_free(r, r->waits);
+	while (r->q.clients != NULL)
+		client_close(r->q.clients, NULL);
+	relay_req_drop_all(&r->q);
 	if (r->up_open) {
 		r->up_open = 0;
 		uv_close((uv_handle_t *)&r->up, relay_up_on_tcp_close);

@@ -10,17 +10,17 @@
 #include <uv.h>
 
 #include "crun/err.h"
-#include "store_relay_internal.h"
+#include "store_relay_req.h"
 
 /* Held requests a new one looks through for one to join. */
 #define RELAY_JOIN_SCAN 64
 
 static struct relay_up *relay_up_new(enum store_op op, enum relay_kind kind);
-static void relay_hold(struct crun_store_relay *r, struct relay_up *u);
+static void relay_hold(struct relay_reqs *q, struct relay_up *u);
 
 /* ---- Slots -------------------------------------------------------------- */
 
-void store_relay__slot_maybe_free(struct relay_slot *s)
+void relay_req_slot_maybe_free(struct relay_slot *s)
 {
 	if (s->infifo || s->inowner)
 		return;
@@ -51,9 +51,9 @@ static void relay_client_dirty(struct relay_client *cl)
 	if (cl->dirty || cl->closing)
 		return;
 	cl->dirty = 1;
-	cl->dirty_next = cl->r->dirty;
-	cl->r->dirty = cl;
-	cl->r->on.kick(cl->r);
+	cl->dirty_next = cl->q->dirty;
+	cl->q->dirty = cl;
+	cl->q->on.kick(cl->q->data);
 }
 
 /* s no longer costs its client what it was counted for. */
@@ -73,7 +73,8 @@ static void relay_client_drain(struct relay_client *cl)
 
 	while (!cl->closing && (s = cl->head) != NULL) {
 		if (s->filled && s->close) {
-			cl->r->on.client_bad(cl, "the store refused a request");
+			cl->q->on.client_bad(cl->q->data, cl,
+					     "the store refused a request");
 			return;
 		}
 		if (s->filled) {
@@ -85,7 +86,7 @@ static void relay_client_drain(struct relay_client *cl)
 		if (cl->head == NULL)
 			cl->tail = NULL;
 		s->infifo = 0;
-		store_relay__slot_maybe_free(s);
+		relay_req_slot_maybe_free(s);
 	}
 	relay_client_dirty(cl);
 }
@@ -101,7 +102,8 @@ static void relay_slot_fill(struct relay_slot *s, const void *p, size_t n,
 	relay_slot_unhold(s);
 	if (!s->infifo) { /* a detached WAIT: out of order */
 		if (close)
-			cl->r->on.client_bad(cl, "the store refused a wait");
+			cl->q->on.client_bad(cl->q->data, cl,
+					     "the store refused a wait");
 		else {
 			store_buf_put(&cl->out, p, n);
 			relay_client_dirty(cl);
@@ -120,7 +122,7 @@ static void relay_slot_fill(struct relay_slot *s, const void *p, size_t n,
 
 /* ---- Waits -------------------------------------------------------------- */
 
-static struct relay_wait *relay_wait_new(struct crun_store_relay *r,
+static struct relay_wait *relay_wait_new(struct relay_reqs *q,
 					 const unsigned char *list, size_t len,
 					 uint64_t n)
 {
@@ -136,34 +138,34 @@ static struct relay_wait *relay_wait_new(struct crun_store_relay *r,
 		free(w);
 		return NULL;
 	}
-	w->tag = ++r->next_tag;
-	w->next = r->waits;
-	if (r->waits != NULL)
-		r->waits->prev = w;
-	r->waits = w;
+	w->tag = ++q->next_tag;
+	w->next = q->waits;
+	if (q->waits != NULL)
+		q->waits->prev = w;
+	q->waits = w;
 	return w;
 }
 
-void store_relay__wait_free(struct crun_store_relay *r, struct relay_wait *w)
+void relay_req_wait_free(struct relay_reqs *q, struct relay_wait *w)
 {
 	if (w->prev != NULL)
 		w->prev->next = w->next;
 	else
-		r->waits = w->next;
+		q->waits = w->next;
 	if (w->next != NULL)
 		w->next->prev = w->prev;
 	if (w->sent && !w->decided)
-		r->undecided--;
+		q->undecided--;
 	store_buf_release(&w->list);
 	free(w);
 }
 
 /* Free w once no client is left on it (each left with a CANCEL_TAG). */
-void store_relay__wait_release(struct crun_store_relay *r, struct relay_wait *w)
+void relay_req_wait_release(struct relay_reqs *q, struct relay_wait *w)
 {
 	if (w->slots != NULL || w->held)
 		return; /* a held one is dropped when the held are sent */
-	store_relay__wait_free(r, w);
+	relay_req_wait_free(q, w);
 }
 
 static void relay_wait_add_slot(struct relay_wait *w, struct relay_slot *s)
@@ -179,8 +181,8 @@ static void relay_wait_add_slot(struct relay_wait *w, struct relay_slot *s)
 }
 
 /* Take s off its wait (which it leaves empty or not). */
-void store_relay__wait_drop_slot(struct crun_store_relay *r,
-				 struct relay_wait *w, struct relay_slot *s)
+void relay_req_wait_drop_slot(struct relay_reqs *q, struct relay_wait *w,
+			      struct relay_slot *s)
 {
 	struct relay_slot **pp = &w->slots, *prev = NULL;
 	struct relay_up *u;
@@ -199,12 +201,12 @@ void store_relay__wait_drop_slot(struct crun_store_relay *r,
 	if (s->cl != NULL) /* its client no longer waits: not its cost */
 		relay_slot_unhold(s);
 	/* One fewer of the identical waits the store holds for w. */
-	if (w->sent && r->state == RS_READY && !r->closing &&
+	if (w->sent && q->state == RS_READY && !q->closing &&
 	    (u = relay_up_new(STORE_OP_CANCEL_TAG, RK_CANCEL)) != NULL) {
 		store_buf_op(&u->frame, STORE_GEN_G3, STORE_OP_CANCEL_TAG);
 		store_buf_u64(&u->frame, w->tag);
 		store_buf_u64(&u->frame, 1);
-		relay_hold(r, u);
+		relay_hold(q, u);
 	}
 }
 
@@ -222,14 +224,14 @@ static struct relay_up *relay_up_new(enum store_op op, enum relay_kind kind)
 	return u;
 }
 
-void store_relay__up_free(struct relay_up *u)
+static void relay_up_free(struct relay_up *u)
 {
 	struct relay_slot *s, *next;
 
 	for (s = u->slots; s != NULL; s = next) {
 		next = s->onext;
 		s->inowner = 0;
-		store_relay__slot_maybe_free(s);
+		relay_req_slot_maybe_free(s);
 	}
 	store_buf_release(&u->frame);
 	free(u);
@@ -247,22 +249,22 @@ static void relay_up_add_slot(struct relay_up *u, struct relay_slot *s)
 }
 
 /* Hold u until the flush (last). */
-static void relay_hold(struct crun_store_relay *r, struct relay_up *u)
+static void relay_hold(struct relay_reqs *q, struct relay_up *u)
 {
-	if (r->held_tail != NULL)
-		r->held_tail->next = u;
+	if (q->held_tail != NULL)
+		q->held_tail->next = u;
 	else
-		r->held_head = u;
-	r->held_tail = u;
-	u->pos = ++r->nheld;
-	r->on.kick(r);
+		q->held_head = u;
+	q->held_tail = u;
+	u->pos = ++q->nheld;
+	q->on.kick(q->data);
 }
 
 /*
  * A held request of kind op on the same key (or list) that cl may join: its
  * own requests all come before it (none held after it).
  */
-static struct relay_up *relay_joinable(struct crun_store_relay *r,
+static struct relay_up *relay_joinable(struct relay_reqs *q,
 				       struct relay_client *cl,
 				       enum store_op op,
 				       const unsigned char *key, size_t klen)
@@ -273,7 +275,7 @@ static struct relay_up *relay_joinable(struct crun_store_relay *r,
 
 	/* A bounded look (a client pipelining thousands of GETs must not
 	 * make each one walk all the others): combining is an optimisation. */
-	for (u = r->held_head; u != NULL && scanned++ < RELAY_JOIN_SCAN;
+	for (u = q->held_head; u != NULL && scanned++ < RELAY_JOIN_SCAN;
 	     u = u->next) {
 		if (u->op != op || u->pos < cl->last_seq)
 			continue;
@@ -329,7 +331,7 @@ static int relay_kind_of(enum store_op op)
 static int relay_client_wait(struct relay_client *cl,
 			     const struct store_req *req, size_t cost)
 {
-	struct crun_store_relay *r = cl->r;
+	struct relay_reqs *q = cl->q;
 	struct store_buf key;
 	struct relay_slot *s;
 	struct relay_up *u;
@@ -340,7 +342,7 @@ static int relay_client_wait(struct relay_client *cl,
 	store_buf_put(&key, req->list, req->list_len);
 	if (key.oom)
 		return UV_ENOMEM;
-	u = relay_joinable(r, cl, STORE_OP_WAIT, key.data, key.len);
+	u = relay_joinable(q, cl, STORE_OP_WAIT, key.data, key.len);
 	store_buf_release(&key);
 	if ((s = relay_slot_new(cl)) == NULL)
 		return UV_ENOMEM;
@@ -354,7 +356,7 @@ static int relay_client_wait(struct relay_client *cl,
 		return 0;
 	}
 	u = relay_up_new(STORE_OP_WAIT, RK_WAIT);
-	w = u != NULL ? relay_wait_new(r, req->list, req->list_len, req->n)
+	w = u != NULL ? relay_wait_new(q, req->list, req->list_len, req->n)
 		      : NULL;
 	if (w == NULL) {
 		free(u);
@@ -363,8 +365,8 @@ static int relay_client_wait(struct relay_client *cl,
 	w->held = 1;
 	u->w = w;
 	relay_wait_add_slot(w, s);
-	relay_hold(r, u);
-	cl->last_seq = r->nheld;
+	relay_hold(q, u);
+	cl->last_seq = q->nheld;
 	return 0;
 }
 
@@ -375,7 +377,7 @@ static int relay_client_wait(struct relay_client *cl,
  */
 static int relay_client_cancel(struct relay_client *cl, size_t cost)
 {
-	struct crun_store_relay *r = cl->r;
+	struct relay_reqs *q = cl->q;
 	struct relay_slot *fs;
 	struct relay_up *u;
 
@@ -389,10 +391,10 @@ static int relay_client_cancel(struct relay_client *cl, size_t cost)
 	fs->bytes = cost;
 	cl->held += cost;
 	store_buf_op(&u->frame, STORE_GEN_G3, STORE_OP_PING);
-	store_buf_u32(&u->frame, r->nonce);
+	store_buf_u32(&u->frame, q->nonce);
 	relay_up_add_slot(u, fs);
-	relay_hold(r, u);
-	cl->last_seq = r->nheld;
+	relay_hold(q, u);
+	cl->last_seq = q->nheld;
 	return 0;
 }
 
@@ -405,12 +407,12 @@ static int relay_client_request(struct relay_client *cl,
 				const unsigned char *f, size_t used,
 				size_t cost)
 {
-	struct crun_store_relay *r = cl->r;
+	struct relay_reqs *q = cl->q;
 	int kind = relay_kind_of(req->op);
 	struct relay_slot *s;
 	struct relay_up *u = NULL;
 
-	r->st.requests_in++;
+	q->st->requests_in++;
 	if (req->op == STORE_OP_VALIDATE)
 		return 0; /* the relay's own connection is validated */
 	if (req->op == STORE_OP_CANCEL_WAIT)
@@ -426,7 +428,7 @@ static int relay_client_request(struct relay_client *cl,
 		store_buf_str(&k, req->key, req->key_len);
 		if (k.oom)
 			return UV_ENOMEM;
-		u = relay_joinable(r, cl, req->op, k.data, k.len);
+		u = relay_joinable(q, cl, req->op, k.data, k.len);
 		store_buf_release(&k);
 		/* Not past INT64's range, and only deltas of one sign: the
 		 * partial sums then stay between the old value and the new. */
@@ -456,14 +458,14 @@ static int relay_client_request(struct relay_client *cl,
 	store_buf_op(&u->frame, STORE_GEN_G3, req->op);
 	store_buf_put(&u->frame, f + 1, used - 1);
 	if (u->frame.oom) {
-		store_relay__up_free(u);
+		relay_up_free(u);
 		return UV_ENOMEM;
 	}
 	if (req->op == STORE_OP_GET || req->op == STORE_OP_ADD)
 		u->klen = 8 + req->key_len;
 	relay_up_add_slot(u, s);
-	relay_hold(r, u);
-	cl->last_seq = r->nheld;
+	relay_hold(q, u);
+	cl->last_seq = q->nheld;
 	return 0;
 }
 
@@ -472,10 +474,10 @@ static int relay_client_request(struct relay_client *cl,
  * reply larger than max_output), so that a client's requests in flight are
  * counted in its share before their answers come.
  */
-static size_t relay_reply_bound(const struct crun_store_relay *r, int kind)
+static size_t relay_reply_bound(const struct relay_reqs *q, int kind)
 {
-	size_t v = r->lim.max_value < r->lim.max_output ? r->lim.max_value
-							: r->lim.max_output;
+	size_t v = q->lim->max_value < q->lim->max_output ? q->lim->max_value
+							  : q->lim->max_output;
 
 	switch (kind) {
 	case RK_U8:
@@ -491,7 +493,7 @@ static size_t relay_reply_bound(const struct crun_store_relay *r, int kind)
 		return 16 + v;
 	case RK_NBYTES:
 	case RK_LIST:
-		return r->lim.max_output;
+		return q->lim->max_output;
 	default:
 		return 0;
 	}
@@ -511,28 +513,28 @@ static size_t relay_client_cost(struct relay_client *cl,
 	int kind =
 	    req->op == STORE_OP_CANCEL_WAIT ? RK_U8 : relay_kind_of(req->op);
 	size_t cost =
-	    used + sizeof(struct relay_slot) + relay_reply_bound(cl->r, kind);
-	size_t owed = store_relay__client_owed(cl);
+	    used + sizeof(struct relay_slot) + relay_reply_bound(cl->q, kind);
+	size_t owed = relay_req_client_owed(cl);
 
-	if (owed > 0 && owed + cost > store_relay__client_share(cl) &&
+	if (owed > 0 && owed + cost > relay_req_client_share(cl) &&
 	    (kind == RK_WAIT || owed > cl->wait_held))
 		return 0;
 	return cost;
 }
 
 /* This client's share of the relay's memory. */
-size_t store_relay__client_share(const struct relay_client *cl)
+size_t relay_req_client_share(const struct relay_client *cl)
 {
-	const struct crun_store_relay *r = cl->r;
-	size_t share = r->lim.max_memory / (r->nclients ? r->nclients : 1);
+	const struct relay_reqs *q = cl->q;
+	size_t share = q->lim->max_memory / (q->nclients ? q->nclients : 1);
 
-	return share < r->max_client ? share : r->max_client;
+	return share < q->max_client ? share : q->max_client;
 }
 
 /* Decode and handle every whole frame in cl->in. */
-void store_relay__client_parse(struct relay_client *cl)
+void relay_req_client_parse(struct relay_client *cl)
 {
-	struct crun_store_relay *r = cl->r;
+	struct relay_reqs *q = cl->q;
 	struct store_req req;
 	char errmsg[256];
 	size_t off = 0, used, cost;
@@ -541,29 +543,29 @@ void store_relay__client_parse(struct relay_client *cl)
 	while (!cl->closing && off < cl->in.len) {
 		errmsg[0] = '\0';
 		rc = store_wire_decode(cl->in.data + off, cl->in.len - off,
-				       &cl->gen, &cl->r->lim, &cl->rs, &req,
+				       &cl->gen, cl->q->lim, &cl->rs, &req,
 				       &used, errmsg, sizeof(errmsg));
 		if (rc == STORE_WIRE_NEED_MORE)
 			break;
 		if (rc < 0) {
-			cl->r->on.client_bad(cl, errmsg);
+			q->on.client_bad(q->data, cl, errmsg);
 			return;
 		}
 		/* What the store would close the connection for never goes
 		 * up: the relay's connection is every client's. */
-		if (used > r->max_frame) {
+		if (used > q->max_frame) {
 			snprintf(errmsg, sizeof(errmsg),
 				 "request larger than %zu bytes (2 * max-value "
 				 "+ max-key-size + 64)",
-				 r->max_frame);
-			cl->r->on.client_bad(cl, errmsg);
+				 q->max_frame);
+			q->on.client_bad(q->data, cl, errmsg);
 			return;
 		}
 		if ((cost = relay_client_cost(cl, &req, used)) == 0) {
 			cl->stalled = 1; /* read again as its replies drain */
 			break;
 		}
-		cl->since = uv_now(r->loop);
+		cl->since = uv_now(q->loop);
 		rc = relay_client_request(cl, &req, cl->in.data + off, used,
 					  cost);
 		if (rc != 0) {
@@ -571,7 +573,7 @@ void store_relay__client_parse(struct relay_client *cl)
 				 store_wire_op_name(req.op),
 				 rc == CRUN_EPROTO ? "not relayed"
 						   : crun_strerror(rc));
-			cl->r->on.client_bad(cl, errmsg);
+			q->on.client_bad(q->data, cl, errmsg);
 			return;
 		}
 		off += used;
@@ -585,22 +587,22 @@ void store_relay__client_parse(struct relay_client *cl)
 /* ---- The store's answers ---------------------------------------------- */
 
 /* Encode the held requests into up_out, in order. */
-void store_relay__send_held(struct crun_store_relay *r)
+void relay_req_send_held(struct relay_reqs *q)
 {
 	struct relay_up *u;
 
-	while ((u = r->held_head) != NULL) {
-		r->held_head = u->next;
-		if (r->held_head == NULL)
-			r->held_tail = NULL;
+	while ((u = q->held_head) != NULL) {
+		q->held_head = u->next;
+		if (q->held_head == NULL)
+			q->held_tail = NULL;
 		u->next = NULL;
-		r->st.requests_up++;
+		q->st->requests_up++;
 		if (u->kind == RK_WAIT && u->w->slots == NULL) {
 			/* Its clients left before it went: nothing to send. */
 			u->w->held = 0;
-			store_relay__wait_free(r, u->w);
+			relay_req_wait_free(q, u->w);
 			u->w = NULL;
-			store_relay__up_free(u);
+			relay_up_free(u);
 			continue;
 		}
 		if (u->kind == RK_WAIT) {
@@ -609,17 +611,17 @@ void store_relay__send_held(struct crun_store_relay *r)
 
 			for (struct relay_slot *s = w->slots; s; s = s->onext)
 				n++;
-			store_buf_op(&r->up_out, STORE_GEN_G3,
+			store_buf_op(&q->up_out, STORE_GEN_G3,
 				     STORE_OP_WAIT_TAG);
-			store_buf_u64(&r->up_out, w->tag);
-			store_buf_u64(&r->up_out, n); /* the clients joined */
-			store_buf_put(&r->up_out, w->list.data, w->list.len);
+			store_buf_u64(&q->up_out, w->tag);
+			store_buf_u64(&q->up_out, n); /* the clients joined */
+			store_buf_put(&q->up_out, w->list.data, w->list.len);
 			w->held = 0;
 			w->sent = 1;
-			w->seq = r->up_sent;
-			r->undecided++;
+			w->seq = q->up_sent;
+			q->undecided++;
 			u->w = NULL;
-			store_relay__up_free(u);
+			relay_up_free(u);
 			continue;
 		}
 		if (u->op == STORE_OP_ADD) /* the joined deltas' sum */
@@ -627,14 +629,14 @@ void store_relay__send_held(struct crun_store_relay *r)
 				u->frame.data[1 + u->klen + i] =
 				    (unsigned char)((uint64_t)u->sum >>
 						    (8 * i));
-		store_buf_put(&r->up_out, u->frame.data, u->frame.len);
+		store_buf_put(&q->up_out, u->frame.data, u->frame.len);
 		store_buf_release(&u->frame);
-		r->up_sent++;
-		if (r->sent_tail != NULL)
-			r->sent_tail->next = u;
+		q->up_sent++;
+		if (q->sent_tail != NULL)
+			q->sent_tail->next = u;
 		else
-			r->sent_head = u;
-		r->sent_tail = u;
+			q->sent_head = u;
+		q->sent_tail = u;
 	}
 }
 
@@ -689,45 +691,45 @@ static size_t relay_reply_len(const struct relay_up *u, const unsigned char *p,
 }
 
 /* Every WAIT_TAG sent before the in-order reply just in is parked. */
-static void relay_decide(struct crun_store_relay *r)
+static void relay_decide(struct relay_reqs *q)
 {
 	struct relay_wait *w;
 	struct relay_slot *s;
 	struct relay_client *cl, *next;
 	int any = 0;
 
-	if (r->undecided == 0)
+	if (q->undecided == 0)
 		return;
-	for (w = r->waits; w != NULL; w = w->next) {
-		if (!w->sent || w->decided || w->seq >= r->up_recv)
+	for (w = q->waits; w != NULL; w = w->next) {
+		if (!w->sent || w->decided || w->seq >= q->up_recv)
 			continue;
 		w->decided = 1;
-		r->undecided--;
+		q->undecided--;
 		for (s = w->slots; s != NULL; s = s->onext)
 			s->detached = 1;
 		any = 1;
 	}
 	/* Then drain (which may close a client, and free waits). */
-	for (cl = any ? r->clients : NULL; cl != NULL; cl = next) {
+	for (cl = any ? q->clients : NULL; cl != NULL; cl = next) {
 		next = cl->next;
 		relay_client_drain(cl);
 	}
 }
 
 /* The head request's reply (p, n; err: refused) is in: answer its slots. */
-static void relay_answer(struct crun_store_relay *r, const unsigned char *p,
-			 size_t n, int err)
+static void relay_answer(struct relay_reqs *q, const unsigned char *p, size_t n,
+			 int err)
 {
-	struct relay_up *u = r->sent_head;
+	struct relay_up *u = q->sent_head;
 	struct relay_slot *s;
 	unsigned char num[8];
 	int64_t v;
 
-	r->sent_head = u->next;
-	if (r->sent_head == NULL)
-		r->sent_tail = NULL;
-	r->up_recv++;
-	relay_decide(r);
+	q->sent_head = u->next;
+	if (q->sent_head == NULL)
+		q->sent_tail = NULL;
+	q->up_recv++;
+	relay_decide(q);
 	v = u->op == STORE_OP_ADD && !err ? (int64_t)store_wire_u64(p) - u->sum
 					  : 0;
 	for (s = u->slots; s != NULL; s = s->onext) {
@@ -737,17 +739,17 @@ static void relay_answer(struct crun_store_relay *r, const unsigned char *p,
 			unsigned char c = STORE_WAIT_CANCELED;
 
 			/* The fence is through: drop cl's waits left. */
-			for (w = r->waits; w != NULL && s->cl; w = wn) {
+			for (w = q->waits; w != NULL && s->cl; w = wn) {
 				wn = w->next;
 				for (t = w->slots; t != NULL; t = tn) {
 					tn = t->onext;
 					if (t->cl != s->cl)
 						continue;
-					store_relay__wait_drop_slot(r, w, t);
+					relay_req_wait_drop_slot(q, w, t);
 					t->detached = 1;
-					store_relay__slot_maybe_free(t);
+					relay_req_slot_maybe_free(t);
 				}
-				store_relay__wait_release(r, w);
+				relay_req_wait_release(q, w);
 			}
 			relay_slot_fill(s, &c, 1, 0);
 		} else if (u->op == STORE_OP_ADD && !err) {
@@ -760,18 +762,18 @@ static void relay_answer(struct crun_store_relay *r, const unsigned char *p,
 			relay_slot_fill(s, p, n, err);
 		}
 	}
-	store_relay__up_free(u);
+	relay_up_free(u);
 }
 
 /* A tag's answer (one: a QUEUE_PUSH's, for its first client only). */
-static void relay_tag_answer(struct crun_store_relay *r, uint64_t tag, int one,
+static void relay_tag_answer(struct relay_reqs *q, uint64_t tag, int one,
 			     int failed)
 {
 	struct relay_wait *w;
 	struct relay_slot *s, *list, *next;
 	unsigned char c = STORE_STOP_WAITING;
 
-	for (w = r->waits; w != NULL && w->tag != tag; w = w->next)
+	for (w = q->waits; w != NULL && w->tag != tag; w = w->next)
 		;
 	if (w == NULL || w->slots == NULL)
 		return; /* canceled: nobody waits for it now */
@@ -791,53 +793,71 @@ static void relay_tag_answer(struct crun_store_relay *r, uint64_t tag, int one,
 	/* After a QUEUE_PUSH's answer the others still wait on the store,
 	 * in their place. */
 	if (w->slots == NULL)
-		store_relay__wait_free(r, w);
+		relay_req_wait_free(q, w);
 	for (s = list; s != NULL; s = next) {
 		next = s->onext;
 		relay_slot_fill(s, &c, 1, failed);
 		s->inowner = 0;
-		store_relay__slot_maybe_free(s);
+		relay_req_slot_maybe_free(s);
 	}
 }
 
 /* Consume every whole message in up_in. */
-void store_relay__up_process(struct crun_store_relay *r)
+void relay_req_up_process(struct relay_reqs *q)
 {
 	const unsigned char *p;
 	size_t off = 0, len, n;
 
-	while (r->state == RS_READY && off < r->up_in.len) {
-		p = r->up_in.data + off;
-		len = r->up_in.len - off;
+	while (q->state == RS_READY && off < q->up_in.len) {
+		p = q->up_in.data + off;
+		len = q->up_in.len - off;
 		if (p[0] == STORE_TAG_ANSWER || p[0] == STORE_TAG_ANSWER_ONE ||
 		    p[0] == STORE_TAG_FAILED) {
 			if (len < 9)
 				break;
 			off += 9;
-			relay_tag_answer(r, store_wire_u64(p + 1),
+			relay_tag_answer(q, store_wire_u64(p + 1),
 					 p[0] == STORE_TAG_ANSWER_ONE,
 					 p[0] == STORE_TAG_FAILED);
 			continue;
 		}
 		if ((p[0] != STORE_TAG_REPLY && p[0] != STORE_TAG_ERROR) ||
-		    r->sent_head == NULL) {
-			r->on.up_lost(r, CRUN_EPROTO);
+		    q->sent_head == NULL) {
+			q->on.up_lost(q->data, CRUN_EPROTO);
 			return;
 		}
 		if (p[0] == STORE_TAG_ERROR) {
 			off += 1;
-			relay_answer(r, NULL, 0, 1);
+			relay_answer(q, NULL, 0, 1);
 			continue;
 		}
-		n = relay_reply_len(r->sent_head, p + 1, len - 1);
-		if (n == 0 && r->sent_head->kind != RK_NONE &&
-		    r->sent_head->kind != RK_CANCEL)
+		n = relay_reply_len(q->sent_head, p + 1, len - 1);
+		if (n == 0 && q->sent_head->kind != RK_NONE &&
+		    q->sent_head->kind != RK_CANCEL)
 			break;
 		off += 1 + n;
-		relay_answer(r, p + 1, n, 0);
+		relay_answer(q, p + 1, n, 0);
 	}
-	if (off > 0 && r->state == RS_READY) {
-		memmove(r->up_in.data, r->up_in.data + off, r->up_in.len - off);
-		r->up_in.len -= off;
+	if (off > 0 && q->state == RS_READY) {
+		memmove(q->up_in.data, q->up_in.data + off, q->up_in.len - off);
+		q->up_in.len -= off;
 	}
+}
+
+void relay_req_drop_all(struct relay_reqs *q)
+{
+	struct relay_up *u;
+
+	while ((u = q->held_head) != NULL) {
+		q->held_head = u->next;
+		relay_up_free(u);
+	}
+	q->held_tail = NULL;
+	while ((u = q->sent_head) != NULL) {
+		q->sent_head = u->next;
+		relay_up_free(u);
+	}
+	q->sent_tail = NULL;
+	while (q->waits != NULL)
+		relay_req_wait_free(q, q->waits);
 }

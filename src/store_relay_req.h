@@ -1,11 +1,12 @@
 /*
- * The store relay's private header (store_relay.c, the connections: the
- * workers', the store's, the life cycle; store_relay_req.c, the requests:
- * each worker's reply FIFO, the waits, combining, and the store's answers).
- * Private to libcrun.
+ * The store relay's requests (store_relay_req.c), a part of the relay
+ * (store_relay.c creates it): each worker's reply FIFO, the waits,
+ * combining, and the store's answers. The relay owns the connections and
+ * fills up_in and writes up_out; the part reports to it through
+ * relay_reqs.on. Private to libcrun.
  */
-#ifndef CRUN_STORE_RELAY_INTERNAL_H
-#define CRUN_STORE_RELAY_INTERNAL_H
+#ifndef CRUN_STORE_RELAY_REQ_H
+#define CRUN_STORE_RELAY_REQ_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -69,7 +70,7 @@ struct relay_up {
 
 /* A WAIT_TAG: the clients' slots that its answer fills. */
 struct relay_wait {
-	struct relay_wait *prev, *next; /* r->waits */
+	struct relay_wait *prev, *next; /* q->waits */
 	uint64_t tag;
 	uint64_t seq; /* in-order requests sent before it */
 	int sent, decided;
@@ -80,8 +81,8 @@ struct relay_wait {
 
 struct relay_client {
 	uv_tcp_t tcp;
-	struct crun_store_relay *r;
-	struct relay_client *prev, *next; /* r->clients */
+	struct relay_reqs *q;
+	struct relay_client *prev, *next; /* q->clients */
 	struct relay_client *dirty_next;
 	enum store_gen gen;
 	struct store_buf in;
@@ -100,45 +101,29 @@ struct relay_client {
 	int stalled; /* a whole request waits in in for room in its share */
 };
 
-struct relay_write {
-	uv_write_t req;
-	struct relay_client *cl; /* NULL: the upstream connection */
-	struct crun_store_relay *r;
-	size_t len;
-	unsigned char data[];
-};
-
-struct crun_store_relay {
+/* The requests' state: the relay embeds it and sets its first fields. */
+struct relay_reqs {
 	uv_loop_t *loop;
-	/* What the requests' part (store_relay_req.c) reports to the relay,
-	 * given by store_relay_new: work to flush before the loop waits, a
-	 * client to close (why; NULL: quietly), the store's connection lost. */
+	const struct crun_store_limits *lim;
+	size_t max_frame;  /* store_limits_max_frame(lim) */
+	size_t max_client; /* one client's share at most */
+	uint32_t nonce;	   /* the relay's, in every request it sends */
+	struct store_relay_stats *st;
+	/* What the part reports to the relay (data): work to flush before the
+	 * loop waits, a client to close (why; NULL: quietly), the store's
+	 * connection lost. */
 	struct {
-		void (*kick)(struct crun_store_relay *r);
-		void (*client_bad)(struct relay_client *cl, const char *why);
-		void (*up_lost)(struct crun_store_relay *r, int err);
+		void (*kick)(void *data);
+		void (*client_bad)(void *data, struct relay_client *cl,
+				   const char *why);
+		void (*up_lost)(void *data, int err);
 	} on;
-	uv_tcp_t listener;
-	uv_tcp_t up;
-	uv_connect_t conn_req;
-	uv_timer_t timer; /* connect retries */
-	uv_timer_t tick;  /* the clients' idle check */
-	uv_prepare_t flush;
-	/* The store's addresses in the resolver's order; up_addrs[up_cur] is
-	 * tried. */
-	struct sockaddr_storage *up_addrs;
-	size_t up_naddrs, up_cur;
-	struct crun_store_limits lim;
-	size_t max_frame; /* store_limits_max_frame(&lim) */
-	size_t max_client;
+	void *data;
+	/* Written by the relay, read here. */
 	enum relay_state state;
-	int up_open;
-	uint64_t deadline;
-	uint32_t nonce;
-	int port;
-	struct store_buf up_in;
-	struct store_buf up_out;
-	size_t up_queued;
+	int closing;
+	struct store_buf up_in;	 /* the store's replies, as read */
+	struct store_buf up_out; /* requests for the store, to write */
 	/* Requests held (not sent yet), then sent and awaiting replies. */
 	struct relay_up *held_head, *held_tail;
 	struct relay_up *sent_head, *sent_tail;
@@ -150,32 +135,24 @@ struct crun_store_relay {
 	struct relay_client *clients;
 	size_t nclients;
 	struct relay_client *dirty;
-	size_t mem;
-	struct store_relay_stats st;
-	store_relay_lost_cb lost;
-	void *lost_data;
-	int lost_called;
-	unsigned nhandles;
-	int closing;
-	store_close_cb close_cb;
-	void *close_data;
 };
 
-void store_relay__slot_maybe_free(struct relay_slot *s);
-void store_relay__wait_free(struct crun_store_relay *r, struct relay_wait *w);
-void store_relay__wait_release(struct crun_store_relay *r,
-			       struct relay_wait *w);
-void store_relay__wait_drop_slot(struct crun_store_relay *r,
-				 struct relay_wait *w, struct relay_slot *s);
-void store_relay__up_free(struct relay_up *u);
-size_t store_relay__client_share(const struct relay_client *cl);
+void relay_req_slot_maybe_free(struct relay_slot *s);
+void relay_req_wait_free(struct relay_reqs *q, struct relay_wait *w);
+void relay_req_wait_release(struct relay_reqs *q, struct relay_wait *w);
+void relay_req_wait_drop_slot(struct relay_reqs *q, struct relay_wait *w,
+			      struct relay_slot *s);
+size_t relay_req_client_share(const struct relay_client *cl);
 /* What cl costs the relay besides its unparsed input. */
-static inline size_t store_relay__client_owed(const struct relay_client *cl)
+static inline size_t relay_req_client_owed(const struct relay_client *cl)
 {
 	return cl->held + cl->out.len + cl->queued;
 }
-void store_relay__client_parse(struct relay_client *cl);
-void store_relay__send_held(struct crun_store_relay *r);
-void store_relay__up_process(struct crun_store_relay *r);
+void relay_req_client_parse(struct relay_client *cl);
+void relay_req_send_held(struct relay_reqs *q);
+void relay_req_up_process(struct relay_reqs *q);
+/** Every request held or sent, and every wait, dropped (the store is
+ * lost, or the relay closes). */
+void relay_req_drop_all(struct relay_reqs *q);
 
 #endif
