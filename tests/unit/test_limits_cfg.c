@@ -1,5 +1,5 @@
 /*
- * Option bounds that are not a range of the option table (test_cfg_limits
+ * Option bounds that are not a range of the option table (test_limits_opts
  * has those): store_max_output against store_max_value_size, and
  * --nproc_per_node's 1..CRUN_MAX_LOCAL_RANKS, each at its edges.
  */

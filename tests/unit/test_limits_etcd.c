@@ -5,7 +5,7 @@
  * parsed, one more is refused naming the key, and a real range of 9000
  * keys fits the default; a watch message of etcd_max_message bytes is
  * handed on, one byte more fails the watch naming the key
- * (test_etcd_limits pins etcd_max_body). Defaults and values set by the
+ * (test_limits_etcd_body pins etcd_max_body). Defaults and values set by the
  * rdzv_conf keys, the limits filled from the rdzv_conf table as the agent's
  * are.
  */
