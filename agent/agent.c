@@ -388,7 +388,7 @@ static void agent_round_end(struct agent *a)
 	 * prints them if it does not.
 	 */
 	nf = logs_collect(&a->logs, &a->pool, &a->round.ranks, &root);
-	f = logs_failures(&a->logs, &nf);
+	f = a->logs.pending;
 	/* A node whose workers all succeeded stays counted as quiet. */
 	stall_stop(a->watch.stall, nf == 0 && a->stop.reason == STOP_NONE);
 	restart = !a->multi &&

@@ -159,12 +159,6 @@ int logs_collect(struct logs *l, const struct pool *p,
 	return n;
 }
 
-const struct crun_failure *logs_failures(const struct logs *l, int *n)
-{
-	*n = l->npending;
-	return l->pending;
-}
-
 void logs_drop_report(struct logs *l, int print)
 {
 	if (l->pending && print) {

@@ -53,14 +53,12 @@ int logs_attempt(struct logs *l, int generation);
 
 /**
  * The failures of the round that just ended (pool p, its ranks rk), saved to
- * the attempt's failures.json and kept until logs_drop_report; returns how
- * many; *root is the root failure's index (report.h) when there are any.
+ * the attempt's failures.json and kept in l->pending until logs_drop_report;
+ * returns how many; *root is the root failure's index (report.h) when there
+ * are any.
  */
 int logs_collect(struct logs *l, const struct pool *p,
 		 const struct crun_ranks *rk, int *root);
-
-/** The kept failures (NULL: none), and how many in *n. */
-const struct crun_failure *logs_failures(const struct logs *l, int *n);
 
 /** Print (print != 0) and forget the round's kept failure report. */
 void logs_drop_report(struct logs *l, int print);

@@ -30,9 +30,7 @@
 #include "nodes.h"
 
 struct nodes {
-	struct nodes_opts o;
-	struct agent_stop *stop;
-	struct crun_cfg *cfg;
+	struct nodes_opts o; /* o.stop, o.cfg: the agent's */
 	struct crun_rdzv_store *rs;
 	struct crun_rdzv_etcd *re; /* --rdzv_backend=etcd: no store host */
 	struct crun_rdzv *rdzv;
@@ -82,8 +80,8 @@ static void nodes_on_rdzv_end(struct crun_rdzv *r, const struct rdzv_end *e,
 			     kind == RDZV_END_DEAD ? "crun.node.lost"
 						   : "crun.node.joining",
 			     "{s:s}", "reason", why);
-	if (n->stop->peer.kind == 0) {
-		struct peer_end *p = &n->stop->peer;
+	if (n->o.stop->peer.kind == 0) {
+		struct peer_end *p = &n->o.stop->peer;
 
 		p->kind = kind;
 		p->status = e->status;
@@ -104,14 +102,14 @@ static void nodes_on_left(struct crun_rdzv *r, void *data)
 	struct nodes *n = data;
 
 	(void)r;
-	n->o.ops->finish(n->o.data, n->stop->exit_status);
+	n->o.ops->finish(n->o.data, n->o.stop->exit_status);
 }
 
 /* Leave the rendezvous (others learn we are done), then exit with status. */
 static void nodes_leave(struct nodes *n, int status)
 {
-	n->stop->exit_status = status;
-	n->stop->leaving = 1;
+	n->o.stop->exit_status = status;
+	n->o.stop->leaving = 1;
 	if (rdzv_finish(n->rdzv, nodes_on_left, n))
 		n->o.ops->finish(n->o.data, status);
 }
@@ -125,8 +123,8 @@ static int peer_exit_status(const struct peer_end *p)
 static void nodes_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 {
 	struct nodes *n = data;
-	struct agent_stop *stop = n->stop;
-	const struct crun_cfg *cfg = n->cfg;
+	struct agent_stop *stop = n->o.stop;
+	const struct crun_cfg *cfg = n->o.cfg;
 	int kind = stop->peer.kind, status;
 
 	if (ok) {
@@ -214,7 +212,7 @@ static void nodes_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 
 void nodes_round_end(struct nodes *n, int nf, int status, int group_world_size)
 {
-	struct agent_stop *stop = n->stop;
+	struct agent_stop *stop = n->o.stop;
 	char why[300];
 
 	n->group_world_size = group_world_size;
@@ -369,7 +367,7 @@ static void nodes_on_stacks(void *data, const char *nonce)
 static void nodes_rdzv_begin(struct nodes *n, const struct rdzv_kv_ops *ops,
 			     void *kv, int is_host)
 {
-	struct crun_cfg *cfg = n->cfg;
+	struct crun_cfg *cfg = n->o.cfg;
 	struct rdzv_opts o;
 	int rc;
 
@@ -502,8 +500,6 @@ int nodes_start(const struct nodes_opts *no, struct nodes **out)
 	if (n == NULL)
 		return UV_ENOMEM;
 	n->o = *no;
-	n->stop = no->stop;
-	n->cfg = cfg;
 	/* Computed while the backend opens (envcheck.h). */
 	envcheck_start(&n->ec, n->o.loop, cfg);
 	memset(&o, 0, sizeof(o));
