@@ -397,35 +397,41 @@ def incremental(port, pid):
     store no more than a SET of the same size sent the same way (whose
     decoding is O(1) per piece), where re-parsing from the start on every
     read costs several times that. Comparing the two keeps the check
-    meaningful on a loaded machine."""
+    meaningful on a loaded machine; a machine busy elsewhere during one
+    measurement gets two more tries, and a store that re-parses fails all
+    three (it costs ~20 times the SETs, every time)."""
     frame = lst(G3_MULTI_GET, [b"/i%06d" % i + b"k" * 24 for i in range(131072)])
     c = conn(port, g3=True)
     half = len(frame) // 2 - 27
     control = op(G3_SET, b"/ctl1", b"c" * half) + op(G3_SET, b"/ctl2", b"c" * half)
-    before = cpu_seconds(pid)
-    send_paced(c, control + ping(4))
-    if recv_exact(c, 4, timeout=20) != struct.pack("<I", 4):
-        fail("no reply to the chunked SET")
-    base = cpu_seconds(pid) - before
-    # The request's own work (lookups, reply): the frame sent at once.
-    before = cpu_seconds(pid)
-    c.sendall(frame)
-    if recv_exact(c, 8 * 131072, timeout=20) is None:
-        fail("no reply to the MULTI_GET")
-    work = cpu_seconds(pid) - before
-    before = cpu_seconds(pid)
-    send_paced(c, frame)
-    reply = recv_exact(c, 8 * 131072, timeout=20)
-    used = cpu_seconds(pid) - before
-    if reply is None:
-        fail("no reply to the chunked MULTI_GET")
-    if used - work > 1.5 * base + 0.05:
-        fail("the chunked MULTI_GET cost %.2f s of store CPU (%.2f s sent at "
-             "once), SETs as large sent the same way %.2f s (re-parsed per "
-             "read)" % (used, work, base))
+    tries = []
+    for _ in range(3):
+        before = cpu_seconds(pid)
+        send_paced(c, control + ping(4))
+        if recv_exact(c, 4, timeout=20) != struct.pack("<I", 4):
+            fail("no reply to the chunked SET")
+        base = cpu_seconds(pid) - before
+        # The request's own work (lookups, reply): the frame sent at once.
+        before = cpu_seconds(pid)
+        c.sendall(frame)
+        if recv_exact(c, 8 * 131072, timeout=20) is None:
+            fail("no reply to the MULTI_GET")
+        work = cpu_seconds(pid) - before
+        before = cpu_seconds(pid)
+        send_paced(c, frame)
+        reply = recv_exact(c, 8 * 131072, timeout=20)
+        used = cpu_seconds(pid) - before
+        if reply is None:
+            fail("no reply to the chunked MULTI_GET")
+        tries.append("%.2f s of store CPU (at once %.2f s; SETs as large %.2f s)" % (used, work, base))
+        if used - work <= 1.5 * base + 0.05:
+            break
+    else:
+        fail("the chunked MULTI_GET cost more store CPU than SETs as large "
+             "sent the same way, in each of 3 tries (re-parsed per read): "
+             + "; ".join(tries))
     c.close()
-    return "%d pieces: %.2f s of store CPU (at once %.2f s; SETs as large %.2f s)" % (
-        (len(frame) + 999) // 1000, used, work, base)
+    return "%d pieces: %s" % ((len(frame) + 999) // 1000, tries[-1])
 
 
 def idle(port, pid):
