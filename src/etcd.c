@@ -306,6 +306,12 @@ int etcd_kv_first(const json_t *range_resp, char **value, size_t *vlen,
 	return 1;
 }
 
+json_t *etcd_txn_resp(const json_t *resp, size_t i, const char *kind)
+{
+	return json_object_get(
+	    json_array_get(json_object_get(resp, "responses"), i), kind);
+}
+
 int etcd_parse_endpoints(const char *list, int https, char (*urls)[300],
 			 int max, char *errmsg, size_t errlen)
 {

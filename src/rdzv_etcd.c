@@ -24,21 +24,106 @@
  * reopened after pauses (doubling, up to 2 s); after read_timeout of that
  * the backend fails, saying what etcd did. A node lease that expired is
  * granted again (the others already saw this node vanish); the job's lease
- * expiring is fatal.
+ * expiring is fatal. Closing revokes this node's lease (the job's too when
+ * this node is the last one), bounded by CLOSE_MS.
  *
- * This file runs the operations on the main channel; rdzv_etcd_watch.c
- * keeps the watch stream, rdzv_etcd_lease.c the leases, opening and
- * closing (rdzv_etcd_internal.h is what they share).
+ * This file owns the backend: its state, the operations on the main and
+ * watch channels, opening and closing. Two parts report to it by
+ * callback: the leases (rdzv_etcd_lease.c) and the watch stream
+ * (rdzv_etcd_watch.c).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "crun/err.h"
 #include "crun/log.h"
-#include "rdzv_etcd_internal.h"
+#include "crun/rdzv_etcd.h"
+#include "rdzv_etcd_lease.h"
+#include "rdzv_etcd_watch.h"
 
+#define CHUNK 64      /* operations per txn (etcd allows 128) */
+#define CLOSE_MS 3000 /* revoking at exit, at most */
+#define CACHE_MAX 512
+#define LEASE_MIN_S 2 /* the shortest lease_ttl that survives a failover */
+
+enum optype { OP_ADD, OP_SET, OP_CAS, OP_MGET, OP_MSET, OP_WATCH };
+
+struct kop {
+	struct crun_rdzv_etcd *s;
+	struct kop *next;
+	enum optype type;
+	char **keys; /* etcd keys */
+	char **vals;
+	size_t *lens;
+	size_t n;
+	int64_t delta;
+	int timeout_ms;
+	int absent; /* CAS: expected "" means absent */
+	int have;   /* ADD: cur and rev known */
+	int64_t cur, rev;
+	char token[48]; /* ADD: "<node>:<seq>", written beside the sum */
+	int fails;	/* ADD: compares lost */
+	size_t pos;	/* MGET/MSET: keys done */
+	size_t chunk0;	/* MGET: first key of the txn out */
+	char **got;	/* MGET: values read */
+	size_t *glen;
+	size_t need; /* MGET: the first keys that must exist (0: a peek) */
+	int missing; /* MGET: of those, keys absent in this pass */
+	int dirty;   /* MGET: a wanted key was put during this pass */
+	int waiting; /* for a PUT event on one of keys */
+	int inflight;
+	int dead; /* completed or cancelled while a call was out */
+	int started;
+	rdzv_kv_cb cb;
+	void *arg;
+};
+
+struct cache {
+	struct cache *next;
+	char *key;
+	int64_t val, rev;
+};
+
+struct crun_rdzv_etcd {
+	uv_loop_t *loop;
+	struct etcd *etcd;
+	char ns[512]; /* "<prefix>/<run_id>/" */
+	struct rdzv_etcd_lease lease;
+	struct rdzv_etcd_watch watch;
+	struct kop *head, *tail; /* the main channel */
+	struct kop *w;		 /* the watch channel */
+	uv_timer_t mtimer, wtimer, btimer;
+	int handles; /* closing: handles and parts not yet closed */
+	int failed;
+	int closing;
+	int kicking, rekick;
+	int close_started;
+	int calls_out;	    /* the operations' calls not yet answered */
+	int revoke_pending; /* closing: revoke once they are */
+	struct cache *cache;
+	int ncache;
+	unsigned seq; /* ADDs so far */
+	void (*vanish_cb)(void *, const char *, size_t);
+	void *vanish_arg;
+	rdzv_etcd_open_cb open_cb;
+	void *open_data;
+	void (*close_cb)(void *);
+	void *close_data;
+	char errmsg[1200];
+};
+
+/* etcd_prefix (at most 200 bytes, cfg_rdzv.c) and a run id the options
+ * allow fit ns whole. */
+_Static_assert(200 + sizeof("/") + RDZV_ID_MAX + sizeof("/") <=
+		   sizeof(((struct crun_rdzv_etcd *)0)->ns),
+	       "etcd_prefix and a run id do not fit ns");
+
+static void step(struct kop *o);
+static void reply(struct kop *o, int status, const struct crun_store_reply *r);
 static void kick(struct crun_rdzv_etcd *s);
 
 static char *xstrdup(const char *p)
@@ -113,7 +198,7 @@ static struct cache *cache_find(struct crun_rdzv_etcd *s, const char *k)
 	return NULL;
 }
 
-void rdzv_etcd__cache_clear(struct crun_rdzv_etcd *s)
+static void cache_clear(struct crun_rdzv_etcd *s)
 {
 	while (s->cache) {
 		struct cache *c = s->cache;
@@ -132,7 +217,7 @@ static void cache_put(struct crun_rdzv_etcd *s, const char *k, int64_t val,
 
 	if (c == NULL) {
 		if (s->ncache >= CACHE_MAX)
-			rdzv_etcd__cache_clear(s);
+			cache_clear(s);
 		c = calloc(1, sizeof(*c));
 		if (c == NULL)
 			abort();
@@ -160,8 +245,7 @@ static void cache_drop(struct crun_rdzv_etcd *s, const char *k)
 	}
 }
 
-void rdzv_etcd__reply(struct kop *o, int status,
-		      const struct crun_store_reply *r)
+static void reply(struct kop *o, int status, const struct crun_store_reply *r)
 {
 	struct crun_rdzv_etcd *s = o->s;
 	rdzv_kv_cb cb = o->cb;
@@ -197,21 +281,23 @@ static void reply_value(struct kop *o, const void *v, size_t n)
 	memset(&r, 0, sizeof(r));
 	r.value = v;
 	r.len = n;
-	rdzv_etcd__reply(o, 0, &r);
+	reply(o, 0, &r);
 }
 
 /* This backend cannot go on: say why once, fail everything. */
-void rdzv_etcd__fail_all(struct crun_rdzv_etcd *s, int status, const char *why)
+static void fail_all(struct crun_rdzv_etcd *s, int status, const char *why)
 {
 	if (!s->failed && !s->closing) {
 		snprintf(s->errmsg, sizeof(s->errmsg), "%s", why);
 		log_say("%s", why);
 	}
 	s->failed = status;
+	rdzv_etcd_watch_stop(&s->watch);
+	rdzv_etcd_lease_stop(&s->lease);
 	while (s->head)
-		rdzv_etcd__reply(s->head, status, NULL);
+		reply(s->head, status, NULL);
 	if (s->w)
-		rdzv_etcd__reply(s->w, status, NULL);
+		reply(s->w, status, NULL);
 }
 
 /*
@@ -226,7 +312,7 @@ static struct kop *call_back(void *arg)
 	o->inflight--;
 	if (--s->calls_out == 0 && s->revoke_pending) {
 		s->revoke_pending = 0;
-		rdzv_etcd__revoke_node(s);
+		rdzv_etcd_lease_revoke(&s->lease);
 	}
 	if (o->dead) {
 		if (o->inflight == 0)
@@ -253,23 +339,16 @@ static void op_error(struct kop *o, int status, json_t *resp)
 	struct crun_rdzv_etcd *s = o->s;
 
 	if (status == CRUN_ECANCELED)
-		return rdzv_etcd__reply(o, status, NULL);
+		return reply(o, status, NULL);
 	if (resp == NULL)
-		return rdzv_etcd__fail_all(s, status, etcd_errmsg(s->etcd));
+		return fail_all(s, status, etcd_errmsg(s->etcd));
 	if (etcd_int(resp, "code") == 5 &&
 	    strstr(etcd_errmsg(s->etcd), "lease"))
-		return rdzv_etcd__fail_all(
-		    s, status,
-		    "the job's etcd lease expired (etcd did not "
-		    "answer for longer than its TTL)");
+		return fail_all(s, status,
+				"the job's etcd lease expired (etcd did not "
+				"answer for longer than its TTL)");
 	log_say("%s", etcd_errmsg(s->etcd));
-	rdzv_etcd__reply(o, status, NULL);
-}
-
-json_t *rdzv_etcd__txn_resp(json_t *resp, size_t i, const char *kind)
-{
-	return json_object_get(
-	    json_array_get(json_object_get(resp, "responses"), i), kind);
+	reply(o, status, NULL);
 }
 
 static void on_backoff(uv_timer_t *t)
@@ -277,7 +356,7 @@ static void on_backoff(uv_timer_t *t)
 	struct crun_rdzv_etcd *s = t->data;
 
 	if (s->head && s->head->type == OP_ADD && !s->head->inflight)
-		rdzv_etcd__step(s->head);
+		step(s->head);
 }
 
 static void on_add(int status, json_t *resp, void *arg)
@@ -299,11 +378,11 @@ static void on_add(int status, json_t *resp, void *arg)
 			memset(&r, 0, sizeof(r));
 			r.num = strtoll(v, NULL, 10);
 			free(v);
-			return rdzv_etcd__reply(o, 0, &r);
+			return reply(o, 0, &r);
 		}
 		o->have = 1;
 		o->cur = o->rev = 0;
-		return rdzv_etcd__step(o);
+		return step(o);
 	}
 	if (o->have && json_is_true(json_object_get(resp, "succeeded"))) {
 		int64_t num = o->cur + o->delta;
@@ -313,11 +392,11 @@ static void on_add(int status, json_t *resp, void *arg)
 		    etcd_int(json_object_get(resp, "header"), "revision"));
 		memset(&r, 0, sizeof(r));
 		r.num = num;
-		return rdzv_etcd__reply(o, 0, &r);
+		return reply(o, 0, &r);
 	}
 	/* A first read, or the key moved on: retry from its current state. */
 	if (o->have)
-		resp = rdzv_etcd__txn_resp(resp, 0, "response_range");
+		resp = etcd_txn_resp(resp, 0, "response_range");
 	o->have = 1;
 	o->cur = 0;
 	o->rev = 0;
@@ -334,7 +413,7 @@ static void on_add(int status, json_t *resp, void *arg)
 			cache_put(s, o->keys[0], o->cur, o->rev);
 			memset(&r, 0, sizeof(r));
 			r.num = o->cur;
-			return rdzv_etcd__reply(o, 0, &r);
+			return reply(o, 0, &r);
 		}
 	}
 	free(v);
@@ -342,10 +421,10 @@ static void on_add(int status, json_t *resp, void *arg)
 		/* Created by someone else meanwhile: that is the value. */
 		memset(&r, 0, sizeof(r));
 		r.num = o->cur;
-		return rdzv_etcd__reply(o, 0, &r);
+		return reply(o, 0, &r);
 	}
 	if (o->fails++ == 0)
-		return rdzv_etcd__step(o);
+		return step(o);
 	/*
 	 * Lost the race again: back off a random while (up to 2^fails ms,
 	 * at most 64), so N nodes adding at once cost O(N) writes, not
@@ -366,7 +445,7 @@ static void on_set(int status, json_t *resp, void *arg)
 	if (status)
 		return op_error(o, status, resp);
 	memset(&r, 0, sizeof(r));
-	rdzv_etcd__reply(o, 0, &r);
+	reply(o, 0, &r);
 }
 
 static void on_cas(int status, json_t *resp, void *arg)
@@ -381,8 +460,8 @@ static void on_cas(int status, json_t *resp, void *arg)
 		return op_error(o, status, resp);
 	if (json_is_true(json_object_get(resp, "succeeded")))
 		return reply_value(o, o->vals[0], o->lens[0]);
-	if (!etcd_kv_first(rdzv_etcd__txn_resp(resp, 0, "response_range"), &v,
-			   &n, NULL))
+	if (!etcd_kv_first(etcd_txn_resp(resp, 0, "response_range"), &v, &n,
+			   NULL))
 		/* Absent, expected something: echoed, as PyTorch does. */
 		return reply_value(o, o->vals[1], o->lens[1]);
 	reply_value(o, v, n);
@@ -399,9 +478,9 @@ static void on_mset(int status, json_t *resp, void *arg)
 	if (status)
 		return op_error(o, status, resp);
 	if (o->pos < o->n)
-		return rdzv_etcd__step(o);
+		return step(o);
 	memset(&r, 0, sizeof(r));
-	rdzv_etcd__reply(o, 0, &r);
+	reply(o, 0, &r);
 }
 
 /* Every key read: reply, or wait for the missing ones to appear. */
@@ -412,7 +491,7 @@ static void mget_pass_done(struct kop *o)
 
 	if (o->missing && o->dirty) {
 		o->pos = o->n; /* a new pass */
-		return rdzv_etcd__step(o);
+		return step(o);
 	}
 	if (o->missing) {
 		o->waiting = 1;
@@ -434,7 +513,7 @@ static void mget_pass_done(struct kop *o)
 		r.value = o->got[0];
 		r.len = o->glen[0];
 	}
-	rdzv_etcd__reply(o, 0, &r);
+	reply(o, 0, &r);
 	free(iov);
 }
 
@@ -449,8 +528,7 @@ static void on_mget(int status, json_t *resp, void *arg)
 		return op_error(o, status, resp);
 	i0 = o->chunk0;
 	for (size_t i = i0; i < o->pos; i++) {
-		json_t *rr =
-		    rdzv_etcd__txn_resp(resp, i - i0, "response_range");
+		json_t *rr = etcd_txn_resp(resp, i - i0, "response_range");
 
 		free(o->got[i]);
 		o->got[i] = NULL;
@@ -460,7 +538,7 @@ static void on_mget(int status, json_t *resp, void *arg)
 			o->missing++;
 	}
 	if (o->pos < o->n)
-		return rdzv_etcd__step(o);
+		return step(o);
 	mget_pass_done(o);
 }
 
@@ -469,7 +547,7 @@ static void on_mtimer(uv_timer_t *t)
 	struct crun_rdzv_etcd *s = t->data;
 
 	if (s->head)
-		rdzv_etcd__reply(s->head, CRUN_ETIMEDOUT, NULL);
+		reply(s->head, CRUN_ETIMEDOUT, NULL);
 }
 
 static void on_wtimer(uv_timer_t *t)
@@ -477,14 +555,14 @@ static void on_wtimer(uv_timer_t *t)
 	struct crun_rdzv_etcd *s = t->data;
 
 	if (s->w)
-		rdzv_etcd__reply(s->w, CRUN_ETIMEDOUT, NULL);
+		reply(s->w, CRUN_ETIMEDOUT, NULL);
 }
 
 /* The next request of op o. */
-void rdzv_etcd__step(struct kop *o)
+static void step(struct kop *o)
 {
 	struct crun_rdzv_etcd *s = o->s;
-	const char *lease = s->job;
+	const char *lease = s->lease.job;
 	json_t *b = NULL;
 	const char *path = "/v3/kv/txn";
 	etcd_cb cb = NULL;
@@ -513,7 +591,7 @@ void rdzv_etcd__step(struct kop *o)
 			/* The sum, and who wrote it (see on_add). */
 			if (o->delta && !*o->token)
 				snprintf(o->token, sizeof(o->token), "%s:%u",
-					 s->node, ++s->seq);
+					 s->lease.node, ++s->seq);
 			snprintf(num, sizeof(num), "%" PRId64 "%s%s",
 				 o->cur + o->delta, *o->token ? " " : "",
 				 o->token);
@@ -571,7 +649,7 @@ void rdzv_etcd__step(struct kop *o)
 	}
 	rc = call(o, path, b, cb);
 	if (rc)
-		rdzv_etcd__reply(o, rc, NULL);
+		reply(o, rc, NULL);
 }
 
 /* Start the head of the main channel if it is idle. */
@@ -593,7 +671,7 @@ static void kick(struct crun_rdzv_etcd *s)
 		if (o->type == OP_MGET && o->timeout_ms >= 0)
 			uv_timer_start(&s->mtimer, on_mtimer,
 				       (uint64_t)o->timeout_ms, 0);
-		rdzv_etcd__step(o);
+		step(o);
 	} while (s->rekick);
 	s->kicking = 0;
 }
@@ -711,7 +789,7 @@ static void on_mark(int status, json_t *resp, void *arg)
 	struct crun_rdzv_etcd *s = arg;
 
 	if (status && status != CRUN_ECANCELED && resp == NULL)
-		rdzv_etcd__fail_all(s, status, etcd_errmsg(s->etcd));
+		fail_all(s, status, etcd_errmsg(s->etcd));
 }
 
 /*
@@ -732,14 +810,14 @@ static int kv_watch(void *kv, const char *const *keys, size_t nk,
 	if (s->failed || s->closing)
 		return CRUN_ECLOSED;
 	if (s->w)
-		rdzv_etcd__reply(s->w, CRUN_ECANCELED, NULL);
-	n = strlen(s->ns) + strlen(s->node) + strlen(key) + 4;
+		reply(s->w, CRUN_ECANCELED, NULL);
+	n = strlen(s->ns) + strlen(s->lease.node) + strlen(key) + 4;
 	mk = malloc(n);
 	if (mk == NULL)
 		abort();
-	snprintf(mk, n, "%sw/%s/%s", s->ns, s->node, key);
-	rc = etcd_call(s->etcd, "/v3/kv/put", etcd_put_req(mk, "1", 1, s->node),
-		       on_mark, s);
+	snprintf(mk, n, "%sw/%s/%s", s->ns, s->lease.node, key);
+	rc = etcd_call(s->etcd, "/v3/kv/put",
+		       etcd_put_req(mk, "1", 1, s->lease.node), on_mark, s);
 	free(mk);
 	if (rc)
 		return rc;
@@ -751,7 +829,7 @@ static int kv_watch(void *kv, const char *const *keys, size_t nk,
 	s->w = o;
 	if (timeout_ms >= 0)
 		uv_timer_start(&s->wtimer, on_wtimer, (uint64_t)timeout_ms, 0);
-	rdzv_etcd__step(o);
+	step(o);
 	return 0;
 }
 
@@ -762,6 +840,285 @@ static void kv_on_vanish(void *kv, void (*cb)(void *, const char *, size_t),
 
 	s->vanish_cb = cb;
 	s->vanish_arg = arg;
+}
+
+/* ---- What the parts report ------------------------------------------- */
+
+/*
+ * A PUT of k: read again if o waits for it. If o is reading right now, its
+ * answer may predate the PUT (the watch and the read are two connections):
+ * mark it, so a pass that found keys missing reads once more.
+ */
+static int wants(struct kop *o, const char *k)
+{
+	if (o == NULL || (o->type != OP_MGET && o->type != OP_WATCH) || o->dead)
+		return 0;
+	for (size_t i = 0; i < o->n; i++) {
+		if (strcmp(o->keys[i], k) != 0)
+			continue;
+		if (o->waiting)
+			return 1;
+		o->dirty = 1;
+		return 0;
+	}
+	return 0;
+}
+
+static void on_watch_put(void *data, const char *k)
+{
+	struct crun_rdzv_etcd *s = data;
+
+	if (wants(s->head, k))
+		step(s->head);
+	if (wants(s->w, k))
+		step(s->w);
+}
+
+/* A node's mark went (key "<ns>w/<node>/<key>"): that node vanished. */
+static void on_watch_deleted(void *data, const char *k)
+{
+	struct crun_rdzv_etcd *s = data;
+	const char *p = k + strlen(s->ns), *slash;
+
+	if (strncmp(p, "w/", 2) == 0 && (slash = strchr(p + 2, '/')) != NULL &&
+	    s->vanish_cb &&
+	    strncmp(p + 2, s->lease.node, (size_t)(slash - p - 2)) != 0)
+		s->vanish_cb(s->vanish_arg, slash + 1, strlen(slash + 1));
+}
+
+/* Something changed, or may have: every waiter reads again. */
+static void on_watch_recheck(void *data)
+{
+	struct crun_rdzv_etcd *s = data;
+
+	if (s->head && s->head->waiting)
+		step(s->head);
+	if (s->w && s->w->waiting)
+		step(s->w);
+}
+
+static void on_part_fatal(void *data, int status, const char *why)
+{
+	fail_all(data, status, why);
+}
+
+static void on_lease_opened(void *data, int status, const char *why)
+{
+	struct crun_rdzv_etcd *s = data;
+	rdzv_etcd_open_cb cb = s->open_cb;
+
+	s->open_cb = NULL;
+	if (status) {
+		s->failed = status;
+		snprintf(s->errmsg, sizeof(s->errmsg), "%s", why);
+	} else if (!s->closing && *s->lease.node) {
+		rdzv_etcd_watch_start(&s->watch, s->lease.rev);
+	}
+	if (cb)
+		cb(s, status, s->open_data);
+}
+
+static void on_lease_tick(void *data)
+{
+	struct crun_rdzv_etcd *s = data;
+
+	rdzv_etcd_watch_check(&s->watch);
+}
+
+static void close_now(struct crun_rdzv_etcd *s);
+
+static void on_lease_revoked(void *data)
+{
+	close_now(data);
+}
+
+static const struct rdzv_etcd_watch_ops watch_ops = {
+    .put = on_watch_put,
+    .deleted = on_watch_deleted,
+    .recheck = on_watch_recheck,
+    .fatal = on_part_fatal,
+};
+
+static const struct rdzv_etcd_lease_ops lease_ops = {
+    .opened = on_lease_opened,
+    .tick = on_lease_tick,
+    .fatal = on_part_fatal,
+    .revoked = on_lease_revoked,
+};
+
+/* ---- Opening and closing --------------------------------------------- */
+
+double rdzv_etcd_attempt(double lease_ttl)
+{
+	double a = lease_ttl / 4;
+
+	return a < 0.5 ? 0.5 : a > 3 ? 3 : a;
+}
+
+static int read_password(const char *path, char *out, size_t len, char *errmsg,
+			 size_t errlen)
+{
+	FILE *fp = fopen(path, "r");
+	size_t n;
+
+	if (fp == NULL) {
+		snprintf(errmsg, errlen, "cannot read password_file '%s': %s",
+			 path, strerror(errno));
+		return CRUN_ECONFIG;
+	}
+	n = fread(out, 1, len - 1, fp);
+	fclose(fp);
+	out[n] = '\0';
+	out[strcspn(out, "\r\n")] = '\0';
+	return 0;
+}
+
+int rdzv_etcd_open(uv_loop_t *loop, const struct rdzv_etcd_opts *o,
+		   rdzv_etcd_open_cb cb, void *data,
+		   struct crun_rdzv_etcd **out)
+{
+	struct crun_rdzv_etcd *s = calloc(1, sizeof(*s));
+	struct etcd_opts eo;
+	char pw[256] = "";
+	double ttl, timeout;
+	int rc;
+
+	if (s == NULL)
+		return UV_ENOMEM;
+	if (o->password_file && *o->password_file &&
+	    (rc = read_password(o->password_file, pw, sizeof(pw), o->errmsg,
+				o->errlen))) {
+		free(s);
+		return rc;
+	}
+	memset(&eo, 0, sizeof(eo));
+	eo.endpoints = o->endpoints;
+	eo.https = o->https;
+	eo.cacert = o->cacert;
+	eo.cert = o->cert;
+	eo.key = o->key;
+	eo.user = o->user;
+	eo.password = pw;
+	eo.timeout = o->timeout;
+	eo.lim = o->lim;
+	/* A hung member must not cost this node its lease: a keepalive
+	 * (every lease_ttl/3) that waits lease_ttl/4 on it, then fails over,
+	 * lands in time. */
+	eo.attempt = rdzv_etcd_attempt(o->lease_ttl > 0 ? o->lease_ttl : 10);
+	rc = etcd_new(loop, &eo, o->errmsg, o->errlen, &s->etcd);
+	memset(pw, 0, sizeof(pw));
+	if (rc) {
+		free(s);
+		return rc;
+	}
+	s->loop = loop;
+	ttl = o->lease_ttl > 0 ? o->lease_ttl : 10;
+	if (!o->readonly && ttl < LEASE_MIN_S)
+		log_warn(
+		    "lease_ttl=%g s may not survive a failover "
+		    "between etcd members (a keepalive every %.1f s, %.1f s "
+		    "on a hung member): this node may be counted lost; use "
+		    "lease_ttl=%d or more",
+		    ttl, ttl / 3, eo.attempt, LEASE_MIN_S);
+	timeout = o->timeout > 0 ? o->timeout : 60;
+	snprintf(s->ns, sizeof(s->ns), "%s/%s/", o->prefix ? o->prefix : "",
+		 o->run_id);
+	uv_timer_init(loop, &s->mtimer);
+	uv_timer_init(loop, &s->wtimer);
+	uv_timer_init(loop, &s->btimer);
+	s->mtimer.data = s->wtimer.data = s->btimer.data = s;
+	srand((unsigned)uv_hrtime() ^ (unsigned)getpid());
+	rdzv_etcd_lease_init(&s->lease, loop, s->etcd, s->ns, ttl, timeout,
+			     &lease_ops, s);
+	rdzv_etcd_watch_init(&s->watch, loop, s->etcd, s->ns, timeout,
+			     &watch_ops, s);
+	s->open_cb = cb;
+	s->open_data = data;
+	*out = s;
+	rdzv_etcd_lease_open(&s->lease, o->readonly);
+	return 0;
+}
+
+const char *rdzv_etcd_errmsg(const struct crun_rdzv_etcd *s)
+{
+	return s->errmsg;
+}
+
+static void on_etcd_closed(void *data)
+{
+	struct crun_rdzv_etcd *s = data;
+
+	if (s->close_cb)
+		s->close_cb(s->close_data);
+}
+
+static void on_closed(void *data)
+{
+	struct crun_rdzv_etcd *s = data;
+
+	if (--s->handles == 0)
+		etcd_close(s->etcd, on_etcd_closed, s);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	on_closed(h->data);
+}
+
+static void close_now(struct crun_rdzv_etcd *s)
+{
+	if (s->close_started)
+		return;
+	s->close_started = 1;
+	s->handles = 5;
+	uv_close((uv_handle_t *)&s->btimer, on_timer_closed);
+	uv_close((uv_handle_t *)&s->mtimer, on_timer_closed);
+	uv_close((uv_handle_t *)&s->wtimer, on_timer_closed);
+	rdzv_etcd_watch_close(&s->watch, on_closed);
+	rdzv_etcd_lease_close(&s->lease, on_closed);
+}
+
+static void on_close_timeout(uv_timer_t *t)
+{
+	close_now(t->data);
+}
+
+void rdzv_etcd_close(struct crun_rdzv_etcd *s, void (*cb)(void *data),
+		     void *data)
+{
+	s->close_cb = cb;
+	s->close_data = data;
+	/* Pending requests fail now, while their owners still exist. */
+	while (s->head)
+		reply(s->head, CRUN_ECANCELED, NULL);
+	if (s->w)
+		reply(s->w, CRUN_ECANCELED, NULL);
+	s->closing = 1;
+	s->open_cb = NULL;
+	rdzv_etcd_watch_stop(&s->watch);
+	rdzv_etcd_lease_stop(&s->lease);
+	if (!*s->lease.node || s->failed)
+		return close_now(s);
+	uv_timer_start(&s->mtimer, on_close_timeout, CLOSE_MS, 0);
+	/*
+	 * Writes already sent (a last one out's end marks, the "over" of
+	 * the nodes left out) land before this node's lease goes: with it
+	 * the job's keys may go, and a close would abort them.
+	 */
+	if (s->calls_out > 0)
+		s->revoke_pending = 1;
+	else
+		rdzv_etcd_lease_revoke(&s->lease);
+}
+
+void rdzv_etcd_free(struct crun_rdzv_etcd *s)
+{
+	if (s == NULL)
+		return;
+	cache_clear(s);
+	rdzv_etcd_watch_free(&s->watch);
+	etcd_free(s->etcd);
+	free(s);
 }
 
 const struct rdzv_kv_ops rdzv_etcd_ops = {

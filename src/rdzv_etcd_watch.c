@@ -1,13 +1,13 @@
 /*
- * The etcd backend's watch stream (rdzv_etcd.c has the whole backend): one
- * stream on the job's keys, opened from the last revision seen. A PUT on a
- * key a read waits for wakes it (or, while the read is out, makes it read
- * again); a DELETE of a node's mark tells the store host the node vanished.
+ * The etcd backend's watch stream: one stream on the job's keys, opened
+ * from the last revision seen. Each PUT and DELETE under the job's keys is
+ * reported (the backend wakes its reads, or hears that a node vanished).
  *
- * Failure modes: the revision was compacted (reopen from now and re-read
- * every waiter); etcd ends, cancels or never confirms the watch (reopen
- * after pauses, doubling up to 2 s; after read_timeout of that the backend
- * fails, saying what etcd did); a failover (reopen on the new endpoint).
+ * Failure modes: the revision was compacted (reopen from the oldest
+ * revision etcd has, and report a recheck); etcd ends, cancels or never
+ * confirms the stream (reopen after pauses, doubling up to 2 s; after
+ * read_timeout of that, fatal, saying what etcd did); a failover (reopen on
+ * the new endpoint).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,71 +15,52 @@
 
 #include "crun/err.h"
 #include "crun/log.h"
-#include "rdzv_etcd_internal.h"
+#include "rdzv_etcd_watch.h"
 
-/*
- * A PUT of k: read again if o waits for it. If o is reading right now, its
- * answer may predate the PUT (the watch and the read are two connections):
- * mark it, so a pass that found keys missing reads once more.
- */
-static int wants(struct kop *o, const char *k)
-{
-	if (o == NULL || (o->type != OP_MGET && o->type != OP_WATCH) || o->dead)
-		return 0;
-	for (size_t i = 0; i < o->n; i++) {
-		if (strcmp(o->keys[i], k) != 0)
-			continue;
-		if (o->waiting)
-			return 1;
-		o->dirty = 1;
-		return 0;
-	}
-	return 0;
-}
+#define STABLE_MS 5000	/* a stream that lived this long worked */
+#define CREATED_MS 2000 /* etcd confirms a new stream within this */
 
-/* Something changed, or may have: every waiter reads again. */
-static void recheck_all(struct crun_rdzv_etcd *s)
-{
-	if (s->head && s->head->waiting)
-		rdzv_etcd__step(s->head);
-	if (s->w && s->w->waiting)
-		rdzv_etcd__step(s->w);
-}
+static void watch_open(struct rdzv_etcd_watch *w);
+static void watch_retry(struct rdzv_etcd_watch *w, const char *why,
+			int may_give_up);
 
-static void on_event(struct crun_rdzv_etcd *s, json_t *ev)
+static void on_event(struct rdzv_etcd_watch *w, json_t *ev)
 {
 	json_t *kv = json_object_get(ev, "kv");
 	const char *type = json_string_value(json_object_get(ev, "type"));
-	size_t nslen = strlen(s->ns), klen;
+	size_t nslen = strlen(w->ns), klen;
 	char *k = NULL;
 	int64_t rev = etcd_int(kv, "mod_revision");
 
-	if (rev > s->rev)
-		s->rev = rev;
+	if (rev > w->rev)
+		w->rev = rev;
 	if (etcd_unb64(json_object_get(kv, "key"), &k, &klen))
 		return;
-	if (klen <= nslen + 2 || memcmp(k, s->ns, nslen) != 0)
-		goto out;
-	if (type && strcmp(type, "DELETE") == 0) {
-		/* A node's mark went: that node vanished (or left). */
-		const char *p = k + nslen, *slash;
-
-		if (strncmp(p, "w/", 2) == 0 &&
-		    (slash = strchr(p + 2, '/')) != NULL && s->vanish_cb &&
-		    strncmp(p + 2, s->node, (size_t)(slash - p - 2)) != 0)
-			s->vanish_cb(s->vanish_arg, slash + 1,
-				     strlen(slash + 1));
-		goto out;
+	if (klen > nslen + 2 && memcmp(k, w->ns, nslen) == 0) {
+		if (type && strcmp(type, "DELETE") == 0)
+			w->on.deleted(w->data, k);
+		else
+			w->on.put(w->data, k);
 	}
-	if (wants(s->head, k))
-		rdzv_etcd__step(s->head);
-	if (wants(s->w, k))
-		rdzv_etcd__step(s->w);
-out:
 	free(k);
 }
 
-static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
+static void on_restart(uv_timer_t *t)
+{
+	struct rdzv_etcd_watch *w = t->data;
+
+	if (w->stopped)
+		return;
+	if (w->stream && w->reopen) {
+		etcd_req_cancel(w->stream);
+		w->stream = NULL;
+	}
+	w->reopen = 0;
+	if (w->stream == NULL)
+		watch_open(w);
+}
+
+static void handle_msg(struct rdzv_etcd_watch *w, json_t *msg)
 {
 	json_t *res = json_object_get(msg, "result"), *evs, *ev;
 	int64_t hrev;
@@ -98,11 +79,11 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 
 		log_say("etcd compacted past revision %lld of this "
 			"node's watch; reading every wait again",
-			(long long)s->rev + 1);
-		s->rev = c - 1;
-		s->reopen = 1;
-		uv_timer_start(&s->restart, rdzv_etcd__on_restart, 0, 0);
-		recheck_all(s);
+			(long long)w->rev + 1);
+		w->rev = c - 1;
+		w->reopen = 1;
+		uv_timer_start(&w->restart, on_restart, 0, 0);
+		w->on.recheck(w->data);
 		return;
 	}
 	if (json_is_true(json_object_get(res, "canceled"))) {
@@ -112,34 +93,40 @@ static void handle_msg(struct crun_rdzv_etcd *s, json_t *msg)
 
 		snprintf(m, sizeof(m), "etcd canceled this node's watch (%s)",
 			 why && *why ? why : "no reason given");
-		s->reopen = 1;
-		rdzv_etcd__watch_retry(s, m, 1);
-		recheck_all(s);
+		w->reopen = 1;
+		watch_retry(w, m, 1);
+		if (!w->stopped)
+			w->on.recheck(w->data);
 		return;
 	}
 	if (json_is_true(json_object_get(res, "created")))
-		s->wcreated = 1;
-	if (json_is_true(json_object_get(res, "created")) && s->rev == 0 &&
+		w->created = 1;
+	if (json_is_true(json_object_get(res, "created")) && w->rev == 0 &&
 	    hrev > 0)
-		s->rev = hrev;
+		w->rev = hrev;
 	evs = json_object_get(res, "events");
 	if (json_array_size(evs))
-		s->wtries = 0, s->wsince = 0; /* the watch works */
-	json_array_foreach(evs, i, ev) on_event(s, ev);
+		w->tries = 0, w->since = 0; /* the watch works */
+	json_array_foreach(evs, i, ev)
+	{
+		if (w->stopped)
+			break;
+		on_event(w, ev);
+	}
 }
 
 static void on_evtimer(uv_timer_t *t)
 {
-	struct crun_rdzv_etcd *s = t->data;
-	json_t *q = s->pending, *m;
+	struct rdzv_etcd_watch *w = t->data;
+	json_t *q = w->pending, *m;
 	size_t i;
 
-	s->pending = json_array();
+	w->pending = json_array();
 	json_array_foreach(q, i, m)
 	{
-		if (s->closing || s->failed)
+		if (w->stopped)
 			break;
-		handle_msg(s, m);
+		handle_msg(w, m);
 	}
 	json_decref(q);
 }
@@ -150,86 +137,151 @@ static void on_evtimer(uv_timer_t *t)
  */
 static void on_watch_msg(json_t *msg, void *arg)
 {
-	struct crun_rdzv_etcd *s = arg;
+	struct rdzv_etcd_watch *w = arg;
 
-	json_array_append(s->pending, msg);
-	if (!uv_is_active((uv_handle_t *)&s->evtimer))
-		uv_timer_start(&s->evtimer, on_evtimer, 0, 0);
-}
-
-void rdzv_etcd__on_restart(uv_timer_t *t)
-{
-	struct crun_rdzv_etcd *s = t->data;
-
-	if (s->closing || s->failed)
-		return;
-	if (s->stream && s->reopen) {
-		etcd_req_cancel(s->stream);
-		s->stream = NULL;
-	}
-	s->reopen = 0;
-	if (s->stream == NULL)
-		rdzv_etcd__watch_open(s);
+	json_array_append(w->pending, msg);
+	if (!uv_is_active((uv_handle_t *)&w->evtimer))
+		uv_timer_start(&w->evtimer, on_evtimer, 0, 0);
 }
 
 static void on_watch_end(int status, json_t *resp, void *arg)
 {
-	struct crun_rdzv_etcd *s = arg;
+	struct rdzv_etcd_watch *w = arg;
 	char m[1200];
 
 	(void)resp;
-	s->stream = NULL;
-	if (status != CRUN_ECANCELED && json_array_size(s->pending)) {
+	w->stream = NULL;
+	if (status != CRUN_ECANCELED && json_array_size(w->pending)) {
 		/* Its last messages first (they may say why it ended). */
-		uv_timer_stop(&s->evtimer);
-		on_evtimer(&s->evtimer);
+		uv_timer_stop(&w->evtimer);
+		on_evtimer(&w->evtimer);
 	}
-	if (status == CRUN_ECANCELED || s->closing || s->failed ||
-	    (s->reopen && uv_is_active((uv_handle_t *)&s->restart)))
+	if (status == CRUN_ECANCELED || w->stopped ||
+	    (w->reopen && uv_is_active((uv_handle_t *)&w->restart)))
 		return; /* (a cancel already set the reopening) */
 	/* Reopen from where we were, after a pause. */
 	snprintf(m, sizeof(m), "this node's etcd watch ended (%s)",
-		 status ? etcd_errmsg(s->etcd) : "closed by etcd");
+		 status ? etcd_errmsg(w->etcd) : "closed by etcd");
 	/* No answer at all: the other requests tell (naming endpoints). */
-	rdzv_etcd__watch_retry(s, m, status != CRUN_EETCD);
+	watch_retry(w, m, status != CRUN_EETCD);
 }
 
 /*
- * The watch ended or was canceled (why): open it again after a pause that
- * doubles; saying why once for each run of ends, and giving up (fatal)
- * once they went on for the timeout. A watch that lived a while before
- * ending starts a new run.
+ * The stream ended or was canceled (why): open it again after a pause
+ * that doubles; saying why once for each run of ends, and giving up
+ * (fatal) once they went on for the timeout. A stream that lived a while
+ * before ending starts a new run.
  */
-void rdzv_etcd__watch_retry(struct crun_rdzv_etcd *s, const char *why,
-			    int may_give_up)
+static void watch_retry(struct rdzv_etcd_watch *w, const char *why,
+			int may_give_up)
 {
-	uint64_t now = uv_now(s->loop);
+	uint64_t now = uv_now(w->loop);
 	char m[1400];
 
-	if (s->wsince == 0 || now - s->wopened >= WATCH_STABLE_MS) {
-		s->wsince = now;
-		s->wtries = 0;
+	if (w->since == 0 || now - w->opened >= STABLE_MS) {
+		w->since = now;
+		w->tries = 0;
 		log_say("%s; opening it again", why);
 	}
-	if (may_give_up && now - s->wsince >= (uint64_t)(s->timeout * 1000)) {
+	if (may_give_up && now - w->since >= (uint64_t)(w->timeout * 1000)) {
 		snprintf(m, sizeof(m), "%s, again and again for %.0f s", why,
-			 s->timeout);
-		return rdzv_etcd__fail_all(s, CRUN_EETCD, m);
+			 w->timeout);
+		w->on.fatal(w->data, CRUN_EETCD, m);
+		return;
 	}
-	uv_timer_start(&s->restart, rdzv_etcd__on_restart,
-		       etcd_backoff_ms(etcd_limits(s->etcd), s->wtries++), 0);
+	uv_timer_start(&w->restart, on_restart,
+		       etcd_backoff_ms(etcd_limits(w->etcd), w->tries++), 0);
 }
 
-void rdzv_etcd__watch_open(struct crun_rdzv_etcd *s)
+static void watch_open(struct rdzv_etcd_watch *w)
 {
-	int rc;
+	w->opened = uv_now(w->loop);
+	w->created = 0;
+	w->failovers = etcd_failovers(w->etcd);
+	if (etcd_stream(w->etcd, "/v3/watch",
+			etcd_watch_req(w->ns, w->rev ? w->rev + 1 : 0),
+			on_watch_msg, on_watch_end, w, &w->stream))
+		w->stream = NULL;
+}
 
-	s->wopened = uv_now(s->loop);
-	s->wcreated = 0;
-	s->stream_failovers = etcd_failovers(s->etcd);
-	rc = etcd_stream(s->etcd, "/v3/watch",
-			 etcd_watch_req(s->ns, s->rev ? s->rev + 1 : 0),
-			 on_watch_msg, on_watch_end, s, &s->stream);
-	if (rc)
-		s->stream = NULL;
+void rdzv_etcd_watch_init(struct rdzv_etcd_watch *w, uv_loop_t *loop,
+			  struct etcd *etcd, const char *ns, double timeout,
+			  const struct rdzv_etcd_watch_ops *on, void *data)
+{
+	memset(w, 0, sizeof(*w));
+	w->loop = loop;
+	w->etcd = etcd;
+	w->ns = ns;
+	w->timeout = timeout;
+	w->on = *on;
+	w->data = data;
+	w->pending = json_array();
+	uv_timer_init(loop, &w->restart);
+	uv_timer_init(loop, &w->evtimer);
+	w->restart.data = w->evtimer.data = w;
+}
+
+void rdzv_etcd_watch_start(struct rdzv_etcd_watch *w, int64_t rev)
+{
+	if (w->stopped)
+		return;
+	if (w->rev == 0)
+		w->rev = rev;
+	if (w->stream == NULL)
+		watch_open(w);
+}
+
+void rdzv_etcd_watch_check(struct rdzv_etcd_watch *w)
+{
+	if (w->stopped || w->stream == NULL)
+		return;
+	if (!w->created && uv_now(w->loop) - w->opened >= CREATED_MS) {
+		/* Without it this node would never see the others' writes. */
+		etcd_req_cancel(w->stream);
+		w->stream = NULL;
+		watch_retry(w,
+			    "etcd accepted this node's watch but never "
+			    "confirmed it (no answer in 2 s)",
+			    1);
+		return;
+	}
+	/* After a failover the stream moves to the endpoint that answers. */
+	if (etcd_failovers(w->etcd) != w->failovers) {
+		etcd_req_cancel(w->stream);
+		w->stream = NULL;
+		watch_open(w);
+	}
+}
+
+void rdzv_etcd_watch_stop(struct rdzv_etcd_watch *w)
+{
+	w->stopped = 1;
+	if (w->stream) {
+		etcd_req_cancel(w->stream);
+		w->stream = NULL;
+	}
+	uv_timer_stop(&w->restart);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	struct rdzv_etcd_watch *w = h->data;
+
+	if (--w->handles == 0)
+		w->closed_cb(w->data);
+}
+
+void rdzv_etcd_watch_close(struct rdzv_etcd_watch *w, void (*cb)(void *data))
+{
+	rdzv_etcd_watch_stop(w);
+	w->closed_cb = cb;
+	w->handles = 2;
+	uv_close((uv_handle_t *)&w->restart, on_handle_closed);
+	uv_close((uv_handle_t *)&w->evtimer, on_handle_closed);
+}
+
+void rdzv_etcd_watch_free(struct rdzv_etcd_watch *w)
+{
+	json_decref(w->pending);
+	w->pending = NULL;
 }

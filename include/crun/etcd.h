@@ -145,5 +145,7 @@ json_t *etcd_watch_req(const char *prefix, int64_t start_rev);
  */
 int etcd_kv_first(const json_t *range_resp, char **value, size_t *vlen,
 		  int64_t *mod_rev);
+/** The i-th response of a txn, if it is of that kind ("response_range"). */
+json_t *etcd_txn_resp(const json_t *resp, size_t i, const char *kind);
 
 #endif

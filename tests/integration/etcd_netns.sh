@@ -64,7 +64,7 @@ for relay in false true; do
 	agent a h1 1 2:3 --rdzv_conf=$FAST,store_relay=$relay $W
 	agent b h2 1 2:3 --rdzv_conf=$FAST,store_relay=$relay $W
 	agent c h3 1 2:3 --rdzv_conf=$FAST,store_relay=$relay $W
-	wait_for 30 sh -c "grep -l 'group rank 0 of 3' '$T/a.out' '$T/b.out' '$T/c.out' >/dev/null" || { cat "$T"/[abc].out >&2; fail "round 0 never formed"; }
+	wait_for 30 sh -c "grep -ls 'group rank 0 of 3' '$T/a.out' '$T/b.out' '$T/c.out' >/dev/null" || { cat "$T"/[abc].out >&2; fail "round 0 never formed"; }
 	sleep 0.5
 	g0=""; for x in a b c; do grep -q "group rank 0 of 3" "$T/$x.out" && g0=$x; done
 	eval "kill -9 \$pid_$g0"
