@@ -52,48 +52,6 @@
 /* Idle buffers larger than this are freed. */
 #define STORE_KEEP_BUF 16384
 
-/* ---- Room for replies -------------------------------------------------- */
-
-/*
- * The unsent replies c may hold: max_output, but no more than its share of
- * half of max_memory among the connections that have unsent replies (c
- * included), so that clients that do not read cannot take the memory the
- * others need for theirs.
- */
-static size_t store_conn_share(const struct store_conn *c)
-{
-	const struct crun_store_server *srv = c->srv;
-	size_t share = srv->lim.max_memory / 2 / (srv->nbusy + !c->busy);
-
-	return share < srv->lim.max_output ? share : srv->lim.max_output;
-}
-
-/*
- * Whether c may get n more bytes of output now: its unsent replies stay
- * within max_output and, unless it has none, the buffers that hold them
- * within its share (store_conn_share); the process stays within max_memory.
- */
-int store__conn_fits(const struct store_conn *c, size_t n)
-{
-	const struct crun_store_server *srv = c->srv;
-	size_t cap = store_buf_grown_cap(&c->out, n);
-	/* srv->mem counts c's buffers as of its last store__conn_account. */
-	size_t mem = srv->mem - c->charged + c->in.cap + c->qcap;
-	size_t pending = c->out.len + c->queued;
-
-	return pending + n <= srv->lim.max_output && cap != SIZE_MAX &&
-	       (pending == 0 || cap + c->qcap <= store_conn_share(c)) &&
-	       mem + cap <= srv->lim.max_memory;
-}
-
-/* Have c closed at the next flush (not now: a list may be walking it). */
-void store__conn_doom(struct store_conn *c, const char *why)
-{
-	if (c->doom == NULL)
-		c->doom = why;
-	store__conn_dirty(c);
-}
-
 /* ---- Closing ----------------------------------------------------------- */
 
 /* Free c once its handle is closed (its writes have been cancelled). */
@@ -106,8 +64,7 @@ static void store_on_conn_close(uv_handle_t *h)
 	store_buf_release(&c->out);
 	store__conn_account(c);
 	free(c);
-	srv->nhandles--;
-	store__server_maybe_free(srv);
+	srv->handle_closed(srv);
 }
 
 /* Tell the owner which keys a vanishing client was still waiting on. */
@@ -153,6 +110,13 @@ static void store_reap(struct crun_store_server *srv)
 	}
 }
 
+static void store_on_reaper_close(uv_handle_t *h)
+{
+	struct crun_store_server *srv = h->data;
+
+	srv->handle_closed(srv);
+}
+
 static void store_on_reap(uv_check_t *h)
 {
 	struct crun_store_server *srv = h->data;
@@ -160,7 +124,7 @@ static void store_on_reap(uv_check_t *h)
 	store_reap(srv);
 	uv_check_stop(h);
 	if (srv->closing)
-		uv_close((uv_handle_t *)h, store__on_listener_close);
+		uv_close((uv_handle_t *)h, store_on_reaper_close);
 }
 
 /*
@@ -366,7 +330,7 @@ static void store_conn_resume(struct store_conn *c)
 
 	if (!c->paused || c->closing ||
 	    (c->out.len + c->queued > 0 &&
-	     c->out.cap + c->qcap > store_conn_share(c) / 2))
+	     c->out.cap + c->qcap > store__conn_share(c) / 2))
 		return;
 	c->paused = 0;
 	used = store_conn_parse(c, c->in.data, c->in.len);

@@ -1,23 +1,33 @@
 /*
  * The store server's private header, shared by its files (libuv's
  * internal.h): the server, its connections and its keyspace, and the
- * store__ helpers each file offers the others. Private to libcrun.
+ * store__ helpers each file offers the files above it. Private to libcrun.
  *
- *   store_server.c  the server's life cycle: listen, accessors, close
+ * From the top down (each calls only the files below it; what happens
+ * below is told up through this struct's handle_closed):
+ *
+ *   store_server.c  the owner: the server's life cycle (listen, close),
+ *                   accessors, in-process access
  *   store_conn.c    connections: accept, auth and allow, reading into
  *                   bounded buffers, replies and backpressure, idle timeout
  *   store_cmd.c     the command table: one function per operation
  *   store_keys.c    the keyspace: entries, values, counters, queues,
  *                   watches, and the waiters parked on missing keys
+ *
+ * A connection's room for replies (store__conn_fits) and its accounting
+ * are inline here: the keyspace needs them to push output, below the
+ * connections' file.
  */
 #ifndef CRUN_STORE_INTERNAL_H
 #define CRUN_STORE_INTERNAL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
 #include "crun/auth.h"
+#include "crun/log.h"
 #include "crun/map.h"
 #include "crun/store.h"
 #include "store_wire.h"
@@ -154,6 +164,8 @@ struct crun_store_server {
 	size_t ndirty;		     /* connections on the dirty list */
 	struct store_fanout *fanout; /* its helper thread, once needed */
 	unsigned nhandles; /* listener and connections not yet closed */
+	/* One of them is closed (store_server.c's, set when it starts). */
+	void (*handle_closed)(struct crun_store_server *srv);
 	int closing;
 	int quiet;
 	int port;
@@ -173,24 +185,26 @@ struct crun_store_server {
 	unsigned char *rbuf;
 };
 
-/* ---- store_server.c ---------------------------------------------------- */
+/* "crun store: <message>" through log.h, unless srv is quiet; a NULL srv
+ * always says it. Every line it says is about a peer or a connection
+ * turned away or lost. */
+__attribute__((format(printf, 2, 3))) static inline void
+store__log(const struct crun_store_server *srv, const char *fmt, ...)
+{
+	va_list ap;
 
-/* "crun store: <message>" on stderr (log.h), unless srv is quiet; a NULL
- * srv always says it. */
-void store__log(const struct crun_store_server *srv, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* Free srv and call its close callback once every handle is closed. */
-void store__server_maybe_free(struct crun_store_server *srv);
-/* Close callback of the listener, the timer and the reaper. */
-void store__on_listener_close(uv_handle_t *h);
+	if (srv != NULL && srv->quiet)
+		return;
+	va_start(ap, fmt);
+	log_vmsg(LOG_WARN, "crun store", fmt, ap);
+	va_end(ap);
+}
 
 /* ---- store_conn.c ------------------------------------------------------ */
 
 void store__on_connection(uv_stream_t *ls, int status);
 void store__on_tick(uv_timer_t *t);
 void store__conn_close(struct store_conn *c, const char *reason);
-int store__conn_fits(const struct store_conn *c, size_t n);
-void store__conn_doom(struct store_conn *c, const char *why);
 void store__flush_dirty(struct crun_store_server *srv);
 
 /* Bring srv->mem and srv->nbusy up to date with what c holds now. */
@@ -214,6 +228,47 @@ static inline void store__conn_dirty(struct store_conn *c)
 	c->dirty_next = c->srv->dirty;
 	c->srv->dirty = c;
 	c->srv->ndirty++;
+}
+
+/*
+ * The unsent replies c may hold: max_output, but no more than its share of
+ * half of max_memory among the connections that have unsent replies (c
+ * included), so that clients that do not read cannot take the memory the
+ * others need for theirs.
+ */
+static inline size_t store__conn_share(const struct store_conn *c)
+{
+	const struct crun_store_server *srv = c->srv;
+	size_t share = srv->lim.max_memory / 2 / (srv->nbusy + !c->busy);
+
+	return share < srv->lim.max_output ? share : srv->lim.max_output;
+}
+
+/*
+ * Whether c may get n more bytes of output now: its unsent replies stay
+ * within max_output and, unless it has none, the buffers that hold them
+ * within its share (store__conn_share); the process stays within
+ * max_memory.
+ */
+static inline int store__conn_fits(const struct store_conn *c, size_t n)
+{
+	const struct crun_store_server *srv = c->srv;
+	size_t cap = store_buf_grown_cap(&c->out, n);
+	/* srv->mem counts c's buffers as of its last store__conn_account. */
+	size_t mem = srv->mem - c->charged + c->in.cap + c->qcap;
+	size_t pending = c->out.len + c->queued;
+
+	return pending + n <= srv->lim.max_output && cap != SIZE_MAX &&
+	       (pending == 0 || cap + c->qcap <= store__conn_share(c)) &&
+	       mem + cap <= srv->lim.max_memory;
+}
+
+/* Have c closed at the next flush (not now: a list may be walking it). */
+static inline void store__conn_doom(struct store_conn *c, const char *why)
+{
+	if (c->doom == NULL)
+		c->doom = why;
+	store__conn_dirty(c);
 }
 
 /* ---- store_cmd.c ------------------------------------------------------- */
@@ -269,6 +324,8 @@ void store__reply_values(struct store_conn *c, const unsigned char *p,
 void store__reply_wait_get(struct store_conn *c, const unsigned char *p,
 			   size_t len);
 void store__wake_list(struct store_reglist *l, int one);
+/* The key now exists: answer whoever waited for it. */
+void store__wake(struct store_entry *e);
 int store__park(struct store_conn *c, const struct store_req *req,
 		size_t missing, int barrier);
 void store__conn_cancel_waits(struct store_conn *c);
@@ -277,12 +334,6 @@ int store__watch(struct store_conn *c, const struct store_req *req);
 void store__conn_unwatch(struct store_conn *c);
 void store__free_entries(struct crun_store_server *srv);
 
-/* The key now exists: answer whoever waited for it. */
-static inline void store__wake(struct store_entry *e)
-{
-	if (e->waiters.head != NULL)
-		store__wake_list(&e->waiters, 0);
-}
 
 /* Whether a WAIT/CHECK on e is satisfied (a non-empty queue counts). */
 static inline int store__present(const struct store_entry *e)

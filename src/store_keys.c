@@ -158,7 +158,7 @@ struct store_entry *store__conn_get_entry(struct store_conn *c, const void *key,
 
 /*
  * Push a WATCH_KEY notification to every watcher of e. A watcher that would
- * pass its share (store_conn_share: it does not read) or max_memory is
+ * pass its share (store__conn_share: it does not read) or max_memory is
  * closed instead.
  */
 void store__notify(struct store_entry *e, unsigned kind, const void *old,
@@ -391,6 +391,12 @@ void store__wake_list(struct store_reglist *l, int one)
 	}
 }
 
+void store__wake(struct store_entry *e)
+{
+	if (e->waiters.head != NULL)
+		store__wake_list(&e->waiters, 0);
+}
+
 /* Drop every parked WAIT/BARRIER of c, without answering. */
 /* Drop w's registrations and free it. */
 static void store_waiter_cancel(struct store_waiter *w)
@@ -616,60 +622,4 @@ void store__free_entries(struct crun_store_server *srv)
 		free(e);
 	}
 	map_release(&srv->map);
-}
-
-/* ---- In-process access ------------------------------------------------- */
-
-int store_server_set(struct crun_store_server *srv, const char *key,
-		     const void *val, size_t len)
-{
-	struct store_entry *e;
-	int err = 0;
-
-	e = store__get_entry(srv, key, strlen(key), &err);
-	if (e == NULL)
-		return err;
-	err = store__entry_set(srv, e, val, len, NULL, 0);
-	if (err != 0) {
-		store__entry_gc(srv, e);
-		return err;
-	}
-	store__wake(e);
-	store__flush_dirty(srv);
-	return 0;
-}
-
-int store_server_get(struct crun_store_server *srv, const char *key,
-		     const void **val, size_t *len)
-{
-	struct store_entry *e = store__find(srv, key, strlen(key));
-
-	if (e == NULL || !e->has_value)
-		return CRUN_ENOTFOUND;
-	*val = e->val != NULL ? (const void *)e->val : (const void *)"";
-	*len = e->vlen;
-	return 0;
-}
-
-int store_server_add(struct crun_store_server *srv, const char *key,
-		     int64_t delta, int64_t *result)
-{
-	struct store_entry *e;
-	char errmsg[128];
-	int64_t v;
-	int err = 0;
-
-	e = store__get_entry(srv, key, strlen(key), &err);
-	if (e == NULL)
-		return err;
-	err = store__do_add(srv, e, delta, &v, errmsg, sizeof(errmsg));
-	if (err != 0) {
-		store__entry_gc(srv, e);
-		return err;
-	}
-	store__wake(e);
-	store__flush_dirty(srv);
-	if (result != NULL)
-		*result = v;
-	return 0;
 }

@@ -4,17 +4,18 @@
  * bytes, see store_wire.c). One flat map from keys to entries holds values,
  * the connections waiting on each key, libuv-style queues and G0 watchers.
  *
- * The server is four files around one private header (store_internal.h):
- * this one (its life cycle), store_conn.c (connections, backpressure,
- * auth), store_cmd.c (one function per operation, in a table indexed by
- * opcode) and store_keys.c (the keyspace and the waiters).
+ * The server is four files around one private header (store_internal.h),
+ * each calling only the ones after it: this one, the owner (its life
+ * cycle, its accessors, in-process access), store_conn.c (connections,
+ * backpressure, auth), store_cmd.c (one function per operation, in a table
+ * indexed by opcode) and store_keys.c (the keyspace and the waiters). A
+ * connection's handle closing is told back through srv->handle_closed.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,27 +24,12 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "crun/log.h"
+#include "crun/err.h"
 #include "store_fanout.h"
 #include "store_internal.h"
 
 /* Period of the idle check, at most. */
 #define STORE_TICK_MS 1000
-
-/*
- * The store's one log helper: "crun store: <message>" through log.h. Every
- * line it says is about a peer or a connection turned away or lost.
- */
-void store__log(const struct crun_store_server *srv, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (srv != NULL && srv->quiet)
-		return;
-	va_start(ap, fmt);
-	log_vmsg(LOG_WARN, "crun store", fmt, ap);
-	va_end(ap);
-}
 
 void store_limits_default(struct crun_store_limits *lim)
 {
@@ -74,6 +60,8 @@ static void store_raise_nofile(void)
 	}
 }
 
+static void store_server_handle_closed(struct crun_store_server *srv);
+
 /* Allocate a server with its listener initialised but not bound. */
 static struct crun_store_server *
 store_server_alloc(uv_loop_t *loop, const struct crun_store_limits *lim)
@@ -100,6 +88,7 @@ store_server_alloc(uv_loop_t *loop, const struct crun_store_limits *lim)
 	uv_check_init(loop, &srv->reaper);
 	srv->reaper.data = srv;
 	srv->nhandles = 3;
+	srv->handle_closed = store_server_handle_closed;
 	store_raise_nofile();
 	return srv;
 }
@@ -305,7 +294,7 @@ uint64_t store_server_ops(const struct crun_store_server *srv, int i,
 }
 
 /* Free srv and call its close callback once every handle is closed. */
-void store__server_maybe_free(struct crun_store_server *srv)
+static void store_server_maybe_free(struct crun_store_server *srv)
 {
 	store_close_cb cb;
 	void *data;
@@ -322,13 +311,16 @@ void store__server_maybe_free(struct crun_store_server *srv)
 		cb(data);
 }
 
-/* The listener, the timer or the reaper is closed. */
-void store__on_listener_close(uv_handle_t *h)
+/* A handle is closed: the listener, the timer, the reaper, a connection. */
+static void store_server_handle_closed(struct crun_store_server *srv)
 {
-	struct crun_store_server *srv = h->data;
-
 	srv->nhandles--;
-	store__server_maybe_free(srv);
+	store_server_maybe_free(srv);
+}
+
+static void store_on_listener_close(uv_handle_t *h)
+{
+	store_server_handle_closed(h->data);
 }
 
 void store_server_close(struct crun_store_server *srv, store_close_cb cb,
@@ -342,9 +334,65 @@ void store_server_close(struct crun_store_server *srv, store_close_cb cb,
 		store__conn_close(srv->conns, NULL);
 	srv->dirty = NULL;
 	srv->ndirty = 0;
-	uv_close((uv_handle_t *)&srv->listener, store__on_listener_close);
-	uv_close((uv_handle_t *)&srv->tick, store__on_listener_close);
+	uv_close((uv_handle_t *)&srv->listener, store_on_listener_close);
+	uv_close((uv_handle_t *)&srv->tick, store_on_listener_close);
 	/* The reaper closes itself after the connections (store_on_reap). */
 	if (srv->reap == NULL)
-		uv_close((uv_handle_t *)&srv->reaper, store__on_listener_close);
+		uv_close((uv_handle_t *)&srv->reaper, store_on_listener_close);
+}
+
+/* ---- In-process access ------------------------------------------------- */
+
+int store_server_set(struct crun_store_server *srv, const char *key,
+		     const void *val, size_t len)
+{
+	struct store_entry *e;
+	int err = 0;
+
+	e = store__get_entry(srv, key, strlen(key), &err);
+	if (e == NULL)
+		return err;
+	err = store__entry_set(srv, e, val, len, NULL, 0);
+	if (err != 0) {
+		store__entry_gc(srv, e);
+		return err;
+	}
+	store__wake(e);
+	store__flush_dirty(srv);
+	return 0;
+}
+
+int store_server_get(struct crun_store_server *srv, const char *key,
+		     const void **val, size_t *len)
+{
+	struct store_entry *e = store__find(srv, key, strlen(key));
+
+	if (e == NULL || !e->has_value)
+		return CRUN_ENOTFOUND;
+	*val = e->val != NULL ? (const void *)e->val : (const void *)"";
+	*len = e->vlen;
+	return 0;
+}
+
+int store_server_add(struct crun_store_server *srv, const char *key,
+		     int64_t delta, int64_t *result)
+{
+	struct store_entry *e;
+	char errmsg[128];
+	int64_t v;
+	int err = 0;
+
+	e = store__get_entry(srv, key, strlen(key), &err);
+	if (e == NULL)
+		return err;
+	err = store__do_add(srv, e, delta, &v, errmsg, sizeof(errmsg));
+	if (err != 0) {
+		store__entry_gc(srv, e);
+		return err;
+	}
+	store__wake(e);
+	store__flush_dirty(srv);
+	if (result != NULL)
+		*result = v;
+	return 0;
 }

@@ -63,7 +63,7 @@ AGENT_CORE = ["agent/agent.c"]
 # Modules whose files still share a wide struct through module__ helpers;
 # the circle check does not follow those calls. Any other module__ name is
 # an ordinary function to it.
-SPLIT_MODULES = ("rdzv__", "store__")
+SPLIT_MODULES = ("rdzv__",)
 AGENT_STRUCT_RE = re.compile(r"\bstruct\s+agent\b(?!_)")
 MAX_FILE_LINES = 1200
 MAX_FUNCTION_LINES = 150
