@@ -560,7 +560,8 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 	if (a->state == A_DONE)
 		return;
 	if (status == CRUN_ERDZV_LEFT_OUT) {
-		/* Left out for failing, and the job succeeded without us. */
+		/* Left out for failing, or a spare not needed: the job
+		 * succeeded without us. */
 		log_say("%s; exiting with status 0", rdzv_errmsg(r));
 		agent_finish(a, 0);
 		return;

@@ -344,16 +344,38 @@ static void on_last_call(uv_timer_t *t)
 	rdzv__try_close(t->data);
 }
 
+/*
+ * The full round a spare waited on ended (its "end" record says how): when
+ * the job is over, the spare ends with it, with the job's outcome (a spare
+ * of a job that succeeded exits 0: it must not fail a SLURM job that did
+ * not); otherwise there may be room in the next round.
+ */
 static void on_spare_end(int status, const struct crun_store_reply *rep,
 			 void *arg)
 {
 	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+	char text[512], why[200], k[KEYMAX];
+	int kind;
 
-	(void)rep;
 	if (r == NULL)
 		return;
 	if (status)
 		return rdzv__store_error(r, status);
+	if (rdzv_parse_end(rep->value, rep->len, &kind, text, sizeof(text), why,
+			   sizeof(why))) {
+		rdzv__key(r, k, "r%d/end", r->round);
+		return rdzv__bad_record(r, k, NULL, why);
+	}
+	if (kind == RDZV_END_SUCCESS)
+		return rdzv__round_fail(r, CRUN_ERDZV_LEFT_OUT,
+					"job finished; this spare (%s) was "
+					"not needed",
+					r->o.host);
+	if (kind == RDZV_END_FATAL)
+		return rdzv__round_fail(r, CRUN_ERDZV_CLOSED,
+					"job stopped (%s) while %s waited as "
+					"a spare",
+					text, r->o.host);
 	/* The full round ended: there may be room for us in the next one,
 	 * which gets the whole join_timeout again. */
 	r->state = R_JOINING;

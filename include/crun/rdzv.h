@@ -286,8 +286,8 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
  * Join the next round. cb runs exactly once: status 0 with the result, or
  * CRUN_ERDZV_TIMEOUT (join_timeout passed; errmsg says who was missing),
  * CRUN_ERDZV_CLOSED (the job ended, e.g. restarts exhausted elsewhere),
- * CRUN_ERDZV_LEFT_OUT (this node was left out and the job succeeded
- * without it),
+ * CRUN_ERDZV_LEFT_OUT (this node was left out, or waited as a spare, and
+ * the job succeeded without it),
  * CRUN_ERDZV_MISMATCH (another job on this endpoint), or a store error.
  */
 int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data);

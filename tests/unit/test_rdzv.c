@@ -665,6 +665,62 @@ Test(rdzv, late_node_waits_as_spare_when_full, .timeout = 10)
 	world_close();
 }
 
+/*
+ * The job finishes while a spare waits: the spare ends with it, told that
+ * it was not needed (CRUN_ERDZV_LEFT_OUT: the agent exits 0), instead of
+ * joining a next round on a store about to close.
+ */
+Test(rdzv, spare_ends_when_the_job_finishes, .timeout = 10)
+{
+	struct node *n3;
+
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	n3 = node_add(3, 1, 0, 2, 2);
+	node_start(&W.n[0]);
+	node_start(&W.n[1]);
+	cr_assert(run_until(all_rounds, 2000));
+	node_start(n3);
+	cr_assert(run_until(third_joined, 1000));
+	run_for(100);
+	cr_assert_eq(n3->nround, 0);
+	cr_assert_eq(rdzv_finish(W.n[1].r, on_finish, &W.n[1]), 0);
+	cr_assert_eq(rdzv_finish(W.n[0].r, on_finish, &W.n[0]), 0);
+	run_for(300);
+	cr_assert_eq(n3->nround, 1, "the spare was not told the job finished");
+	cr_assert_eq(n3->status, CRUN_ERDZV_LEFT_OUT, "%s: %s", crun_err_name(n3->status),
+		     n3->errmsg);
+	cr_assert(strstr(n3->errmsg, "job finished; this spare (n3) was not needed"), "%s",
+		  n3->errmsg);
+	cr_assert_null(fkv_get(&W.kv, "crun/job1/r1/node/3"), "the spare joined a round 1");
+	world_close();
+}
+
+/* A job stopped for good (an X end) ends its spares too, as failed. */
+Test(rdzv, spare_ends_when_the_job_stops, .timeout = 10)
+{
+	struct node *n3;
+
+	world_init();
+	node_add(1, 1, 1, 2, 2);
+	node_add(2, 1, 0, 2, 2);
+	n3 = node_add(3, 1, 0, 2, 2);
+	node_start(&W.n[0]);
+	node_start(&W.n[1]);
+	cr_assert(run_until(all_rounds, 2000));
+	node_start(n3);
+	cr_assert(run_until(third_joined, 1000));
+	cr_assert_eq(rdzv_end_round(W.n[0].r, RDZV_END_FATAL, "bad config on n1"), 0);
+	cr_assert(run_until(first_two_ended, 1000));
+	run_for(300);
+	cr_assert_eq(n3->nround, 1);
+	cr_assert_eq(n3->status, CRUN_ERDZV_CLOSED, "%s: %s", crun_err_name(n3->status),
+		     n3->errmsg);
+	cr_assert(strstr(n3->errmsg, "bad config on n1"), "%s", n3->errmsg);
+	world_close();
+}
+
 /* ---- heartbeats ----------------------------------------------------------- */
 
 static int others_ended(void)

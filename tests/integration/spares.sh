@@ -1,0 +1,56 @@
+#!/bin/sh
+# Spares: three agents for --nnodes=2, one worker each, on loopback; the
+# third to come finds round 0 full and waits as a spare. When the job
+# succeeds, the spare ends with it: exit 0 and one line saying it was not
+# needed (a spare that exited 1 would fail a SLURM job that succeeded).
+#   1. c10d: a hosts the store, b and the spare c reach it.
+#   2. etcd: the same three agents on one real etcd member.
+. tests/integration/lib.sh
+. tests/integration/lib_etcd.sh
+
+CONF="last_call_timeout=1,join_timeout=30"
+WORKER="$FAKE_WORKER sleep 1500 exit 0"
+NOT_NEEDED="job finished; this spare (.*) was not needed; exiting with status 0"
+
+# agent NAME LOCAL_ADDR BACKEND ENDPOINT: one agent of job $JOB.
+agent() {
+	"$CRUN" --nnodes=2 --nproc_per_node=1 --max_restarts=1 --rdzv_backend="$3" \
+		--rdzv_endpoint="$4" --rdzv_id="$JOB" --local_addr="$2" \
+		--rdzv_conf="$CONF" $WORKER >"$T/$JOB.$1.out" 2>&1 &
+	eval "pid_$1=\$!"
+	at_exit "kill -KILL \$pid_$1"
+}
+# status NAME WANT: the agent exits within 60 s with status WANT.
+status() {
+	eval "_p=\$pid_$1"
+	wait_pid 60 "$_p" "$T/$JOB.$1.out"; _rc=$?
+	[ "$_rc" = "$2" ] || { cat "$T/$JOB".?.out >&2; fail "$JOB: agent $1 exited $_rc, want $2"; }
+}
+# run BACKEND ENDPOINT: a and b form round 0, then c comes and waits.
+run() {
+	agent a 127.0.0.1 "$1" "$2"
+	[ "$1" = c10d ] && { wait_for 10 listening "${2##*:}" || fail "$JOB: no store host"; }
+	agent b 127.0.0.2 "$1" "$2"
+	wait_for 20 grep -q "round 0: group rank" "$T/$JOB.b.out" ||
+		{ cat "$T/$JOB".?.out >&2; fail "$JOB: round 0 never formed"; }
+	agent c 127.0.0.3 "$1" "$2"
+	wait_for 20 grep -q "waits as a spare" "$T/$JOB.c.out" ||
+		{ cat "$T/$JOB".?.out >&2; fail "$JOB: c did not wait as a spare"; }
+	for x in a b c; do status $x 0; done
+	expect_grep "$JOB: c says it was not needed" "$NOT_NEEDED" "$T/$JOB.c.out"
+	expect_nogrep "$JOB: c ran no worker" "round [0-9]*: group rank" "$T/$JOB.c.out"
+	for x in a b; do
+		expect_grep "$JOB: $x succeeded" "1 worker of .* succeeded" "$T/$JOB.$x.out"
+	done
+}
+
+JOB=spc10d
+run c10d "127.0.0.1:$(free_port)"
+note "1. c10d: a and b succeeded, the spare c exited 0, not needed"
+
+need_etcd
+etcd_cluster 1
+JOB=spetcd
+run etcd "$ETCD_EP"
+note "2. etcd: a and b succeeded, the spare c exited 0, not needed"
+exit 0
