@@ -139,11 +139,16 @@ test check: deps test-venv format-check check-build
 # PyTorch 2.13) unless TORCH_PYTHONS says otherwise: both would take CI past
 # an hour on 2 cores, and make test has already run them on both. wheel.sh
 # builds and tests the wheel's own binary, never the sanitizer build: make
-# test runs it.
+# test runs it. ASAN_EXCLUDE leaves out, too, the suites whose time goes to
+# Python beside a torchrun or a framework while crun does what the other
+# suites already make it do under the sanitizers: PyTorch's launcher tests,
+# Lightning and accelerate, the examples, the parity suites and the Debian
+# 13 root (make test runs them all).
+ASAN_EXCLUDE := wheel pytorch_launcher frameworks examples parity trixie_torch
 asan:
 	TORCH_PYTHONS="$${TORCH_PYTHONS:-$(CURDIR)/.venv/bin/python}" \
 	TORCHRUN_REFS="$${TORCHRUN_REFS:-$(CURDIR)/.venv/bin/python}" \
-	TESTS_EXCLUDE="$${TESTS_EXCLUDE:-} wheel" \
+	TESTS_EXCLUDE="$${TESTS_EXCLUDE:-} $(ASAN_EXCLUDE)" \
 		$(MAKE) BUILD=build-asan SANITIZE=address,undefined OPT='-O1 -g' test
 
 ubsan:
