@@ -303,6 +303,17 @@ static json_t *status_json(const struct cmd_status *cs,
 		json_array_append_new(nodes, j);
 	}
 	json_object_set_new(o, "nodes", nodes);
+	nodes = json_array();
+	for (int i = 0; i < st->nspares; i++) {
+		const struct rdzv_status_node *n = &st->spares[i];
+
+		json_array_append_new(
+		    nodes, json_pack("{s:i, s:s, s:s, s:i, s:s, s:i}", "index",
+				     n->index, "host", n->d.host, "addr",
+				     n->d.addr, "nproc", n->d.nproc, "role",
+				     n->d.role, "pid", n->d.pid));
+	}
+	json_object_set_new(o, "spares", nodes);
 	if (st->have_failure) {
 		const struct rdzv_failure *f = &st->failure;
 		char when[64];
@@ -356,10 +367,14 @@ static void status_text(const struct cmd_status *cs,
 	printf("job '%s' at %s (%s): %s\n", st->run_id, cs->endpoint,
 	       st->config.backend, rdzv_status_state_name(st->state));
 	printf("round %d, generation %s, restarts %lld of %s, nodes %d "
-	       "(min %d, max %d)\n",
+	       "(min %d, max %d)",
 	       st->round, gen, (long long)st->restarts, maxr,
 	       st->state == RDZV_STATUS_RUNNING ? st->nnodes : st->joined,
 	       st->config.min_nodes, st->config.max_nodes);
+	if (st->nspares > 0)
+		printf(", %d spare%s waiting", st->nspares,
+		       st->nspares == 1 ? "" : "s");
+	printf("\n");
 	if (st->master_port > 0 && st->state == RDZV_STATUS_RUNNING)
 		printf("workers' store %s:%d, world size %d\n", st->master_addr,
 		       st->master_port,
@@ -392,6 +407,12 @@ static void status_text(const struct cmd_status *cs,
 			snprintf(hb, sizeof(hb), "not sampled");
 		printf("  %-5s %-20s %-16s %5d %-11s %s\n", g, n->d.host,
 		       n->d.addr, n->d.nproc, ranks, hb);
+	}
+	for (int i = 0; i < st->nspares; i++) {
+		const struct rdzv_status_node *n = &st->spares[i];
+
+		printf("  %-5s %-20s %-16s %5d %-11s %s\n", "spare", n->d.host,
+		       n->d.addr, n->d.nproc, "-", "waiting for a place");
 	}
 	for (int i = 0; i < st->nnodes; i++)
 		if (st->nodes[i].progress_ms >= 0)

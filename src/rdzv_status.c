@@ -248,6 +248,7 @@ static int hb_value(struct crun_rdzv_status *s, size_t slot, int g, int64_t *v)
 }
 
 static void hb_sample(struct crun_rdzv_status *s);
+static void forming_read(struct crun_rdzv_status *s);
 
 static void hb_done(struct crun_rdzv_status *s)
 {
@@ -257,6 +258,8 @@ static void hb_done(struct crun_rdzv_status *s)
 	for (int i = 0; i < s->st.nnodes; i++)
 		s->st.nodes[i].hb_age =
 		    s->hb_seen[i] ? (double)(now - s->hb_seen[i]) / 1000 : -1;
+	if (s->form_next < s->form_n)
+		return forming_read(s); /* the spares */
 	finish(s, 0, NULL);
 }
 
@@ -427,8 +430,9 @@ static void on_nodes(struct crun_rdzv_status *s)
 }
 
 /*
- * A forming round: the join counter says how many arrived, but anyone can
- * write it (a forged 1M cost 400 MB and 8 s). Descriptors are read
+ * A forming round, or the spares of a running one (arrival indexes past
+ * the closed count): the join counter says how many arrived, but anyone
+ * can write it (a forged 1M cost 400 MB and 8 s). Descriptors are read
  * FORM_CHUNK at a time, kept only when present, and the read stops at a
  * chunk without any: memory follows the nodes that described themselves.
  */
@@ -454,6 +458,9 @@ static void forming_read(struct crun_rdzv_status *s)
 static void on_forming(struct crun_rdzv_status *s)
 {
 	struct rdzv_status *st = &s->st;
+	int spares = st->state == RDZV_STATUS_RUNNING;
+	struct rdzv_status_node **arr = spares ? &st->spares : &st->nodes;
+	int *narr = spares ? &st->nspares : &st->nnodes;
 	size_t m = s->nslots;
 	int present = 0;
 	struct rdzv_status_node *nn;
@@ -461,13 +468,12 @@ static void on_forming(struct crun_rdzv_status *s)
 
 	for (size_t i = 0; i < m; i++)
 		present += s->slots[i].present;
-	nn = realloc(st->nodes,
-		     ((size_t)st->nnodes + (size_t)present + 1) * sizeof(*nn));
+	nn = realloc(*arr, ((size_t)*narr + (size_t)present + 1) * sizeof(*nn));
 	if (nn == NULL)
 		abort();
-	st->nodes = nn;
+	*arr = nn;
 	for (size_t i = 0; i < m; i++) {
-		struct rdzv_status_node *nd = &st->nodes[st->nnodes];
+		struct rdzv_status_node *nd = &nn[*narr];
 		struct slot *d = &s->slots[i];
 
 		if (!d->present)
@@ -482,9 +488,9 @@ static void on_forming(struct crun_rdzv_status *s)
 		if (rdzv_parse_descr(d->v, d->len, st->config.max_nodes, &nd->d,
 				     why, sizeof(why)))
 			return bad(s, k, why);
-		st->nnodes++;
+		(*narr)++;
 	}
-	memset(&st->nodes[st->nnodes], 0, sizeof(*st->nodes));
+	memset(&nn[*narr], 0, sizeof(*nn));
 	s->form_next += (int)m;
 	if (present == 0)
 		return finish(s, 0, NULL); /* no node wrote these */
@@ -559,6 +565,9 @@ static void on_round(struct crun_rdzv_status *s)
 			abort();
 		return forming_read(s);
 	}
+	/* Running: the nodes that joined after it closed are read last. */
+	s->form_next = n;
+	s->form_n = st->joined;
 	st->nnodes = n;
 	st->nodes = calloc((size_t)n + 1, sizeof(*st->nodes));
 	if (st->nodes == NULL)
@@ -730,6 +739,7 @@ static void on_timer_closed(uv_handle_t *h)
 
 	slots_clear(s);
 	free(s->st.nodes);
+	free(s->st.spares);
 	free(s->hb_seen);
 	free(s->hb_first);
 	free(s->hb_slot);

@@ -54,6 +54,10 @@ struct rdzv_status {
 	int joined; /* nodes that joined the current round */
 	int nnodes; /* entries of nodes */
 	struct rdzv_status_node *nodes;
+	/* Running: the nodes that joined after the round closed and wait as
+	 * spares (group_rank -1), in arrival order. */
+	int nspares;
+	struct rdzv_status_node *spares;
 	char master_addr[256];
 	int master_port; /* 0: not published */
 	int end_kind;	 /* 0, or the kind of the round's end record */

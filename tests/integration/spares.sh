@@ -3,13 +3,14 @@
 # third to come finds round 0 full and waits as a spare. When the job
 # succeeds, the spare ends with it: exit 0 and one line saying it was not
 # needed (a spare that exited 1 would fail a SLURM job that succeeded).
+# While it waits, `crun status` lists it as a spare.
 #   1. c10d: a hosts the store, b and the spare c reach it.
 #   2. etcd: the same three agents on one real etcd member.
 . tests/integration/lib.sh
 . tests/integration/lib_etcd.sh
 
 CONF="last_call_timeout=1,join_timeout=30"
-WORKER="$FAKE_WORKER sleep 1500 exit 0"
+WORKER="$FAKE_WORKER sleep 4000 exit 0"
 NOT_NEEDED="job finished; this spare (.*) was not needed; exiting with status 0"
 
 # agent NAME LOCAL_ADDR BACKEND ENDPOINT: one agent of job $JOB.
@@ -36,6 +37,11 @@ run() {
 	agent c 127.0.0.3 "$1" "$2"
 	wait_for 20 grep -q "waits as a spare" "$T/$JOB.c.out" ||
 		{ cat "$T/$JOB".?.out >&2; fail "$JOB: c did not wait as a spare"; }
+	"$CRUN" status --rdzv_backend="$1" --rdzv_endpoint="$2" --rdzv_id="$JOB" \
+		>"$T/$JOB.st" 2>&1 || { cat "$T/$JOB.st" >&2; fail "$JOB: crun status failed"; }
+	expect_grep "$JOB: status counts the spare" "nodes 2 (min 2, max 2), 1 spare waiting" "$T/$JOB.st"
+	expect_grep "$JOB: status lists c as a spare" "^  spare .* 127\.0\.0\.3 .* waiting for a place" "$T/$JOB.st"
+	expect_eq "$JOB: status lists 2 nodes and 1 spare" "$(grep -c '^  [0-9s]' "$T/$JOB.st")" 3
 	for x in a b c; do status $x 0; done
 	expect_grep "$JOB: c says it was not needed" "$NOT_NEEDED" "$T/$JOB.c.out"
 	expect_nogrep "$JOB: c ran no worker" "round [0-9]*: group rank" "$T/$JOB.c.out"
