@@ -61,7 +61,9 @@ struct crun_rdzv_status {
 	int *hb_slot;	     /* node of each heartbeat slot */
 	uint64_t hb_wait_ms; /* the sampling window */
 	uint64_t hb_poll_ms;
-	int form_n;    /* forming: arrival indexes the join counter names */
+	/* Descriptors to read by arrival index: a forming round's (0 up to the
+	 * join counter), or a running one's spares (past its closed count). */
+	int form_n;
 	int form_next; /* the next one to read */
 	char errmsg[900];
 };
