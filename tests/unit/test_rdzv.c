@@ -628,10 +628,10 @@ static int third_joined(void)
 	return fkv_get(&W.kv, "crun/job1/r0/node/3") != NULL;
 }
 
-Test(rdzv, late_node_waits_as_spare_when_full, .timeout = 10)
+/* Round 0 of n1 and n2 is full (--nnodes=2) when n3 joins: n3 waits. */
+static struct node *spare_world(void)
 {
 	struct node *n3;
-	int in = 0;
 
 	world_init();
 	node_add(1, 1, 1, 2, 2);
@@ -642,6 +642,15 @@ Test(rdzv, late_node_waits_as_spare_when_full, .timeout = 10)
 	cr_assert(run_until(all_rounds, 2000));
 	node_start(n3);
 	cr_assert(run_until(third_joined, 1000));
+	return n3;
+}
+
+Test(rdzv, late_node_waits_as_spare_when_full, .timeout = 10)
+{
+	struct node *n3;
+	int in = 0;
+
+	n3 = spare_world();
 	/* Past the join timeout: a spare neither fails nor disturbs the round. */
 	run_for(1300);
 	cr_assert_eq(n3->nround, 0, "spare got %s: %s", crun_err_name(n3->status), n3->errmsg);
@@ -674,15 +683,7 @@ Test(rdzv, spare_ends_when_the_job_finishes, .timeout = 10)
 {
 	struct node *n3;
 
-	world_init();
-	node_add(1, 1, 1, 2, 2);
-	node_add(2, 1, 0, 2, 2);
-	n3 = node_add(3, 1, 0, 2, 2);
-	node_start(&W.n[0]);
-	node_start(&W.n[1]);
-	cr_assert(run_until(all_rounds, 2000));
-	node_start(n3);
-	cr_assert(run_until(third_joined, 1000));
+	n3 = spare_world();
 	run_for(100);
 	cr_assert_eq(n3->nround, 0);
 	cr_assert_eq(rdzv_finish(W.n[1].r, on_finish, &W.n[1]), 0);
@@ -702,15 +703,7 @@ Test(rdzv, spare_ends_when_the_job_stops, .timeout = 10)
 {
 	struct node *n3;
 
-	world_init();
-	node_add(1, 1, 1, 2, 2);
-	node_add(2, 1, 0, 2, 2);
-	n3 = node_add(3, 1, 0, 2, 2);
-	node_start(&W.n[0]);
-	node_start(&W.n[1]);
-	cr_assert(run_until(all_rounds, 2000));
-	node_start(n3);
-	cr_assert(run_until(third_joined, 1000));
+	n3 = spare_world();
 	cr_assert_eq(rdzv_end_round(W.n[0].r, RDZV_END_FATAL, "bad config on n1"), 0);
 	cr_assert(run_until(first_two_ended, 1000));
 	run_for(300);
