@@ -234,7 +234,6 @@ void rdzv_etcd_lease_init(struct rdzv_etcd_lease *l, uv_loop_t *loop,
 			  void *data)
 {
 	memset(l, 0, sizeof(*l));
-	l->loop = loop;
 	l->etcd = etcd;
 	l->ns = ns;
 	l->ttl = ttl;

@@ -26,7 +26,6 @@ struct rdzv_etcd_lease_ops {
 };
 
 struct rdzv_etcd_lease {
-	uv_loop_t *loop;
 	struct etcd *etcd;
 	const char *ns;	 /* the job's keys: "<prefix>/<run_id>/" */
 	double ttl;	 /* s: this node's lease */
