@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -185,7 +186,9 @@ Test(limits_filetimer, expiry_acted_on_after_it, .timeout = 30)
 
 	start();
 	t0 = now_epoch();
-	exp = t0 + 0.5;
+	/* Whole milliseconds, as req() writes them: a value rounded down on
+	 * the wire would be due up to 0.5 ms before the one compared here. */
+	exp = ceil((t0 + 0.5) * 1000) / 1000;
 	put(req(1, "soon", exp, 0));
 	put(req(2, "later", t0 + 5, 0)); /* another pid: not dropped with it */
 	settle(2, 0);
