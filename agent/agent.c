@@ -566,6 +566,13 @@ static void agent_on_round(struct crun_rdzv *r, int status,
 		agent_finish(a, 0);
 		return;
 	}
+	if (status == CRUN_ERDZV_CLOSED && rdzv_job_status(r) > 0) {
+		/* A spare of a job that stopped: the job's status. */
+		log_say("%s; exiting with status %d", rdzv_errmsg(r),
+			rdzv_job_status(r));
+		agent_finish(a, rdzv_job_status(r));
+		return;
+	}
 	if (status) {
 		envcheck_report(a->watch.ev, r, NULL, a->cfg->env_check);
 		log_say("%s", rdzv_errmsg(r));

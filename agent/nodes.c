@@ -141,6 +141,11 @@ static void nodes_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 			    rdzv_restarts(r), cfg->max_restarts,
 			    kind == RDZV_END_STALL ? "the job hung"
 						   : "a worker failure");
+		else if (kind == RDZV_END_DEAD &&
+			 n->group_world_size - 1 < cfg->nnodes_min)
+			log_say("re-forming the group (%s; a spare takes its "
+				"place); no restart is spent",
+				stop->peer.why);
 		else
 			log_say(
 			    "re-forming the group (%s); no restart is spent",
@@ -192,7 +197,7 @@ static void nodes_on_may_restart(struct crun_rdzv *r, int ok, void *data)
 		else if (left < cfg->nnodes_min)
 			log_say(
 			    "job stopped: %s; %d node%s remain%s, below the "
-			    "minimum of %d",
+			    "minimum of %d, and no spare waits to make it up",
 			    stop->peer.why, left, left == 1 ? "" : "s",
 			    left == 1 ? "s" : "", cfg->nnodes_min);
 		else

@@ -247,6 +247,13 @@ void rdzv__store_error(struct crun_rdzv *r, int status)
 		 crun_strerror(status));
 	if (r->state == R_RUNNING)
 		rdzv__round_ended(r, RDZV_END_LOST, why);
+	else if (r->state == R_WAITING && r->spare.status > 0)
+		/* A spare after the round ended: with its store gone, the
+		 * job is over, and ended as that end said. */
+		rdzv__round_fail(r, CRUN_ERDZV_CLOSED,
+				 "the job stopped (%s) while %s waited as a "
+				 "spare; then %s",
+				 r->spare.why, r->o.host, why);
 	else if (r->state == R_JOINING || r->state == R_WAITING)
 		rdzv__round_fail(r, status, "%s", why);
 	else if (r->state == R_FINISHING && r->end.finish_cb) {
@@ -333,6 +340,11 @@ int rdzv_new(uv_loop_t *loop, const struct rdzv_opts *o,
 const char *rdzv_peers(const struct crun_rdzv *r)
 {
 	return r->peers;
+}
+
+int rdzv_job_status(const struct crun_rdzv *r)
+{
+	return r->spare.status;
 }
 
 const char *rdzv_errmsg(const struct crun_rdzv *r)

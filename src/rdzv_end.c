@@ -207,10 +207,37 @@ struct may {
 	void *data;
 };
 
+/* The answer: ok or not (then "over" says so), unless we are done. */
+static void may_answer(struct may *m, int ok)
+{
+	if (!ok && m->r->state != R_DONE)
+		rdzv__excl_over(m->r, m->kind, m->r->errmsg);
+	if (m->r->state != R_DONE)
+		m->cb(m->r, ok, m->data);
+	free(m);
+}
+
+/*
+ * A node lost and too few remain: the spares of the round (the nodes that
+ * joined it after it closed) may fill the next one.
+ */
+static void on_may_spares(int status, const struct crun_store_reply *rep,
+			  void *arg)
+{
+	struct may *m = arg;
+	int64_t spares = 0;
+
+	if (status == 0 && m->r->state != R_DONE)
+		spares = rdzv_reply_int(rep) - m->r->gworld;
+	may_answer(m, spares > 0 &&
+			  m->r->gworld - 1 + spares >= m->r->o.min_nodes);
+}
+
 static void on_may_finished(int status, const struct crun_store_reply *rep,
 			    void *arg)
 {
 	struct may *m = arg;
+	char k[KEYMAX];
 	int ok = 0;
 
 	if (status == 0 && m->r->state != R_DONE) {
@@ -221,20 +248,20 @@ static void on_may_finished(int status, const struct crun_store_reply *rep,
 		     m->kind == RDZV_END_STALL) &&
 		    m->restarts > m->r->o.max_restarts)
 			ok = 0;
-		if (m->kind == RDZV_END_DEAD &&
-		    m->r->gworld - 1 < m->r->o.min_nodes)
-			ok = 0;
 		if (m->kind == RDZV_END_DEAD && m->r->o.static_rank >= 0)
 			ok = 0;
 		if (m->kind == RDZV_END_SUCCESS || m->kind == RDZV_END_FATAL ||
 		    m->kind == RDZV_END_LOST)
 			ok = 0;
-		if (!ok)
-			rdzv__excl_over(m->r, m->kind, m->r->errmsg);
+		if (ok && m->kind == RDZV_END_DEAD &&
+		    m->r->gworld - 1 < m->r->o.min_nodes) {
+			rdzv__key(m->r, k, "r%d/join", m->r->round);
+			if (m->r->ops->add(m->r->kv, k, 0, on_may_spares, m))
+				may_answer(m, 0);
+			return;
+		}
 	}
-	if (m->r->state != R_DONE)
-		m->cb(m->r, ok, m->data);
-	free(m);
+	may_answer(m, ok);
 }
 
 static void on_may_restarts(int status, const struct crun_store_reply *rep,

@@ -431,12 +431,15 @@ void rdzv__excl_host_wait(struct crun_rdzv *r)
 		rdzv__finish_done(r);
 }
 
-/* The job is over: say so once in "over", for the nodes left out. */
+/*
+ * The job is over: say so once in "over", for the spares and the nodes
+ * left out.
+ */
 void rdzv__excl_over(struct crun_rdzv *r, int kind, const char *why)
 {
 	char k[KEYMAX], val[600];
 
-	if (r->o.exclude_after <= 0 || r->state == R_DONE)
+	if (r->state == R_DONE)
 		return;
 	rdzv__key(r, k, "over");
 	rdzv_format_end(val, sizeof(val), kind, why);

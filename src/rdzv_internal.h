@@ -134,6 +134,16 @@ struct crun_rdzv {
 		char addr[RDZV_MAX_FIELD - RDZV_MAX_ID];
 		char id[RDZV_MAX_ID + 1];
 	} excl;
+	/*
+	 * A spare whose round ended (rdzv_join.c) lets the nodes that remain,
+	 * and the spares that came before it, join the next round first.
+	 */
+	struct {
+		int place;  /* 1: the round's first spare, 2: the next, ... */
+		int status; /* the job's status if that end was its last, or
+			       0 (no end read since it last waited) */
+		char why[512]; /* that end, as recorded */
+	} spare;
 	/* The last stacks request acted on (rdzv_stacks.c). */
 	char stacks_seen[RDZV_STACKS_MAX_NONCE + 1];
 };
@@ -243,7 +253,7 @@ int64_t rdzv__wall_ms(void);
 void rdzv__excl_check(struct crun_rdzv *r);
 /* Everyone left: the store host waits for the nodes left out to read "over". */
 void rdzv__excl_host_wait(struct crun_rdzv *r);
-/* The job is over: say so in "over", for the nodes left out. */
+/* The job is over: say so in "over", for the spares and the nodes left out. */
 void rdzv__excl_over(struct crun_rdzv *r, int kind, const char *why);
 /* Our failure ended round R: count it, and maybe leave this node out. */
 void rdzv__excl_decide(struct crun_rdzv *r, int round, int64_t restarts);

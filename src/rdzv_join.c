@@ -18,6 +18,7 @@
 
 #include "crun/err.h"
 #include "crun/log.h"
+#include "crun/rdzv_end.h"
 #include "rdzv_internal.h"
 
 static void join_round(struct crun_rdzv *r);
@@ -344,17 +345,139 @@ static void on_last_call(uv_timer_t *t)
 	rdzv__try_close(t->data);
 }
 
+/* The job's exit status if the end (kind, why) was its last. */
+static int end_status(int kind, const char *why)
+{
+	struct rdzv_end e;
+
+	rdzv_end_describe(kind, why, &e);
+	if (kind == RDZV_END_FAILURE && e.status > 0)
+		return e.status;
+	return e.signal ? 128 + e.signal : 1;
+}
+
+/* A spare's turn came (or its bound passed): join the next round. */
+static void spare_join(struct crun_rdzv *r)
+{
+	/* It gets the whole join_timeout again. */
+	r->spare.status = 0;
+	r->state = R_JOINING;
+	r->deadline_phase = 0;
+	uv_timer_start(&r->deadline, rdzv__on_deadline,
+		       (uint64_t)(r->o.join_timeout * 1000), 0);
+	join_round(r);
+}
+
+/*
+ * The job's end as a spare learns it, from "over" or the round's "end":
+ * a job that succeeded did not need it; one that stopped passes its status
+ * on (rdzv_job_status): a spare never turns a job's outcome into another.
+ */
+static void spare_over(struct crun_rdzv *r, int kind, const char *text)
+{
+	if (kind == RDZV_END_SUCCESS)
+		return rdzv__round_fail(r, CRUN_ERDZV_LEFT_OUT,
+					"job finished; this spare (%s) was "
+					"not needed",
+					r->o.host);
+	r->spare.status = end_status(kind, text);
+	rdzv__round_fail(r, CRUN_ERDZV_CLOSED,
+			 "job stopped (%s) while %s waited as a spare", text,
+			 r->o.host);
+}
+
+static void on_spare_over(int status, const struct crun_store_reply *rep,
+			  void *arg)
+{
+	struct crun_rdzv *r = rdzv__take_values(arg, status, rep, 1);
+	char text[512], why[200], k[KEYMAX];
+	int kind;
+
+	if (r == NULL)
+		return;
+	if (rep->values[0].len == 0)
+		return spare_join(r); /* the job goes on */
+	if (rdzv_parse_end(rep->values[0].base, rep->values[0].len, &kind, text,
+			   sizeof(text), why, sizeof(why))) {
+		rdzv__key(r, k, "over");
+		return rdzv__bad_record(r, k, NULL, why);
+	}
+	/* It ended as the round's end said ("over" may not say how). */
+	spare_over(r, kind, kind == RDZV_END_SUCCESS ? text : r->spare.why);
+}
+
+/* The nodes before us are in the next round, or they are late. */
+static void on_spare_turn(int status, const struct crun_store_reply *rep,
+			  void *arg)
+{
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+	char k[KEYMAX];
+	const char *kp[1] = {k};
+
+	(void)rep;
+	if (r == NULL)
+		return;
+	if (status == 0)
+		return spare_join(r);
+	if (status != CRUN_ETIMEDOUT)
+		return rdzv__store_error(r, status);
+	/* None came: maybe none will, because the job is over. */
+	rdzv__key(r, k, "over");
+	if (r->ops->peek(r->kv, kp, 1, on_spare_over, rdzv__op_new(r, 0)))
+		rdzv__store_error(r, CRUN_ECLOSED);
+}
+
+/*
+ * How many the next round expects back (its "expect", written before the
+ * round moved on): the spare in place P waits for arrival expect + P - 1,
+ * so the nodes that remain keep their places and spares come in the order
+ * they came, bounded by last_call_timeout (a node that never comes back
+ * does not hold the spares out).
+ */
+static void on_spare_expect(int status, const struct crun_store_reply *rep,
+			    void *arg)
+{
+	struct crun_rdzv *r = rdzv__take_values(arg, status, rep, 1);
+	char k[KEYMAX], why[200];
+	int64_t expect = 0;
+	int wait_for;
+
+	if (r == NULL)
+		return;
+	if (rep->values[0].len > 0 &&
+	    rdzv_parse_int(rep->values[0].base, rep->values[0].len, 0,
+			   r->o.max_nodes, &expect, why, sizeof(why))) {
+		rdzv__key(r, k, "r%d/expect", r->round + 1);
+		return rdzv__bad_record(r, k, NULL, why);
+	}
+	wait_for = (int)expect + r->spare.place - 1;
+	if (wait_for > r->o.max_nodes)
+		wait_for = r->o.max_nodes;
+	if (expect <= 0 || wait_for <= 0)
+		return spare_join(r);
+	log_say("round %d ended (%s): %s, spare %d, lets %d node%s join round "
+		"%d first (up to %g s)",
+		r->round, r->spare.why, r->o.host, r->spare.place, wait_for,
+		wait_for == 1 ? "" : "s", r->round + 1, r->o.last_call_timeout);
+	rdzv__key(r, k, "r%d/node/%d", r->round + 1, wait_for);
+	if (rdzv__watch1(r, k, (int)(r->o.last_call_timeout * 1000) + 1,
+			 on_spare_turn, rdzv__op_new(r, 0)))
+		rdzv__store_error(r, CRUN_ECLOSED);
+}
+
 /*
  * The full round a spare waited on ended (its "end" record says how): when
  * the job is over, the spare ends with it, with the job's outcome (a spare
  * of a job that succeeded exits 0: it must not fail a SLURM job that did
- * not); otherwise there may be room in the next round.
+ * not); otherwise there may be room in the next round, after the nodes
+ * that remain.
  */
 static void on_spare_end(int status, const struct crun_store_reply *rep,
 			 void *arg)
 {
 	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
 	char text[512], why[200], k[KEYMAX];
+	const char *kp[1] = {k};
 	int kind;
 
 	if (r == NULL)
@@ -366,23 +489,14 @@ static void on_spare_end(int status, const struct crun_store_reply *rep,
 		rdzv__key(r, k, "r%d/end", r->round);
 		return rdzv__bad_record(r, k, NULL, why);
 	}
-	if (kind == RDZV_END_SUCCESS)
-		return rdzv__round_fail(r, CRUN_ERDZV_LEFT_OUT,
-					"job finished; this spare (%s) was "
-					"not needed",
-					r->o.host);
-	if (kind == RDZV_END_FATAL)
-		return rdzv__round_fail(r, CRUN_ERDZV_CLOSED,
-					"job stopped (%s) while %s waited as "
-					"a spare",
-					text, r->o.host);
-	/* The full round ended: there may be room for us in the next one,
-	 * which gets the whole join_timeout again. */
-	r->state = R_JOINING;
-	r->deadline_phase = 0;
-	uv_timer_start(&r->deadline, rdzv__on_deadline,
-		       (uint64_t)(r->o.join_timeout * 1000), 0);
-	join_round(r);
+	if (kind == RDZV_END_SUCCESS || kind == RDZV_END_FATAL)
+		return spare_over(r, kind, text);
+	r->spare.place = r->index > r->closed ? r->index - r->closed : 1;
+	r->spare.status = end_status(kind, text);
+	snprintf(r->spare.why, sizeof(r->spare.why), "%s", text);
+	rdzv__key(r, k, "r%d/expect", r->round + 1);
+	if (r->ops->peek(r->kv, kp, 1, on_spare_expect, rdzv__op_new(r, 0)))
+		rdzv__store_error(r, CRUN_ECLOSED);
 }
 
 /* We arrived after round R closed: ask it to grow, or wait as a spare. */
@@ -401,6 +515,7 @@ static void late_or_spare(struct crun_rdzv *r, int closed)
 	log_say("round %d is full (%d nodes): %s waits as a spare", r->round,
 		closed, r->o.host);
 	r->state = R_WAITING;
+	r->spare.status = 0;
 	uv_timer_stop(&r->deadline);
 	rdzv__key(r, k, "r%d/end", r->round);
 	if (rdzv__watch1(r, k, -1, on_spare_end, rdzv__op_new(r, 0)))

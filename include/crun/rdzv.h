@@ -360,6 +360,14 @@ int rdzv_round(const struct crun_rdzv *r);
  */
 const char *rdzv_peers(const struct crun_rdzv *r);
 
+/**
+ * For a node that waited as a spare and then failed its round with
+ * CRUN_ERDZV_CLOSED: the job's exit status, as the end it last read recorded
+ * it (a failed worker's status, 128 + the signal of a node stopped by one,
+ * else 1); 0 if it read none.
+ */
+int rdzv_job_status(const struct crun_rdzv *r);
+
 /** The last error message (for the agent's one-line report). */
 const char *rdzv_errmsg(const struct crun_rdzv *r);
 

@@ -645,10 +645,15 @@ static struct node *spare_world(void)
 	return n3;
 }
 
+static int round1_full(void)
+{
+	return fkv_get(&W.kv, "crun/job1/r1/node/3") != NULL && W.n[0].nround &&
+	       W.n[1].nround;
+}
+
 Test(rdzv, late_node_waits_as_spare_when_full, .timeout = 10)
 {
 	struct node *n3;
-	int in = 0;
 
 	n3 = spare_world();
 	/* Past the join timeout: a spare neither fails nor disturbs the round. */
@@ -656,21 +661,91 @@ Test(rdzv, late_node_waits_as_spare_when_full, .timeout = 10)
 	cr_assert_eq(n3->nround, 0, "spare got %s: %s", crun_err_name(n3->status), n3->errmsg);
 	cr_assert_eq(W.n[0].nend + W.n[1].nend, 0, "end %c %s", W.n[0].end_kind,
 		     W.n[0].end_why);
-	/* The round fails: the spare takes a place in the next one. */
+	/*
+	 * The round fails: the nodes that remain keep their places in round 1
+	 * (the spare lets them join first, though they come later), and the
+	 * spare waits there again.
+	 */
 	cr_assert_eq(rdzv_end_round(W.n[0].r, RDZV_END_FAILURE, "1 0 n1"), 0);
 	cr_assert(run_until(first_two_ended, 1000));
 	cr_assert_eq(n3->nround, 0);
+	run_for(100); /* the spare is waiting for them by now */
+	cr_assert_null(fkv_get(&W.kv, "crun/job1/r1/node/1"), "the spare came first");
 	may_all(RDZV_END_FAILURE);
 	cr_assert_eq(W.n[0].may_ok, 1);
 	node_next(&W.n[0]);
 	node_next(&W.n[1]);
-	run_for(600);
-	cr_assert_eq(n3->nround, 1, "the spare did not join round 1");
-	cr_assert_eq(n3->status, 0, "%s: %s", crun_err_name(n3->status), n3->errmsg);
-	cr_assert_eq(n3->res.round, 1);
-	for (int i = 0; i < 3; i++)
-		in += W.n[i].nround == 1 && W.n[i].status == 0;
-	cr_assert_eq(in, 2, "round 1 has %d nodes", in);
+	cr_assert(run_until(round1_full, 1000), "round 1 did not form, then take the spare");
+	for (int i = 0; i < 2; i++)
+		assert_formed(&W.n[i], 1, i, 2, i, 2);
+	run_for(100);
+	cr_assert_eq(n3->nround, 0, "the spare took a place: %s", n3->errmsg);
+	world_close();
+}
+
+static int n1_n3_formed(void)
+{
+	return W.n[0].nround && W.n[2].nround;
+}
+
+/*
+ * A node of a full round is lost, leaving fewer than the minimum: the
+ * spare takes its place in the next round, as a node change (no restart
+ * spent), behind the node that remains.
+ */
+Test(rdzv, spare_takes_a_lost_nodes_place, .timeout = 10)
+{
+	struct node *n3;
+
+	n3 = spare_world();
+	run_for(200); /* heartbeats established */
+	node_kill(&W.n[1]);
+	cr_assert(run_until(first_ended, 1000), "the lost node went unnoticed");
+	cr_assert_eq(W.n[0].end_kind, 'D', "end %c %s", W.n[0].end_kind, W.n[0].end_why);
+	may_all(RDZV_END_DEAD);
+	cr_assert_eq(W.n[0].may_ok, 1, "1 node and 1 spare of min 2: no re-forming");
+	cr_assert_eq(rdzv_restarts(W.n[0].r), 0, "a node change cost a restart");
+	node_next(&W.n[0]);
+	cr_assert(run_until(n1_n3_formed, 1500), "round 1 did not form with the spare");
+	assert_formed(&W.n[0], 1, 0, 2, 0, 2);
+	assert_formed(n3, 1, 1, 2, 1, 2);
+	world_close();
+}
+
+static int spare_done(void)
+{
+	return W.n[2].nround > 0;
+}
+
+/*
+ * The job fails for good (restarts exhausted) while a spare waits: the
+ * spare exits with the job's status (the failed worker's, 3), read from
+ * "over" once no node came back within last_call_timeout.
+ */
+Test(rdzv, spare_ends_with_the_status_of_a_failed_job, .timeout = 10)
+{
+	struct node *n3;
+
+	n3 = spare_world();
+	cr_assert_eq(rdzv_end_round(W.n[0].r, RDZV_END_FAILURE, "2 rank 0 on n1"), 0);
+	cr_assert(run_until(first_two_ended, 1000));
+	may_all(RDZV_END_FAILURE);
+	cr_assert_eq(W.n[0].may_ok, 1);
+	clear_ends();
+	node_next(&W.n[0]);
+	node_next(&W.n[1]);
+	cr_assert(run_until(round1_full, 1000));
+	cr_assert_eq(rdzv_end_round(W.n[1].r, RDZV_END_FAILURE, "3 rank 1 on n2"), 0);
+	cr_assert(run_until(first_two_ended, 1000));
+	may_all(RDZV_END_FAILURE);
+	cr_assert_eq(W.n[0].may_ok, 0, "a second failure with max_restarts=1 restarted");
+	cr_assert_eq(n3->nround, 0, "the spare ended before the job was over");
+	cr_assert(run_until(spare_done, 1000), "the spare never learned the job was over");
+	cr_assert_eq(n3->status, CRUN_ERDZV_CLOSED, "%s: %s", crun_err_name(n3->status),
+		     n3->errmsg);
+	cr_assert(strstr(n3->errmsg, "3 rank 1 on n2"), "%s", n3->errmsg);
+	cr_assert_eq(rdzv_job_status(n3->r), 3);
+	cr_assert_null(fkv_get(&W.kv, "crun/job1/r2/node/1"), "a node joined round 2");
 	world_close();
 }
 
