@@ -84,6 +84,11 @@ int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg, size_t len)
 					"scripts/crun-slurm ...");
 		return 0;
 	}
+	if (s.in_step) {
+		cfg->slurm_nodes = s.nnodes;
+		snprintf(cfg->slurm_nodes_why, sizeof(cfg->slurm_nodes_why),
+			 "%s", s.why_nnodes);
+	}
 	if (mode == -1 && (!s.in_step || multi_node_option(cfg) >= 0))
 		return 0;
 	if (RAW(standalone) &&

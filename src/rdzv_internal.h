@@ -66,6 +66,7 @@ struct crun_rdzv {
 	int index;  /* arrival index in the round */
 	int closed; /* participants, once known */
 	int expect; /* participants the round expects (0: unknown) */
+	int alloc_wait; /* the first round waits for o.expect_first */
 	int grank, gworld;
 	int deadline_phase; /* 1: join_timeout passed, the store was asked */
 	int aborted;	    /* the last round seen aborted while forming */

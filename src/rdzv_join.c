@@ -46,6 +46,21 @@ static void on_deadline_names(int status, const struct crun_store_reply *rep,
 					      "%s%s (%d workers)",
 					      n ? ", " : "", host, np);
 	}
+	if (r->alloc_wait && (int)(rep ? rep->nvalues : 0) >= r->o.min_nodes) {
+		/* The allocation's nodes did not all come: start without. */
+		log_say("round %d: join_timeout (%.0f s) passed with %zu of "
+			"the %d nodes of the allocation (%s): starting with "
+			"them: %s",
+			r->round, r->o.join_timeout, rep->nvalues,
+			r->o.expect_first,
+			r->o.expect_why ? r->o.expect_why : "",
+			*names ? names : "(none readable)");
+		r->alloc_wait = 0;
+		r->deadline_phase = 0;
+		uv_timer_start(&r->deadline, rdzv__on_deadline,
+			       (uint64_t)(r->o.join_timeout * 1000), 0);
+		return rdzv__try_close(r);
+	}
 	if ((int)(rep ? rep->nvalues : 0) >= r->o.min_nodes)
 		/* Enough nodes: the round never closed, or we never heard. */
 		return rdzv__round_fail(
@@ -577,6 +592,11 @@ static void on_join_state(int status, const struct crun_store_reply *rep,
 	r->closed = closed;
 	if (closed > 0 && r->index > closed)
 		return late_or_spare(r, closed);
+	if (r->round == 0 && r->expect == 0 && r->o.expect_first > 0) {
+		/* The job's first round: the allocation's nodes are coming. */
+		r->expect = r->o.expect_first;
+		r->alloc_wait = 1;
+	}
 	/*
 	 * A participant: wait for the assignment, reading ours and the
 	 * envcheck lines with it (the store host, likely group rank 0, the
@@ -593,8 +613,17 @@ static void on_join_state(int status, const struct crun_store_reply *rep,
 		if (r->index >= r->o.max_nodes ||
 		    (r->expect > 0 && r->index >= r->expect))
 			rdzv__try_close(r);
-		else
+		else if (!r->alloc_wait)
 			last_call_start(r);
+		else if (r->index == r->o.min_nodes)
+			log_say(
+			    "round %d: %d of the %d nodes of the allocation "
+			    "(%s) have joined: waiting up to %.0f s "
+			    "(join_timeout) for the %d missing, not "
+			    "last_call_timeout",
+			    r->round, r->index, r->o.expect_first,
+			    r->o.expect_why ? r->o.expect_why : "",
+			    r->o.join_timeout, r->o.expect_first - r->index);
 	}
 }
 
@@ -709,6 +738,7 @@ static void join_at(struct crun_rdzv *r, int n)
 
 	r->round = n;
 	r->expect = 0;
+	r->alloc_wait = 0;
 	r->closed = 0;
 	rdzv__key(r, k1, "r%d/join", r->round);
 	rdzv__key(r, k2, "r%d/closed", r->round);

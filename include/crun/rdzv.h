@@ -194,6 +194,15 @@ struct rdzv_opts {
 	int nproc;
 	const char *role;
 	double join_timeout, last_call_timeout, close_timeout;
+	/*
+	 * Nodes the job's first round waits for (0: none), up to
+	 * join_timeout rather than last_call_timeout: an allocation's (a
+	 * SLURM step's nodes), so that late nodes of a loaded cluster do not
+	 * start a job one node short. expect_why says where the count comes
+	 * from, for the log.
+	 */
+	int expect_first;
+	const char *expect_why;
 	double keep_alive_interval;
 	int keep_alive_max_attempt;
 	/* A heartbeat unanswered this long: the store is lost (0: interval

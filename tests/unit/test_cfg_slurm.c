@@ -271,6 +271,22 @@ Test(cfg_slurm, auto_stays_off_with_multi_node_options)
 	}
 }
 
+/* With --nnodes given (auto mode off), the step's nodes are still known:
+ * the first round waits for them. Not in a batch shell. */
+Test(cfg_slurm, step_nodes_known_with_nnodes_given)
+{
+	OK(ENV("X=1"), "--nnodes=1:4", "--rdzv_backend=c10d", "--rdzv_endpoint=h:1", "train.py");
+	cr_expect_eq(cfg.slurm_nodes, 2);
+	cr_expect(strstr(cfg.slurm_nodes_why, "SLURM_STEP_NUM_NODES=2") != NULL, "%s",
+		  cfg.slurm_nodes_why);
+	cfg_release(&cfg);
+	cfg_init(&cfg);
+	OK(ENV("SLURM_STEP_ID=", "SLURM_STEP_NODELIST=", "SLURM_STEP_NUM_NODES=",
+	       "SLURM_STEP_TASKS_PER_NODE="),
+	   "--nnodes=1:4", "--rdzv_backend=c10d", "--rdzv_endpoint=h:1", "train.py");
+	cr_expect_eq(cfg.slurm_nodes, 0);
+}
+
 Test(cfg_slurm, auto_stays_off_with_env_or_file_options)
 {
 	cr_assert_eq(RUN(ENV("PET_RDZV_ENDPOINT=h:1"), "train.py"), 0, "%s", errbuf);

@@ -749,6 +749,53 @@ Test(rdzv, spare_ends_with_the_status_of_a_failed_job, .timeout = 10)
 	world_close();
 }
 
+/* n nodes of --nnodes=2:3 in an allocation of 3 (SLURM's nodes). */
+static void alloc_world(int nodes)
+{
+	world_init();
+	for (int i = 0; i < nodes; i++) {
+		struct node *n = node_add(i + 1, 1, i == 0, 2, 3);
+
+		n->o.expect_first = 3;
+		n->o.expect_why = "SLURM_STEP_NUM_NODES=3";
+	}
+}
+
+/*
+ * The first round waits for the allocation's nodes, not last_call_timeout
+ * (0.2 s): a late third node is in round 0, with no re-forming for it.
+ */
+Test(rdzv, first_round_waits_for_the_allocation, .timeout = 10)
+{
+	alloc_world(3);
+	node_start(&W.n[0]);
+	node_start(&W.n[1]);
+	run_for(600);
+	cr_assert_eq(W.n[0].nround + W.n[1].nround, 0, "round 0 formed without the third node");
+	node_start(&W.n[2]);
+	cr_assert(run_until(all_rounds, 1000));
+	for (int i = 0; i < 3; i++)
+		assert_formed(&W.n[i], 0, i, 3, i, 3);
+	world_close();
+}
+
+/* A node of the allocation that never comes: round 0 starts without it
+ * once join_timeout (1 s) has passed, with the nodes that came. */
+Test(rdzv, first_round_starts_without_a_missing_node_at_join_timeout, .timeout = 10)
+{
+	uint64_t t0;
+
+	alloc_world(2); /* the third never comes */
+	t0 = uv_now(&W.loop);
+	start_all();
+	cr_assert(run_until(all_rounds, 2500), "round 0 never formed");
+	cr_assert_geq(uv_now(&W.loop) - t0, 950, "formed after %llu ms, before join_timeout",
+		      (unsigned long long)(uv_now(&W.loop) - t0));
+	for (int i = 0; i < 2; i++)
+		assert_formed(&W.n[i], 0, i, 2, i, 2);
+	world_close();
+}
+
 /*
  * The job finishes while a spare waits: the spare ends with it, told that
  * it was not needed (CRUN_ERDZV_LEFT_OUT: the agent exits 0), instead of
