@@ -53,6 +53,11 @@ again):
                    127.0.0.1): every agent exits 1 within join_timeout + 6 s.
   late_joiner      --nnodes=2:3, a third agent arrives while two run, or during
                    the rendezvous: every agent exits 0.
+  spare            --nnodes=2, a third agent waits as a spare; then kill -9 of
+                   the non-host active agent (the spare takes its place: the
+                   two left exit 0), or the job succeeds (all exit 0: the spare
+                   was not needed), or its workers fail with no restart left
+                   (all exit 3, the spare with the job's status).
   signal_rdzv      SIGTERM/SIGINT to agents waiting for MIN: each exits 128+N.
   signal_run       SIGTERM/SIGINT during a run: a lone agent exits 128+N; a
                    non-host of 3 (2:3) exits 128+N and the others re-form and
@@ -724,6 +729,35 @@ def sc_late_joiner(r):
     r.bound = 25
 
 
+def sc_spare(r):
+    pids = r.path("pids")
+    how = r.rng.choice(["lost", "success", "failure"])
+    act = {"lost": "hang-if-attempt 0", "success": "sleep 3000 exit 0",
+           "failure": "sleep 3000 exit 3"}[how]
+    w = sh("echo $$ >>%s; exec %s %s" % (q(pids), q(FAKE), act))
+    extra = ["--max_restarts=%d" % (0 if how == "failure" else 1)]
+    r.agent("a", "2", 1, w, extra)
+    r.wait_listening()
+    r.agent("b", "2", 1, w, extra)
+    r.wait_lines("pids", 2)
+    r.agent("c", "2", 1, w, extra)
+    r.wait(15, lambda: "waits as a spare" in r.agents["c"].output(), "c waiting as a spare")
+    r.desc = "--nnodes=2, a third agent waits as a spare on %s; %s" % (r.net, {
+        "lost": "kill -9 agent b", "success": "the job succeeds",
+        "failure": "workers exit 3, no restart"}[how])
+    r.fault()
+    if how == "lost":
+        r.agents["b"].signal(signal.SIGKILL)
+        r.agents["b"].killed = True
+        # PROMISE: the spare takes b's place: a and c exit 0.
+        r.expect["a"] = r.expect["c"] = {0}
+    else:
+        # PROMISE: the spare ends as the job does: 0 or the workers' 3.
+        for x in "abc":
+            r.expect[x] = {0 if how == "success" else 3}
+    r.bound = 20
+
+
 def sc_signal_rdzv(r):
     sig = r.rng.choice(["TERM", "INT"])
     n = r.rng.choice([1, 2])
@@ -1153,6 +1187,7 @@ SCENARIOS = [
     ("stalled_reader", sc_stalled_reader, False),
     ("stranger", sc_stranger, False),
     ("late_joiner", sc_late_joiner, True),
+    ("spare", sc_spare, True),
     ("signal_rdzv", sc_signal_rdzv, True),
     ("signal_run", sc_signal_run, True),
     ("signal_stop", sc_signal_stop, False),
