@@ -10,7 +10,9 @@
  * stop signal get SIGKILL after --shutdown_timeout (the kill timer), once
  * their stacks are taken (stacks.c, at most --stack_timeout); a worker
  * still there POOL_STUCK_MS after SIGKILL (uninterruptible sleep) is named
- * and given up on, so the round ends without it.
+ * and given up on, so the round ends without it. With --checkpoint_grace a
+ * rank writing a checkpoint gets the stop signal once it is done (grace.c
+ * reports it), and the kill timer starts from the last one.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -26,11 +28,42 @@
 /* The stderr lines searched for a faulthandler dump. */
 #define POOL_DUMP_LINES 400
 
+static void pool_on_kill_timer(uv_timer_t *t);
+
+/* The shutdown timeout, from now. */
+static void pool_arm_kill(struct pool *p)
+{
+	uv_timer_start(&p->kill_timer, pool_on_kill_timer,
+		       (uint64_t)(p->shutdown_timeout * 1000), 0);
+}
+
+/* A rank held for its checkpoint is let go: its stop signal now. */
+static void pool_on_grace_release(void *data, int i, int timed_out)
+{
+	struct pool *p = data;
+
+	if (timed_out)
+		log_say("rank %d is still writing its checkpoint after "
+			"--checkpoint_grace=%g s: stopping it",
+			p->base_rank + i, p->grace.seconds);
+	else
+		log_say("rank %d finished writing its checkpoint: stopping it",
+			p->base_rank + i);
+	worker_signal(&p->w[i], p->stop_sig);
+	if (p->grace.nheld == 0)
+		pool_arm_kill(p);
+}
+
 static void pool_on_worker_exit(struct worker *w, void *data)
 {
 	struct pool *p = data;
 
 	p->pids[w->local_rank] = 0;
+	if (grace_holds(&p->grace, w->local_rank)) {
+		grace_forget(&p->grace, w->local_rank);
+		if (p->grace.nheld == 0)
+			pool_arm_kill(p);
+	}
 	if (p->stacks && p->stack_of[w->local_rank] >= 0) {
 		/* faulthandler's dump, if it was asked for one, is there. */
 		char *end = worker_stderr_end(w, POOL_DUMP_LINES);
@@ -75,7 +108,9 @@ int pool_init(struct pool *p, const struct worker_ctx *ctx,
 	p->kill_timer.data = p;
 	p->stuck_timer.data = p;
 	return uv_timer_init(ctx->loop, &p->kill_timer) ||
-	       uv_timer_init(ctx->loop, &p->stuck_timer);
+	       uv_timer_init(ctx->loop, &p->stuck_timer) ||
+	       grace_init(&p->grace, ctx->loop, ctx->cfg->checkpoint_grace,
+			  pool_on_grace_release, p);
 }
 
 void pool_close(struct pool *p)
@@ -84,6 +119,7 @@ void pool_close(struct pool *p)
 	p->stacks = NULL;
 	uv_close((uv_handle_t *)&p->kill_timer, NULL);
 	uv_close((uv_handle_t *)&p->stuck_timer, NULL);
+	grace_close(&p->grace);
 }
 
 static void pool_alloc(struct pool *p, int n)
@@ -95,8 +131,9 @@ static void pool_alloc(struct pool *p, int n)
 	p->stack_of = calloc((size_t)n, sizeof(*p->stack_of));
 	p->kill_after = calloc((size_t)n, 1);
 	p->killed = calloc((size_t)n, 1);
+	p->markers = calloc((size_t)n, sizeof(*p->markers));
 	if (p->w == NULL || p->pids == NULL || p->stack_of == NULL ||
-	    p->kill_after == NULL || p->killed == NULL)
+	    p->kill_after == NULL || p->killed == NULL || p->markers == NULL)
 		abort();
 	p->kill_all = 0;
 	for (int i = 0; i < n; i++)
@@ -340,9 +377,26 @@ static void pool_on_kill_timer(uv_timer_t *t)
 
 void pool_stop(struct pool *p, int sig)
 {
-	pool_signal(p, sig);
-	uv_timer_start(&p->kill_timer, pool_on_kill_timer,
-		       (uint64_t)(p->shutdown_timeout * 1000), 0);
+	int held = 0;
+
+	if (sig > 0 && sig != SIGKILL) {
+		for (int i = 0; i < p->n; i++)
+			p->markers[i] = p->w[i].proc ? p->w[i].ckpt_file : NULL;
+		held = grace_hold(&p->grace, p->markers, p->n);
+	}
+	p->stop_sig = sig;
+	if (held == 0) {
+		pool_signal(p, sig);
+		pool_arm_kill(p);
+		return;
+	}
+	for (int i = 0; i < p->n; i++)
+		if (!grace_holds(&p->grace, i))
+			worker_signal(&p->w[i], sig);
+	log_say("%d rank%s writing a checkpoint: %s stop signal waits until "
+		"it is written, at most %g s (--checkpoint_grace)",
+		held, held == 1 ? " is" : "s are", held == 1 ? "its" : "their",
+		p->grace.seconds);
 }
 
 void pool_winch(struct pool *p)
@@ -353,6 +407,7 @@ void pool_winch(struct pool *p)
 
 void pool_end(struct pool *p)
 {
+	grace_end(&p->grace);
 	uv_timer_stop(&p->kill_timer);
 	uv_timer_stop(&p->stuck_timer);
 	stacks_free(p->stacks);
@@ -364,6 +419,8 @@ void pool_end(struct pool *p)
 	free(p->stack_of);
 	free(p->kill_after);
 	free(p->killed);
+	free(p->markers);
+	p->markers = NULL;
 	p->w = NULL;
 	p->pids = NULL;
 	p->stack_of = NULL;

@@ -8,6 +8,7 @@
 #ifndef CRUN_AGENT_POOL_H
 #define CRUN_AGENT_POOL_H
 
+#include "grace.h"
 #include "worker.h"
 
 struct pool;
@@ -35,6 +36,9 @@ struct pool {
 	int kill_all;	       /* the kill is the stop's (workers stopped) */
 	uv_timer_t stuck_timer; /* SIGKILL sent: who is still there then */
 	int survivors; /* workers that outlived SIGKILL, in every round */
+	struct grace grace;	/* --checkpoint_grace: ranks let finish */
+	const char **markers;	/* per local rank, for grace_hold */
+	int stop_sig;		/* the stop's signal, for ranks held */
 	struct worker_ctx wctx; /* each worker's, reporting to the pool */
 	pool_exit_cb on_exit;
 	pool_started_cb on_started;
@@ -69,7 +73,12 @@ void pool_fail(struct pool *p, int n);
 /** Send sig to every worker (and what is left of exited ones' groups). */
 void pool_signal(struct pool *p, int sig);
 
-/** Stop the round: sig now, SIGKILL after the shutdown timeout. */
+/**
+ * Stop the round: sig now, SIGKILL after the shutdown timeout. With
+ * --checkpoint_grace, a rank writing a checkpoint (grace.h) gets sig once it
+ * is done, at most the grace later; the shutdown timeout then counts from
+ * the last rank let go.
+ */
 void pool_stop(struct pool *p, int sig);
 
 /**

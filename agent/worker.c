@@ -552,6 +552,18 @@ int worker_start_begin(struct worker *w, const struct worker_ctx *wc,
 	ctx.nproc = r->ranks.local_world_size;
 	if ((rc = env_add_contract(&env, &r->ranks, &ctx)))
 		goto fail;
+	if (cfg->checkpoint_grace > 0 && r->error_prefix) {
+		size_t n = strlen(r->error_prefix) + 32;
+
+		if ((w->ckpt_file = malloc(n)) == NULL) {
+			rc = UV_ENOMEM;
+			goto fail;
+		}
+		snprintf(w->ckpt_file, n, "%s%d.checkpointing", r->error_prefix,
+			 local_rank);
+		if ((rc = env_set(&env, "CRUN_CHECKPOINT_FILE", w->ckpt_file)))
+			goto fail;
+	}
 	if (cfg->virtual_local_rank) {
 		const char *var;
 		char dev[64];
@@ -753,7 +765,11 @@ void worker_release(struct worker *w)
 	free(w->stderr_file);
 	free(w->error_file);
 	free(w->stacks);
+	if (w->ckpt_file)
+		unlink(w->ckpt_file); /* a marker left by a rank that died */
+	free(w->ckpt_file);
 	w->dir = w->stderr_file = w->error_file = w->stacks = NULL;
+	w->ckpt_file = NULL;
 }
 
 void worker_tail_from_file(struct worker *w)

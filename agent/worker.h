@@ -71,6 +71,7 @@ struct worker {
 	char *dir;		/* <attempt>/<local_rank>, or NULL */
 	char *stderr_file;	/* stderr.log when stderr goes only there */
 	char *error_file;
+	char *ckpt_file; /* $CRUN_CHECKPOINT_FILE (grace.h), or NULL */
 	struct wgroup grp;	/* its process group after it exited */
 	struct crun_proc *rest; /* its proc until its leftovers in other
 				   groups are gone too (proc.h) */

@@ -195,6 +195,11 @@ enum { CFG_C_NONE, CFG_C_BOOL, CFG_C_INT, CFG_C_SECS, CFG_C_SIZE, CFG_C_STR };
 	X(shutdown_timeout, "shutdown_timeout", 0, STR, "job", "30",           \
 	  CFG_ENV_PET, G_LIFE, "seconds between the stop signal and SIGKILL",  \
 	  SECS, 0, CFG_MAX_SECONDS, F(shutdown_timeout), 0, "seconds")         \
+	X(checkpoint_grace, "checkpoint_grace", 0, STR, "job", "0",            \
+	  CFG_ENV_CRUN, G_LIFE,                                                \
+	  "seconds a rank writing a checkpoint may finish it before its stop " \
+	  "signal (0: off)",                                                   \
+	  SECS, 0, CFG_MAX_SECONDS, F(checkpoint_grace), 0, "seconds")         \
 	X(stack_timeout, "stack_timeout", 0, STR, "job", "5", CFG_ENV_CRUN,    \
 	  G_LIFE,                                                              \
 	  "seconds a worker's stack dump before SIGKILL may take (0: none)",   \

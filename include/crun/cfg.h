@@ -152,6 +152,7 @@ struct crun_cfg {
 
 	/* Lifecycle. */
 	double shutdown_timeout;
+	double checkpoint_grace; /* 0: off (agent/grace.h) */
 	double
 	    stack_timeout; /* a stack dump before SIGKILL, at most; 0: none */
 	double init_warn_after; /* 0: no init diagnosis (agent/initdiag.c) */

@@ -143,6 +143,7 @@ static const char *sample(int id)
 	case CFG_env_check: return "strict";
 	case CFG_env_check_timeout: return "1";
 	case CFG_shutdown_timeout: return "12";
+	case CFG_checkpoint_grace: return "60";
 	case CFG_stack_timeout: return "7";
 	case CFG_store_probe_timeout: return "9";
 	case CFG_signals_to_handle: return "SIGTERM,SIGUSR1";
