@@ -237,6 +237,56 @@ static int excl_active(const struct rdzv_exclusion *x, int n)
 	return k;
 }
 
+/* A count read back ("join", "closed"): absent or malformed is 0. */
+static int64_t excl_count(const struct crun_store_iov *v)
+{
+	char why[120];
+	int64_t c = 0;
+
+	if (v->len == 0 ||
+	    rdzv_parse_int(v->base, v->len, 0, INT32_MAX, &c, why, sizeof(why)))
+		return 0;
+	return c;
+}
+
+/*
+ * More nodes are left out than the range allows: the spares of the round
+ * that left this one out (its arrivals past the ones it closed with) may
+ * make up the rest, as they did when it was decided. If not (a forged
+ * record, or one from a crun that told agents on one machine apart by
+ * host and address only), the job cannot go on: say so and end.
+ */
+static void on_excl_spares(int status, const struct crun_store_reply *rep,
+			   void *arg)
+{
+	struct crun_rdzv *r = rdzv__take_values(arg, status, rep, 2);
+	int64_t join, closed, spares = 0;
+
+	if (r == NULL || r->state != R_JOINING)
+		return;
+	join = excl_count(&rep->values[0]);
+	closed = excl_count(&rep->values[1]);
+	if (closed > 0 && join > closed)
+		spares = join - closed;
+	for (int i = 0; i < r->excl.n; i++) {
+		const struct rdzv_exclusion *x = &r->excl.list[i];
+
+		if (!excl_is_self(r, x->host, x->addr, x->id))
+			continue;
+		if (excl_active(r->excl.list, r->excl.n) >
+		    r->o.max_nodes - r->o.min_nodes + spares)
+			return rdzv__round_fail(
+			    r, CRUN_ERDZV_CLOSED,
+			    "%d of at most %d nodes are left out of the "
+			    "rounds: the others cannot reach the minimum of "
+			    "%d, the job cannot go on",
+			    excl_active(r->excl.list, r->excl.n),
+			    r->o.max_nodes, r->o.min_nodes);
+		return excl_sit_out(r, x);
+	}
+	rdzv__join_round_now(r);
+}
+
 static void on_excl_check(int status, const struct crun_store_reply *rep,
 			  void *arg)
 {
@@ -254,13 +304,17 @@ static void on_excl_check(int status, const struct crun_store_reply *rep,
 		if (!excl_is_self(r, x[i].host, x[i].addr, x[i].id))
 			continue;
 		if (x[i].until * 1000 > rdzv__wall_ms() &&
-		    excl_active(x, n) > r->o.max_nodes - r->o.min_nodes)
-			return rdzv__round_fail(
-			    r, CRUN_ERDZV_CLOSED,
-			    "%d of at most %d nodes are left out of the "
-			    "rounds: the others cannot reach the minimum of "
-			    "%d, the job cannot go on",
-			    excl_active(x, n), r->o.max_nodes, r->o.min_nodes);
+		    excl_active(x, n) > r->o.max_nodes - r->o.min_nodes) {
+			char jk[KEYMAX], ck[KEYMAX];
+			const char *kp[2] = {jk, ck};
+
+			rdzv__key(r, jk, "r%d/join", x[i].round);
+			rdzv__key(r, ck, "r%d/closed", x[i].round);
+			if (r->ops->peek(r->kv, kp, 2, on_excl_spares,
+					 rdzv__op_new(r, 0)))
+				rdzv__store_error(r, CRUN_ECLOSED);
+			return;
+		}
 		if (x[i].until * 1000 > rdzv__wall_ms())
 			return excl_sit_out(r, &x[i]);
 		/* Listed, but its time is up (a restarted agent). */
@@ -586,6 +640,27 @@ static void decide_read_excluded(struct decide *d)
 		decide_done(d);
 }
 
+/* Too few would remain without the failing node: unless spares wait. */
+static void on_decide_spares(int status, const struct crun_store_reply *rep,
+			     void *arg)
+{
+	struct decide *d = arg;
+	struct crun_rdzv *r = d->r;
+	int64_t spares = 0;
+
+	if (status == 0 && r->state != R_DONE)
+		spares = rdzv_reply_int(rep) - d->gworld;
+	if (spares > 0 && d->gworld - 1 + spares >= r->o.min_nodes)
+		return decide_read_excluded(d);
+	log_say("%s is not left out although the last %d failure-ended rounds "
+		"failed first on it: %d node%s would remain, below the minimum "
+		"of %d, and no spare waits to make it up",
+		r->o.host, r->o.exclude_after, d->gworld - 1,
+		d->gworld - 1 == 1 ? "" : "s", r->o.min_nodes);
+	decide_put_fails(d, 0, d->nf);
+	decide_done(d);
+}
+
 static void on_decide_fails(int status, const struct crun_store_reply *rep,
 			    void *arg)
 {
@@ -625,13 +700,11 @@ static void on_decide_fails(int status, const struct crun_store_reply *rep,
 		return decide_done(d);
 	}
 	if (d->gworld - 1 < r->o.min_nodes) {
-		log_say("%s is not left out although the last %d "
-			"failure-ended rounds failed first on it: %d node%s "
-			"would remain, below the minimum of %d",
-			r->o.host, k, d->gworld - 1,
-			d->gworld - 1 == 1 ? "" : "s", r->o.min_nodes);
-		decide_put_fails(d, 0, d->nf);
-		return decide_done(d);
+		/* The round's spares may make up the minimum. */
+		rdzv__key(r, key_, "r%d/join", d->round);
+		if (r->ops->add(r->kv, key_, 0, on_decide_spares, d))
+			decide_done(d);
+		return;
 	}
 	decide_read_excluded(d);
 }

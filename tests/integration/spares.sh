@@ -11,6 +11,10 @@
 # When the job fails for good, the spare exits with the job's status.
 #   3, 4. c10d: the lost node; the failed job (the store host leaves).
 #   5, 6. etcd: the same.
+# When the node whose failures keep ending rounds is left out
+# (exclude_after=2), the spare takes its place too.
+#   7. c10d: b's worker always fails; after two rounds b is left out, a and
+#      the spare c finish the job; all three exit 0.
 . tests/integration/lib.sh
 . tests/integration/lib_etcd.sh
 
@@ -19,11 +23,13 @@ WORKER="$FAKE_WORKER sleep 4000 exit 0"
 MAXR=1
 NOT_NEEDED="job finished; this spare (.*) was not needed; exiting with status 0"
 
-# agent NAME LOCAL_ADDR BACKEND ENDPOINT: one agent of job $JOB.
+# agent NAME LOCAL_ADDR BACKEND ENDPOINT: one agent of job $JOB, running
+# $WORKER_<NAME> if set, else $WORKER.
 agent() {
+	eval "_w=\${WORKER_$1:-\$WORKER}"
 	"$CRUN" --nnodes=2 --nproc_per_node=1 --max_restarts=$MAXR --rdzv_backend="$3" \
 		--rdzv_endpoint="$4" --rdzv_id="$JOB" --local_addr="$2" \
-		--rdzv_conf="$CONF" $WORKER >"$T/$JOB.$1.out" 2>&1 &
+		--rdzv_conf="$CONF" $_w >"$T/$JOB.$1.out" 2>&1 &
 	eval "pid_$1=\$!"
 	at_exit "kill -KILL \$pid_$1"
 }
@@ -90,6 +96,16 @@ note "3. c10d: b killed; the spare c took its place in round 1, both exited 0"
 JOB=spfail
 failed c10d "127.0.0.1:$(free_port)"
 note "4. c10d: the job failed with status 3, and so did its spare"
+JOB=spexcl CONF="$CONF,exclude_after=2,exclude_for=600" MAXR=3 \
+	WORKER_b="$FAKE_WORKER sleep 3000 exit 3"
+three c10d "127.0.0.1:$(free_port)"
+for x in a b c; do status $x 0; done
+expect_grep "spexcl: b was left out" "is left out until .*: the last 2 failure-ended rounds (to round 1) failed first on it" "$T/spexcl.b.out"
+expect_grep "spexcl: c took its place" "round 2: group rank 1 of 2" "$T/spexcl.c.out"
+expect_grep "spexcl: c's worker succeeded" "1 worker of .* succeeded" "$T/spexcl.c.out"
+expect_grep "spexcl: b's exit line" "the job finished without .*, which was left out after repeated failures" "$T/spexcl.b.out"
+CONF="last_call_timeout=1,join_timeout=30,keep_alive_interval=0.2" MAXR=1 WORKER_b=
+note "7. c10d: b left out after failing rounds 0 and 1; the spare c took its place; all exited 0"
 
 need_etcd
 etcd_cluster 1

@@ -367,6 +367,60 @@ Test(rdzv_exclude, not_below_min, .timeout = 10)
 	world_close();
 }
 
+static int r0_spare(void)
+{
+	return fkv_get(&W.kv, "crun/job1/r0/node/3") != NULL;
+}
+
+static int n1_n3_rounds(void)
+{
+	return W.n[0].nround && W.n[2].nround;
+}
+
+/* n2 (of n1, n2 and the spare n3) fails round `round`; n1 and n2 go on. */
+static void n2_fails(int round, int want_ok)
+{
+	char why[64];
+
+	clear_ends();
+	snprintf(why, sizeof(why), "3 rank 1 on n2");
+	cr_assert_eq(rdzv_end_round(W.n[1].r, RDZV_END_FAILURE, why), 0);
+	cr_assert(run_until(first_two_ended, 2000), "round %d: the end went unseen", round);
+	may_all(RDZV_END_FAILURE);
+	cr_assert_eq(W.n[0].may_ok, want_ok);
+	node_next(&W.n[0]);
+	node_next(&W.n[1]);
+}
+
+/*
+ * --nnodes=2 with a spare: the node whose failures keep ending rounds is
+ * left out although one node alone would be below MIN, because the spare
+ * makes it up; the spare takes its place and the node left out waits (it
+ * does not end as "the others cannot reach the minimum").
+ */
+Test(rdzv_exclude, left_out_with_a_spare_in_its_place, .timeout = 10)
+{
+	excl_world(3, 2, 2, 2, 60, 5);
+	node_start(&W.n[0]);
+	node_start(&W.n[1]);
+	cr_assert(run_until(first_two_rounds, 2000));
+	node_start(&W.n[2]);
+	cr_assert(run_until(r0_spare, 1000));
+	n2_fails(0, 1);
+	cr_assert(run_until(first_two_rounds, 2000), "round 1 did not form");
+	cr_assert_null(fkv_get(&W.kv, "crun/job1/excluded"), "left out after one failure");
+	n2_fails(1, 1);
+	cr_assert(strncmp(kv("crun/job1/excluded"), "1 n2 ", 5) == 0, "%s",
+		  kv("crun/job1/excluded"));
+	cr_assert(run_until(n1_n3_rounds, 3000), "n1 and the spare n3 did not form round 2");
+	assert_formed(&W.n[0], 2, 0, 2, 0, 2);
+	assert_formed(&W.n[2], 2, 1, 2, 1, 2);
+	run_for(300);
+	cr_assert_eq(W.n[1].nround, 0, "n2 ended: %s", W.n[1].errmsg);
+	cr_assert_eq(W.n[1].self_excl, 1);
+	world_close();
+}
+
 /* Off by default: no record beyond the base protocol's. */
 Test(rdzv_exclude, off_writes_nothing, .timeout = 10)
 {
