@@ -142,9 +142,11 @@ test check: deps test-venv format-check check-build
 # test runs it. ASAN_EXCLUDE leaves out, too, the suites whose time goes to
 # Python beside a torchrun or a framework while crun does what the other
 # suites already make it do under the sanitizers: PyTorch's launcher tests,
-# Lightning and accelerate, the examples, the parity suites and the Debian
-# 13 root (make test runs them all).
-ASAN_EXCLUDE := wheel pytorch_launcher frameworks examples parity trixie_torch
+# Lightning and accelerate, the examples, the parity suites, the Debian
+# 13 root and the spares' DDP job across namespaces (spares.sh runs the
+# same paths of crun; make test runs them all).
+ASAN_EXCLUDE := wheel pytorch_launcher frameworks examples parity trixie_torch \
+	spares_netns
 asan:
 	TORCH_PYTHONS="$${TORCH_PYTHONS:-$(CURDIR)/.venv/bin/python}" \
 	TORCHRUN_REFS="$${TORCHRUN_REFS:-$(CURDIR)/.venv/bin/python}" \
