@@ -416,11 +416,11 @@ static void nodes_rdzv_begin(struct nodes *n, const struct rdzv_kv_ops *ops,
 	o.join_timeout = cfg->rdzv.join_timeout;
 	o.last_call_timeout = cfg->rdzv.last_call_timeout;
 	o.close_timeout = cfg->rdzv.close_timeout;
-	if (cfg->slurm_nodes > cfg->nnodes_min && o.static_rank < 0) {
-		o.expect_first = cfg->slurm_nodes < cfg->nnodes_max
-				     ? cfg->slurm_nodes
+	if (cfg->slurm_agents > cfg->nnodes_min && o.static_rank < 0) {
+		o.expect_first = cfg->slurm_agents < cfg->nnodes_max
+				     ? cfg->slurm_agents
 				     : cfg->nnodes_max;
-		o.expect_why = cfg->slurm_nodes_why;
+		o.expect_why = cfg->slurm_agents_why;
 	}
 	o.keep_alive_interval = cfg->rdzv.keep_alive_interval;
 	o.keep_alive_max_attempt = cfg->rdzv.keep_alive_max_attempt;

@@ -85,9 +85,15 @@ int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg, size_t len)
 		return 0;
 	}
 	if (s.in_step) {
-		cfg->slurm_nodes = s.nnodes;
-		snprintf(cfg->slurm_nodes_why, sizeof(cfg->slurm_nodes_why),
+		cfg->slurm_agents = s.nnodes;
+		snprintf(cfg->slurm_agents_why, sizeof(cfg->slurm_agents_why),
 			 "%s", s.why_nnodes);
+		if (s.ntasks > s.nnodes) { /* several crun per node */
+			cfg->slurm_agents = s.ntasks;
+			snprintf(cfg->slurm_agents_why,
+				 sizeof(cfg->slurm_agents_why),
+				 "SLURM_STEP_NUM_TASKS=%d", s.ntasks);
+		}
 	}
 	if (mode == -1 && (!s.in_step || multi_node_option(cfg) >= 0))
 		return 0;

@@ -390,6 +390,9 @@ int slurm_detect(char **envp, struct crun_slurm *out, char *errmsg,
 			       "SLURM_TASKS_PER_NODE", &name);
 		if (v != NULL && slurm_per_node(v, out->node_rank, &n) == 0)
 			out->tasks_here = n;
+		v = slurm_env(envp, "SLURM_STEP_NUM_TASKS");
+		if (v != NULL && slurm_int(v, 1, 1000000, &l) == 0)
+			out->ntasks = (int)l;
 		if (out->tasks_here > 1)
 			slurm_warn(out,
 				   "%d crun tasks run on this node (%s=%.40s) "

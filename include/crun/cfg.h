@@ -172,10 +172,11 @@ struct crun_cfg {
 	char *config_file;
 	int print_config;
 	int slurm; /* -1 auto, 0 off, 1 on */
-	/* Inside an srun step: its nodes, which the first round waits for
-	 * when --nnodes is a range (0: not in a step), and why. */
-	int slurm_nodes;
-	char slurm_nodes_why[192];
+	/* Inside an srun step: its crun tasks (its nodes, or its tasks when
+	 * it runs several per node), which the first round waits for when
+	 * --nnodes is a range (0: not in a step), and why. */
+	int slurm_agents;
+	char slurm_agents_why[192];
 
 	/* The metrics server (agent/metrics.c). */
 	int metrics_port;	  /* --metrics_port, -1: none */

@@ -42,6 +42,7 @@ struct crun_slurm {
 	int node_rank;	 /* SLURM_NODEID, 0 outside a step */
 	int local_task;	 /* SLURM_LOCALID: crun task index on this node */
 	int tasks_here;	 /* crun tasks on this node in this step (0: unknown) */
+	int ntasks;	 /* SLURM_STEP_NUM_TASKS in a step (0: unknown) */
 
 	char host[HOSTLIST_MAX_NAME + 1]; /* first node of the step or job */
 	int port; /* derived from the job id, see above */

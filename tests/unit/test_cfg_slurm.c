@@ -276,15 +276,22 @@ Test(cfg_slurm, auto_stays_off_with_multi_node_options)
 Test(cfg_slurm, step_nodes_known_with_nnodes_given)
 {
 	OK(ENV("X=1"), "--nnodes=1:4", "--rdzv_backend=c10d", "--rdzv_endpoint=h:1", "train.py");
-	cr_expect_eq(cfg.slurm_nodes, 2);
-	cr_expect(strstr(cfg.slurm_nodes_why, "SLURM_STEP_NUM_NODES=2") != NULL, "%s",
-		  cfg.slurm_nodes_why);
+	cr_expect_eq(cfg.slurm_agents, 2);
+	cr_expect(strstr(cfg.slurm_agents_why, "SLURM_STEP_NUM_NODES=2") != NULL, "%s",
+		  cfg.slurm_agents_why);
 	cfg_release(&cfg);
 	cfg_init(&cfg);
 	OK(ENV("SLURM_STEP_ID=", "SLURM_STEP_NODELIST=", "SLURM_STEP_NUM_NODES=",
 	       "SLURM_STEP_TASKS_PER_NODE="),
 	   "--nnodes=1:4", "--rdzv_backend=c10d", "--rdzv_endpoint=h:1", "train.py");
-	cr_expect_eq(cfg.slurm_nodes, 0);
+	cr_expect_eq(cfg.slurm_agents, 0);
+	/* Two crun tasks on each of the 2 nodes: 4 agents. */
+	cfg_release(&cfg);
+	cfg_init(&cfg);
+	OK(ENV("SLURM_STEP_NUM_TASKS=4", "SLURM_STEP_TASKS_PER_NODE=2(x2)"), "--nnodes=1:4",
+	   "--rdzv_backend=c10d", "--rdzv_endpoint=h:1", "train.py");
+	cr_expect_eq(cfg.slurm_agents, 4);
+	cr_expect_str_eq(cfg.slurm_agents_why, "SLURM_STEP_NUM_TASKS=4");
 }
 
 Test(cfg_slurm, auto_stays_off_with_env_or_file_options)
