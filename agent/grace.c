@@ -96,7 +96,8 @@ void grace_close(struct grace *g)
 
 int grace_hold(struct grace *g, const char *const *marker, int n)
 {
-	char dir[4096];
+	char buf[4096];
+	const char *dir;
 	int rc, first = -1;
 
 	grace_end(g);
@@ -113,8 +114,8 @@ int grace_hold(struct grace *g, const char *const *marker, int n)
 	 * The watch first (the round's markers share one directory): a
 	 * marker removed after it is read is an event to come.
 	 */
-	rc = uv_fs_event_start(&g->watch, grace_on_event,
-			       dir_of(marker[first], dir, sizeof(dir)), 0);
+	dir = dir_of(marker[first], buf, sizeof(buf));
+	rc = uv_fs_event_start(&g->watch, grace_on_event, dir, 0);
 	for (int i = 0; i < n; i++)
 		if (marker[i] && access(marker[i], F_OK) == 0) {
 			g->held[i] = 1;

@@ -276,6 +276,31 @@ static int slurm_nproc_tasks(char **envp, struct crun_slurm *s)
 	return 0;
 }
 
+/*
+ * How many crun processes the step put on this node (pitfall C4.1), and in
+ * all (each is an agent of the rendezvous).
+ */
+static void slurm_step_tasks(char **envp, struct crun_slurm *out)
+{
+	const char *name, *v;
+	long l;
+	int n;
+
+	v = slurm_env2(envp, "SLURM_STEP_TASKS_PER_NODE",
+		       "SLURM_TASKS_PER_NODE", &name);
+	if (v != NULL && slurm_per_node(v, out->node_rank, &n) == 0)
+		out->tasks_here = n;
+	if (out->tasks_here > 1)
+		slurm_warn(out,
+			   "%d crun tasks run on this node (%s=%.40s) and "
+			   "each starts its own workers; launch one per node: "
+			   "srun --ntasks-per-node=1 scripts/crun-slurm ...",
+			   out->tasks_here, name, v);
+	v = slurm_env(envp, "SLURM_STEP_NUM_TASKS");
+	if (v != NULL && slurm_int(v, 1, 1000000, &l) == 0)
+		out->ntasks = (int)l;
+}
+
 int slurm_detect(char **envp, struct crun_slurm *out, char *errmsg,
 		 size_t errlen)
 {
@@ -382,24 +407,8 @@ int slurm_detect(char **envp, struct crun_slurm *out, char *errmsg,
 	if (v != NULL && slurm_int(v, 0, 1000000, &l) == 0)
 		out->local_task = (int)l;
 
-	/* How many crun processes this step put here (pitfall C4.1). */
 	if (out->in_step) {
-		int n;
-
-		v = slurm_env2(envp, "SLURM_STEP_TASKS_PER_NODE",
-			       "SLURM_TASKS_PER_NODE", &name);
-		if (v != NULL && slurm_per_node(v, out->node_rank, &n) == 0)
-			out->tasks_here = n;
-		v = slurm_env(envp, "SLURM_STEP_NUM_TASKS");
-		if (v != NULL && slurm_int(v, 1, 1000000, &l) == 0)
-			out->ntasks = (int)l;
-		if (out->tasks_here > 1)
-			slurm_warn(out,
-				   "%d crun tasks run on this node (%s=%.40s) "
-				   "and each starts its own workers; launch "
-				   "one per node: srun --ntasks-per-node=1 "
-				   "scripts/crun-slurm ...",
-				   out->tasks_here, name, v);
+		slurm_step_tasks(envp, out);
 	} else if (out->nnodes > 1) {
 		slurm_warn(out,
 			   "not inside an srun step, so only this node joins "
