@@ -51,7 +51,7 @@ run crun "$first" "$CRUN"
 for p in $pids; do wait "$p"; done
 
 "$first" - "$T" $refs <<'EOF' || { tail -n 60 "$T/crun.log" >&2; fail "crun fails tests that torchrun passes (above)"; }
-import json, os, sys
+import json, os, re, sys
 t, refs = sys.argv[1], sys.argv[2:]
 # Launched for real: a harness that failed them would compare nothing.
 REAL = ("test_launch_standalone test_launch_elastic test_launch_elastic_multiple_agents "
@@ -62,7 +62,7 @@ def load(label):
     if not os.path.exists(path):
         sys.exit("%s: the run wrote no verdicts (%s.log)" % (label, label))
     return json.load(open(path))
-crun, bad = load("crun"), []
+crun, bad, shown = load("crun"), [], set()
 for ref in refs:
     v = load(ref)
     if set(v) != set(crun):
@@ -74,6 +74,15 @@ for ref in refs:
     lost = [n for n in passed if crun.get(n) != "pass"]
     for n in lost:
         bad.append("%s passes under %s, under crun: %s" % (n, ref, crun.get(n)))
+        if n not in shown:  # what crun and the workers said, for the record
+            shown.add(n)
+            out = open(os.path.join(t, "crun.log"), errors="replace").read().splitlines()
+            at = [i for i, l in enumerate(out) if l.startswith(n + " (")]
+            if at:
+                end = next((i for i in range(at[0] + 1, len(out))
+                            if re.match(r"^test_\w+ \(", out[i])), len(out))
+                print("--- %s under crun (crun.log):" % n, file=sys.stderr)
+                print("\n".join(out[at[0]:end][-80:]), file=sys.stderr)
     print("   %s passes %d of %d; crun passes all of those%s" % (
         ref, len(passed), len(v), "" if not lost else " but %d" % len(lost)))
     for n in sorted(set(v) - set(passed)):
