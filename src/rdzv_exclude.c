@@ -342,9 +342,7 @@ static void excl_rejoin(struct crun_rdzv *r)
 {
 	r->excl.sitting_out = 0;
 	r->state = R_JOINING;
-	r->deadline_phase = 0;
-	uv_timer_start(&r->deadline, rdzv__on_deadline,
-		       (uint64_t)(r->o.join_timeout * 1000), 0);
+	rdzv__deadline_arm(r);
 	rdzv__join_round_now(r);
 }
 

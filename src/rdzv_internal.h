@@ -206,8 +206,8 @@ void rdzv__store_error(struct crun_rdzv *r, int status);
 
 /* --- rdzv_join.c ------------------------------------------------------- */
 
-/* The deadline timer's callback: join_timeout passed. */
-void rdzv__on_deadline(uv_timer_t *t);
+/* Arm the deadline afresh: the whole join_timeout from now. */
+void rdzv__deadline_arm(struct crun_rdzv *r);
 /* This node's descriptor, from the options and the fingerprint so far. */
 void rdzv__descr_build(struct crun_rdzv *r);
 /* The fingerprint timer's callback: the descriptor goes without it. */

@@ -6,7 +6,7 @@
  * round closes (rdzv_close.c) -> this node reads its assignment -> group
  * rank 0 starts the workers' store and publishes where it is -> running.
  *
- * Failure modes: join_timeout passes (rdzv__on_deadline names who joined); we
+ * Failure modes: join_timeout passes (on_deadline names who joined); we
  * came after the round closed (ask it to grow, or wait as a spare); the
  * round was aborted while forming (join the next one); a record that does
  * not parse (the round fails naming the key).
@@ -56,9 +56,7 @@ static void on_deadline_names(int status, const struct crun_store_reply *rep,
 			r->o.expect_why ? r->o.expect_why : "",
 			*names ? names : "(none readable)");
 		r->alloc_wait = 0;
-		r->deadline_phase = 0;
-		uv_timer_start(&r->deadline, rdzv__on_deadline,
-			       (uint64_t)(r->o.join_timeout * 1000), 0);
+		rdzv__deadline_arm(r);
 		return rdzv__try_close(r);
 	}
 	if ((int)(rep ? rep->nvalues : 0) >= r->o.min_nodes)
@@ -104,7 +102,7 @@ static void on_deadline_count(int status, const struct crun_store_reply *rep,
 }
 
 /* join_timeout passed: name the nodes that joined, then fail. */
-void rdzv__on_deadline(uv_timer_t *t)
+static void on_deadline(uv_timer_t *t)
 {
 	struct crun_rdzv *r = t->data;
 	char k[KEYMAX];
@@ -123,11 +121,18 @@ void rdzv__on_deadline(uv_timer_t *t)
 	}
 	rdzv__key(r, k, "r%d/join", r->round);
 	/* A reachable store answers at once; an unreachable one gets 2 s. */
-	uv_timer_start(&r->deadline, rdzv__on_deadline, 2000, 0);
+	uv_timer_start(&r->deadline, on_deadline, 2000, 0);
 	if (r->ops->add(r->kv, k, 0, on_deadline_count, rdzv__op_new(r, 0)))
 		rdzv__round_fail(r, CRUN_ERDZV_TIMEOUT,
 				 "rendezvous '%s' timed out after %.0f s",
 				 r->run_id, r->o.join_timeout);
+}
+
+void rdzv__deadline_arm(struct crun_rdzv *r)
+{
+	r->deadline_phase = 0;
+	uv_timer_start(&r->deadline, on_deadline,
+		       (uint64_t)(r->o.join_timeout * 1000), 0);
 }
 
 static void on_master(int status, const struct crun_store_reply *rep, void *arg)
@@ -374,12 +379,9 @@ static int end_status(int kind, const char *why)
 /* A spare's turn came (or its bound passed): join the next round. */
 static void spare_join(struct crun_rdzv *r)
 {
-	/* It gets the whole join_timeout again. */
 	r->spare.status = 0;
 	r->state = R_JOINING;
-	r->deadline_phase = 0;
-	uv_timer_start(&r->deadline, rdzv__on_deadline,
-		       (uint64_t)(r->o.join_timeout * 1000), 0);
+	rdzv__deadline_arm(r); /* the whole join_timeout again */
 	join_round(r);
 }
 
@@ -901,9 +903,7 @@ int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
 	r->cb_data = data;
 	r->env_refused = 0;
 	r->state = R_JOINING;
-	r->deadline_phase = 0;
-	uv_timer_start(&r->deadline, rdzv__on_deadline,
-		       (uint64_t)(r->o.join_timeout * 1000), 0);
+	rdzv__deadline_arm(r);
 	if (r->agreed) {
 		join_round(r);
 		return 0;
