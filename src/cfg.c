@@ -24,7 +24,7 @@
 #include "crun/etcd.h"
 #include "crun/fingerprint.h"
 #include "crun/gpu.h"
-#include "crun/rdzv.h"
+#include "crun/rdzv_types.h"
 #include "cfg_opts.h"
 
 const struct cfg_opt cfg_opts[CFG_NOPTS] = {

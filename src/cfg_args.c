@@ -14,7 +14,7 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/hostlist.h"
-#include "crun/rdzv.h"
+#include "crun/rdzv_types.h"
 #include "cfg_opts.h"
 
 extern char **environ;

@@ -15,11 +15,12 @@
  * "L"). Replies that arrive for an old round are recognised by the round
  * number carried in each request and dropped.
  *
- * The steps are in files of their own, in the order of a round:
- * rdzv_join.c, rdzv_close.c, rdzv_run.c, rdzv_end.c and rdzv_exclude.c
- * (rdzv_internal.h is what they share). This file holds the life cycle
- * (rdzv_new, rdzv_free) and the helpers every step uses: keys, requests
- * and their replies, and failing or ending a round.
+ * This file is the owner: the life cycle (rdzv_new, rdzv_free) and the
+ * interface of rdzv.h, each call handed to the step it starts. The steps
+ * are files of their own, in the order of a round: rdzv_join.c,
+ * rdzv_close.c, rdzv_run.c, rdzv_end.c and rdzv_exclude.c, over the kit
+ * they all use (rdzv_kit.c); rdzv_kit.h is what they share and says
+ * who may call whom.
  */
 #include <assert.h>
 #include <stdarg.h>
@@ -31,236 +32,8 @@
 
 #include "crun/err.h"
 #include "crun/log.h"
-#include "rdzv_internal.h"
-
-/* Build "crun/<run_id>/<fmt…>" into buf (KEYMAX bytes). */
-void rdzv__key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)
-{
-	va_list ap;
-	int n = snprintf(buf, KEYMAX, "%s", r->prefix);
-
-	va_start(ap, fmt);
-	vsnprintf(buf + n, KEYMAX - (size_t)n, fmt, ap);
-	va_end(ap);
-}
-
-/* Watch one key (see rdzv_kv_ops.watch). */
-int rdzv__watch1(struct crun_rdzv *r, const char *k, int timeout_ms,
-		 rdzv_kv_cb cb, void *arg)
-{
-	return r->ops->watch(r->kv, &k, 1, timeout_ms, cb, arg);
-}
-
-struct rdzv__op *rdzv__op_new(struct crun_rdzv *r, int arg)
-{
-	struct rdzv__op *o = calloc(1, sizeof(*o));
-
-	if (o == NULL)
-		abort();
-	o->r = r;
-	o->round = r->round;
-	o->arg = arg;
-	return o;
-}
-
-/*
- * Take ownership of a reply's op: returns the rendezvous if the reply is
- * still wanted (same round, not closed), else NULL. Frees the op.
- */
-struct crun_rdzv *rdzv__op_take(void *arg, int *round, int *a)
-{
-	struct rdzv__op *o = arg;
-	struct crun_rdzv *r = o->r;
-
-	if (round)
-		*round = o->round;
-	if (a)
-		*a = o->arg;
-	if (r->state == R_DONE || o->round != r->round) {
-		free(o);
-		return NULL;
-	}
-	free(o);
-	return r;
-}
-
-/*
- * The reply to a read of n keys, if the round still wants it: else NULL,
- * a failed request reported (n values is the client's promise: fewer is a
- * protocol error).
- */
-struct crun_rdzv *rdzv__take_values(void *arg, int status,
-				    const struct crun_store_reply *rep,
-				    size_t n)
-{
-	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
-
-	if (r == NULL)
-		return NULL;
-	if (status || rep->nvalues != n) {
-		rdzv__store_error(r, status ? status : CRUN_EPROTO);
-		return NULL;
-	}
-	return r;
-}
-
-int64_t rdzv_reply_int(const struct crun_store_reply *rep)
-{
-	char buf[32];
-	size_t n;
-
-	if (rep->value == NULL)
-		return rep->num;
-	n = rep->len < sizeof(buf) - 1 ? rep->len : sizeof(buf) - 1;
-	memcpy(buf, rep->value, n);
-	buf[n] = '\0';
-	return strtoll(buf, NULL, 10);
-}
-
-/*
- * Copy value i of a reply into buf as a C string: values are (ptr, len)
- * slices of the receive buffer, not NUL-terminated.
- */
-const char *rdzv__reply_str(const struct crun_store_reply *rep, size_t i,
-			    char *buf, size_t len)
-{
-	size_t n = rep->values[i].len < len - 1 ? rep->values[i].len : len - 1;
-
-	memcpy(buf, rep->values[i].base, n);
-	buf[n] = '\0';
-	return buf;
-}
-
-int rdzv__reply_is(const struct crun_store_reply *rep, const char *s)
-{
-	return rep->len == strlen(s) && memcmp(rep->value, s, rep->len) == 0;
-}
-
-void rdzv__stop_timers(struct crun_rdzv *r)
-{
-	uv_timer_stop(&r->last_call);
-	uv_timer_stop(&r->hb.timer);
-	uv_timer_stop(&r->deadline);
-}
-
-/* The round could not be formed: report once through the round callback. */
-void rdzv__round_fail(struct crun_rdzv *r, int status, const char *fmt, ...)
-{
-	rdzv_round_cb cb = r->cb;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
-	va_end(ap);
-	rdzv__stop_timers(r);
-	r->state = R_IDLE;
-	r->round = -1; /* drop late replies */
-	r->cb = NULL;
-	if (cb)
-		cb(r, status, NULL, r->cb_data);
-}
-
-/*
- * A record read from the store does not parse or is out of range: anyone
- * who reaches the store can write any key. End the round with one message
- * naming the key and, where known, the host that wrote it; never go on
- * with the value.
- */
-void rdzv__bad_record(struct crun_rdzv *r, const char *k, const char *by,
-		      const char *why)
-{
-	char msg[700];
-
-	snprintf(msg, sizeof(msg), "malformed rendezvous record '%s'%s%s: %s",
-		 k, by ? " written by " : "", by ? by : "", why);
-	if (r->state == R_RUNNING || r->state == R_FINISHING) {
-		rdzv__round_ended(r, RDZV_END_FATAL, msg);
-		/* Finishing, rdzv__round_ended does not report it. */
-		if (r->state == R_FINISHING)
-			log_msg(LOG_ERROR, "crun", "%s", msg);
-	} else {
-		rdzv__round_fail(r, CRUN_EPROTO, "%s", msg);
-	}
-}
-
-/* A counter or number record in [lo, hi]: 0, or the round ended. */
-int rdzv__record_int(struct crun_rdzv *r, const struct crun_store_reply *rep,
-		     const char *k, int64_t lo, int64_t hi, int64_t *out)
-{
-	char why[200];
-
-	if (rep->value == NULL) { /* an ADD's reply: the store's own number */
-		*out = rep->num;
-		if (rep->num >= lo && rep->num <= hi)
-			return 0;
-		snprintf(why, sizeof(why), "%lld is not in %lld..%lld",
-			 (long long)rep->num, (long long)lo, (long long)hi);
-		rdzv__bad_record(r, k, NULL, why);
-		return CRUN_EPROTO;
-	}
-	if (rdzv_parse_int(rep->value, rep->len, lo, hi, out, why,
-			   sizeof(why)) == 0)
-		return 0;
-	rdzv__bad_record(r, k, NULL, why);
-	return CRUN_EPROTO;
-}
-
-/* The round ended while we finish: the store host waits for the others. */
-static void finishing_round_ended(struct crun_rdzv *r, int kind)
-{
-	uv_timer_stop(&r->hb.timer);
-	if (kind == RDZV_END_SUCCESS && r->o.exclude_after > 0 &&
-	    r->o.is_store_host)
-		rdzv__excl_host_wait(r); /* the nodes left out read "over" */
-	else if (kind == RDZV_END_SUCCESS || kind == RDZV_END_LOST)
-		rdzv__finish_done(r);
-	else
-		rdzv__host_wait_left(r);
-}
-
-/*
- * The running round ended (for any reason): tell the agent once, through
- * the one call of its on_end.
- */
-void rdzv__round_ended(struct crun_rdzv *r, int kind, const char *why)
-{
-	struct rdzv_end e;
-
-	r->end.seen = 1;
-	if (r->state == R_FINISHING)
-		return finishing_round_ended(r, kind);
-	if (r->state != R_RUNNING)
-		return;
-	r->state = R_ENDED;
-	rdzv__stop_timers(r);
-	snprintf(r->errmsg, sizeof(r->errmsg), "%s", why);
-	rdzv_end_describe(kind, why, &e);
-	r->on_end(r, &e, r->o.data);
-}
-
-/* A store request failed: the host is gone or the reply made no sense. */
-void rdzv__store_error(struct crun_rdzv *r, int status)
-{
-	char why[256];
-
-	snprintf(why, sizeof(why), "lost the rendezvous store: %s",
-		 crun_strerror(status));
-	if (r->state == R_RUNNING)
-		rdzv__round_ended(r, RDZV_END_LOST, why);
-	else if (r->state == R_WAITING && r->spare.status > 0)
-		/* A spare after the round ended: with its store gone, the
-		 * job is over, and ended as that end said. */
-		rdzv__round_fail(r, CRUN_ERDZV_CLOSED,
-				 "the job stopped (%s) while %s waited as a "
-				 "spare; then %s",
-				 r->spare.why, r->o.host, why);
-	else if (r->state == R_JOINING || r->state == R_WAITING)
-		rdzv__round_fail(r, status, "%s", why);
-	else if (r->state == R_FINISHING && r->end.finish_cb) {
-		r->state = R_ENDED;
-		r->end.finish_cb(r, r->end.finish_data);
-	}
-}
+#include "crun/rdzv.h"
+#include "rdzv_kit.h"
 
 /*
  * The id of this agent in the exclusion records: random, so that several
@@ -389,4 +162,53 @@ int rdzv_round(const struct crun_rdzv *r)
 int rdzv_restarts(const struct crun_rdzv *r)
 {
 	return (int)r->restarts;
+}
+
+int rdzv_env_refused(const struct crun_rdzv *r)
+{
+	return r->env_refused;
+}
+
+int rdzv_serving(const struct crun_rdzv *r)
+{
+	return rdzv__serving(r);
+}
+
+int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
+{
+	return rdzv__next(r, cb, data);
+}
+
+void rdzv_set_fingerprint(struct crun_rdzv *r, const char *fp)
+{
+	rdzv__set_fingerprint(r, fp);
+}
+
+void rdzv_node_lost(struct crun_rdzv *r, int g, const char *how)
+{
+	rdzv__node_lost(r, g, how);
+}
+
+int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
+{
+	return rdzv__end_round(r, kind, why);
+}
+
+int rdzv_may_restart(struct crun_rdzv *r, int kind,
+		     void (*cb)(struct crun_rdzv *r, int ok, void *data),
+		     void *data)
+{
+	return rdzv__may_restart(r, kind, cb, data);
+}
+
+int rdzv_finish(struct crun_rdzv *r,
+		void (*cb)(struct crun_rdzv *r, void *data), void *data)
+{
+	return rdzv__finish(r, cb, data);
+}
+
+int rdzv_depart(struct crun_rdzv *r,
+		void (*cb)(struct crun_rdzv *r, void *data), void *data)
+{
+	return rdzv__depart(r, cb, data);
 }

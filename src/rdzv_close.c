@@ -17,7 +17,7 @@
 
 #include "crun/err.h"
 #include "crun/log.h"
-#include "rdzv_internal.h"
+#include "rdzv_kit.h"
 
 struct nd {
 	int index;
@@ -87,7 +87,7 @@ static void env_refuse(struct crun_rdzv *r, const char *msg)
 	snprintf(r->env_diff, sizeof(r->env_diff), "%s", msg);
 	rdzv__key(r, k, "r%d/assigned", r->round);
 	rdzv_format_abort(val, sizeof(val), RDZV_END_FATAL, msg);
-	rdzv_end_round(r, RDZV_END_FATAL, msg);
+	rdzv__end_round(r, RDZV_END_FATAL, msg);
 	if (r->ops->set(r->kv, k, val, strlen(val), on_env_refused,
 			rdzv__op_new(r, 0)))
 		rdzv__store_error(r, CRUN_ECLOSED);

@@ -19,10 +19,61 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/log.h"
-#include "rdzv_internal.h"
+#include "rdzv_kit.h"
 
 static int mark_ended(struct crun_rdzv *r, int n, const void *v, size_t len);
 static void end_chain_done(struct crun_rdzv *r);
+
+/* --- the watch on our end/<g> mark (started by rdzv_run.c) ----------- */
+
+/* The round's "end" value: its first byte is the kind, then the reason. */
+static void on_end_value(int status, const struct crun_store_reply *rep,
+			 void *arg)
+{
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+	char text[512], why[200], k[KEYMAX];
+	int kind;
+
+	if (r == NULL || status == CRUN_ECANCELED)
+		return;
+	if (status)
+		return rdzv__store_error(r, status);
+	if (rep->nvalues != 1)
+		return rdzv__store_error(r, CRUN_EPROTO);
+	rdzv__key(r, k, "r%d/end", r->round);
+	if (rdzv_parse_end(rep->values[0].base, rep->values[0].len, &kind, text,
+			   sizeof(text), why, sizeof(why)))
+		return rdzv__bad_record(r, k, NULL, why);
+	r->ended = r->round;
+	rdzv__round_ended(r, kind, text);
+}
+
+/* Our end/<g> mark is set: it says why the round ended, or to read "end". */
+void rdzv__on_node_end(int status, const struct crun_store_reply *rep,
+		       void *arg)
+{
+	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
+	char k[KEYMAX], text[512], why[200];
+	const char *kp[1] = {k};
+	int kind;
+
+	if (r == NULL || status == CRUN_ECANCELED)
+		return;
+	if (status)
+		return rdzv__store_error(r, status);
+	if (!rdzv__reply_is(rep, "1")) {
+		rdzv__key(r, k, "r%d/end/%d", r->round, r->grank);
+		if (rdzv_parse_end(rep->value, rep->len, &kind, text,
+				   sizeof(text), why, sizeof(why)))
+			return rdzv__bad_record(r, k, NULL, why);
+		r->ended = r->round;
+		return rdzv__round_ended(r, kind, text);
+	}
+	rdzv__key(r, k, "r%d/end", r->round);
+	if (r->ops->multi_get(r->kv, kp, 1, 10000, on_end_value,
+			      rdzv__op_new(r, 0)))
+		rdzv__store_error(r, CRUN_ECLOSED);
+}
 
 /* The job-wide restart count after round R, for everyone deciding on R+1. */
 static void on_restart_total(int status, const struct crun_store_reply *rep,
@@ -123,7 +174,7 @@ static int mark_ended(struct crun_rdzv *r, int n, const void *v, size_t len)
 	return rc;
 }
 
-int rdzv_end_round(struct crun_rdzv *r, int kind, const char *why)
+int rdzv__end_round(struct crun_rdzv *r, int kind, const char *why)
 {
 	char k[KEYMAX], cur[16], next[16], val[600], ek[KEYMAX];
 	int n = r->state == R_RUNNING || r->state == R_ENDED ? r->gworld
@@ -194,7 +245,7 @@ void rdzv__abort_round(struct crun_rdzv *r, int kind, const char *why)
 
 	rdzv__key(r, k, "r%d/assigned", r->round);
 	rdzv_format_abort(val, sizeof(val), kind, why);
-	rdzv_end_round(r, kind, why);
+	rdzv__end_round(r, kind, why);
 	r->ops->set(r->kv, k, val, strlen(val), NULL, NULL);
 }
 
@@ -290,9 +341,9 @@ static void on_may_restarts(int status, const struct crun_store_reply *rep,
 		on_may_finished(CRUN_ECLOSED, NULL, m);
 }
 
-int rdzv_may_restart(struct crun_rdzv *r, int kind,
-		     void (*cb)(struct crun_rdzv *r, int ok, void *data),
-		     void *data)
+int rdzv__may_restart(struct crun_rdzv *r, int kind,
+		      void (*cb)(struct crun_rdzv *r, int ok, void *data),
+		      void *data)
 {
 	struct may *m = calloc(1, sizeof(*m));
 	char k[KEYMAX];
@@ -328,20 +379,6 @@ int rdzv_may_restart(struct crun_rdzv *r, int kind,
 	return rc;
 }
 
-/* Finishing is over: tell the agent once. */
-void rdzv__finish_done(struct crun_rdzv *r)
-{
-	void (*cb)(struct crun_rdzv *, void *) = r->end.finish_cb;
-
-	if (r->state != R_FINISHING)
-		return;
-	r->state = R_ENDED;
-	rdzv__stop_timers(r);
-	r->end.finish_cb = NULL;
-	if (cb)
-		cb(r, r->end.finish_data);
-}
-
 static void on_all_left(int status, const struct crun_store_reply *rep,
 			void *arg)
 {
@@ -354,11 +391,6 @@ static void on_all_left(int status, const struct crun_store_reply *rep,
 	if (status == 0 && r->o.exclude_after > 0 && r->o.is_store_host)
 		return rdzv__excl_host_wait(r);
 	rdzv__finish_done(r);
-}
-
-void rdzv__on_finish_timeout(uv_timer_t *t)
-{
-	rdzv__finish_done(t->data);
 }
 
 /* A node leaving waited close_timeout for the store to take note of it. */
@@ -375,13 +407,13 @@ static void on_leave_timeout(uv_timer_t *t)
 /* A node that serves no store leaves: the store's answer, bounded. */
 static void leave_bounded(struct crun_rdzv *r)
 {
-	if (!rdzv_serving(r))
+	if (!rdzv__serving(r))
 		uv_timer_start(&r->deadline, on_leave_timeout,
 			       (uint64_t)(r->o.close_timeout * 1000), 0);
 }
 
 /* The round ended: the others stop and leave; wait for that, bounded. */
-void rdzv__host_wait_left(struct crun_rdzv *r)
+static void host_wait_left(struct crun_rdzv *r)
 {
 	char k[KEYMAX];
 
@@ -416,7 +448,7 @@ void rdzv__on_finished_count(int status, const struct crun_store_reply *rep,
 				    NULL, NULL);
 		mark_ended(r, r->gworld, "1", 1); /* "end" may hold another */
 	}
-	if (!rdzv_serving(r))
+	if (!rdzv__serving(r))
 		return rdzv__finish_done(r);
 	/*
 	 * A store host serves until every node has left: while the round
@@ -424,13 +456,26 @@ void rdzv__on_finished_count(int status, const struct crun_store_reply *rep,
 	 * node out sets); once the round ended, it waits for the rest to leave.
 	 */
 	if (r->end.seen)
-		rdzv__host_wait_left(r);
+		host_wait_left(r);
 }
 
 static void on_left_count(int status, const struct crun_store_reply *rep,
 			  void *arg);
 
 /* Finishing or departing: the round is over for this node. */
+/* The round ended while we finish: the store host waits for the others. */
+static void finishing_round_ended(struct crun_rdzv *r, int kind)
+{
+	uv_timer_stop(&r->hb.timer);
+	if (kind == RDZV_END_SUCCESS && r->o.exclude_after > 0 &&
+	    r->o.is_store_host)
+		rdzv__excl_host_wait(r); /* the nodes left out read "over" */
+	else if (kind == RDZV_END_SUCCESS || kind == RDZV_END_LOST)
+		rdzv__finish_done(r);
+	else
+		host_wait_left(r);
+}
+
 static void finishing_begin(struct crun_rdzv *r,
 			    void (*cb)(struct crun_rdzv *r, void *data),
 			    void *data)
@@ -440,21 +485,22 @@ static void finishing_begin(struct crun_rdzv *r,
 	r->round = r->res.round;
 	r->end.finish_cb = cb;
 	r->end.finish_data = data;
+	r->end.finishing_ended = finishing_round_ended;
 	leave_bounded(r);
 }
 
-int rdzv_serving(const struct crun_rdzv *r)
+int rdzv__serving(const struct crun_rdzv *r)
 {
 	return r->o.is_store_host ||
 	       (r->grank == 0 && r->gworld > 1 && !r->res.master_by_worker);
 }
 
-int rdzv_finish(struct crun_rdzv *r,
-		void (*cb)(struct crun_rdzv *r, void *data), void *data)
+int rdzv__finish(struct crun_rdzv *r,
+		 void (*cb)(struct crun_rdzv *r, void *data), void *data)
 {
 	char k1[KEYMAX], k2[KEYMAX];
 
-	if (!rdzv_serving(r) || r->end.seen)
+	if (!rdzv__serving(r) || r->end.seen)
 		uv_timer_stop(&r->hb.timer);
 	finishing_begin(r, cb, data);
 	/*
@@ -462,7 +508,7 @@ int rdzv_finish(struct crun_rdzv *r,
 	 * if asking whether to restart took its watch on end/<g>, watch it
 	 * again (it is set already after a failure: the watch fires at once).
 	 */
-	if (rdzv_serving(r) && !r->end.seen && r->end.unwatched) {
+	if (rdzv__serving(r) && !r->end.seen && r->end.unwatched) {
 		r->end.unwatched = 0;
 		rdzv__key(r, k1, "r%d/end/%d", r->round, r->grank);
 		if (rdzv__watch1(r, k1, -1, rdzv__on_node_end,
@@ -513,8 +559,8 @@ static int depart_now(struct crun_rdzv *r)
 	return r->ops->add(r->kv, k, 1, on_departed, r);
 }
 
-int rdzv_depart(struct crun_rdzv *r,
-		void (*cb)(struct crun_rdzv *r, void *data), void *data)
+int rdzv__depart(struct crun_rdzv *r,
+		 void (*cb)(struct crun_rdzv *r, void *data), void *data)
 {
 	uv_timer_stop(&r->hb.timer);
 	finishing_begin(r, cb, data);
@@ -543,55 +589,3 @@ static void end_chain_done(struct crun_rdzv *r)
 }
 
 /* --- the end as the agent gets it (rdzv_end.h) ------------------------ */
-
-/* The signal named at the end of why ("... (SIGTERM)"), or 0. */
-static int end_signal(const char *why)
-{
-	const char *open = strrchr(why, '(');
-	char name[16];
-	int sig, n;
-
-	if (open == NULL || sscanf(open, "(%15[A-Z0-9])", name) != 1 ||
-	    cfg_parse_signals(name, &sig, 1, &n) != 0)
-		return 0;
-	return sig;
-}
-
-/* The word before " left (", after "the store host ", before " exited". */
-static void end_host(int kind, const char *why, char *host, size_t len)
-{
-	const char *p = why, *q = NULL;
-
-	*host = '\0';
-	if (kind == 'J') {
-		q = why + strlen(why);
-	} else if (strncmp(why, "the store host ", 15) == 0) {
-		p = why + 15;
-		q = strstr(p, " was stopped");
-	} else if ((q = strstr(why, " left (")) == NULL) {
-		p = strstr(why, ") on ");
-		p = p ? p + 5 : NULL;
-		q = p ? strstr(p, " exited") : NULL;
-	}
-	if (p && q && q > p && strcspn(p, " ") >= (size_t)(q - p))
-		snprintf(host, len, "%.*s", (int)(q - p), p);
-}
-
-void rdzv_end_describe(int kind, const char *why, struct rdzv_end *e)
-{
-	char *rest = NULL;
-	long st = 0;
-
-	memset(e, 0, sizeof(*e));
-	e->kind = kind;
-	e->why = why;
-	e->detail = why;
-	if (kind == 'F') { /* "<status> rank ...": the status first */
-		st = strtol(why, &rest, 10);
-		e->status = st > 0 && st < 256 ? (int)st : 0;
-		if (rest != why && *rest == ' ')
-			e->detail = rest + 1;
-	}
-	e->signal = end_signal(why);
-	end_host(kind, why, e->host, sizeof(e->host));
-}

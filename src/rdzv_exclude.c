@@ -21,16 +21,7 @@
 
 #include "crun/err.h"
 #include "crun/log.h"
-#include "rdzv_internal.h"
-
-/* Wall-clock time in milliseconds: "until" is in epoch seconds. */
-int64_t rdzv__wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "rdzv_kit.h"
 
 static int excl_is_self(const struct crun_rdzv *r, const char *host,
 			const char *addr, const char *id)
@@ -140,6 +131,7 @@ static void excl_update(struct crun_rdzv *r, const struct rdzv_exclusion *x,
 
 static void excl_readmit(struct crun_rdzv *r);
 static void excl_rejoin(struct crun_rdzv *r);
+static void excl_check(struct crun_rdzv *r);
 static void on_over_seen(int status, const struct crun_store_reply *rep,
 			 void *arg);
 
@@ -156,7 +148,7 @@ static void on_sitout_over(int status, const struct crun_store_reply *rep,
 	if (status == CRUN_ETIMEDOUT) {
 		/* Read "excluded" again: readmitted once its time is up. */
 		r->state = R_JOINING;
-		return rdzv__excl_check(r);
+		return excl_check(r);
 	}
 	if (status)
 		return rdzv__store_error(r, status);
@@ -284,7 +276,7 @@ static void on_excl_spares(int status, const struct crun_store_reply *rep,
 			    r->o.max_nodes, r->o.min_nodes);
 		return excl_sit_out(r, x);
 	}
-	rdzv__join_round_now(r);
+	r->excl.admit(r, 0);
 }
 
 static void on_excl_check(int status, const struct crun_store_reply *rep,
@@ -323,11 +315,11 @@ static void on_excl_check(int status, const struct crun_store_reply *rep,
 	}
 	if (r->excl.sitting_out) /* taken off the list meanwhile */
 		return excl_rejoin(r);
-	rdzv__join_round_now(r);
+	r->excl.admit(r, 0);
 }
 
 /* Before joining: is this node left out? */
-void rdzv__excl_check(struct crun_rdzv *r)
+static void excl_check(struct crun_rdzv *r)
 {
 	char k[KEYMAX];
 
@@ -342,8 +334,7 @@ static void excl_rejoin(struct crun_rdzv *r)
 {
 	r->excl.sitting_out = 0;
 	r->state = R_JOINING;
-	rdzv__deadline_arm(r);
-	rdzv__join_round_now(r);
+	r->excl.admit(r, 1);
 }
 
 static void on_readmit_cas(int status, const struct crun_store_reply *rep,
@@ -727,4 +718,11 @@ void rdzv__excl_decide(struct crun_rdzv *r, int round, int64_t restarts)
 	if (r->ops->compare_set(r->kv, k, PEEK, strlen(PEEK), "", 0,
 				on_decide_fails, d))
 		decide_done(d);
+}
+
+void rdzv__excl_check(struct crun_rdzv *r,
+		      void (*admit)(struct crun_rdzv *r, int afresh))
+{
+	r->excl.admit = admit;
+	excl_check(r);
 }

@@ -19,9 +19,11 @@
 #include "crun/err.h"
 #include "crun/log.h"
 #include "crun/rdzv_end.h"
-#include "rdzv_internal.h"
+#include "rdzv_kit.h"
 
 static void join_round(struct crun_rdzv *r);
+static void join_round_now(struct crun_rdzv *r);
+static void deadline_arm(struct crun_rdzv *r);
 
 static void on_deadline_names(int status, const struct crun_store_reply *rep,
 			      void *arg)
@@ -56,7 +58,7 @@ static void on_deadline_names(int status, const struct crun_store_reply *rep,
 			r->o.expect_why ? r->o.expect_why : "",
 			*names ? names : "(none readable)");
 		r->alloc_wait = 0;
-		rdzv__deadline_arm(r);
+		deadline_arm(r);
 		return rdzv__try_close(r);
 	}
 	if ((int)(rep ? rep->nvalues : 0) >= r->o.min_nodes)
@@ -128,7 +130,7 @@ static void on_deadline(uv_timer_t *t)
 				 r->run_id, r->o.join_timeout);
 }
 
-void rdzv__deadline_arm(struct crun_rdzv *r)
+static void deadline_arm(struct crun_rdzv *r)
 {
 	r->deadline_phase = 0;
 	uv_timer_start(&r->deadline, on_deadline,
@@ -381,7 +383,7 @@ static void spare_join(struct crun_rdzv *r)
 {
 	r->spare.status = 0;
 	r->state = R_JOINING;
-	rdzv__deadline_arm(r); /* the whole join_timeout again */
+	deadline_arm(r); /* the whole join_timeout again */
 	join_round(r);
 }
 
@@ -526,7 +528,7 @@ static void late_or_spare(struct crun_rdzv *r, int closed)
 		log_say("round %d runs with %d of at most %d nodes: "
 			"asking it to re-form to admit %s",
 			r->round, closed, r->o.max_nodes, r->o.host);
-		rdzv_end_round(r, RDZV_END_JOIN, r->o.host);
+		rdzv__end_round(r, RDZV_END_JOIN, r->o.host);
 		return join_round(r);
 	}
 	log_say("round %d is full (%d nodes): %s waits as a spare", r->round,
@@ -683,18 +685,13 @@ void rdzv__on_fp_timeout(uv_timer_t *t)
 	descr_flush(r);
 }
 
-void rdzv_set_fingerprint(struct crun_rdzv *r, const char *fp)
+void rdzv__set_fingerprint(struct crun_rdzv *r, const char *fp)
 {
 	snprintf(r->descr.fp, sizeof(r->descr.fp), "%s", fp ? fp : "");
 	rdzv__descr_build(r);
 	r->descr.fp_wait = 0;
 	uv_timer_stop(&r->descr.fp_timer);
 	descr_flush(r);
-}
-
-int rdzv_env_refused(const struct crun_rdzv *r)
-{
-	return r->env_refused;
 }
 
 static void on_join_index(int status, const struct crun_store_reply *rep,
@@ -780,7 +777,7 @@ static int ask_round(struct crun_rdzv *r)
 }
 
 /* Read the current round (creating round 0) and join it. */
-void rdzv__join_round_now(struct crun_rdzv *r)
+static void join_round_now(struct crun_rdzv *r)
 {
 	r->state = R_JOINING;
 	uv_timer_stop(&r->last_call);
@@ -813,14 +810,25 @@ static void write_params(struct crun_rdzv *r)
 	r->ops->set(r->kv, k, v, strlen(v), NULL, NULL);
 }
 
+/*
+ * The exclusion lets this node join: at once, or after it sat out (then
+ * with the whole join_timeout again).
+ */
+static void on_admitted(struct crun_rdzv *r, int afresh)
+{
+	if (afresh)
+		deadline_arm(r);
+	join_round_now(r);
+}
+
 /* Join the next round, unless this node is left out of it (see below). */
 static void join_round(struct crun_rdzv *r)
 {
 	r->state = R_JOINING;
 	uv_timer_stop(&r->last_call);
 	if (r->o.exclude_after > 0)
-		return rdzv__excl_check(r);
-	rdzv__join_round_now(r);
+		return rdzv__excl_check(r, on_admitted);
+	join_round_now(r);
 }
 
 static void on_config(int status, const struct crun_store_reply *rep, void *arg)
@@ -891,7 +899,7 @@ static void on_job_id(int status, const struct crun_store_reply *rep, void *arg)
 		rdzv__store_error(r, CRUN_ECLOSED);
 }
 
-int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
+int rdzv__next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
 {
 	int rc;
 
@@ -903,7 +911,7 @@ int rdzv_next(struct crun_rdzv *r, rdzv_round_cb cb, void *data)
 	r->cb_data = data;
 	r->env_refused = 0;
 	r->state = R_JOINING;
-	rdzv__deadline_arm(r);
+	deadline_arm(r);
 	if (r->agreed) {
 		join_round(r);
 		return 0;

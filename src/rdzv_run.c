@@ -14,56 +14,7 @@
 #include <string.h>
 
 #include "crun/err.h"
-#include "rdzv_internal.h"
-
-/* The round's "end" value: its first byte is the kind, then the reason. */
-static void on_end_value(int status, const struct crun_store_reply *rep,
-			 void *arg)
-{
-	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
-	char text[512], why[200], k[KEYMAX];
-	int kind;
-
-	if (r == NULL || status == CRUN_ECANCELED)
-		return;
-	if (status)
-		return rdzv__store_error(r, status);
-	if (rep->nvalues != 1)
-		return rdzv__store_error(r, CRUN_EPROTO);
-	rdzv__key(r, k, "r%d/end", r->round);
-	if (rdzv_parse_end(rep->values[0].base, rep->values[0].len, &kind, text,
-			   sizeof(text), why, sizeof(why)))
-		return rdzv__bad_record(r, k, NULL, why);
-	r->ended = r->round;
-	rdzv__round_ended(r, kind, text);
-}
-
-/* Our end/<g> mark is set: it says why the round ended, or to read "end". */
-void rdzv__on_node_end(int status, const struct crun_store_reply *rep,
-		       void *arg)
-{
-	struct crun_rdzv *r = rdzv__op_take(arg, NULL, NULL);
-	char k[KEYMAX], text[512], why[200];
-	const char *kp[1] = {k};
-	int kind;
-
-	if (r == NULL || status == CRUN_ECANCELED)
-		return;
-	if (status)
-		return rdzv__store_error(r, status);
-	if (!rdzv__reply_is(rep, "1")) {
-		rdzv__key(r, k, "r%d/end/%d", r->round, r->grank);
-		if (rdzv_parse_end(rep->value, rep->len, &kind, text,
-				   sizeof(text), why, sizeof(why)))
-			return rdzv__bad_record(r, k, NULL, why);
-		r->ended = r->round;
-		return rdzv__round_ended(r, kind, text);
-	}
-	rdzv__key(r, k, "r%d/end", r->round);
-	if (r->ops->multi_get(r->kv, kp, 1, 10000, on_end_value,
-			      rdzv__op_new(r, 0)))
-		rdzv__store_error(r, CRUN_ECLOSED);
-}
+#include "rdzv_kit.h"
 
 static void on_hb_tick(uv_timer_t *t);
 
@@ -80,7 +31,7 @@ static void on_dead_host(int status, const struct crun_store_reply *rep,
 		snprintf(why, sizeof(why), "%s (group rank %d) %s", host,
 			 o->arg, (const char *)o->data);
 		if (o->round == r->round)
-			rdzv_end_round(r, RDZV_END_DEAD, why);
+			rdzv__end_round(r, RDZV_END_DEAD, why);
 	}
 	free(o);
 }
@@ -116,7 +67,7 @@ static void on_lost_done(int status, const struct crun_store_reply *rep,
 		declare_dead(r, g, how);
 }
 
-void rdzv_node_lost(struct crun_rdzv *r, int g, const char *how)
+void rdzv__node_lost(struct crun_rdzv *r, int g, const char *how)
 {
 	char k[KEYMAX];
 	struct rdzv__op *o;

@@ -15,7 +15,7 @@
 
 #include "crun/err.h"
 #include "crun/rdzv_stacks.h"
-#include "rdzv_internal.h"
+#include "rdzv_kit.h"
 
 static void on_stacks_req(int status, const struct crun_store_reply *rep,
 			  void *arg)

@@ -32,10 +32,9 @@ The checks:
                  Key: file:function.
   include-circle A.c depends on B.c when A.c includes a header that
                  declares a function B.c defines (not static) and A.c names
-                 that function; calls through the `module__name` helpers
-                 of SPLIT_MODULES (a module still split over several files,
-                 libuv's uv__) are not dependencies. Every dependency that lies on a cycle is an
-                 offence (so cfg.c -> cfg_ini.c -> cfg.c through
+                 that function (a `module__name` helper too: a module's
+                 files call each other only downwards). Every dependency
+                 that lies on a cycle is an offence (so cfg.c -> cfg_ini.c -> cfg.c through
                  include/crun/cfg.h is one, as is agent.c <-> worker.c
                  through agent/agent.h). Over src/, agent/, launcher/.
                  Key: A.c:B.c.
@@ -60,10 +59,6 @@ import sys
 # The agent's owner: the only file that may name struct agent (or include
 # an agent/agent.h).
 AGENT_CORE = ["agent/agent.c"]
-# Modules whose files still share a wide struct through module__ helpers;
-# the circle check does not follow those calls. Any other module__ name is
-# an ordinary function to it.
-SPLIT_MODULES = ("rdzv__",)
 AGENT_STRUCT_RE = re.compile(r"\bstruct\s+agent\b(?!_)")
 MAX_FILE_LINES = 1200
 MAX_FUNCTION_LINES = 150
@@ -251,7 +246,7 @@ class Lint:
         definer = {}  # function -> the .c defining it (not static)
         for f in sources:
             for name, _, _, static in functions(text[f].split("\n"))[0]:
-                if not static and not name.startswith(SPLIT_MODULES):
+                if not static:
                     definer.setdefault(name, f)
         declared = {}  # header -> names followed by "(" in it
 

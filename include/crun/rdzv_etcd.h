@@ -13,7 +13,7 @@
 #include <uv.h>
 
 #include "crun/etcd.h"
-#include "crun/rdzv.h"
+#include "crun/rdzv_types.h"
 
 struct crun_rdzv_etcd;
 

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <uv.h>
 
-#include "crun/rdzv.h"
+#include "crun/rdzv_types.h"
 
 #define RDZV_STACKS_MAX_NONCE 32
 /* One node's answer, all its ranks together, is cut to this. */

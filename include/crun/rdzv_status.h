@@ -15,7 +15,7 @@
 #include <uv.h>
 
 #include "crun/env.h"
-#include "crun/rdzv.h"
+#include "crun/rdzv_types.h"
 #include "crun/rdzv_records.h"
 
 struct crun_rdzv_status;

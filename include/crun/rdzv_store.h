@@ -9,7 +9,7 @@
 #include <uv.h>
 
 #include "crun/auth.h"
-#include "crun/rdzv.h"
+#include "crun/rdzv_types.h"
 #include "crun/store.h"
 
 struct crun_rdzv_store;

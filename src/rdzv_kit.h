@@ -1,26 +1,31 @@
 /*
- * What the files of the rendezvous share (libuv's internal.h): the state of
- * one rendezvous, the request in flight, and the rdzv__ helpers each file
- * offers the others. Nothing outside src/rdzv*.c includes it; the public
- * API is include/crun/rdzv.h.
+ * What the files of the rendezvous share (libuv's internal.h, kept with the
+ * kit at the bottom): the state of one rendezvous, the request in flight,
+ * and the rdzv__ functions each file offers the ones above it. Nothing
+ * outside src/rdzv*.c includes it; the public API is include/crun/rdzv.h,
+ * whose every call enters rdzv.c.
  *
- * The files, in the order of a round: rdzv.c (the life cycle: create,
- * free, and the helpers every step uses: keys, replies, failing or ending
- * a round), rdzv_join.c (agreeing on the job, joining a round, waiting for
- * the assignment), rdzv_close.c (the node that closes a round reads every
- * descriptor and writes every assignment), rdzv_run.c (heartbeats, the
- * watch on the round's end, nodes that vanish), rdzv_end.c (ending a
- * round, deciding on a restart, finishing and leaving), rdzv_exclude.c
- * (leaving out a node whose failures keep ending rounds).
+ * The files, from the top: rdzv.c (the owner: the life cycle, create and
+ * free, and the interface, handed to the step it starts), rdzv_join.c
+ * (agreeing on the job, joining a round, waiting for the assignment),
+ * rdzv_close.c (the node that closes a round reads every descriptor and
+ * writes every assignment), rdzv_run.c (heartbeats, nodes that vanish),
+ * rdzv_stacks_run.c (answering `crun status --stacks`), rdzv_end.c (the
+ * watch on the round's end, ending a round, deciding on a restart,
+ * finishing and leaving), rdzv_exclude.c (leaving out a node whose
+ * failures keep ending rounds) and rdzv_kit.c (keys, requests and replies,
+ * failing or ending a round). Each calls only the files after it; what
+ * comes next after a lower file's step is decided above it, through the
+ * callbacks in struct crun_rdzv.
  */
-#ifndef CRUN_RDZV_INTERNAL_H
-#define CRUN_RDZV_INTERNAL_H
+#ifndef CRUN_RDZV_KIT_H
+#define CRUN_RDZV_KIT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "crun/fingerprint.h"
-#include "crun/rdzv.h"
+#include "crun/rdzv_types.h"
 #include "crun/rdzv_records.h"
 #include "crun/rdzv_stacks.h"
 
@@ -115,6 +120,8 @@ struct crun_rdzv {
 		int depart_wait; /* rdzv_depart waits for them */
 		void (*finish_cb)(struct crun_rdzv *, void *);
 		void *finish_data;
+		/* The round ended while finishing (rdzv__round_ended). */
+		void (*finishing_ended)(struct crun_rdzv *, int kind);
 	} end;
 	/* Leaving out a failing node (exclude_after > 0, rdzv_exclude.c). */
 	struct {
@@ -134,6 +141,8 @@ struct crun_rdzv {
 		 */
 		char addr[RDZV_MAX_FIELD - RDZV_MAX_ID];
 		char id[RDZV_MAX_ID + 1];
+		/* The join's: this node may join (afresh: after sitting out). */
+		void (*admit)(struct crun_rdzv *r, int afresh);
 	} excl;
 	/*
 	 * A spare whose round ended (rdzv_join.c) lets the nodes that remain,
@@ -167,7 +176,79 @@ struct rdzv__op {
 	void *data;
 };
 
-/* --- rdzv.c: keys, requests and replies, failing or ending a round ----- */
+/*
+ * The files below the owner, each calling only the ones after it here
+ * (and reporting up through the callbacks above: end.finishing_ended,
+ * excl.admit, the round and end callbacks): rdzv_join.c, rdzv_close.c,
+ * rdzv_run.c, rdzv_stacks_run.c, rdzv_end.c, rdzv_exclude.c, rdzv_kit.c.
+ */
+
+/* --- rdzv_join.c: agreeing on the job, joining, the descriptor --------- */
+
+/* rdzv_next: join the next round. */
+int rdzv__next(struct crun_rdzv *r, rdzv_round_cb cb, void *data);
+/* rdzv_set_fingerprint: the descriptor carries fp from now on. */
+void rdzv__set_fingerprint(struct crun_rdzv *r, const char *fp);
+/* This node's descriptor, from the options and the fingerprint so far. */
+void rdzv__descr_build(struct crun_rdzv *r);
+/* The fingerprint timer's callback: the descriptor goes without it. */
+void rdzv__on_fp_timeout(uv_timer_t *t);
+
+/* --- rdzv_close.c ------------------------------------------------------ */
+
+/* Enough nodes joined: try to close the round (CAS of "closed"). */
+void rdzv__try_close(struct crun_rdzv *r);
+
+/* --- rdzv_run.c -------------------------------------------------------- */
+
+/* The round is formed: heartbeats and the watch on our end/<g>. */
+void rdzv__start_running(struct crun_rdzv *r);
+/* rdzv_node_lost: node g's connection was lost. */
+void rdzv__node_lost(struct crun_rdzv *r, int g, const char *how);
+/* The store host saw a client vanish while it waited on key k. */
+void rdzv__on_vanish(void *arg, const char *k, size_t klen);
+
+/* --- rdzv_stacks_run.c ------------------------------------------------- */
+
+/* Peek the stacks request (with each heartbeat). */
+void rdzv__stacks_poll(struct crun_rdzv *r);
+
+/* --- rdzv_end.c: ending a round, restarting, finishing, leaving -------- */
+
+/* rdzv_end_round, rdzv_may_restart, rdzv_serving, rdzv_finish and
+ * rdzv_depart (rdzv.h). */
+int rdzv__end_round(struct crun_rdzv *r, int kind, const char *why);
+int rdzv__may_restart(struct crun_rdzv *r, int kind,
+		      void (*cb)(struct crun_rdzv *r, int ok, void *data),
+		      void *data);
+int rdzv__serving(const struct crun_rdzv *r);
+int rdzv__finish(struct crun_rdzv *r,
+		 void (*cb)(struct crun_rdzv *r, void *data), void *data);
+int rdzv__depart(struct crun_rdzv *r,
+		 void (*cb)(struct crun_rdzv *r, void *data), void *data);
+/* End a round that is still forming; "assigned" tells its participants. */
+void rdzv__abort_round(struct crun_rdzv *r, int kind, const char *why);
+/* The reply of the watch on our end/<g> mark: the round ended. */
+void rdzv__on_node_end(int status, const struct crun_store_reply *rep,
+		       void *arg);
+/* The reply to an ADD of "finished": the last one out releases the host. */
+void rdzv__on_finished_count(int status, const struct crun_store_reply *rep,
+			     void *arg);
+
+/* --- rdzv_exclude.c: leaving out a failing node ------------------------ */
+
+/* Before joining: is this node left out? Then wait; admit(r, afresh) once
+ * it may join. */
+void rdzv__excl_check(struct crun_rdzv *r,
+		      void (*admit)(struct crun_rdzv *r, int afresh));
+/* Everyone left: the store host waits for the nodes left out to read "over". */
+void rdzv__excl_host_wait(struct crun_rdzv *r);
+/* The job is over: say so in "over", for the spares and the nodes left out. */
+void rdzv__excl_over(struct crun_rdzv *r, int kind, const char *why);
+/* Our failure ended round R: count it, and maybe leave this node out. */
+void rdzv__excl_decide(struct crun_rdzv *r, int round, int64_t restarts);
+
+/* --- rdzv_kit.c: keys, requests and replies, failing or ending a round - */
 
 /* Build "crun/<run_id>/<fmt...>" into buf (KEYMAX bytes). */
 void rdzv__key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)
@@ -199,64 +280,15 @@ void rdzv__bad_record(struct crun_rdzv *r, const char *k, const char *by,
 /* A number record in [lo, hi] into *out: 0, or the round failed/ended. */
 int rdzv__record_int(struct crun_rdzv *r, const struct crun_store_reply *rep,
 		     const char *k, int64_t lo, int64_t hi, int64_t *out);
-/* The running round ended: on_end, once (or, finishing, leave). */
+/* The running round ended: on_end, once (finishing: end.finishing_ended). */
 void rdzv__round_ended(struct crun_rdzv *r, int kind, const char *why);
 /* A request failed: the store is gone or made no sense. */
 void rdzv__store_error(struct crun_rdzv *r, int status);
-
-/* --- rdzv_join.c ------------------------------------------------------- */
-
-/* Arm the deadline afresh: the whole join_timeout from now. */
-void rdzv__deadline_arm(struct crun_rdzv *r);
-/* This node's descriptor, from the options and the fingerprint so far. */
-void rdzv__descr_build(struct crun_rdzv *r);
-/* The fingerprint timer's callback: the descriptor goes without it. */
-void rdzv__on_fp_timeout(uv_timer_t *t);
-/* Read the current round and join it (this node is not left out). */
-void rdzv__join_round_now(struct crun_rdzv *r);
-
-/* --- rdzv_close.c ------------------------------------------------------ */
-
-/* Enough nodes joined: try to close the round (CAS of "closed"). */
-void rdzv__try_close(struct crun_rdzv *r);
-
-/* --- rdzv_run.c -------------------------------------------------------- */
-
-/* The reply of the watch on our end/<g> mark: the round ended. */
-void rdzv__on_node_end(int status, const struct crun_store_reply *rep,
-		       void *arg);
-/* The round is formed: heartbeats and the watch on our end/<g>. */
-void rdzv__start_running(struct crun_rdzv *r);
-/* The store host saw a client vanish while it waited on key k. */
-void rdzv__on_vanish(void *arg, const char *k, size_t klen);
-/* rdzv_stacks.c: peek the stacks request (with each heartbeat). */
-void rdzv__stacks_poll(struct crun_rdzv *r);
-
-/* --- rdzv_end.c -------------------------------------------------------- */
-
-/* End a round that is still forming; "assigned" tells its participants. */
-void rdzv__abort_round(struct crun_rdzv *r, int kind, const char *why);
 /* Finishing is over: the finish callback, once. */
 void rdzv__finish_done(struct crun_rdzv *r);
 /* The deadline timer's callback while finishing: stop waiting. */
 void rdzv__on_finish_timeout(uv_timer_t *t);
-/* The store host waits (bounded) for the others to leave. */
-void rdzv__host_wait_left(struct crun_rdzv *r);
-/* The reply to an ADD of "finished": the last one out releases the host. */
-void rdzv__on_finished_count(int status, const struct crun_store_reply *rep,
-			     void *arg);
-
-/* --- rdzv_exclude.c ---------------------------------------------------- */
-
 /* Wall-clock time in milliseconds (exclusions last until an epoch second). */
 int64_t rdzv__wall_ms(void);
-/* Before joining: is this node left out? Then wait, else join. */
-void rdzv__excl_check(struct crun_rdzv *r);
-/* Everyone left: the store host waits for the nodes left out to read "over". */
-void rdzv__excl_host_wait(struct crun_rdzv *r);
-/* The job is over: say so in "over", for the spares and the nodes left out. */
-void rdzv__excl_over(struct crun_rdzv *r, int kind, const char *why);
-/* Our failure ended round R: count it, and maybe leave this node out. */
-void rdzv__excl_decide(struct crun_rdzv *r, int round, int64_t restarts);
 
 #endif
