@@ -44,8 +44,8 @@ endif
 DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS))
 DEP_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS))
 # crun itself opens libcurl, libmicrohttpd and libhwloc on first use
-# (src/curl_dl.c, src/mhd_dl.c, src/hwloc_dl.c): never linked, whatever the
-# linker's --as-needed default.
+# (src/http/curl_dl.c, src/http/mhd_dl.c, src/node/hwloc_dl.c): never
+# linked, whatever the linker's --as-needed default.
 # The libraries every run uses (libuv, inih, jansson, libsodium) go in
 # statically when their archives are there (Debian's -dev packages ship
 # them; else they are linked as usual): libc is then the only library to
@@ -66,7 +66,7 @@ CRITERION_LIBS := $(shell $(PKG_CONFIG) --libs criterion)
 ALL_CFLAGS = $(STD) $(WARN) $(OPT) -Iinclude -DCRUN_VERSION='"$(VERSION)"' $(DEP_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(LDSAN) $(LDFLAGS)
 
-LIB_SRC := $(wildcard src/*.c)
+LIB_SRC := $(wildcard src/*/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 BIN_SRC := $(wildcard launcher/*.c agent/*.c)
 BIN_OBJ := $(BIN_SRC:%.c=$(BUILD)/%.o)

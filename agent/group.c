@@ -23,7 +23,7 @@
 
 #include "crun/log.h"
 #include "group.h"
-#include "stacks.h"
+#include "crun/stacks.h"
 
 #define GROUP_TICK_MS 50
 #define GROUP_KILL_GRACE_MS 5000

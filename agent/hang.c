@@ -34,7 +34,7 @@
 #include "crun/pystack.h"
 #include "events.h"
 #include "hang.h"
-#include "stacks.h"
+#include "crun/stacks.h"
 
 /* A stack dump that takes longer is abandoned (its rank is "?"). */
 #define STALL_STACKS_S 5.0

@@ -20,7 +20,7 @@
 #include "crun/pystack.h"
 #include "crun/rdzv_stacks.h"
 #include "livestacks.h"
-#include "stacks.h"
+#include "crun/stacks.h"
 
 /* py-spy gets this long for all of a node's ranks together (s). */
 #define AGENT_STACKS_TIMEOUT 10.0

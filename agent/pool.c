@@ -21,7 +21,7 @@
 
 #include "crun/log.h"
 #include "pool.h"
-#include "stacks.h"
+#include "crun/stacks.h"
 
 /* How long after SIGKILL a worker still there is given up on. */
 #define POOL_STUCK_MS 5000

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The limits tables of docs/crun.1 and README.md are generated from crun's
-# option tables (src/cfg_opts.h) by `crun --print-limits=man|markdown`, between
+# option tables (src/cfg/cfg_opts.h) by `crun --print-limits=man|markdown`, between
 # marker lines. `sh scripts/limits-doc.sh` rewrites both blocks (make
 # limits-doc); `sh scripts/limits-doc.sh --check` changes nothing and fails,
 # showing the difference, when a committed block is not what the binary

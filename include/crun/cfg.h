@@ -10,7 +10,15 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "crun/store.h"
+
 struct etcd_limits;
+
+/*
+ * The largest exclude_after: the failure history the rendezvous keeps
+ * (rdzv_records.h's RDZV_MAX_FAILS, which rdzv_exclude.c holds equal).
+ */
+#define CFG_MAX_EXCLUDE_AFTER 32
 
 /* Bits of a redirect/tee value, as torchrun's Std: 1 stdout, 2 stderr. */
 enum crun_std {
@@ -47,7 +55,7 @@ struct crun_std_spec {
 };
 
 /* rdzv_conf keys (durations in seconds); cfg_rdzv_conf_init fills in the
- * defaults of src/cfg_opts.h's CFG_RDZV_KEYS. */
+ * defaults of src/cfg/cfg_opts.h's CFG_RDZV_KEYS. */
 struct crun_rdzv_conf {
 	double join_timeout;
 	double last_call_timeout;
@@ -84,18 +92,6 @@ struct crun_rdzv_conf {
 	double exclude_for;  /* ... for this many seconds */
 	char *unknown;	     /* keys crun does not know, "a,b" (or NULL) */
 	int quoted;	     /* quotes around the value or items were removed */
-};
-
-/* Limits of the agent's store (issue: the crun store). */
-struct crun_store_limits {
-	size_t max_key;	   /* bytes per key */
-	size_t max_value;  /* bytes per value */
-	size_t max_keys;   /* keys in one request */
-	size_t max_memory; /* total bytes of keys and values */
-	size_t max_conns;  /* concurrent connections */
-	size_t max_output; /* unsent reply bytes per connection */
-	size_t
-	    idle_timeout; /* seconds a stalled connection is kept (0: ever) */
 };
 
 struct crun_cfg {
@@ -298,10 +294,11 @@ int cfg_apply_env(struct crun_cfg *cfg, char **envp);
 /**
  * With --slurm (or, unless --slurm=0, inside an srun step when no multi-node
  * option was given) offer SLURM's node count, rendezvous id, backend and
- * endpoint, workers per node and SIGUSR1 as derived values (src/cfg_slurm.c),
- * announcing them and slurm_detect's warnings through log.h, one line each.
- * Call after cfg_load_job, before cfg_finalize. CRUN_EUSAGE with errmsg for
- * --slurm outside SLURM or a malformed SLURM environment.
+ * endpoint, workers per node and SIGUSR1 as derived values
+ * (src/cfg/cfg_slurm.c), announcing them and slurm_detect's warnings through
+ * log.h, one line each. Call after cfg_load_job, before cfg_finalize.
+ * CRUN_EUSAGE with errmsg for --slurm outside SLURM or a malformed SLURM
+ * environment.
  */
 int cfg_apply_slurm(struct crun_cfg *cfg, char **envp, char *errmsg,
 		    size_t len);

@@ -20,7 +20,7 @@ struct etcd_req;
 
 /*
  * A client's bounds: rdzv_conf's etcd_* keys (cfg_etcd_limits), whose
- * defaults are in src/cfg_opts.h. Every field must be set.
+ * defaults are in src/cfg/cfg_opts.h. Every field must be set.
  */
 struct etcd_limits {
 	size_t turn_bytes;	 /* bytes a transfer takes per loop turn */

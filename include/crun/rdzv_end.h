@@ -2,9 +2,9 @@
  * How a rendezvous round ended, as rdzv.h's end callback gets it: the kind
  * and the numbers the agent acts on (exit status, signal, host), never a
  * sentence for it to parse back. The reason text travels in the end record
- * (rdzv_records.h's rdzv_parse_end); rdzv_end_describe (src/rdzv_end.c,
- * beside the code that ends rounds) reads the numbers out of it once, for
- * every receiver.
+ * (rdzv_records.h's rdzv_parse_end); rdzv_end_describe (src/rdzv/rdzv_kit.c,
+ * beside the code that reports every end) reads the numbers out of it once,
+ * for every receiver.
  */
 #ifndef CRUN_RDZV_END_H
 #define CRUN_RDZV_END_H

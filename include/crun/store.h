@@ -19,11 +19,21 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "crun/cfg.h"
-
 struct crun_store_server;
 struct crun_store_client;
 struct crun_store_aclient;
+
+/* Limits of a store server (store_server_new; the options store_*). */
+struct crun_store_limits {
+	size_t max_key;	   /* bytes per key */
+	size_t max_value;  /* bytes per value */
+	size_t max_keys;   /* keys in one request */
+	size_t max_memory; /* total bytes of keys and values */
+	size_t max_conns;  /* concurrent connections */
+	size_t max_output; /* unsent reply bytes per connection */
+	size_t
+	    idle_timeout; /* seconds a stalled connection is kept (0: ever) */
+};
 
 /* Defaults of store_limits_default(). The first three are PyTorch's libuv
  * server's. */

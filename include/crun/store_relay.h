@@ -5,7 +5,7 @@
  * one per rank. PyTorch 1.13 (G0) and 2.x (G3) workers see the same replies,
  * in the same order, as from the store itself; concurrent requests that can
  * be answered by one upstream request (the same key's WAITs and GETs, ADDs
- * to one counter) are combined. See src/store_relay.c.
+ * to one counter) are combined. See src/store/store_relay.c.
  *
  * Nothing here is thread-safe: a relay belongs to the thread running its
  * loop.

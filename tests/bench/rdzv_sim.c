@@ -13,8 +13,8 @@
  *             pair). The same clients run against a fresh `crun store` and a
  *             fresh do-nothing server (store_load null-server) in the same
  *             run: "floor_seconds".
- *   rdzv      N rendezvous participants, each a real src/rdzv.c instance over
- *             the real c10d backend (src/rdzv_store.c, the async store
+ *   rdzv      N rendezvous participants, each a real src/rdzv/rdzv.c instance over
+ *             the real c10d backend (src/rdzv/rdzv_store.c, the async store
  *             client), spread over --procs forked processes on libuv loops.
  *             One more process hosts the store exactly as an agent does
  *             (rdzv_store_open with is_host, plus its own participant, group

@@ -5,7 +5,7 @@
  * N simulated ranks, --per-node (8) to a node, do what init_process_group
  * does against the workers' store: connect, ADD(barrier, 1), WAIT[go], then
  * G GETs of shared keys (the rank whose ADD returns N SETs go). Each rank
- * connects to its own node's relay (src/store_relay.c, the code an agent
+ * connects to its own node's relay (src/store/store_relay.c, the code an agent
  * runs, many relays on one libuv loop per process), and the relays forward
  * over one connection each to one real workers' store (store_server_new, the
  * server `crun store` and the agent run, in a process of its own). One row

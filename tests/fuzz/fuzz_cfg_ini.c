@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the INI job-file loader (src/cfg_ini.c) and the
+ * libFuzzer target for the INI job-file loader (src/cfg/cfg_ini.c) and the
  * checks after it (cfg_finalize). The input is a job file's bytes, written
  * to an in-memory file (memfd, opened by its /proc path: no disk I/O per
  * run, which would make this target 100 times slower); ${VAR} expansion sees a

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the command line (src/cfg.c): the input is split at
+ * libFuzzer target for the command line (src/cfg/cfg.c): the input is split at
  * NUL bytes into arguments after "crun", parsed with an empty environment,
  * then finalized. A usage error must come with a one-line message. --help
  * and --version write to stdout: run with -close_fd_mask=1.

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the Slurm hostlist expander (src/hostlist.c). The
+ * libFuzzer target for the Slurm hostlist expander (src/cfg/hostlist.c). The
  * input is a hostlist; what expands must compress back to a list that
  * expands to the very same names, in order. The round trip is checked up
  * to FUZZ_COMPRESS_MAX names: hostlist_compress of ~800k names takes over

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the stack dump reader (src/pystack.c). The input is
+ * libFuzzer target for the stack dump reader (src/proc/pystack.c). The input is
  * a dump, as a worker or another machine could send it; its label, found
  * for a script named by the input's first line, must be NUL-terminated
  * printable ASCII within the buffer, and feeding the labels of the dump's

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the rendezvous record parsers (src/rdzv_records.c):
+ * libFuzzer target for the rendezvous record parsers (src/rdzv/rdzv_records.c):
  * every value an agent reads from the store. The first byte picks the
  * parser and the round size; the rest is the record. Whatever a parser
  * accepts must hold the invariants rdzv.c relies on (no world of 0, ranks

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the records `crun status` reads beyond the agents'
- * own (src/rdzv_records.c): counters, the job's config, the agents' params
+ * own (src/rdzv/rdzv_records.c): counters, the job's config, the agents' params
  * and the last failure. The first byte picks the parser; the rest is the
  * record. Whatever a parser accepts must be inside the ranges it promises.
  */

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "crun/err.h"
-#include "store_wire.h"
+#include "store/store_wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -32,15 +32,15 @@ echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (voi
 	{ echo "SKIP: fuzz: $CLANG has no libFuzzer (apt-get install clang)" >&2; exit 77; }
 
 FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c11 -D_GNU_SOURCE -DCRUN_VERSION=\"fuzz\" -Iinclude -Isrc"
-CFG_SRC="src/cfg.c src/cfg_args.c src/cfg_ini.c src/cfg_parse.c src/cfg_rdzv.c src/cfg_slurm.c src/log.c src/slurm.c src/hostlist.c src/err.c src/gpu.c src/etcd.c src/curl_uv.c src/curl_dl.c src/binding.c"
+CFG_SRC="src/cfg/cfg.c src/cfg/cfg_args.c src/cfg/cfg_ini.c src/cfg/cfg_parse.c src/cfg/cfg_rdzv.c src/cfg/cfg_slurm.c src/base/log.c src/cfg/slurm.c src/cfg/hostlist.c src/base/err.c src/node/gpu.c src/http/etcd.c src/http/curl_uv.c src/http/curl_dl.c src/node/binding.c"
 
 # sources TARGET: the src/ files and libraries a target needs.
 sources() {
 	case $1 in
-	store_wire) echo "src/store_wire.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
-	rdzv_records | rdzv_status) echo "src/rdzv_records.c src/fingerprint.c src/pyexec.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
-	hostlist) echo "src/hostlist.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
-	pystack) echo "src/pystack.c src/rdzv_stacks.c src/err.c $(pkg-config --cflags --libs libuv)" ;;
+	store_wire) echo "src/store/store_wire.c src/base/err.c $(pkg-config --cflags --libs libuv)" ;;
+	rdzv_records | rdzv_status) echo "src/rdzv/rdzv_records.c src/node/fingerprint.c src/node/pyexec.c src/base/err.c $(pkg-config --cflags --libs libuv)" ;;
+	hostlist) echo "src/cfg/hostlist.c src/base/err.c $(pkg-config --cflags --libs libuv)" ;;
+	pystack) echo "src/proc/pystack.c src/rdzv/rdzv_stacks.c src/base/err.c $(pkg-config --cflags --libs libuv)" ;;
 	cfg_ini | cli) echo "$CFG_SRC $(pkg-config --cflags --libs libuv inih libcurl jansson libsodium hwloc) -ldl" ;;
 	esac
 }
@@ -74,7 +74,7 @@ seed() {
 # it or a header is newer), then link the target.
 build() {
 	objs="" libs=""
-	newest=$(ls -t include/crun/*.h src/*.h | head -n 1)
+	newest=$(ls -t include/crun/*.h src/*/*.h | head -n 1)
 	mkdir -p "$OUT/obj"
 	for f in $(sources "$1"); do
 		case $f in

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The rendezvous endpoint's failure branches (src/rdzv_store.c), on loopback:
+# The rendezvous endpoint's failure branches (src/rdzv/rdzv_store.c), on loopback:
 #   1. nothing at the endpoint (is_host=false): "could not reach the
 #      rendezvous host ... within N s", bounded by the join timeout;
 #   2. something that answers, but not as a crun store: named, at once;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Leaving out a failing node with the etcd backend, on one real
-# etcd member on loopback: the same rendezvous code (src/rdzv.c) over
+# etcd member on loopback: the same rendezvous code (src/rdzv/rdzv.c) over
 # rdzv_kv_ops, so the records and the decision are the same as with c10d.
 # Three agents (--nnodes=2:3, told apart by --local_addr); c's worker always
 # fails. With exclude_after=2, c is left out after two failed rounds, a and b

@@ -54,7 +54,7 @@ note "1. workers in their own groups; grandchildren stopped with them"
 # name and address, so the order among them is by pid; the expected group
 # ranks are computed from the pids $! gave us. Each worker (a shell) writes
 # its group rank and its agent's pid: its parent is the worker's guard, a
-# fork of the agent (src/proc.c).
+# fork of the agent (src/proc/proc.c).
 cat >"$T/who.sh" <<'EOF'
 echo "$GROUP_RANK $(sed 's/.*) //' /proc/$PPID/stat | cut -d' ' -f2)" >>"$1/who"
 EOF

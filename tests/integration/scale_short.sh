@@ -1,6 +1,6 @@
 #!/bin/sh
 # The scale simulator (tests/bench/rdzv_sim), small and fast:
-#  - 64 and 256 rendezvous nodes (real src/rdzv.c instances over the c10d
+#  - 64 and 256 rendezvous nodes (real src/rdzv/rdzv.c instances over the c10d
 #    backend, against a store hosted as an agent hosts it) form a round with
 #    group ranks 0..N-1 once each, the host's node 0 (rdzv_sim checks and
 #    exits non-zero otherwise), stay up through a quiet window, and re-form

@@ -59,7 +59,7 @@ for r in 0 1; do
 	expect_grep "worker $r SLURM_JOB_NODELIST" "^SLURM_JOB_NODELIST=$SLURM_NODE\$" "$T/w.$r"
 done
 crunjob=$(sed -n 's/^SLURM_JOB_ID=//p' "$T/w.0")
-# Inside a SLURM job the rendezvous id is the job id (src/cfg_slurm.c offers
+# Inside a SLURM job the rendezvous id is the job id (src/cfg/cfg_slurm.c offers
 # SLURM_JOB_ID as --rdzv_id), and so the workers' TORCHELASTIC_RUN_ID.
 expect_eq "rendezvous id = SLURM job id" "$(sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$T/w.0")" "$crunjob"
 note "crun-slurm ran 2 workers in job $crunjob"

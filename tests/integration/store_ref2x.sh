@@ -2,7 +2,7 @@
 # `crun store` against an independent PyTorch 2.x client.
 # tests/integration/py/tcpstore2_ref.py is written from PyTorch's own TCPStore
 # sources (TCPStore.cpp, TCPStoreBackend.hpp, TCPStoreLibUvBackend.cpp; each
-# encoding cites its file and function), not from crun's src/store_wire.c, so
+# encoding cites its file and function), not from crun's src/store/store_wire.c, so
 # an opcode or reply error shared by crun's client and server fails here. It
 # covers VALIDATE + PING, every opcode with the results PyTorch's libuv server
 # defines, WAIT/CANCEL_WAIT races, blocking queue pops woken oldest first, and

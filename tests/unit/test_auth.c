@@ -1,5 +1,5 @@
 /*
- * The rendezvous secret (src/auth.c): the secret file's checks, the
+ * The rendezvous secret (src/store/auth.c): the secret file's checks, the
  * handshake's two halves against each other, and an async client against
  * a store server on one loop: same secret served, wrong secret and no
  * secret refused with CRUN_EAUTH, a client that skips the exchange closed.

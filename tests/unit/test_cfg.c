@@ -20,7 +20,7 @@
 #include "crun/err.h"
 #include "crun/rdzv.h"
 #include "crun/store.h"
-#include "../../src/cfg_opts.h"
+#include "../../src/cfg/cfg_opts.h"
 
 #define MAX_ARGS 64
 

@@ -14,7 +14,7 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/rdzv.h"
-#include "../../src/cfg_opts.h"
+#include "../../src/cfg/cfg_opts.h"
 
 static char dir[64];
 static char path[128];

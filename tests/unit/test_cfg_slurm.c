@@ -1,5 +1,5 @@
 /*
- * cfg_apply_slurm (src/cfg_slurm.c): SLURM step environments -> derived
+ * cfg_apply_slurm (src/cfg/cfg_slurm.c): SLURM step environments -> derived
  * values, user values winning over them (command line, PET_*, job file),
  * automatic vs explicit --slurm, --slurm=0 / CRUN_SLURM=0, and the errors.
  * Each case runs the launcher's sequence: cfg_parse_args, cfg_apply_slurm,
@@ -16,15 +16,15 @@
 
 #include "crun/cfg.h"
 #include "crun/err.h"
-#include "../../src/cfg_opts.h"
+#include "../../src/cfg/cfg_opts.h"
 
-#define MAX 64
+#define ENV_MAX 64
 
 static struct crun_cfg cfg;
 static char errbuf[512];
 static int done;
-static char *envv[MAX + 1];
-static char envbuf[MAX][256];
+static char *envv[ENV_MAX + 1];
+static char envbuf[ENV_MAX][256];
 
 static void setup(void)
 {
@@ -72,7 +72,7 @@ static char **env_of(const char *const *base, const char *const *over)
 			}
 			continue;
 		}
-		cr_assert_lt(n, MAX);
+		cr_assert_lt(n, ENV_MAX);
 		snprintf(envbuf[i], sizeof(envbuf[0]), "%s", *over);
 		if (i == n)
 			n++;
@@ -86,7 +86,7 @@ static char **env_of(const char *const *base, const char *const *over)
 /* parse, apply SLURM, finalize: as launcher/main.c does. */
 static int run_list(char **envp, const char *const *args)
 {
-	char *argv[MAX + 2];
+	char *argv[ENV_MAX + 2];
 	int argc = 0, rc;
 
 	argv[argc++] = strdup("crun");

@@ -1,5 +1,5 @@
 /*
- * The node fingerprint (src/fingerprint.c): the parsers of the files the
+ * The node fingerprint (src/node/fingerprint.c): the parsers of the files the
  * versions come from, the wire field (untrusted: it comes from the store),
  * the comparison the closer of a round makes, and a collection over a fake
  * driver tree and fake site-packages.

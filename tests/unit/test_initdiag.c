@@ -2,7 +2,7 @@
  * The init diagnosis (agent/initdiag.c, compiled in here: it is private to
  * agent/): rank range compression, the warning line, the per-node record
  * and its parser
- * (src/rdzv_records.c), the judgement over a group's records, one real
+ * (src/rdzv/rdzv_records.c), the judgement over a group's records, one real
  * scan of a worker's grandchild holding a connection, and the bytes a scan
  * reads on a host with many unrelated sockets.
  */

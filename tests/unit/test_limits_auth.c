@@ -1,5 +1,5 @@
 /*
- * The secret file's size (src/auth.c) at its edge: a file of
+ * The secret file's size (src/store/auth.c) at its edge: a file of
  * CRUN_AUTH_MAX_SECRET bytes is a key (the same as the bytes given to
  * auth_key_from), one byte more is refused naming the bound.
  */

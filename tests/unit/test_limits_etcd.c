@@ -1,5 +1,5 @@
 /*
- * The etcd client's bounds (src/etcd.c) at their edges, against a fake
+ * The etcd client's bounds (src/http/etcd.c) at their edges, against a fake
  * etcd on a thread that answers each request with a canned body: an answer
  * of etcd_max_json_items JSON values (objects, strings or numbers alike) is
  * parsed, one more is refused naming the key, and a real range of 9000

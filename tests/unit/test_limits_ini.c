@@ -1,5 +1,5 @@
 /*
- * The job file's ${} expansion bounds at their edges (src/cfg_ini.c): a value
+ * The job file's ${} expansion bounds at their edges (src/cfg/cfg_ini.c): a value
  * that expands to exactly --config_max_value bytes loads, one byte more is
  * refused naming config_max_value; the values of a file expanding to
  * exactly --config_max_expansion bytes load, one more is refused naming

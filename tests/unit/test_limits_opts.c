@@ -1,5 +1,5 @@
 /*
- * Limits in the option tables (src/cfg_opts.h): every ranged option and
+ * Limits in the option tables (src/cfg/cfg_opts.h): every ranged option and
  * rdzv_conf key at both edges of its range (the bound accepted, one past it
  * refused with a message naming the option or key and the bound), the etcd
  * bounds that were constants (etcd_max_body, etcd_attempt_timeout,
@@ -15,7 +15,7 @@
 #include "crun/err.h"
 #include "crun/etcd.h"
 #include "crun/hostlist.h"
-#include "../../src/cfg_opts.h"
+#include "../../src/cfg/cfg_opts.h"
 
 static struct crun_cfg cfg;
 static char errbuf[512];

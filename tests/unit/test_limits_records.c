@@ -1,5 +1,5 @@
 /*
- * Every range of the rendezvous record parsers (src/rdzv_records.c) at its
+ * Every range of the rendezvous record parsers (src/rdzv/rdzv_records.c) at its
  * edge: the bound itself is accepted and read back, one past it is refused
  * with a reason that names the field and the bound. A parser that lets one
  * more through (a `>` turned `>=`, a bound doubled or ignored) fails here;

@@ -1,5 +1,5 @@
 /*
- * The workers' store allow list (src/peers.c): loopback always passes,
+ * The workers' store allow list (src/node/peers.c): loopback always passes,
  * the round's address literals and this machine's own pass, anything else
  * is refused; a name is reported, never resolved.
  */

@@ -1,5 +1,5 @@
 /*
- * Process spawning behind the guard (src/proc.c): the exit status is the
+ * Process spawning behind the guard (src/proc/proc.c): the exit status is the
  * child's own (codes and deaths by signal alike), proc_pid is the child's
  * pid and process group, exec failures come back as errors, the guard
  * takes the child's descendants down when its parent dies, and a stopped

@@ -1,5 +1,5 @@
 /*
- * The rendezvous algorithm (src/rdzv.c) without sockets: an in-memory
+ * The rendezvous algorithm (src/rdzv/rdzv.c) without sockets: an in-memory
  * key-value store implements struct rdzv_kv_ops for several simulated nodes
  * on one loop, and each test drives one rdzv per node through a scenario:
  * a round forming with the right ranks, last call, roles, mismatches, join

@@ -1,6 +1,6 @@
 /*
  * The backend opener shared by the agents and `crun status`
- * (src/rdzv_backend.c): the names both accept and refuse, and an endpoint
+ * (src/rdzv/rdzv_backend.c): the names both accept and refuse, and an endpoint
  * that is not HOST[:PORT] refused before anything opens.
  */
 #include <criterion/criterion.h>

@@ -1,5 +1,5 @@
 /*
- * The numbers of a round's end (src/rdzv_end.c): status, signal and host
+ * The numbers of a round's end (src/rdzv/rdzv_end.c): status, signal and host
  * read out of the reasons the agents write, and nothing out of text that
  * names none.
  */

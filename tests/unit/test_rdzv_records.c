@@ -1,5 +1,5 @@
 /*
- * The rendezvous record parsers (src/rdzv_records.c): every record from the
+ * The rendezvous record parsers (src/rdzv/rdzv_records.c): every record from the
  * store is untrusted, so each parser must accept what rdzv.c writes and
  * refuse, with a reason naming the field, what would break the arithmetic.
  */

@@ -1,9 +1,9 @@
 /*
- * Workers' stacks (agent/stacks.c, compiled in here: it is private to
- * agent/): /proc read through a fake tree (a process in state D, one gone,
- * garbage and oversized files), and the dumps' bounds: a py-spy that does
- * not finish, one that fails, a faulthandler dump that never comes, a
- * stopped process that is asked for none.
+ * Workers' stacks (src/proc/stacks.c, compiled in here to reach its static
+ * reader of /proc): /proc read through a fake tree (a process in state D,
+ * one gone, garbage and oversized files), and the dumps' bounds: a py-spy
+ * that does not finish, one that fails, a faulthandler dump that never
+ * comes, a stopped process that is asked for none.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../agent/stacks.c"
+#include "../../src/proc/stacks.c"
 
 static char root[PATH_MAX];
 

@@ -1,5 +1,5 @@
 /*
- * The store relay (src/store_relay.c) on a real loop, with a real crun store
+ * The store relay (src/store/store_relay.c) on a real loop, with a real crun store
  * upstream, driven from a second thread by raw sockets speaking both
  * protocol generations:
  *
@@ -46,7 +46,7 @@
 #include "crun/err.h"
 #include "crun/store.h"
 #include "crun/store_relay.h"
-#include "../../src/store_wire.h"
+#include "../../src/store/store_wire.h"
 #include "hosts_private.h"
 
 #define NRELAYS 3

@@ -21,7 +21,7 @@
 
 #include "crun/err.h"
 #include "crun/store.h"
-#include "../../src/store_internal.h"
+#include "../../src/store/store_internal.h"
 
 /* A scenario returns NULL or a failure message (static or from fail_buf). */
 typedef const char *(*scenario_fn)(int port);

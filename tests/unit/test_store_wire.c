@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "crun/err.h"
-#include "../../src/store_wire.h"
+#include "../../src/store/store_wire.h"
 
 /* Decode hex into a malloc'd buffer. */
 static unsigned char *unhex(const char *hex, size_t *len)

@@ -1,5 +1,5 @@
 /*
- * The host's TCP sockets (src/tcptab.c): rows of /proc/net/tcp and tcp6 from
+ * The host's TCP sockets (src/node/tcptab.c): rows of /proc/net/tcp and tcp6 from
  * fixture text, bad rows refused, a table file read within its row bound,
  * and one real socket found by sock_diag or the table.
  */

@@ -5,10 +5,11 @@
  * worker's stderr and the worker dies), else the kernel's view of where the
  * process waits (/proc/PID/wchan and /proc/PID/stack). Nothing here blocks
  * the loop: py-spy runs as a child with bounded output and every dump is
- * abandoned after a timeout. Private to agent/.
+ * abandoned after a timeout. The agent's hang report and live stacks use it;
+ * pystack.h reads what it returns.
  */
-#ifndef CRUN_AGENT_STACKS_H
-#define CRUN_AGENT_STACKS_H
+#ifndef CRUN_STACKS_H
+#define CRUN_STACKS_H
 
 #include <stddef.h>
 #include <sys/types.h>

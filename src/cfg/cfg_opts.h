@@ -346,7 +346,7 @@ enum { RT_NONE, RT_DBL, RT_INT, RT_LONG, RT_SIZE, RT_UNS, RT_STR };
 	X("store_port", INT, 1, 65535, NULL, R(store_port, RT_INT), 0, "")     \
 	X("store_relay", OTHER, 0, 0, "-1", R(store_relay, RT_INT), 0, "")     \
 	X("set_socket_ifname", OTHER, 0, 0, NULL, NOR, 0, "")                  \
-	X("exclude_after", COUNT, 0, RDZV_MAX_FAILS, NULL,                     \
+	X("exclude_after", COUNT, 0, CFG_MAX_EXCLUDE_AFTER, NULL,                  \
 	  R(exclude_after, RT_INT), 0, "")                                     \
 	X("exclude_for", DUR, 0, CFG_MAX_SECONDS, "300",                       \
 	  R(exclude_for, RT_DBL), 0, "")                                       \

@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "crun/log.h"
-#include "stacks.h"
+#include "crun/stacks.h"
 
 #define STACKS_PROC_READ 4096 /* /proc/PID/stack, stat, wchan: enough */
 #define STACKS_ENVIRON_MAX (1 << 20)

@@ -36,7 +36,7 @@
 #include "crun/err.h"
 #include "crun/etcd.h"
 
-/* The limits' defaults are rdzv_conf's (src/cfg_opts.h, etcd_*).
+/* The limits' defaults are rdzv_conf's (src/cfg/cfg_opts.h, etcd_*).
  * max_json_items: JSON values in one answer or message: parsed, each costs
  * ~30 times the 3 bytes of "{}," or "\"\",", whatever the value; a kv as etcd
  * sends it is 7 values, so the default still takes a range of ~9000 keys.

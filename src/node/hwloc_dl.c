@@ -6,7 +6,7 @@
  * relocation at exec, and every fork of the agent (a guard per worker) their
  * ten mappings, while most runs bind nothing. These definitions carry
  * hwloc's own names and forward to the library opened with dlopen, so
- * src/binding.c stays written against hwloc.h and crun does not link
+ * src/node/binding.c stays written against hwloc.h and crun does not link
  * libhwloc (the unit tests do, and call through here all the same).
  *
  * Happy path: the first call opens libhwloc.so.15 and resolves every

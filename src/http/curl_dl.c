@@ -6,8 +6,8 @@
  * and relocation at exec: on this 2-core machine about 3.5x the start-up
  * CPU of crun's own libraries, the largest share of an agent's CPU in a
  * 1024-agent job. These definitions carry libcurl's own names and forward
- * to the library opened with dlopen, so src/etcd.c and src/curl_uv.c stay
- * written against curl.h and nothing links libcurl.
+ * to the library opened with dlopen, so src/http/etcd.c and src/http/curl_uv.c
+ * stay written against curl.h and nothing links libcurl.
  *
  * Happy path: the first call opens libcurl.so.4 and resolves every function
  * below. Failure modes: the library or a symbol is missing: the call fails

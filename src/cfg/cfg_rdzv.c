@@ -12,7 +12,6 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/etcd.h"
-#include "crun/rdzv_records.h"
 #include "cfg_opts.h"
 
 const struct cfg_rdzv_key cfg_rdzv_keys[CFG_NRDZV_KEYS] = {

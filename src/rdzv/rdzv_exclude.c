@@ -19,9 +19,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/log.h"
 #include "rdzv_kit.h"
+
+/* The history holds every failure the largest exclude_after counts. */
+_Static_assert(CFG_MAX_EXCLUDE_AFTER == RDZV_MAX_FAILS,
+	       "exclude_after's ceiling is not the failure history's size");
 
 static int excl_is_self(const struct crun_rdzv *r, const char *host,
 			const char *addr, const char *id)

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/log.h"
 #include "rdzv_kit.h"
