@@ -794,6 +794,12 @@ static int agent_open_handles(struct agent *a)
 					    : CONSOLE_LIMIT,
 			&a->console) == 0)
 		logs_set_console(a->console);
+	if (a->console && cfg->console_collapse &&
+	    console_collapse(a->console,
+			     (uint64_t)(cfg->console_window * 1000 + 0.5),
+			     cfg->console_hold, cfg->role))
+		log_say("--console=collapse: out of memory; lines are shown "
+			"as they come");
 	rc = procs_new(&a->loop, &a->procs);
 	if (rc) {
 		log_say("cannot watch child processes: %s", crun_strerror(rc));

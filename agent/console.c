@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collapse.h"
 #include "console.h"
 
 struct cout {
@@ -40,8 +41,9 @@ struct cout {
 struct console {
 	uv_loop_t *loop;
 	size_t limit;
-	struct cout out[2]; /* fd 1, fd 2 */
-	int shared;	    /* fd 2 uses out[0] */
+	struct cout out[2];	   /* fd 1, fd 2 */
+	int shared;		   /* fd 2 uses out[0] */
+	struct collapse *collapse; /* --console=collapse, or NULL */
 };
 
 static struct cout *console_out(struct console *c, int fd)
@@ -285,8 +287,74 @@ void console_write(struct console *c, int fd, const char *data, size_t len)
 	console_flush(c, fd);
 }
 
+/* A line the collapse shows: prefix and line queued as one. */
+static void console_on_collapsed(int fd, const char *prefix, size_t plen,
+				 const char *line, size_t len, void *data)
+{
+	struct console *c = data;
+	char small[4096], *buf = small;
+
+	if (plen + len > sizeof(small) && (buf = malloc(plen + len)) == NULL) {
+		console_put(c, fd, prefix, plen); /* the console's own limit */
+		console_put(c, fd, line, len);	  /* keeps both or drops each */
+	} else {
+		memcpy(buf, prefix, plen);
+		memcpy(buf + plen, line, len);
+		console_put(c, fd, buf, plen + len);
+		if (buf != small)
+			free(buf);
+	}
+	console_flush(c, fd);
+}
+
+int console_collapse(struct console *c, uint64_t window_ms, size_t cap,
+		     const char *role)
+{
+	struct collapse_opts o = {window_ms, cap, role, console_on_collapsed,
+				  c};
+
+	c->collapse = collapse_new(c->loop, &o);
+	return c->collapse ? 0 : UV_ENOMEM;
+}
+
+int console_collapsing(const struct console *c)
+{
+	return c && c->collapse != NULL;
+}
+
+void console_set_ranks(struct console *c, int n)
+{
+	if (c->collapse)
+		collapse_ranks(c->collapse, n);
+}
+
+void console_rank_open(struct console *c, int fd, int rank)
+{
+	if (c->collapse)
+		collapse_rank_open(c->collapse, fd, rank);
+}
+
+void console_rank_line(struct console *c, int fd, int rank, const char *prefix,
+		       size_t plen, const char *line, size_t len)
+{
+	if (c->collapse)
+		collapse_line(c->collapse, fd, rank, prefix, plen, line, len);
+	else
+		console_on_collapsed(fd, prefix, plen, line, len, c);
+}
+
+void console_rank_done(struct console *c, int fd, int rank)
+{
+	if (c->collapse)
+		collapse_rank_done(c->collapse, fd, rank);
+}
+
 void console_close(struct console *c)
 {
+	if (c->collapse) {
+		collapse_free(c->collapse); /* what waits is queued */
+		c->collapse = NULL;
+	}
 	for (int i = 0; i < 2; i++) {
 		struct cout *o = &c->out[i];
 

@@ -8,6 +8,7 @@
 #define CRUN_AGENT_CONSOLE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 struct console;
@@ -39,6 +40,34 @@ void console_write_lines(struct console *c, int fd, const char *prefix,
 
 /** console_put and console_flush in one. */
 void console_write(struct console *c, int fd, const char *data, size_t len);
+
+/**
+ * --console=collapse: from now on the lines given by console_rank_line that
+ * several local ranks print alike are shown once, prefixed "[<role><ranks>]:"
+ * (collapse.h: at most window_ms late, at most cap bytes waiting).
+ */
+int console_collapse(struct console *c, uint64_t window_ms, size_t cap,
+		     const char *role);
+
+/** Whether console_collapse is on (workers' lines then go by rank). */
+int console_collapsing(const struct console *c);
+
+/** A round of n local ranks begins (what still waits is written). */
+void console_set_ranks(struct console *c, int n);
+
+/** Rank r's stream for fd reaches the console (its lines go by rank). */
+void console_rank_open(struct console *c, int fd, int rank);
+
+/**
+ * One line of local rank r for fd, with r's own prefix (plen bytes): to the
+ * collapse, or written as console_write_lines would.
+ */
+void console_rank_line(struct console *c, int fd, int rank,
+		       const char *prefix, size_t plen, const char *line,
+		       size_t len);
+
+/** Rank r's stream for fd closed: its waiting lines are written. */
+void console_rank_done(struct console *c, int fd, int rank);
 
 /** Stop watching the fds (closes the loop handles); queued bytes stay. */
 void console_close(struct console *c);

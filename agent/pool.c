@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "crun/log.h"
+#include "console.h"
 #include "pool.h"
 #include "crun/stacks.h"
 
@@ -185,6 +186,8 @@ int pool_start(struct pool *p, int n, const struct worker_round *r)
 
 	pool_alloc(p, n);
 	p->base_rank = r->ranks.base_rank;
+	if (p->wctx.console)
+		console_set_ranks(p->wctx.console, n);
 	for (; begun < n; begun++) {
 		if (worker_start_begin(&p->w[begun], &p->wctx, begun, r, why,
 				       sizeof(why))) {

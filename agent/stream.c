@@ -3,8 +3,10 @@
  * bytes copied raw to the tee file, framed into whole lines for the console
  * (written one batch of whole lines at a time, so lines from different
  * workers never mix) and for the duplicate filters' file, and fed to the
- * stderr tail. At the writer's exit it is drained of what is already in it,
- * never more, so a grandchild that keeps writing cannot hold the agent.
+ * stderr tail (with --console=collapse the console takes its lines one by
+ * one, with its rank). At the writer's exit it is drained of what is
+ * already in it, never more, so a grandchild that keeps writing cannot hold
+ * the agent.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -32,6 +34,20 @@ static void stream_on_line(void *ctx, const char *line, size_t len)
 
 	/* Queued only: stream_consume writes the whole batch at once. */
 	console_put(s->console, s->console_fd, line, len);
+}
+
+/*
+ * With --console=collapse each line goes to the console by rank, its
+ * prefix apart. A terminal's partial line comes in pieces: the first
+ * starts with the prefix, the rest of it does not (prefix length 0).
+ */
+static void stream_on_rank_line(void *ctx, const char *line, size_t len)
+{
+	struct wstream *s = ctx;
+	size_t plen = line == s->lb.buf ? s->lb.plen : 0;
+
+	console_rank_line(s->console, s->console_fd, s->rank, line, plen,
+			  line + plen, len - plen);
 }
 
 /* A line holding one of the duplicate filters is copied to their file. */
@@ -99,7 +115,9 @@ static void stream_consume(struct wstream *s, const char *data, size_t n)
 			off += (size_t)k;
 		}
 	}
-	if (s->console_fd >= 0 && !s->lb.partial && n <= s->lb.max)
+	if (s->console_fd >= 0 && s->by_rank)
+		linebuf_feed(&s->lb, data, n, stream_on_rank_line, s);
+	else if (s->console_fd >= 0 && !s->lb.partial && n <= s->lb.max)
 		stream_console(s, data, n);
 	else if (s->console_fd >= 0) {
 		linebuf_feed(&s->lb, data, n, stream_on_line, s);
@@ -127,7 +145,10 @@ void stream_finish(struct wstream *s)
 {
 	if (!s->open || uv_is_closing((uv_handle_t *)&s->pipe))
 		return;
-	if (s->console_fd >= 0) {
+	if (s->console_fd >= 0 && s->by_rank) {
+		linebuf_flush(&s->lb, stream_on_rank_line, s);
+		console_rank_done(s->console, s->console_fd, s->rank);
+	} else if (s->console_fd >= 0) {
 		linebuf_flush(&s->lb, stream_on_line, s);
 		console_flush(s->console, s->console_fd);
 	}

@@ -28,6 +28,8 @@ struct wstream {
 	int pty; /* the worker writes to a pseudo-terminal */
 	struct crun_linebuf lb;
 	struct console *console; /* where console_fd's lines are queued */
+	int by_rank;		 /* lines go by rank (console_rank_line) */
+	int rank;		 /* the worker's local rank */
 	int filter_fd;		 /* <attempt>/filtered_std*.log, or -1 */
 	struct crun_linebuf flb; /* lines for the duplicate filters */
 	char **filters;		 /* lines holding one go to filter_fd */

@@ -435,11 +435,15 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 	if (to_console) {
 		char prefix[128] = "";
 
-		if (tbits & bit)
+		s->by_rank = console_collapsing(s->console);
+		s->rank = w->local_rank;
+		if ((tbits & bit) || s->by_rank)
 			line_prefix(cfg, w->local_rank,
 				    r->ranks.base_rank + w->local_rank, prefix,
 				    sizeof(prefix));
 		s->console_fd = s->is_err ? 2 : 1;
+		if (s->by_rank)
+			console_rank_open(s->console, s->console_fd, s->rank);
 		rc = linebuf_init(&s->lb, prefix, LINE_MAX_BYTES);
 		if (rc)
 			return rc;

@@ -137,6 +137,9 @@ struct crun_cfg {
 	/* Logs. */
 	char *log_dir;
 	size_t console_buffer; /* bytes held for a slow console reader */
+	int console_collapse;  /* --console=collapse */
+	double console_window; /* seconds a collapsed line may wait */
+	size_t console_hold;   /* bytes of lines waiting to be collapsed */
 	struct crun_std_spec redirects;
 	struct crun_std_spec tee;
 	char *local_ranks_filter_str;

@@ -158,6 +158,18 @@ enum { CFG_C_NONE, CFG_C_BOOL, CFG_C_INT, CFG_C_SECS, CFG_C_SIZE, CFG_C_STR };
 	  CFG_ENV_CRUN, G_LOGS,                                                \
 	  "console bytes held for a slow reader before lines are dropped",     \
 	  SIZE, 1, 1UL << 30, F(console_buffer), CFG_F_LIMIT, "bytes")         \
+	X(console, "console", 0, STR, "logs", "plain", CFG_ENV_CRUN, G_LOGS,   \
+	  "plain: every line as its rank printed it; collapse: lines several " \
+	  "local ranks print alike shown once, with their ranks",              \
+	  NONE, 0, 0, NOF, 0, "")                                              \
+	X(console_window, "console_window", 0, STR, "logs", "0.2",             \
+	  CFG_ENV_CRUN, G_LOGS,                                                \
+	  "seconds a collapsed line may wait for the other ranks' twins",      \
+	  SECS, 0.001, 10, F(console_window), 0, "seconds")                    \
+	X(console_hold, "console_hold", 0, STR, "logs", "4M", CFG_ENV_CRUN,    \
+	  G_LOGS,                                                              \
+	  "bytes of lines waiting to be collapsed, each rank a share",         \
+	  SIZE, 1024, 1UL << 30, F(console_hold), CFG_F_LIMIT, "bytes")        \
 	X(metrics_port, "metrics_port", 0, INT, "logs", NULL, CFG_ENV_CRUN,    \
 	  G_METRICS,                                                           \
 	  "serve /metrics and /healthz on this port (0: a free one)", INT, 0,  \

@@ -243,6 +243,9 @@ static const char *sample_value(int id)
 	case CFG_store_max_output: return "16M";
 	case CFG_store_idle_timeout: return "20";
 	case CFG_console_buffer: return "1M";
+	case CFG_console: return "collapse";
+	case CFG_console_window: return "0.5";
+	case CFG_console_hold: return "1M";
 	case CFG_config: return "job.ini";
 	case CFG_config_max_value: return "2M";
 	case CFG_config_max_expansion: return "8M";

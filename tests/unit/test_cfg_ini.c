@@ -161,6 +161,9 @@ static const char *sample(int id)
 	case CFG_logs_specs: return "default";
 	case CFG_event_log_handler: return "console";
 	case CFG_console_buffer: return "1M";
+	case CFG_console: return "collapse";
+	case CFG_console_window: return "0.5";
+	case CFG_console_hold: return "1M";
 	case CFG_metrics_port: return "9400";
 	case CFG_metrics_addr: return "127.0.0.1";
 	case CFG_metrics_max_conns: return "8";

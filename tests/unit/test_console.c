@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../agent/collapse.c"
 #include "../../agent/console.c"
 
 static double now(void)

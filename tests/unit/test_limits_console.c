@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../agent/collapse.c"
 #include "../../agent/console.c"
 #include "crun/cfg.h"
 

@@ -1,0 +1,69 @@
+#!/bin/sh
+# The console's collapse beside today's console (--console=plain, the anchor,
+# measured in the same run): 8 local ranks print LINES lines each (default
+# 20000), paced 200 us apart on a shared schedule, nine in ten alike on every
+# rank and the tenth each rank's own (tests/bench/collapse_load.py). Per
+# mode, the median of RUNS runs (3): bytes and lines that reached the
+# console, the added latency of a line (its arrival minus when its rank
+# printed it, p50 and p99), crun's own CPU seconds. Targets, per node: bytes
+# within 10 % of the least one node can show (each alike line once, each own
+# line once: 0.9 / 8 + 0.1 of plain's lines), p99 latency within the window
+# (0.2 s) plus 50 ms, crun's CPU at most 1.2x plain's. Prints one "RESULT
+# collapse..." line per figure; exits non-zero on a MISS.
+set -u
+BUILD=${BUILD:-build}
+case $BUILD in /*) CRUN=${CRUN:-$BUILD/crun} ;; *) CRUN=${CRUN:-$PWD/$BUILD/crun} ;; esac
+PYTHON=${PYTHON:-/usr/bin/python3}
+LINES=${COLLAPSE_LINES:-20000}
+RUNS=${COLLAPSE_RUNS:-3}
+LOAD=tests/bench/collapse_load.py
+[ -x "$CRUN" ] || { echo "collapse bench: $CRUN is not built" >&2; exit 1; }
+
+# one MODE-FLAGS...: a JSON line for one run
+one() {
+	"$PYTHON" "$LOAD" run 200 "$CRUN" --standalone --nproc_per_node=8 "$@" \
+		"$PYTHON" "$LOAD" worker "$LINES" 200 2>/dev/null
+}
+# field NAME: that field of every JSON line on stdin, sorted
+field() { "$PYTHON" -c "import json,sys; print('\n'.join(sorted((str(json.loads(l)['$1']) for l in sys.stdin), key=float)))"; }
+median() { sed -n "$(((RUNS + 1) / 2))p"; }
+
+T=$(mktemp -d /tmp/crun-bench-collapse-XXXX)
+trap 'rm -rf "$T"' EXIT
+i=0
+while [ $i -lt "$RUNS" ]; do # taking turns: the machine's drift hits both
+	one --tee=1 >>"$T/plain"
+	one --console=collapse >>"$T/collapse"
+	i=$((i + 1))
+done
+for f in plain collapse; do
+	grep -q '"rc": 0' "$T/$f" || { echo "collapse bench: a $f run failed: $(cat "$T/$f")" >&2; exit 1; }
+done
+for k in bytes lines p50_ms p99_ms cpu_s; do
+	eval "p_$k=\$(field $k <\"\$T/plain\" | median)"
+	eval "c_$k=\$(field $k <\"\$T/collapse\" | median)"
+done
+rc=0
+# verdict NAME VALUE OK: prints the RESULT line
+verdict() {
+	v=MISS
+	[ "$3" = 1 ] && v=ok
+	[ $v = ok ] || rc=1
+	echo "RESULT collapse.$1 $2 $v"
+}
+ideal=$("$PYTHON" -c "print(round($p_bytes * (0.9 / 8 + 0.1)))")
+echo "8 ranks x $LINES lines, 90 % alike; median of $RUNS runs each, plain (--tee=1) is the anchor"
+printf '  %-26s %12s %12s %8s\n' "" plain collapse ratio
+for k in bytes lines; do
+	eval "a=\$p_$k b=\$c_$k"
+	printf '  %-26s %12s %12s %8s\n' "console $k" "$a" "$b" "$("$PYTHON" -c "print(round($b / $a, 3))")"
+done
+printf '  %-26s %12s %12s\n' "added latency p50 (ms)" "$p_p50_ms" "$c_p50_ms"
+printf '  %-26s %12s %12s\n' "added latency p99 (ms)" "$p_p99_ms" "$c_p99_ms"
+printf '  %-26s %12s %12s %8s\n' "crun CPU (s)" "$p_cpu_s" "$c_cpu_s" "$("$PYTHON" -c "print(round($c_cpu_s / max($p_cpu_s, 0.01), 2))")"
+verdict bytes "$c_bytes (least one node can show: $ideal)" \
+	"$("$PYTHON" -c "print(int($c_bytes <= 1.1 * $ideal))")"
+verdict p99_ms "$c_p99_ms (window 200 + 50)" "$("$PYTHON" -c "print(int($c_p99_ms <= 250))")"
+verdict cpu "$c_cpu_s s vs $p_cpu_s s" \
+	"$("$PYTHON" -c "print(int($c_cpu_s <= 1.2 * $p_cpu_s + 0.02))")"
+exit $rc
