@@ -71,7 +71,7 @@ struct lane {
 	struct cline *oldest, *newest;
 	struct crank *ranks;
 	int nlive;
-	size_t held, bytes;
+	size_t bytes;
 };
 
 struct collapse {
@@ -79,8 +79,8 @@ struct collapse {
 	struct collapse_opts o;
 	char role[64];
 	int nranks;
+	int *shown;	     /* the ranks a group is shown for (nranks) */
 	struct lane lane[2]; /* fd 1, fd 2 */
-	size_t held_peak;
 };
 
 static struct lane *lane_of(struct collapse *c, int fd)
@@ -156,7 +156,6 @@ static void pop_head(struct lane *l, int r)
 		l->newest = x->prev;
 	q->bytes -= g->len;
 	l->bytes -= g->len;
-	l->held--;
 	g->n--;
 	free(x);
 	if (r < HOLDERS_MAX && g->n > 0 && !holds(q, g))
@@ -227,11 +226,9 @@ static struct cgroup *settled_head(struct collapse *c, struct lane *l)
 /* Show g once for every rank whose queue it heads; pop those lines. */
 static void show_group(struct collapse *c, struct lane *l, struct cgroup *g)
 {
-	int *r = malloc(sizeof(int) * (size_t)c->nranks);
+	int *r = c->shown;
 	int n = 0;
 
-	if (r == NULL)
-		abort();
 	for (int i = 0; i < c->nranks; i++)
 		if (l->ranks[i].head && l->ranks[i].head->g == g)
 			r[n++] = i;
@@ -240,7 +237,6 @@ static void show_group(struct collapse *c, struct lane *l, struct cgroup *g)
 	for (int i = 0; i < n; i++)
 		pop_head(l, r[i]);
 	group_release(l, g);
-	free(r);
 }
 
 /* Whether rank r's queue holds a line of g. */
@@ -386,6 +382,9 @@ void collapse_flush(struct collapse *c)
 void collapse_ranks(struct collapse *c, int n)
 {
 	collapse_flush(c);
+	free(c->shown);
+	if ((c->shown = calloc((size_t)(n > 0 ? n : 1), sizeof(int))) == NULL)
+		n = 0; /* every line is then shown as it comes */
 	for (int i = 0; i < 2; i++) {
 		struct lane *l = &c->lane[i];
 		struct crank *q = calloc((size_t)(n > 0 ? n : 1), sizeof(*q));
@@ -523,8 +522,6 @@ void collapse_line(struct collapse *c, int fd, int r, const char *prefix,
 		l->oldest = x;
 	l->newest = x;
 	l->bytes += g->len;
-	if (++l->held > c->held_peak)
-		c->held_peak = l->held;
 	show_heads(c, l, NULL);
 	arm(c);
 }
@@ -545,13 +542,6 @@ void collapse_rank_done(struct collapse *c, int fd, int r)
 	arm(c);
 }
 
-size_t collapse_held(const struct collapse *c, size_t *peak)
-{
-	if (peak)
-		*peak = c->held_peak;
-	return c->lane[0].held + c->lane[1].held;
-}
-
 static void on_closed(uv_handle_t *h)
 {
 	struct collapse *c = h->data;
@@ -560,6 +550,7 @@ static void on_closed(uv_handle_t *h)
 		map_release(&c->lane[i].groups);
 		free(c->lane[i].ranks);
 	}
+	free(c->shown);
 	free(c);
 }
 

@@ -61,9 +61,6 @@ void collapse_rank_done(struct collapse *c, int fd, int r);
 /** Show everything that waits, now. */
 void collapse_flush(struct collapse *c);
 
-/** Lines waiting now, and the most that ever waited at once. */
-size_t collapse_held(const struct collapse *c, size_t *peak);
-
 /** Show what waits, close the timer and free c once it is closed. */
 void collapse_free(struct collapse *c);
 

@@ -287,24 +287,17 @@ void console_write(struct console *c, int fd, const char *data, size_t len)
 	console_flush(c, fd);
 }
 
-/* A line the collapse shows: prefix and line queued as one. */
+/*
+ * A line the collapse shows: prefix and line queued as one, as a prefixed
+ * batch is; a bare prefix (a terminal's redrawn line begins) by itself.
+ */
 static void console_on_collapsed(int fd, const char *prefix, size_t plen,
 				 const char *line, size_t len, void *data)
 {
-	struct console *c = data;
-	char small[4096], *buf = small;
-
-	if (plen + len > sizeof(small) && (buf = malloc(plen + len)) == NULL) {
-		console_put(c, fd, prefix, plen); /* the console's own limit */
-		console_put(c, fd, line, len);	  /* keeps both or drops each */
-	} else {
-		memcpy(buf, prefix, plen);
-		memcpy(buf + plen, line, len);
-		console_put(c, fd, buf, plen + len);
-		if (buf != small)
-			free(buf);
-	}
-	console_flush(c, fd);
+	if (len == 0)
+		console_write_lines(data, fd, NULL, 0, prefix, plen);
+	else
+		console_write_lines(data, fd, prefix, plen, line, len);
 }
 
 int console_collapse(struct console *c, uint64_t window_ms, size_t cap,

@@ -1,7 +1,7 @@
 /*
  * The rendezvous' types (rdzv.h is its interface and says how it works):
  * the key-value interface the algorithm runs on, its options, what a round
- * gives a node and why a round ends. Its own parts (src/rdzv_*.c) and the
+ * gives a node and why a round ends. Its own parts (src/rdzv/) and the
  * backends and tools below it use these without the interface above them.
  */
 #ifndef CRUN_RDZV_TYPES_H

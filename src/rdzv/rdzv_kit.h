@@ -2,7 +2,7 @@
  * What the files of the rendezvous share (libuv's internal.h, kept with the
  * kit at the bottom): the state of one rendezvous, the request in flight,
  * and the rdzv__ functions each file offers the ones above it. Nothing
- * outside src/rdzv*.c includes it; the public API is include/crun/rdzv.h,
+ * outside src/rdzv/ includes it; the public API is include/crun/rdzv.h,
  * whose every call enters rdzv.c.
  *
  * The files, from the top: rdzv.c (the owner: the life cycle, create and

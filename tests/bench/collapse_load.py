@@ -43,15 +43,11 @@ def run(interval_us, argv):
         now = time.time_ns()
         nbytes += len(raw)
         nlines += 1
-        words = raw.split(b":", 1)[-1].split()
-        if len(words) >= 3 and words[-2].isdigit():
-            i = int(words[-2])
-        elif len(words) >= 4 and words[2].isdigit():
-            i = int(words[2])
-        elif len(words) >= 3 and words[1] == b"line":
-            i = int(words[2])
-        else:
+        # "<prefix>common line I PAD" or "<prefix>rank R line I PAD"
+        words = raw.split()
+        if len(words) < 3 or not words[-2].isdigit():
             continue
+        i = int(words[-2])
         lat.append((now - (t0 + i * interval_us * 1000)) / 1e6)
     os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
     with open(f"/proc/{p.pid}/stat") as f:
