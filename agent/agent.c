@@ -375,6 +375,8 @@ static void agent_say_success(struct agent *a)
 	    worker_wall_time() - a->started);
 }
 
+static void agent_on_console_drained(void *data);
+
 static void agent_round_end(struct agent *a)
 {
 	const struct crun_failure *f;
@@ -451,7 +453,21 @@ static void agent_round_end(struct agent *a)
 		}
 		return;
 	}
-	nodes_round_end(a->nodes, nf, status, a->res.ranks.group_world_size);
+	/* The round's lines reach the job's console before its end is told. */
+	console_job_drain(a->console, agent_on_console_drained, a);
+}
+
+/* This node's round is over: tell the others (nodes.h). */
+static void agent_on_console_drained(void *data)
+{
+	struct agent *a = data;
+	int status = 0;
+
+	for (int i = 0; i < a->logs.npending; i++)
+		if (a->logs.pending[i].rank == a->stop.failed_rank)
+			status = a->logs.pending[i].exitcode;
+	nodes_round_end(a->nodes, a->logs.npending, status,
+			a->res.ranks.group_world_size);
 }
 
 /* The last worker of the round is done: judge the round. */
@@ -507,6 +523,21 @@ static void agent_on_worker_started(struct pool *p, struct worker *w,
 }
 
 /* A round is formed: start this node's workers with its result. */
+/* --console=collapse,job: found once (the store host's), told each round. */
+static void agent_console_job(struct agent *a, const struct rdzv_result *res)
+{
+	struct crun_store_aclient *client = NULL;
+	const struct crun_ranks *k = &res->ranks;
+
+	if (console_job_pending(a->console) &&
+	    console_job_host(a->console, nodes_store_server(a->nodes)) == 1)
+		console_job_send(
+		    a->console,
+		    nodes_store_client(a->nodes, &client) ? NULL : client);
+	console_job_round(a->console, res->round, k->group_rank,
+			  k->group_world_size, k->base_rank, k->world_size);
+}
+
 static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 {
 	struct crun_cfg *cfg = a->cfg;
@@ -548,6 +579,8 @@ static void agent_round_ready(struct agent *a, const struct rdzv_result *res)
 		    res->ranks.world_size, res->master_addr, res->master_port,
 		    res->master_by_worker ? " (worker rank 0's)" : "");
 
+	if (a->multi)
+		agent_console_job(a, res);
 	if (pool_start(&a->pool, cfg->nproc_per_node, rp) == 0)
 		agent_diag_start(a);
 }
@@ -797,7 +830,7 @@ static int agent_open_handles(struct agent *a)
 	if (a->console && cfg->console_collapse &&
 	    console_collapse(a->console,
 			     (uint64_t)(cfg->console_window * 1000 + 0.5),
-			     cfg->console_hold, cfg->role))
+			     cfg->console_hold, cfg->role, cfg->console_job))
 		log_say("--console=collapse: out of memory; lines are shown "
 			"as they come");
 	rc = procs_new(&a->loop, &a->procs);

@@ -31,6 +31,7 @@
 #include "collapse.h"
 #include "crun/log.h"
 #include "crun/map.h"
+#include "crun/ranges.h"
 
 /* Longest "[rank<N>]: " that torch puts before a rank's error lines. */
 #define TAG_MAX 24
@@ -61,6 +62,8 @@ struct crank {
 	size_t bytes; /* its waiting lines' text */
 	int live;     /* it prints on this fd (and does not flood): twins wait
 			 for it */
+	int open;     /* between collapse_rank_open and collapse_rank_done */
+	int done;     /* its fd closed (o.done not told yet) */
 	char prefix[128];
 	size_t plen;
 };
@@ -88,26 +91,6 @@ static struct lane *lane_of(struct collapse *c, int fd)
 	return &c->lane[fd == 2];
 }
 
-/* "0-3,5,7-9" from the sorted ranks r[0..n). */
-static size_t rank_list(const int *r, int n, char *out, size_t len)
-{
-	size_t k = 0;
-
-	for (int i = 0; i < n && k + 1 < len;) {
-		int j = i;
-
-		while (j + 1 < n && r[j + 1] == r[j] + 1)
-			j++;
-		k += (size_t)snprintf(out + k, len - k,
-				      j > i ? "%s%d-%d" : "%s%d", i ? "," : "",
-				      r[i], r[j]);
-		if (k >= len)
-			k = len - 1;
-		i = j + 1;
-	}
-	return k;
-}
-
 /*
  * Show one text for ranks r[0..n): for one rank with its own prefix and the
  * tag its line had, else once with the ranks named.
@@ -116,28 +99,48 @@ static void show(struct collapse *c, struct lane *l, const int *r, int n,
 		 const char *text, size_t len)
 {
 	const struct crank *q = &l->ranks[r[0]];
+	struct collapse_shown s = {l->fd, r,	n,   NULL,	0,
+				   0,	  text, len, q->head->t};
 	char prefix[256];
 	size_t k;
 
+	for (int i = 1; i < n; i++)
+		if (l->ranks[r[i]].head->t < s.t)
+			s.t = l->ranks[r[i]].head->t;
 	if (n == 1) {
 		k = q->plen;
 		memcpy(prefix, q->prefix, k);
 		memcpy(prefix + k, q->head->tag, q->head->taglen);
-		c->o.emit(l->fd, prefix, k + q->head->taglen, text, len,
-			  c->o.data);
-		return;
+		s.taglen = q->head->taglen;
+		k += s.taglen;
+	} else {
+		size_t room;
+
+		k = (size_t)snprintf(prefix, sizeof(prefix), "[%s", c->role);
+		room = sizeof(prefix) - k - 2;
+		if (ranges_format(r, n, 0, prefix + k, room) >= room)
+			memcpy(prefix + sizeof(prefix) - 6, "...", 3); /* cut */
+		k += strlen(prefix + k);
+		prefix[k++] = ']';
+		prefix[k++] = ':';
 	}
-	k = (size_t)snprintf(prefix, sizeof(prefix), "[%s", c->role);
-	k += rank_list(r, n, prefix + k, sizeof(prefix) - k - 2);
-	prefix[k++] = ']';
-	prefix[k++] = ':';
-	c->o.emit(l->fd, prefix, k, text, len, c->o.data);
+	s.prefix = prefix;
+	s.plen = k;
+	c->o.emit(&s, c->o.data);
 }
 
 static int holds(const struct crank *q, const struct cgroup *g);
 
+/* Rank r, done, has no line waiting: o.done is told (once). */
+static void told_done(struct collapse *c, struct lane *l, int r)
+{
+	l->ranks[r].done = 0;
+	if (c->o.done)
+		c->o.done(l->fd, r, c->o.data);
+}
+
 /* Pop rank r's head line; the line after it becomes the head. */
-static void pop_head(struct lane *l, int r)
+static void pop_head(struct collapse *c, struct lane *l, int r)
 {
 	struct crank *q = &l->ranks[r];
 	struct cline *x = q->head;
@@ -146,6 +149,8 @@ static void pop_head(struct lane *l, int r)
 	q->head = x->rnext;
 	if (q->head == NULL)
 		q->tail = NULL;
+	if (q->head == NULL && q->done)
+		told_done(c, l, r);
 	if (x->prev)
 		x->prev->next = x->next;
 	else
@@ -235,7 +240,7 @@ static void show_group(struct collapse *c, struct lane *l, struct cgroup *g)
 	if (n > 0)
 		show(c, l, r, n, g->text, g->len);
 	for (int i = 0; i < n; i++)
-		pop_head(l, r[i]);
+		pop_head(c, l, r[i]);
 	group_release(l, g);
 }
 
@@ -402,7 +407,8 @@ void collapse_rank_open(struct collapse *c, int fd, int r)
 {
 	struct lane *l = lane_of(c, fd);
 
-	if (r >= 0 && r < c->nranks && !l->ranks[r].live) {
+	if (r >= 0 && r < c->nranks && !l->ranks[r].open) {
+		l->ranks[r].open = 1;
 		l->ranks[r].live = 1;
 		l->nlive++;
 	}
@@ -411,11 +417,15 @@ void collapse_rank_open(struct collapse *c, int fd, int r)
 /* Show one line for rank r alone, now. */
 static void show_alone(struct collapse *c, struct lane *l, int r,
 		       const char *prefix, size_t plen, const char *line,
-		       size_t len)
+		       size_t len, uint64_t t)
 {
-	if (r >= 0 && r < c->nranks)
+	int known = r >= 0 && r < c->nranks;
+	struct collapse_shown s = {l->fd, &r,	known, prefix, plen,
+				   0,	  line, len,   t};
+
+	if (known)
 		flush_rank(c, l, r);
-	c->o.emit(l->fd, prefix, plen, line, len, c->o.data);
+	c->o.emit(&s, c->o.data);
 }
 
 /*
@@ -460,6 +470,13 @@ static size_t torch_tag(const char *line, size_t len)
 void collapse_line(struct collapse *c, int fd, int r, const char *prefix,
 		   size_t plen, const char *line, size_t len)
 {
+	collapse_line_at(c, fd, r, prefix, plen, line, len,
+			 uv_now(c->timer.loop));
+}
+
+void collapse_line_at(struct collapse *c, int fd, int r, const char *prefix,
+		      size_t plen, const char *line, size_t len, uint64_t t)
+{
 	size_t taglen;
 	struct lane *l = lane_of(c, fd);
 	struct crank *q;
@@ -469,9 +486,9 @@ void collapse_line(struct collapse *c, int fd, int r, const char *prefix,
 
 	if (r < 0 || r >= c->nranks || !l->ranks[r].live || plen == 0 ||
 	    len == 0 || line[len - 1] != '\n' || memchr(line, '\r', len))
-		return show_alone(c, l, r, prefix, plen, line, len);
+		return show_alone(c, l, r, prefix, plen, line, len, t);
 	if (!within_share(c, l, r, len)) {
-		show_alone(c, l, r, prefix, plen, line, len);
+		show_alone(c, l, r, prefix, plen, line, len, t);
 		show_heads(c, l, NULL);
 		return arm(c);
 	}
@@ -499,7 +516,7 @@ void collapse_line(struct collapse *c, int fd, int r, const char *prefix,
 	if (g == NULL || (x = calloc(1, sizeof(*x))) == NULL) {
 		if (g)
 			group_release(l, g);
-		return show_alone(c, l, r, prefix, plen, line, len);
+		return show_alone(c, l, r, prefix, plen, line, len, t);
 	}
 	x->g = g;
 	x->rank = r;
@@ -507,7 +524,7 @@ void collapse_line(struct collapse *c, int fd, int r, const char *prefix,
 		g->holders |= (uint64_t)1 << r;
 	memcpy(x->tag, line, taglen);
 	x->taglen = taglen;
-	x->t = uv_now(c->timer.loop);
+	x->t = t;
 	g->n++;
 	if (q->tail)
 		q->tail->rnext = x;
@@ -529,12 +546,20 @@ void collapse_line(struct collapse *c, int fd, int r, const char *prefix,
 void collapse_rank_done(struct collapse *c, int fd, int r)
 {
 	struct lane *l = lane_of(c, fd);
+	struct crank *q;
 
-	if (r < 0 || r >= c->nranks || !l->ranks[r].live)
+	if (r < 0 || r >= c->nranks || !l->ranks[r].open)
+		return;
+	q = &l->ranks[r];
+	q->open = 0;
+	q->done = 1;
+	if (q->head == NULL)
+		told_done(c, l, r);
+	if (!q->live) /* a flooding rank: nothing waits on it already */
 		return;
 	/* Its waiting lines may still meet their twins; they no longer wait
 	 * for its. With no rank left printing, nothing more can come. */
-	l->ranks[r].live = 0;
+	q->live = 0;
 	if (--l->nlive == 0)
 		flush_lane(c, l);
 	else

@@ -18,18 +18,34 @@
 
 struct collapse;
 
-/**
+/*
  * One line for the console's fd (1 or 2): prefix (plen bytes) then line
- * (len bytes, its newline included when it has one).
+ * (len bytes, its newline included when it has one), shown for ranks[0..n)
+ * (sorted; n 0 when the line's rank is not one of the round's). The prefix
+ * is "[<role><ranks>]:" for several ranks, else the one rank's own prefix
+ * and, in its last taglen bytes, torch's "[rank<N>]: " the line had. t is
+ * when the oldest of the lines came (loop time, ms).
  */
-typedef void (*collapse_emit_cb)(int fd, const char *prefix, size_t plen,
-				 const char *line, size_t len, void *data);
+struct collapse_shown {
+	int fd;
+	const int *ranks;
+	int n;
+	const char *prefix;
+	size_t plen, taglen;
+	const char *line;
+	size_t len;
+	uint64_t t;
+};
+
+typedef void (*collapse_emit_cb)(const struct collapse_shown *s, void *data);
 
 struct collapse_opts {
 	uint64_t window_ms; /* the longest a line waits for its twins */
 	size_t cap;	    /* bytes of lines held at once, all ranks */
 	const char *role;   /* the collapsed prefix: "[<role><ranks>]:" */
 	collapse_emit_cb emit;
+	/* Optional: rank r, done on fd, has no line waiting any more. */
+	void (*done)(int fd, int r, void *data);
 	void *data;
 };
 
@@ -55,7 +71,14 @@ void collapse_rank_open(struct collapse *c, int fd, int r);
 void collapse_line(struct collapse *c, int fd, int r, const char *prefix,
 		   size_t plen, const char *line, size_t len);
 
-/** Rank r's fd closed: its waiting lines are shown; it no longer counts. */
+/** collapse_line of a line that came at loop time t (ms), not now. */
+void collapse_line_at(struct collapse *c, int fd, int r, const char *prefix,
+		      size_t plen, const char *line, size_t len, uint64_t t);
+
+/**
+ * Rank r's fd closed: it no longer counts; its waiting lines are shown as
+ * their twins come or their window passes, and then o->done is told.
+ */
 void collapse_rank_done(struct collapse *c, int fd, int r);
 
 /** Show everything that waits, now. */

@@ -24,6 +24,13 @@
 
 #include "collapse.h"
 #include "console.h"
+#include "crun/log.h"
+#include "jobcon.h"
+
+/* Ranks past which the job's console shows each node's lines as they come. */
+#define JOB_MAX_RANKS 4096
+/* How long a node waits for the job's console to be ready (ms). */
+#define JOB_READY_MS 5000
 
 struct cout {
 	struct console *c;
@@ -44,6 +51,20 @@ struct console {
 	struct cout out[2];	   /* fd 1, fd 2 */
 	int shared;		   /* fd 2 uses out[0] */
 	struct collapse *collapse; /* --console=collapse, or NULL */
+	struct {		   /* --console=collapse,job */
+		int on;
+		int asked;		 /* console_job_pending said yes */
+		int local;		 /* this round's lines stay here */
+		struct collapse *col;	 /* the host's: the job's ranks */
+		struct jobcon_sink sink; /* the host's */
+		struct jobcon *link;	 /* another node's */
+		int *node_of;		 /* the host's: each rank's node */
+		int *ranks;		 /* a record's ranks */
+		int round, node, nnodes, base, world;
+		size_t cap;
+		uint64_t window_ms;
+		unsigned long bad; /* records dropped */
+	} job;
 };
 
 static struct cout *console_out(struct console *c, int fd)
@@ -287,27 +308,296 @@ void console_write(struct console *c, int fd, const char *data, size_t len)
 	console_flush(c, fd);
 }
 
-/*
- * A line the collapse shows: prefix and line queued as one, as a prefixed
- * batch is; a bare prefix (a terminal's redrawn line begins) by itself.
- */
-static void console_on_collapsed(int fd, const char *prefix, size_t plen,
-				 const char *line, size_t len, void *data)
+/* A shown line: prefix and line queued as one; a bare prefix by itself. */
+static void write_shown(struct console *c, int fd, const char *prefix,
+			size_t plen, const char *line, size_t len)
 {
 	if (len == 0)
-		console_write_lines(data, fd, NULL, 0, prefix, plen);
+		console_write_lines(c, fd, NULL, 0, prefix, plen);
 	else
-		console_write_lines(data, fd, prefix, plen, line, len);
+		console_write_lines(c, fd, prefix, plen, line, len);
+}
+
+/* "n<node>:" and a node's own prefix before its line, uncollapsed. */
+static void write_node_line(struct console *c, int node, int fd,
+			    const char *prefix, size_t plen, const char *line,
+			    size_t len)
+{
+	char p[1100];
+	size_t k = (size_t)snprintf(p, sizeof(p), "n%d:", node);
+
+	if (plen > sizeof(p) - k)
+		plen = sizeof(p) - k;
+	memcpy(p + k, prefix, plen);
+	write_shown(c, fd, p, k + plen, line, len);
+}
+
+/* A line of the job's collapse: "n<k>:" before ranks all of one node. */
+static void job_on_shown(const struct collapse_shown *s, void *data)
+{
+	struct console *c = data;
+	int a = s->n > 1 ? c->job.node_of[s->ranks[0]] : -1;
+
+	if (a >= 0 && c->job.nnodes > 1 &&
+	    a == c->job.node_of[s->ranks[s->n - 1]])
+		write_node_line(c, a, s->fd, s->prefix, s->plen, s->line,
+				s->len);
+	else
+		write_shown(c, s->fd, s->prefix, s->plen, s->line, s->len);
+}
+
+/*
+ * Lines of node's job ranks r[0..n) into the job's collapse, each with the
+ * prefix it has when shown alone ("n3:[27]:"; none when plen is 0: it
+ * continues a line).
+ */
+static void job_feed(struct console *c, int node, int fd, const int *r, int n,
+		     size_t plen, const char *line, size_t len, uint64_t t)
+{
+	char prefix[64];
+
+	for (int i = 0; i < n; i++) {
+		size_t k = 0;
+
+		if (plen && c->job.nnodes > 1)
+			k = (size_t)snprintf(prefix, sizeof(prefix),
+					     "n%d:[%d]:", node, r[i]);
+		else if (plen)
+			k = (size_t)snprintf(prefix, sizeof(prefix),
+					     "[%d]:", r[i]);
+		c->job.node_of[r[i]] = node;
+		collapse_line_at(c->job.col, fd, r[i], prefix, k, line, len, t);
+	}
+}
+
+/* Whether the job's collapse takes lines of round. */
+static int job_collapses(const struct console *c, int round)
+{
+	return c->job.col && round == c->job.round &&
+	       c->job.world <= JOB_MAX_RANKS;
+}
+
+/* The host's own lines: local ranks to job ranks, torch's tag kept. */
+static void job_feed_own(struct console *c, const struct collapse_shown *s)
+{
+	char *tagged = NULL;
+	const char *line = s->line;
+	int *r = c->job.ranks;
+
+	if (!job_collapses(c, c->job.round))
+		return write_node_line(c, c->job.node, s->fd, s->prefix,
+				       s->plen, s->line, s->len);
+	if (s->taglen) {
+		if ((tagged = malloc(s->taglen + s->len)) == NULL)
+			return write_shown(c, s->fd, s->prefix, s->plen,
+					   s->line, s->len);
+		memcpy(tagged, s->prefix + s->plen - s->taglen, s->taglen);
+		memcpy(tagged + s->taglen, s->line, s->len);
+		line = tagged;
+	}
+	for (int i = 0; i < s->n; i++)
+		r[i] = c->job.base + s->ranks[i];
+	job_feed(c, c->job.node, s->fd, r, s->n, s->plen, line,
+		 s->len + s->taglen, s->t);
+	free(tagged);
+}
+
+/*
+ * A line the node's collapse shows: written here, or on to the job's
+ * console (the host's collapse, or the link to it). A line the link cannot
+ * take is written here, and so is the rest of the round's.
+ */
+static void console_on_collapsed(const struct collapse_shown *s, void *data)
+{
+	struct console *c = data;
+
+	if (c->job.on && s->n > 0 && !c->job.local &&
+	    s->ranks[s->n - 1] + c->job.base < c->job.world) {
+		if (c->job.col)
+			return job_feed_own(c, s);
+		if (c->job.link &&
+		    jobcon_put(c->job.link, s->fd, uv_now(c->loop) - s->t,
+			       s->ranks, s->n, c->job.base, s->prefix, s->plen,
+			       s->taglen, s->line, s->len) == 0)
+			return;
+		c->job.local = c->job.link != NULL;
+	}
+	write_shown(c, s->fd, s->prefix, s->plen, s->line, s->len);
+}
+
+/* A batch of node's records in round reached the host's sink. */
+static void job_on_batch(void *data, int round, int node, const char *p,
+			 size_t len)
+{
+	struct console *c = data;
+	int collapses = job_collapses(c, round), rc;
+	uint64_t now = c->loop ? uv_now(c->loop) : 0;
+	struct jobcon_rec r;
+	size_t off = 0;
+	char why[128];
+
+	while ((rc = jobcon_next(p, len, &off, c->job.world,
+				 collapses ? c->job.ranks : NULL, c->job.world,
+				 &r, why, sizeof(why))) == 1) {
+		if (r.kind == 'D') {
+			for (int i = 0; collapses && i < r.n; i++)
+				collapse_rank_done(c->job.col, r.fd,
+						   r.ranks[i]);
+		} else if (!collapses || r.n == 0) {
+			write_node_line(c, node, r.fd, r.prefix, r.plen, r.line,
+					r.len);
+		} else {
+			job_feed(c, node, r.fd, r.ranks, r.n, r.plen,
+				 r.line - r.taglen, r.len + r.taglen,
+				 now - (r.age_ms < now ? r.age_ms : now));
+		}
+	}
+	if (rc < 0 && c->job.bad++ < 3)
+		log_say("the job console dropped the rest of a batch of node "
+			"%d: %s",
+			node, why);
+}
+
+/* A sender's records the host did not take: written here, as they were. */
+static void job_on_local(void *data, const char *p, size_t len)
+{
+	struct console *c = data;
+	struct jobcon_rec r;
+	size_t off = 0;
+	char why[128];
+
+	while (jobcon_next(p, len, &off, INT32_MAX, NULL, 0, &r, why,
+			   sizeof(why)) == 1)
+		if (r.kind == 'L')
+			write_shown(c, r.fd, r.prefix, r.plen, r.line, r.len);
+}
+
+/*
+ * A local rank done printing on fd, once the node's collapse has shown its
+ * lines: the job's console stops waiting for it.
+ */
+static void console_on_done(int fd, int rank, void *data)
+{
+	struct console *c = data;
+	int r = c->job.base + rank;
+
+	if (!c->job.on || r >= c->job.world || c->job.local)
+		return;
+	if (job_collapses(c, c->job.round))
+		collapse_rank_done(c->job.col, fd, r);
+	else if (c->job.link)
+		jobcon_put(c->job.link, fd, 0, &rank, 1, c->job.base, NULL, 0,
+			   0, NULL, 0);
 }
 
 int console_collapse(struct console *c, uint64_t window_ms, size_t cap,
-		     const char *role)
+		     const char *role, int job)
 {
-	struct collapse_opts o = {window_ms, cap, role, console_on_collapsed,
-				  c};
+	struct collapse_opts o = {
+	    window_ms, cap, role, console_on_collapsed, console_on_done, c};
 
 	c->collapse = collapse_new(c->loop, &o);
+	c->job.on = job && c->collapse;
+	c->job.cap = cap;
+	c->job.window_ms = window_ms;
 	return c->collapse ? 0 : UV_ENOMEM;
+}
+
+int console_job_pending(struct console *c)
+{
+	int yes = c && c->job.on && !c->job.asked;
+
+	if (yes)
+		c->job.asked = 1;
+	return yes;
+}
+
+int console_job_host(struct console *c, struct crun_store_server *srv)
+{
+	struct collapse_opts o = {c->job.window_ms, c->job.cap, "",
+				  job_on_shown,	    NULL,	c};
+
+	if (srv == NULL)
+		return 1;
+	if ((c->job.col = collapse_new(c->loop, &o)) != NULL) {
+		c->job.sink.batch = job_on_batch;
+		c->job.sink.data = c;
+		if (jobcon_host(srv, &c->job.sink) == 0)
+			return 0;
+		collapse_free(c->job.col);
+		c->job.col = NULL;
+	}
+	log_say("--console=collapse,job: out of memory; each node shows its "
+		"own lines");
+	return UV_ENOMEM;
+}
+
+void console_job_send(struct console *c, struct crun_store_aclient *client)
+{
+	struct jobcon_opts o = {c->loop,      client,	    c->job.cap,
+				JOB_READY_MS, job_on_local, c};
+
+	if (client == NULL)
+		log_say(
+		    "--console=collapse,job: etcd has no store to carry the "
+		    "lines; each node shows its own");
+	else if ((c->job.link = jobcon_new(&o)) == NULL)
+		log_say(
+		    "--console=collapse,job: out of memory; each node shows "
+		    "its own lines");
+}
+
+void console_job_drain(struct console *c, void (*cb)(void *data), void *data)
+{
+	if (c && c->collapse)
+		collapse_flush(c->collapse);
+	if (c && c->job.link)
+		jobcon_drain(c->job.link, cb, data);
+	else
+		cb(data);
+}
+
+int console_job_round(struct console *c, int round, int node, int nnodes,
+		      int base, int world)
+{
+	int *r, *nd;
+
+	if (c == NULL || !c->job.on)
+		return 0;
+	collapse_flush(c->collapse); /* the old round's lines, as they were */
+	r = realloc(c->job.ranks,
+		    sizeof(int) * (size_t)(world > 0 ? world : 1));
+	if (r)
+		c->job.ranks = r;
+	nd = realloc(c->job.node_of,
+		     sizeof(int) * (size_t)(world > 0 ? world : 1));
+	if (nd)
+		c->job.node_of = nd;
+	if (r == NULL || nd == NULL)
+		world = 0; /* every line is then written here */
+	c->job.round = round;
+	c->job.node = node;
+	c->job.nnodes = nnodes;
+	c->job.base = base;
+	c->job.world = world;
+	c->job.local = 0;
+	if (c->job.link)
+		jobcon_round(c->job.link, round, node);
+	if (c->job.col == NULL)
+		return 0;
+	if (world > JOB_MAX_RANKS) {
+		log_say("the job console collapses jobs of at most %d ranks: "
+			"it shows each node's lines as the node collapsed them",
+			JOB_MAX_RANKS);
+		world = 0;
+	}
+	collapse_ranks(c->job.col, world);
+	for (int i = 0; i < world; i++) {
+		collapse_rank_open(c->job.col, 1, i);
+		collapse_rank_open(c->job.col, 2, i);
+		c->job.node_of[i] = -1;
+	}
+	return 0;
 }
 
 int console_collapsing(const struct console *c)
@@ -333,7 +623,7 @@ void console_rank_line(struct console *c, int fd, int rank, const char *prefix,
 	if (c->collapse)
 		collapse_line(c->collapse, fd, rank, prefix, plen, line, len);
 	else
-		console_on_collapsed(fd, prefix, plen, line, len, c);
+		write_shown(c, fd, prefix, plen, line, len);
 }
 
 void console_rank_done(struct console *c, int fd, int rank)
@@ -347,6 +637,14 @@ void console_close(struct console *c)
 	if (c->collapse) {
 		collapse_free(c->collapse); /* what waits is queued */
 		c->collapse = NULL;
+	}
+	if (c->job.col) {
+		collapse_free(c->job.col); /* later batches: as they come */
+		c->job.col = NULL;
+	}
+	if (c->job.link) {
+		jobcon_close(c->job.link); /* it ends before the loop does */
+		c->job.link = NULL;
 	}
 	for (int i = 0; i < 2; i++) {
 		struct cout *o = &c->out[i];
@@ -385,5 +683,7 @@ void console_free(struct console *c, int stall_ms)
 			fcntl(o->fd, F_SETFL, o->restore_flags);
 		free(o->buf);
 	}
+	free(c->job.ranks);
+	free(c->job.node_of);
 	free(c);
 }

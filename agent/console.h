@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "crun/store.h"
+
 struct console;
 
 /**
@@ -44,10 +46,49 @@ void console_write(struct console *c, int fd, const char *data, size_t len);
 /**
  * --console=collapse: from now on the lines given by console_rank_line that
  * several local ranks print alike are shown once, prefixed "[<role><ranks>]:"
- * (collapse.h: at most window_ms late, at most cap bytes waiting).
+ * (collapse.h: at most window_ms late, at most cap bytes waiting). With job
+ * (--console=collapse,job) they go on to the job's console once
+ * console_job_host or console_job_send says where it is.
  */
 int console_collapse(struct console *c, uint64_t window_ms, size_t cap,
-		     const char *role);
+		     const char *role, int job);
+
+/**
+ * Whether the job's console is still to be found (once: the caller then
+ * calls console_job_host, and console_job_send if that returns 1).
+ */
+int console_job_pending(struct console *c);
+
+/**
+ * The job's console is this one, if the agent hosts the rendezvous store
+ * srv (else 1 is returned): the lines of every node's ranks alike are
+ * shown once, prefixed by their job ranks ("[0-15]:", "n3:[24-31]:" when
+ * they are one node's, "n3:[27]:" for one rank's own line). 0, or an error
+ * (said in one line: each node then shows its own lines).
+ */
+int console_job_host(struct console *c, struct crun_store_server *srv);
+
+/**
+ * The job's console is the host's: this node's collapsed lines go there
+ * over client (a connection to the rendezvous store, the console's from
+ * now on), and are written here when they cannot (jobcon.h). client NULL:
+ * there is no store to reach it by (etcd), as one line says.
+ */
+void console_job_send(struct console *c, struct crun_store_aclient *client);
+
+/**
+ * cb(data) once this node's lines so far are on the job's console (or
+ * written here): at once without a link to it, at most a moment later
+ * with one. Not called if the console closes first.
+ */
+void console_job_drain(struct console *c, void (*cb)(void *data), void *data);
+
+/**
+ * A round begins: this node is node (group rank) of nnodes, its local rank
+ * 0 is job rank base of world. Call before the round's console_set_ranks.
+ */
+int console_job_round(struct console *c, int round, int node, int nnodes,
+		      int base, int world);
 
 /** Whether console_collapse is on (workers' lines then go by rank). */
 int console_collapsing(const struct console *c);

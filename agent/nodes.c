@@ -334,6 +334,11 @@ struct crun_store_server *nodes_store_server(const struct nodes *n)
 	return n && n->rs ? rdzv_store_server(n->rs) : NULL;
 }
 
+int nodes_store_client(const struct nodes *n, struct crun_store_aclient **out)
+{
+	return n && n->rs ? rdzv_store_client(n->rs, out) : CRUN_EUSAGE;
+}
+
 /* A node was left out of the rounds, or came back: one line, one event. */
 static void nodes_on_exclusion(void *data, const struct rdzv_exclusion *x,
 			       int readmitted, int self, const char *why)

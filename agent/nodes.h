@@ -78,6 +78,12 @@ const struct rdzv_kv_ops *nodes_kv(const struct nodes *n, void **kv);
 /** The rendezvous store this agent serves to the others, or NULL. */
 struct crun_store_server *nodes_store_server(const struct nodes *n);
 
+/**
+ * One more connection to the rendezvous store, as the rendezvous' own
+ * (CRUN_EUSAGE with etcd: no store).
+ */
+int nodes_store_client(const struct nodes *n, struct crun_store_aclient **out);
+
 /** A unique run id (torchrun's default "none" makes unrelated jobs collide). */
 char *nodes_run_id(const char *host);
 

@@ -138,6 +138,7 @@ struct crun_cfg {
 	char *log_dir;
 	size_t console_buffer; /* bytes held for a slow console reader */
 	int console_collapse;  /* --console=collapse */
+	int console_job;       /* --console=collapse,job */
 	double console_window; /* seconds a collapsed line may wait */
 	size_t console_hold;   /* bytes of lines waiting to be collapsed */
 	struct crun_std_spec redirects;

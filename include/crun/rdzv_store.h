@@ -58,6 +58,14 @@ int rdzv_store_is_host(const struct crun_rdzv_store *s);
 const char *rdzv_store_errmsg(const struct crun_rdzv_store *s);
 struct crun_store_server *rdzv_store_server(const struct crun_rdzv_store *s);
 
+/**
+ * One more connection to the store, made as the rendezvous makes its own
+ * (the endpoint, the secret): for a stream of another part (the job
+ * console). Close it with store_aclient_close.
+ */
+int rdzv_store_client(struct crun_rdzv_store *s,
+		      struct crun_store_aclient **out);
+
 /** Close every connection (failing pending requests) and the server. */
 void rdzv_store_close(struct crun_rdzv_store *s, rdzv_store_close_cb cb,
 		      void *data);

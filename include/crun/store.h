@@ -117,6 +117,20 @@ typedef void (*store_vanish_cb)(void *data, const char *key, size_t klen);
 void store_server_on_vanish(struct crun_store_server *srv, store_vanish_cb cb,
 			    void *data);
 
+/** A value written to a key of the sink (not NUL-terminated, either). */
+typedef void (*store_sink_cb)(void *data, const char *key, size_t klen,
+			      const void *val, size_t vlen);
+
+/**
+ * Hand every SET and APPEND of a key that begins with prefix to cb, from the
+ * loop, instead of storing it (the request is answered as usual): a stream
+ * from the clients to the server's owner, under the server's limits, secret
+ * and allow list. prefix is copied; NULL cb: none. cb must not close the
+ * server.
+ */
+void store_server_on_sink(struct crun_store_server *srv, const char *prefix,
+			  store_sink_cb cb, void *data);
+
 /** Connections open right now. */
 size_t store_server_nconns(const struct crun_store_server *srv);
 

@@ -349,10 +349,12 @@ static int fin_launch(struct crun_cfg *cfg, char *e, size_t l)
 	    inet_pton(AF_INET6, RAW(metrics_addr), ip) != 1)
 		return cfg__bad(cfg, CFG_metrics_addr, e, l,
 				"expected a numeric IPv4 or IPv6 address");
-	if (strcmp(RAW(console), "plain") && strcmp(RAW(console), "collapse"))
+	if (strcmp(RAW(console), "plain") && strcmp(RAW(console), "collapse") &&
+	    strcmp(RAW(console), "collapse,job"))
 		return cfg__bad(cfg, CFG_console, e, l,
-				"expected plain or collapse");
-	cfg->console_collapse = strcmp(RAW(console), "collapse") == 0;
+				"expected plain, collapse or collapse,job");
+	cfg->console_collapse = strncmp(RAW(console), "collapse", 8) == 0;
+	cfg->console_job = strcmp(RAW(console), "collapse,job") == 0;
 	if (strcmp(RAW(env_check), "warn") == 0)
 		cfg->env_check = CRUN_ENV_CHECK_WARN;
 	else if (strcmp(RAW(env_check), "strict") == 0)

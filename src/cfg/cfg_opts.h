@@ -160,7 +160,8 @@ enum { CFG_C_NONE, CFG_C_BOOL, CFG_C_INT, CFG_C_SECS, CFG_C_SIZE, CFG_C_STR };
 	  SIZE, 1, 1UL << 30, F(console_buffer), CFG_F_LIMIT, "bytes")         \
 	X(console, "console", 0, STR, "logs", "plain", CFG_ENV_CRUN, G_LOGS,   \
 	  "plain: every line as its rank printed it; collapse: lines several " \
-	  "local ranks print alike shown once, with their ranks",              \
+	  "local ranks print alike shown once, with their ranks; "             \
+	  "collapse,job: the whole job's, on the store host's console",        \
 	  NONE, 0, 0, NOF, 0, "")                                              \
 	X(console_window, "console_window", 0, STR, "logs", "0.2",             \
 	  CFG_ENV_CRUN, G_LOGS,                                                \

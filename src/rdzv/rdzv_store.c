@@ -96,11 +96,12 @@ static void setup_server(struct crun_rdzv_store *s)
 #define RECONNECT_MS 3000
 
 static int new_client(struct crun_rdzv_store *s, store_aclient_connect_cb cb,
-		      struct crun_store_aclient **out)
+		      void *data, struct crun_store_aclient **out)
 {
 	int ms = s->opened && s->timeout_ms > RECONNECT_MS ? RECONNECT_MS
 							   : s->timeout_ms;
-	int rc = store_aclient_new(s->loop, s->host, s->port, ms, cb, s, out);
+	int rc =
+	    store_aclient_new(s->loop, s->host, s->port, ms, cb, data, out);
 
 	if (rc != 0)
 		return rc;
@@ -699,7 +700,7 @@ int rdzv_store_open(uv_loop_t *loop, const struct rdzv_store_opts *o,
 	uv_timer_init(loop, &s->wtimer);
 	s->wtimer.data = s;
 	s->started = uv_now(loop);
-	rc = new_client(s, main_on_connect, &s->main);
+	rc = new_client(s, main_on_connect, s, &s->main);
 	if (rc) {
 		snprintf(o->errmsg, o->errlen, "cannot connect to %s:%d: %s",
 			 s->host, s->port, crun_strerror(rc));
@@ -729,6 +730,12 @@ const char *rdzv_store_errmsg(const struct crun_rdzv_store *s)
 struct crun_store_server *rdzv_store_server(const struct crun_rdzv_store *s)
 {
 	return s->server;
+}
+
+int rdzv_store_client(struct crun_rdzv_store *s,
+		      struct crun_store_aclient **out)
+{
+	return new_client(s, NULL, NULL, out);
 }
 
 static void on_progress_closed(uv_handle_t *h)

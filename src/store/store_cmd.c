@@ -102,6 +102,12 @@ static int store_cmd_set(struct store_conn *c, const struct store_req *req,
 	struct store_entry *e;
 	int err = 0;
 
+	if (srv->sink_cb && req->key_len >= strlen(srv->sink_prefix) &&
+	    memcmp(req->key, srv->sink_prefix, strlen(srv->sink_prefix)) == 0) {
+		srv->sink_cb(srv->sink_data, (const char *)req->key,
+			     req->key_len, req->val, req->val_len);
+		return 0;
+	}
 	e = store__conn_get_entry(c, req->key, req->key_len, &err);
 	if (e == NULL)
 		return err;

@@ -174,6 +174,9 @@ struct crun_store_server {
 	void *close_data;
 	store_vanish_cb vanish_cb;
 	void *vanish_data;
+	store_sink_cb sink_cb; /* keys under sink_prefix go to it, unstored */
+	char *sink_prefix;
+	void *sink_data;
 	int has_key; /* clients must prove the secret (auth.h) */
 	struct crun_auth_key key;
 	store_allow_cb allow; /* which peers may connect (NULL: any) */

@@ -246,6 +246,15 @@ void store_server_on_vanish(struct crun_store_server *srv, store_vanish_cb cb,
 	srv->vanish_data = data;
 }
 
+void store_server_on_sink(struct crun_store_server *srv, const char *prefix,
+			  store_sink_cb cb, void *data)
+{
+	free(srv->sink_prefix);
+	srv->sink_prefix = cb ? strdup(prefix) : NULL;
+	srv->sink_cb = srv->sink_prefix ? cb : NULL;
+	srv->sink_data = data;
+}
+
 size_t store_server_nconns(const struct crun_store_server *srv)
 {
 	return srv->nconns;
@@ -305,6 +314,7 @@ static void store_server_maybe_free(struct crun_store_server *srv)
 	data = srv->close_data;
 	store__free_entries(srv);
 	store_fanout_free(srv->fanout);
+	free(srv->sink_prefix);
 	free(srv->rbuf);
 	free(srv);
 	if (cb != NULL)

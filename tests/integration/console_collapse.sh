@@ -61,7 +61,7 @@ printf '[logs]\nconsole = collapse\nconsole_window = 5\n[job]\nnproc_per_node = 
 expect_eq "2: job file console = collapse" "$(count '[default0-1]:hello from everyone' "$T/2c.out")" 1
 "$CRUN" --standalone --console=fancy --no_python true >"$T/2d.out" 2>&1
 expect_eq "2: --console=fancy exits 2" "$?" 2
-expect_grep "2: the bad value named" "console.*fancy.*expected plain or collapse" "$T/2d.out"
+expect_grep "2: the bad value named" "console.*fancy.*expected plain, collapse or collapse,job" "$T/2d.out"
 expect_eq "2: in one line" "$(wc -l <"$T/2d.out")" 1
 
 note "3. a flooding rank"

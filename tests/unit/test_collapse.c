@@ -26,23 +26,22 @@ static struct shown {
 static int nout;
 static uv_loop_t loop;
 
-static void on_emit(int fd, const char *prefix, size_t plen,
-		    const char *line, size_t len, void *data)
+static void on_emit(const struct collapse_shown *s, void *data)
 {
 	(void)data;
 	cr_assert_lt(nout, MAXOUT);
-	out[nout].fd = fd;
-	snprintf(out[nout].prefix, sizeof(out[nout].prefix), "%.*s", (int)plen,
-		 prefix);
-	snprintf(out[nout].line, sizeof(out[nout].line), "%.*s", (int)len,
-		 line);
+	out[nout].fd = s->fd;
+	snprintf(out[nout].prefix, sizeof(out[nout].prefix), "%.*s",
+		 (int)s->plen, s->prefix);
+	snprintf(out[nout].line, sizeof(out[nout].line), "%.*s", (int)s->len,
+		 s->line);
 	out[nout].at = uv_now(&loop);
 	nout++;
 }
 
 static struct collapse *make(int nranks, uint64_t window_ms, size_t cap)
 {
-	struct collapse_opts o = {window_ms, cap, "default", on_emit, NULL};
+	struct collapse_opts o = {window_ms, cap, "default", on_emit, NULL, NULL};
 	struct collapse *c;
 
 	nout = 0;
@@ -307,6 +306,51 @@ Test(collapse, a_rank_that_closed_is_not_waited_for)
 	collapse_rank_done(c, 1, 2);
 	cr_assert_eq(nout, 1);
 	expect(0, "[default0-1]:", "x\n");
+	finish(c);
+}
+
+/* o.done: a rank's end told once its last waiting line is out, as a line. */
+static void on_done(int fd, int r, void *data)
+{
+	(void)data;
+	cr_assert_lt(nout, MAXOUT);
+	out[nout].fd = fd;
+	snprintf(out[nout].prefix, sizeof(out[nout].prefix), "done");
+	snprintf(out[nout].line, sizeof(out[nout].line), "%d", r);
+	nout++;
+}
+
+/*
+ * A closed rank's end is told after its waiting lines are shown (the job's
+ * console must not stop waiting for it before), at once when none wait,
+ * and for a flooding rank too.
+ */
+Test(collapse, a_ranks_end_is_told_after_its_lines)
+{
+	struct collapse *c = make(3, 10000, 3000);
+	char line[64];
+
+	c->o.done = on_done;
+	put(c, 1, 0, "x\n");
+	collapse_rank_done(c, 1, 0);
+	cr_assert_eq(nout, 0, "told while its line waits");
+	put(c, 1, 1, "x\n");
+	put(c, 1, 2, "x\n");
+	expect(0, "[default0-2]:", "x\n");
+	expect(1, "done", "0");
+	collapse_rank_done(c, 2, 1); /* nothing waits on fd 2 */
+	expect(2, "done", "1");
+	cr_assert_eq(out[2].fd, 2);
+	for (int i = 0; i < 300; i++) { /* rank 2 floods, then closes */
+		snprintf(line, sizeof(line), "flood %d\n", i);
+		put(c, 1, 2, line);
+	}
+	collapse_rank_done(c, 1, 2);
+	collapse_flush(c);
+	expect(nout - 1, "done", "2");
+	collapse_rank_done(c, 1, 2); /* twice: told once */
+	expect(nout - 1, "done", "2");
+	cr_assert_str_neq(out[nout - 2].prefix, "done");
 	finish(c);
 }
 

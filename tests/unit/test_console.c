@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../../agent/collapse.c"
+#include "../../agent/jobcon.c"
 #include "../../agent/console.c"
 
 static double now(void)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../../agent/collapse.c"
+#include "../../agent/jobcon.c"
 #include "../../agent/console.c"
 #include "crun/cfg.h"
 
