@@ -28,6 +28,11 @@
 #define BATCH_MAX 65536
 /* How long a closing sender waits for its last acknowledgement (ms). */
 #define LINGER_MS 2000
+/*
+ * How long a record may wait for others to share its batch (ms): a batch
+ * a line costs the host a wakeup a line; this is far below any window.
+ */
+#define GATHER_MS 5
 
 /* ---- records ------------------------------------------------------------ */
 
@@ -187,6 +192,7 @@ struct batch {
 struct jobcon {
 	struct jobcon_opts o;
 	uv_timer_t linger;
+	uv_timer_t gather; /* the batch being filled goes when it fires */
 	struct batch *head, *tail; /* oldest first; head is out when out */
 	size_t bytes;		   /* of every batch */
 	char key[64];		   /* the round's */
@@ -195,6 +201,7 @@ struct jobcon {
 	int lost;		   /* the connection failed: for good */
 	int full;		   /* no room: until the next round */
 	int closing;
+	int timers_closed;
 	void (*drained)(void *data); /* jobcon_drain's, until it is */
 	void *drained_data;
 };
@@ -242,17 +249,21 @@ static void link_on_closed(void *data)
 	free(j);
 }
 
-static void link_on_linger_closed(uv_handle_t *h)
+static void link_on_timer_closed(uv_handle_t *h)
 {
 	struct jobcon *j = h->data;
 
+	if (j->timers_closed++ == 0)
+		return; /* the other one is still closing */
 	store_aclient_close(j->o.client, link_on_closed, j);
 }
 
 static void link_finish(struct jobcon *j)
 {
-	if (!uv_is_closing((uv_handle_t *)&j->linger))
-		uv_close((uv_handle_t *)&j->linger, link_on_linger_closed);
+	if (uv_is_closing((uv_handle_t *)&j->linger))
+		return;
+	uv_close((uv_handle_t *)&j->linger, link_on_timer_closed);
+	uv_close((uv_handle_t *)&j->gather, link_on_timer_closed);
 }
 
 static void link_lose(struct jobcon *j, int status)
@@ -304,6 +315,9 @@ static void link_send_head(struct jobcon *j)
 		return link_drained(j);
 	if (j->out || b == NULL || !j->ready || j->lost)
 		return;
+	if (b == j->tail && !j->closing && !j->drained &&
+	    b->len < BATCH_MAX / 2 && uv_is_active((uv_handle_t *)&j->gather))
+		return; /* still gathering */
 	rc = store_aclient_append(j->o.client, b->key, b->data, b->len, NULL,
 				  NULL);
 	if (rc == 0)
@@ -347,7 +361,9 @@ struct jobcon *jobcon_new(const struct jobcon_opts *o)
 	}
 	j->o = *o;
 	uv_timer_init(o->loop, &j->linger);
+	uv_timer_init(o->loop, &j->gather);
 	j->linger.data = j;
+	j->gather.data = j;
 	snprintf(j->key, sizeof(j->key), "%s0/0", JOBCON_PREFIX);
 	if (store_aclient_wait(o->client, ready, 1, o->ready_ms, link_on_ready,
 			       j)) {
@@ -355,6 +371,11 @@ struct jobcon *jobcon_new(const struct jobcon_opts *o)
 		j->lost = 1;
 	}
 	return j;
+}
+
+static void link_on_gather(uv_timer_t *t)
+{
+	link_send_head(t->data);
 }
 
 /* Begin a new batch under the round's key. */
@@ -414,8 +435,10 @@ int jobcon_put(struct jobcon *j, int fd, uint64_t age_ms, const int *ranks,
 		return -1;
 	}
 	if (b == NULL || (j->out && b == j->head) ||
-	    b->len + need > BATCH_MAX || strcmp(b->key, j->key) != 0)
+	    b->len + need > BATCH_MAX || strcmp(b->key, j->key) != 0) {
 		b = batch_new(j);
+		uv_timer_start(&j->gather, link_on_gather, GATHER_MS, 0);
+	}
 	if (b == NULL)
 		return -1;
 	if (b->len + need > b->cap) {
@@ -452,6 +475,7 @@ void jobcon_drain(struct jobcon *j, void (*cb)(void *data), void *data)
 	if (j->lost || (j->ready && j->head == NULL))
 		return link_drained(j);
 	uv_timer_start(&j->linger, link_on_drain_timeout, LINGER_MS, 0);
+	link_send_head(j); /* no more gathering */
 }
 
 static void link_on_linger(uv_timer_t *t)

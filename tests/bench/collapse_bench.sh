@@ -8,13 +8,19 @@
 # printed it, p50 and p99), crun's own CPU seconds. Targets, per node: bytes
 # within 10 % of the least one node can show (each alike line once, each own
 # line once: 0.9 / 8 + 0.1 of plain's lines), p99 latency within the window
-# (0.2 s) plus 50 ms, crun's CPU at most 1.2x plain's. Prints one "RESULT
-# collapse..." line per figure; exits non-zero on a MISS.
+# (0.2 s) plus 50 ms, crun's CPU at most 1.2x plain's.
+# Then the job (--console=collapse,job) beside plain: 4 agents of 8 ranks on
+# loopback, JOB_LINES lines in all (default 200000), paced 1 ms apart, nine
+# in ten alike on every rank of the job: bytes reaching all four consoles at
+# most 1/6 of plain's, p99 latency within the window, the four agents' CPU
+# at most 1.2x plain's. Prints one "RESULT collapse..." line per figure;
+# exits non-zero on a MISS.
 set -u
 BUILD=${BUILD:-build}
 case $BUILD in /*) CRUN=${CRUN:-$BUILD/crun} ;; *) CRUN=${CRUN:-$PWD/$BUILD/crun} ;; esac
 PYTHON=${PYTHON:-/usr/bin/python3}
 LINES=${COLLAPSE_LINES:-20000}
+JOB_LINES=${COLLAPSE_JOB_LINES:-200000}
 RUNS=${COLLAPSE_RUNS:-3}
 LOAD=tests/bench/collapse_load.py
 [ -x "$CRUN" ] || { echo "collapse bench: $CRUN is not built" >&2; exit 1; }
@@ -23,6 +29,11 @@ LOAD=tests/bench/collapse_load.py
 one() {
 	"$PYTHON" "$LOAD" run 200 "$CRUN" --standalone --nproc_per_node=8 "$@" \
 		"$PYTHON" "$LOAD" worker "$LINES" 200 2>/dev/null
+}
+# job MODE-FLAGS...: a JSON line for one run of 4 agents x 8 ranks
+job() {
+	"$PYTHON" "$LOAD" job 4 1000 "$CRUN" --nproc_per_node=8 "$@" -- \
+		"$PYTHON" "$LOAD" worker $((JOB_LINES / 32)) 1000 2>/dev/null
 }
 # field NAME: that field of every JSON line on stdin, sorted
 field() { "$PYTHON" -c "import json,sys; print('\n'.join(sorted((str(json.loads(l)['$1']) for l in sys.stdin), key=float)))"; }
@@ -34,14 +45,18 @@ i=0
 while [ $i -lt "$RUNS" ]; do # taking turns: the machine's drift hits both
 	one --tee=1 >>"$T/plain"
 	one --console=collapse >>"$T/collapse"
+	job --tee=1 >>"$T/jplain"
+	job --console=collapse,job >>"$T/job"
 	i=$((i + 1))
 done
-for f in plain collapse; do
+for f in plain collapse jplain job; do
 	grep -q '"rc": 0' "$T/$f" || { echo "collapse bench: a $f run failed: $(cat "$T/$f")" >&2; exit 1; }
 done
 for k in bytes lines p50_ms p99_ms cpu_s; do
 	eval "p_$k=\$(field $k <\"\$T/plain\" | median)"
 	eval "c_$k=\$(field $k <\"\$T/collapse\" | median)"
+	eval "q_$k=\$(field $k <\"\$T/jplain\" | median)"
+	eval "j_$k=\$(field $k <\"\$T/job\" | median)"
 done
 rc=0
 # verdict NAME VALUE OK: prints the RESULT line
@@ -66,4 +81,18 @@ verdict bytes "$c_bytes (least one node can show: $ideal)" \
 verdict p99_ms "$c_p99_ms (window 200 + 50)" "$("$PYTHON" -c "print(int($c_p99_ms <= 250))")"
 verdict cpu "$c_cpu_s s vs $p_cpu_s s" \
 	"$("$PYTHON" -c "print(int($c_cpu_s <= 1.2 * $p_cpu_s + 0.02))")"
+echo "4 agents x 8 ranks, $JOB_LINES lines in all, 90 % alike; median of $RUNS runs each, plain (--tee=1) is the anchor"
+printf '  %-26s %12s %12s %8s\n' "" plain job ratio
+for k in bytes lines; do
+	eval "a=\$q_$k b=\$j_$k"
+	printf '  %-26s %12s %12s %8s\n' "console $k (all nodes)" "$a" "$b" "$("$PYTHON" -c "print(round($b / $a, 3))")"
+done
+printf '  %-26s %12s %12s\n' "added latency p50 (ms)" "$q_p50_ms" "$j_p50_ms"
+printf '  %-26s %12s %12s\n' "added latency p99 (ms)" "$q_p99_ms" "$j_p99_ms"
+printf '  %-26s %12s %12s %8s\n' "4 agents' CPU (s)" "$q_cpu_s" "$j_cpu_s" "$("$PYTHON" -c "print(round($j_cpu_s / max($q_cpu_s, 0.01), 2))")"
+verdict job.bytes "$j_bytes (1/6 of plain: $((q_bytes / 6)))" \
+	"$("$PYTHON" -c "print(int($j_bytes * 6 <= $q_bytes))")"
+verdict job.p99_ms "$j_p99_ms (window 200)" "$("$PYTHON" -c "print(int($j_p99_ms <= 200))")"
+verdict job.cpu "$j_cpu_s s vs $q_cpu_s s" \
+	"$("$PYTHON" -c "print(int($j_cpu_s <= 1.2 * $q_cpu_s + 0.02))")"
 exit $rc

@@ -7,11 +7,17 @@ run OUT CRUN ARGS...: run crun with stdout read here; each line's arrival
   minus its due time is its latency. Prints one JSON object: bytes and lines
   that reached the console, latency p50/p99 (ms), crun's own CPU seconds (its
   utime + stime read while it is a zombie, its workers' left out), wall s.
+job NODES INTERVAL_US CRUN ARGS... -- WORKER...: the same for a job of NODES
+  agents on loopback (a c10d rendezvous; the first hosts the store), each
+  agent's stdout read here: the bytes and lines of all of them, the CPU of
+  all of them.
 """
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 PAD = "x" * 60
@@ -19,7 +25,7 @@ PAD = "x" * 60
 
 def worker(n, interval_us):
     t0 = int(os.environ["COLLAPSE_T0"])
-    rank = os.environ.get("LOCAL_RANK", "0")
+    rank = os.environ.get("RANK", "0")
     out = sys.stdout
     for i in range(n):
         due = t0 + i * interval_us * 1000
@@ -33,38 +39,85 @@ def worker(n, interval_us):
         out.flush()
 
 
-def run(interval_us, argv):
-    t0 = time.time_ns() + 1_500_000_000  # the workers start meanwhile
-    env = dict(os.environ, COLLAPSE_T0=str(t0))
-    start = time.monotonic()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env)
-    lat, nbytes, nlines = [], 0, 0
+def read(p, t0, interval_us, acc):
+    """Every line of p's stdout: its bytes, and its latency when numbered."""
     for raw in p.stdout:
         now = time.time_ns()
-        nbytes += len(raw)
-        nlines += 1
+        acc["bytes"] += len(raw)
+        acc["lines"] += 1
         # "<prefix>common line I PAD" or "<prefix>rank R line I PAD"
         words = raw.split()
         if len(words) < 3 or not words[-2].isdigit():
             continue
-        i = int(words[-2])
-        lat.append((now - (t0 + i * interval_us * 1000)) / 1e6)
-    os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
-    with open(f"/proc/{p.pid}/stat") as f:
+        acc["lat"].append((now - (t0 + int(words[-2]) * interval_us * 1000)) / 1e6)
+
+
+def own_cpu(pid):
+    """A child's own CPU seconds (its workers' left out), read as a zombie."""
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    with open(f"/proc/{pid}/stat") as f:
         st = f.read().rsplit(")", 1)[1].split()
-    cpu = (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
-    rc = p.wait()
-    lat.sort()
+    return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(interval_us, argvs, t0, before_next=None):
+    """Run each argv (its stdout read here), then print the JSON line."""
+    env = dict(os.environ, COLLAPSE_T0=str(t0))
+    start = time.monotonic()
+    acc = {"bytes": 0, "lines": 0, "lat": []}
+    procs, readers = [], []
+    for i, argv in enumerate(argvs):
+        if i and before_next:
+            before_next()
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env)
+        th = threading.Thread(target=read, args=(p, t0, interval_us, acc))
+        th.start()
+        procs.append(p)
+        readers.append(th)
+    for th in readers:
+        th.join()
+    cpu = sum(own_cpu(p.pid) for p in procs)
+    rc = max(p.wait() for p in procs)
+    lat = sorted(acc["lat"])
     pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else -1
-    print(json.dumps({"rc": rc, "bytes": nbytes, "lines": nlines,
+    print(json.dumps({"rc": rc, "bytes": acc["bytes"], "lines": acc["lines"],
                       "p50_ms": round(pick(0.50), 2),
                       "p99_ms": round(pick(0.99), 2),
                       "cpu_s": round(cpu, 3),
                       "wall_s": round(time.monotonic() - start, 2)}))
 
 
+def run(interval_us, argv):
+    measure(interval_us, [argv], time.time_ns() + 1_500_000_000)
+
+
+def job(nodes, interval_us, argv):
+    """NODES agents of one c10d job; the first hosts the store."""
+    cut = argv.index("--")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    agent = argv[:1] + [f"--nnodes={nodes}", "--rdzv_backend=c10d",
+                        f"--rdzv_endpoint=127.0.0.1:{port}",
+                        "--rdzv_id=bench"] + argv[1:cut] + argv[cut + 1:]
+
+    def listening():
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+
+    measure(interval_us, [agent] * nodes, time.time_ns() + 4_000_000_000,
+            listening)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "worker":
         worker(int(sys.argv[2]), int(sys.argv[3]))
+    elif sys.argv[1] == "job":
+        job(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
     else:
         run(int(sys.argv[2]), sys.argv[3:])
