@@ -5,6 +5,9 @@
 #  1. srun -N2 --ntasks-per-node=1 scripts/crun-slurm: one crun per node, each
 #     taking nnodes, rendezvous id and endpoint from the step (no multi-node
 #     flags given); the workers of both nodes get the torchrun contract.
+#  1b. srun ... --console=collapse,job: the step's output holds each line the
+#     four ranks print alike once ([0-3]:), not once per node, and each
+#     rank's own line once with its node (n1:[3]:).
 #  2. sbatch scripts/crun.sbatch with a heterogeneous layout from SLURM itself:
 #     -N2 -n3 gives SLURM_TASKS_PER_NODE=2,1, which the
 #     template saves as CRUN_SLURM_TASKS_PER_NODE, so h1 runs 2 workers and h2
@@ -50,6 +53,20 @@ for h in h1 h2; do
 	expect_eq "$h GROUP_RANK = SLURM_NODEID" "$(v GROUP_RANK "$T/w.$h.0")" "$(v SLURM_NODEID "$T/w.$h.0")"
 done
 note "srun: job $job, ranks 0-3 on h1 and h2, run id $job"
+
+# 1b. One console for the job: h1's (it hosts the rendezvous store).
+printf '%s\n' 'echo "hello from every rank"' 'echo "own line of rank $RANK"' 'echo "bye"' >"$T/say"
+slurm_client srun -N2 --ntasks-per-node=1 --job-name=crun-console scripts/crun-slurm \
+	--nproc_per_node=2 --console=collapse,job --console_window=5 \
+	--no_python sh "$T/say" >"$T/console.out" 2>"$T/console.err"
+rc=$?
+[ $rc -eq 0 ] || { cat "$T/console.out" "$T/console.err" >&2; slurm_fail "srun --console=collapse,job exited $rc"; }
+for l in '[0-3]:hello from every rank' '[0-3]:bye' 'n0:[0]:own line of rank 0' \
+	'n0:[1]:own line of rank 1' 'n1:[2]:own line of rank 2' 'n1:[3]:own line of rank 3'; do
+	expect_eq "one console: $l" "$(grep -c -x -F -e "$l" "$T/console.out")" 1
+done
+expect_eq "one console: nothing else" "$(wc -l <"$T/console.out")" 6
+note "srun --console=collapse,job: 6 lines for 4 ranks on 2 nodes (plain: 12)"
 
 # 2. Preemption warning and requeue (scripts/crun.sbatch's contract): the
 # batch shell gets SIGUSR1 (as from --signal=B:USR1@T; here kill),

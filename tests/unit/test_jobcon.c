@@ -267,7 +267,7 @@ static void finish(void)
 	srv = NULL;
 }
 
-Test(jobcon_sink, keys_under_the_prefix_are_handed_over_not_stored)
+Test(jobcon_sink, keys_under_the_prefix_are_handed_over_not_stored, .timeout = 20)
 {
 	struct crun_store_aclient *c;
 	int port = host();
@@ -291,7 +291,7 @@ Test(jobcon_sink, keys_under_the_prefix_are_handed_over_not_stored)
 	finish();
 }
 
-Test(jobcon_sender, batches_arrive_in_order_under_their_rounds_key)
+Test(jobcon_sender, batches_arrive_in_order_under_their_rounds_key, .timeout = 20)
 {
 	int port = host();
 	struct jobcon *j = sender(port, 1 << 20, 5000);
@@ -326,7 +326,7 @@ Test(jobcon_sender, batches_arrive_in_order_under_their_rounds_key)
 	cr_assert_eq(nlocal, 0);
 }
 
-Test(jobcon_sender, no_room_past_the_cap_until_the_next_round)
+Test(jobcon_sender, no_room_past_the_cap_until_the_next_round, .timeout = 20)
 {
 	int port = host();
 	struct jobcon *j = sender(port, 200, 5000); /* the host is never ready */
