@@ -31,6 +31,13 @@
 #define JOB_MAX_RANKS 4096
 /* How long a node waits for the job's console to be ready (ms). */
 #define JOB_READY_MS 5000
+/*
+ * The work of one batch on the host: its lines times their ranks times the
+ * job's ranks (what collapsing a line of one rank may cost). Past it, the
+ * rest of the batch is written as its node collapsed it, so that no batch
+ * (a peer's, under the store's frame limit) holds the loop for long.
+ */
+#define JOB_BATCH_WORK (1u << 26)
 
 struct cout {
 	struct console *c;
@@ -431,7 +438,7 @@ static void job_on_batch(void *data, int round, int node, const char *p,
 {
 	struct console *c = data;
 	int collapses = job_collapses(c, round), rc;
-	uint64_t now = c->loop ? uv_now(c->loop) : 0;
+	uint64_t now = c->loop ? uv_now(c->loop) : 0, work = 0;
 	struct jobcon_rec r;
 	size_t off = 0;
 	char why[128];
@@ -439,6 +446,11 @@ static void job_on_batch(void *data, int round, int node, const char *p,
 	while ((rc = jobcon_next(p, len, &off, c->job.world,
 				 collapses ? c->job.ranks : NULL, c->job.world,
 				 &r, why, sizeof(why))) == 1) {
+		work += (uint64_t)(r.n + 1) * (uint64_t)c->job.world;
+		if (collapses && work > JOB_BATCH_WORK) {
+			collapse_flush(c->job.col); /* what waits goes first */
+			collapses = 0;		    /* the rest: as it came */
+		}
 		if (r.kind == 'D') {
 			for (int i = 0; collapses && i < r.n; i++)
 				collapse_rank_done(c->job.col, r.fd,

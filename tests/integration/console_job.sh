@@ -5,6 +5,8 @@
 #      5's own line as n1:[5]:, each rank's order kept; the other agent
 #      shows no worker line; the per-rank log files keep every line.
 #   2. Behind a rendezvous secret: the lines take the store's own secret.
+#   2b. A restart (rank 5 fails in the first attempt): the second round's
+#      lines are collapsed for the job again.
 #   3. The store is `crun store`, not an agent: no job console answers, and
 #      each node shows its own lines (collapsed per node), none lost, one
 #      line says so.
@@ -79,6 +81,25 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/secret"
 chmod 600 "$T/secret"
 pair job2 --console=collapse,job $W --tee=3 --rdzv_conf=secret_file="$T/secret"
 shell_job job2
+
+note "2b. a restart"
+cat >"$T/r.sh" <<'EOS'
+n=$TORCHELASTIC_RESTART_COUNT
+echo "attempt $n hello"
+[ "$RANK$n" = 50 ] && { echo "failing in attempt 0"; exit 1; }
+[ "$n" = 0 ] && exec sleep 60 # until the failure stops the round
+echo "attempt $n done"
+EOS
+PROG="--no_python sh $T/r.sh"
+pair job2b --console=collapse,job $W --max_restarts=1
+expect_eq "2b: exit statuses" "$rc_a $rc_b" "0 0"
+expect_eq "2b: rank 5's failure once" "$(count 'n1:[5]:failing in attempt 0' "$T/job2b.a.out")" 1
+expect_eq "2b: the second round collapsed" "$(count '[0-7]:attempt 1 hello' "$T/job2b.a.out")" 1
+expect_eq "2b: ... to its end" "$(count '[0-7]:attempt 1 done' "$T/job2b.a.out")" 1
+expect_nogrep "2b: nothing of the first round after the second began" \
+	'attempt 0' "$(sed -n '/attempt 1 hello/,$p' "$T/job2b.a.out" >"$T/2b.tail"; echo "$T/2b.tail")"
+expect_eq "2b: no worker line on b" "$(wc -l <"$T/job2b.b.out")" 0
+PROG="--no_python sh $T/w.sh"
 
 note "3. the store is crun store: each node shows its own"
 "$CRUN" store --port 0 --host 127.0.0.1 2>"$T/store.err" &

@@ -123,3 +123,57 @@ Test(console, gone_reader_is_dropped, .timeout = 10)
 	cr_assert_eq(uv_loop_close(&loop), 0);
 	console_free(c, 100);
 }
+
+/*
+ * The job's console on the host: a batch whose lines times their ranks
+ * times the job's ranks pass the work bound is collapsed up to the bound,
+ * then written as it came ("n<node>:" and the node's prefix), every line
+ * once and in order: what waited goes out first.
+ */
+Test(console, a_batch_past_its_work_bound_is_written_as_it_came, .timeout = 60)
+{
+	uv_loop_t loop;
+	struct console *c;
+	struct collapse_opts o = {10000, 1 << 26, "", job_on_shown, NULL, NULL};
+	char batch[8192], *out, want[64];
+	size_t k = 0, n;
+	FILE *f = tmpfile();
+	const char *at;
+
+	cr_assert_not_null(f);
+	fflush(stdout);
+	cr_assert_eq(dup2(fileno(f), 1), 1);
+	uv_loop_init(&loop);
+	cr_assert_eq(console_new(&loop, 1 << 20, &c), 0);
+	cr_assert_eq(console_collapse(c, 10000, 1 << 26, "default", 1), 0);
+	o.data = c;
+	c->job.col = collapse_new(&loop, &o);
+	console_job_round(c, 0, 0, 2, 0, 4096);
+	for (int i = 0; i < 40; i++) /* 2049 x 4096 of work each */
+		k += (size_t)snprintf(batch + k, sizeof(batch) - k,
+				      "L 1 0 0-2047 4 0 %d\n[x]:line %d\n",
+				      i < 10 ? 7 : 8, i);
+	job_on_batch(c, 0, 1, batch, k);
+	console_close(c);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	console_free(c, 1000);
+	n = (size_t)ftell(f);
+	cr_assert_gt(n, 0);
+	out = calloc(1, n + 1);
+	rewind(f);
+	cr_assert_eq(fread(out, 1, n, f), n);
+	at = out;
+	cr_assert(strstr(out, "n1:[0-2047]:line 6\n") && strstr(out, "n1:[x]:line 7\n"));
+	for (int i = 0; i < 40; i++) {
+		/* collapsed while within the bound, then as it came */
+		int within = (uint64_t)(i + 1) * 2049 * 4096 <= JOB_BATCH_WORK;
+
+		snprintf(want, sizeof(want), "%sline %d\n",
+			 within ? "n1:[0-2047]:" : "n1:[x]:", i);
+		at = strstr(at, want);
+		cr_assert_not_null(at, "'%s' missing or out of order in:\n%s", want, out);
+	}
+	free(out);
+	fclose(f);
+	uv_loop_close(&loop);
+}
