@@ -9,7 +9,7 @@
 #   make coverage   make test on a --coverage build (build-cov/): line and branch
 #                   coverage of src/ agent/ launcher/, failing below the floor
 #   make mutate     single-line mutations (tests/mutate/), each must fail its tests
-#   make fuzz       1M libFuzzer runs of each parser (wire, records, INI, CLI, hostlist, stack dumps)
+#   make fuzz       1M libFuzzer runs of each parser (wire, records, INI, CLI, hostlist, stack dumps, console records)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make wheel      dist/crun_launcher-*.whl for x86_64 and aarch64 (pip install it anywhere)
 

@@ -32,6 +32,8 @@
 #define JOBCON_READY JOBCON_PREFIX "ready"
 /* Longest record header (a long rank list still fits). */
 #define JOBCON_MAX_HEADER 8192
+/* Longest prefix a record may carry (the console's are shorter). */
+#define JOBCON_MAX_PREFIX 1024
 
 /* One record, as jobcon_next reads it (pointers into the batch). */
 struct jobcon_rec {
@@ -47,7 +49,7 @@ struct jobcon_rec {
 };
 
 /**
- * The record at *off of the batch p[0..len), with ranks below max_rank
+ * (jobrec.c) The record at *off of the batch p[0..len), with ranks below max_rank
  * (at most cap of them, into ranks; ranks NULL: not read, n 0): 1 and *off
  * past it, 0 at the end, or -1 with a lower-case reason in why (the rest of
  * the batch is not read).

@@ -9,6 +9,8 @@
 #   fuzz_hostlist       the Slurm hostlist expander (and compressor)
 #   fuzz_pystack        the py-spy / faulthandler stack dump reader (and
 #                       the stacks answers `crun status --stacks` reads)
+#   fuzz_jobcon_records the job console's records, as the store host reads
+#                       a peer's batch
 # Each starts from its seed corpus: tests/fuzz/corpus/<target>/ (for the
 # frame decoder, the PyTorch 1.13 captures in tests/data/store_frames.hex),
 # plus the examples in configs/ for the job-file loader. Each runs for
@@ -41,6 +43,7 @@ sources() {
 	rdzv_records | rdzv_status) echo "src/rdzv/rdzv_records.c src/node/fingerprint.c src/node/pyexec.c src/base/err.c $(pkg-config --cflags --libs libuv)" ;;
 	hostlist) echo "src/cfg/hostlist.c src/base/err.c $(pkg-config --cflags --libs libuv)" ;;
 	pystack) echo "src/proc/pystack.c src/rdzv/rdzv_stacks.c src/base/err.c $(pkg-config --cflags --libs libuv)" ;;
+	jobcon_records) echo "agent/jobrec.c src/base/ranges.c $(pkg-config --cflags --libs libuv)" ;;
 	cfg_ini | cli) echo "$CFG_SRC $(pkg-config --cflags --libs libuv inih libcurl jansson libsodium hwloc) -ldl" ;;
 	esac
 }
@@ -74,7 +77,7 @@ seed() {
 # it or a header is newer), then link the target.
 build() {
 	objs="" libs=""
-	newest=$(ls -t include/crun/*.h src/*/*.h | head -n 1)
+	newest=$(ls -t include/crun/*.h src/*/*.h agent/*.h | head -n 1)
 	mkdir -p "$OUT/obj"
 	for f in $(sources "$1"); do
 		case $f in
@@ -92,7 +95,7 @@ build() {
 	"$CLANG" $FLAGS "tests/fuzz/fuzz_$1.c" $objs $libs -o "$OUT/fuzz_$1"
 }
 
-targets=${FUZZ_TARGETS:-"store_wire rdzv_records rdzv_status cfg_ini cli hostlist pystack"}
+targets=${FUZZ_TARGETS:-"store_wire rdzv_records rdzv_status cfg_ini cli hostlist pystack jobcon_records"}
 for t in $targets; do
 	build "$t"
 	corpus="$OUT/corpus_$t"

@@ -74,7 +74,7 @@ for r in 4 5 6 7; do
 	f=$(ls "$T"/job1.logs.b/*/attempt_0/$((r - 4))/stdout.log)
 	expect_eq "1: rank $r's log file" "$(grep -c . "$f")" "$([ $r = 5 ] && echo 5 || echo 4)"
 done
-note "   12 lines on a for 8 ranks (plain: 41 over two consoles), none on b"
+note "   12 lines on a for 8 ranks (plain: 33 over two consoles), none on b"
 
 note "2. behind a rendezvous secret"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/secret"

@@ -14,6 +14,7 @@
 
 #include "../../agent/collapse.c"
 #include "../../agent/jobcon.c"
+#include "../../agent/jobrec.c"
 #include "../../agent/console.c"
 
 static double now(void)

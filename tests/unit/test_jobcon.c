@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../../agent/jobcon.c"
+#include "../../agent/jobrec.c"
 
 /* ---- rank lists ---------------------------------------------------------- */
 

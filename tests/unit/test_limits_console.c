@@ -15,6 +15,7 @@
 
 #include "../../agent/collapse.c"
 #include "../../agent/jobcon.c"
+#include "../../agent/jobrec.c"
 #include "../../agent/console.c"
 #include "crun/cfg.h"
 
