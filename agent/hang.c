@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crun/rdzv_records.h"
 #include "crun/err.h"
 #include "crun/log.h"
 #include "crun/pystack.h"

@@ -17,6 +17,7 @@
 
 #include <sodium.h>
 
+#include "crun/rdzv_records.h"
 #include "crun/auth.h"
 #include "crun/err.h"
 #include "crun/netif.h"

@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include "crun/ranks.h"
+
 /* A growable NULL-terminated "NAME=VALUE" array (an envp). */
 struct crun_env {
 	char **v;
@@ -31,16 +33,6 @@ const char *env_get(const struct crun_env *e, const char *name);
 /** One node of a rendezvous round, in group-rank order. */
 struct crun_node_info {
 	const char *role;
-	int local_world_size;
-};
-
-/** What the contract says about one node's workers. */
-struct crun_ranks {
-	int group_rank, group_world_size;
-	int base_rank; /* RANK of local rank 0 */
-	int world_size;
-	int base_role_rank; /* ROLE_RANK of local rank 0 */
-	int role_world_size;
 	int local_world_size;
 };
 

@@ -9,15 +9,17 @@
 #ifndef CRUN_RDZV_END_H
 #define CRUN_RDZV_END_H
 
-#include "crun/rdzv_records.h"
+/* Longest host name an end names (rdzv_records.h's RDZV_MAX_FIELD). */
+#define RDZV_END_HOST_MAX 255
 
 struct rdzv_end {
 	int kind;   /* enum rdzv_end_kind (rdzv.h) */
 	int status; /* RDZV_END_FAILURE: the failed worker's exit status, or 0
 		     */
 	int signal; /* the signal that stopped the node that ended it, or 0 */
-	char host[RDZV_MAX_FIELD + 1]; /* the node that ended it, "" unknown */
-	const char *why;	       /* the reason as recorded, for logs */
+	char host[RDZV_END_HOST_MAX +
+		  1];	    /* the node that ended it, "" unknown */
+	const char *why;    /* the reason as recorded, for logs */
 	const char *detail; /* for display: why without its leading status */
 };
 

@@ -20,12 +20,12 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "crun/env.h"
+#include "crun/ranks.h"
 #include "crun/rdzv_end.h"
-#include "crun/rdzv_records.h"
 #include "crun/store.h"
 
 struct crun_rdzv;
+struct rdzv_exclusion; /* rdzv_records.h */
 
 /* ---- the key-value interface the algorithm needs ----------------------- */
 

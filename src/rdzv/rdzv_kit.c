@@ -14,7 +14,12 @@
 #include "crun/cfg.h"
 #include "crun/err.h"
 #include "crun/log.h"
+#include "crun/rdzv_records.h"
 #include "rdzv_kit.h"
+
+/* An end names a host as the records carry it. */
+_Static_assert(RDZV_END_HOST_MAX == RDZV_MAX_FIELD,
+	       "rdzv_end.h's host is a record field");
 
 /* Build "crun/<run_id>/<fmt…>" into buf (KEYMAX bytes). */
 void rdzv__key(const struct crun_rdzv *r, char *buf, const char *fmt, ...)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <uv.h>
 
+#include "crun/rdzv_records.h"
 #include "crun/err.h"
 #include "crun/rdzv.h"
 
