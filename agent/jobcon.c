@@ -183,6 +183,8 @@ static void link_on_ack(struct crun_store_aclient *c, int status,
 			link_lose(j, status);
 		return;
 	}
+	if (!j->out)
+		return; /* given back already (the linger ran out) */
 	j->out = 0;
 	j->head = b->next;
 	if (j->head == NULL)
@@ -203,7 +205,7 @@ static void link_send_head(struct jobcon *j)
 		return link_finish(j);
 	if (b == NULL)
 		return link_drained(j);
-	if (j->out || b == NULL || !j->ready || j->lost)
+	if (j->out || !j->ready || j->lost)
 		return;
 	if (b == j->tail && !j->closing && !j->drained &&
 	    b->len < BATCH_MAX / 2 && uv_is_active((uv_handle_t *)&j->gather))

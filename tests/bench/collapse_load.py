@@ -6,7 +6,10 @@ worker N INTERVAL_US: a rank printing N lines, line i due at
 run OUT CRUN ARGS...: run crun with stdout read here; each line's arrival
   minus its due time is its latency. Prints one JSON object: bytes and lines
   that reached the console, latency p50/p99 (ms), crun's own CPU seconds (its
-  utime + stime read while it is a zombie, its workers' left out), wall s.
+  utime + stime read while it is a zombie, its workers' left out), wall s,
+  and held: the most worker lines at once that were due (by the schedule,
+  on every rank) but not yet on the console, a collapsed line standing for
+  as many as it names ranks.
 job NODES INTERVAL_US CRUN ARGS... -- WORKER...: the same for a job of NODES
   agents on loopback (a c10d rendezvous; the first hosts the store), each
   agent's stdout read here: the bytes and lines of all of them, the CPU of
@@ -39,12 +42,28 @@ def worker(n, interval_us):
         out.flush()
 
 
+def ranks_named(raw):
+    """How many ranks a console line stands for: "[0-3,5]:" 5, "[default2]:" 1."""
+    head = raw.split(b"]:", 1)[0]
+    if b"[" not in head:
+        return 1
+    n = 0
+    for part in head.rsplit(b"[", 1)[1].lstrip(b"default").split(b","):
+        a, _, b = part.partition(b"-")
+        n += int(b) - int(a) + 1 if b else 1
+    return n
+
+
 def read(p, t0, interval_us, acc):
-    """Every line of p's stdout: its bytes, and its latency when numbered."""
+    """Every line of p's stdout: its bytes, its latency when numbered, and
+    how many due lines are not on the console yet."""
     for raw in p.stdout:
         now = time.time_ns()
         acc["bytes"] += len(raw)
         acc["lines"] += 1
+        acc["shown"] += ranks_named(raw)
+        due = min(acc["per_rank"], max(0, (now - t0) // (interval_us * 1000) + 1))
+        acc["held"] = max(acc["held"], due * acc["ranks"] - acc["shown"])
         # "<prefix>common line I PAD" or "<prefix>rank R line I PAD"
         words = raw.split()
         if len(words) < 3 or not words[-2].isdigit():
@@ -60,11 +79,12 @@ def own_cpu(pid):
     return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(interval_us, argvs, t0, before_next=None):
+def measure(interval_us, argvs, t0, ranks, per_rank, before_next=None):
     """Run each argv (its stdout read here), then print the JSON line."""
     env = dict(os.environ, COLLAPSE_T0=str(t0))
     start = time.monotonic()
-    acc = {"bytes": 0, "lines": 0, "lat": []}
+    acc = {"bytes": 0, "lines": 0, "lat": [], "shown": 0, "held": 0,
+           "ranks": ranks, "per_rank": per_rank}
     procs, readers = [], []
     for i, argv in enumerate(argvs):
         if i and before_next:
@@ -83,12 +103,19 @@ def measure(interval_us, argvs, t0, before_next=None):
     print(json.dumps({"rc": rc, "bytes": acc["bytes"], "lines": acc["lines"],
                       "p50_ms": round(pick(0.50), 2),
                       "p99_ms": round(pick(0.99), 2),
-                      "cpu_s": round(cpu, 3),
+                      "cpu_s": round(cpu, 3), "held": acc["held"],
                       "wall_s": round(time.monotonic() - start, 2)}))
 
 
+def worker_lines(argv):
+    """The worker's line count: the word after "worker" in argv."""
+    return int(argv[argv.index("worker") + 1])
+
+
 def run(interval_us, argv):
-    measure(interval_us, [argv], time.time_ns() + 1_500_000_000)
+    nproc = [a for a in argv if a.startswith("--nproc_per_node=")]
+    measure(interval_us, [argv], time.time_ns() + 1_500_000_000,
+            int(nproc[0].split("=")[1]), worker_lines(argv))
 
 
 def job(nodes, interval_us, argv):
@@ -110,7 +137,9 @@ def job(nodes, interval_us, argv):
             except OSError:
                 time.sleep(0.05)
 
+    nproc = [a for a in agent if a.startswith("--nproc_per_node=")]
     measure(interval_us, [agent] * nodes, time.time_ns() + 4_000_000_000,
+            nodes * int(nproc[0].split("=")[1]), worker_lines(agent),
             listening)
 
 
