@@ -12,6 +12,13 @@
  * and bytes were dropped. The reader is gone (EPIPE or another error):
  * everything queued and to come is discarded. fds 1 and 2 that share one
  * pipe share one queue, so lines of the two never interleave.
+ *
+ * With --console=collapse the workers' lines go through the node's
+ * collapse (collapse.c) first. With --console=collapse,job what it shows
+ * goes on: on the agent that hosts the rendezvous store, into a second
+ * collapse over the job's ranks, fed also by the other nodes' batches
+ * (jobcon.c's sink); on every other agent, into the link to it, and here
+ * when the link cannot take it.
  */
 #include <errno.h>
 #include <fcntl.h>
