@@ -2,7 +2,7 @@
  * The job console's link (--console=collapse,job), a part of the console:
  * every agent's collapsed lines reach one console, the one of the agent
  * that hosts the rendezvous store, over that store's own connections (its
- * limits, secret and allow list): a sender APPENDs batches of records to
+ * limits, the rendezvous secret): a sender APPENDs batches of records to
  * its key under JOBCON_PREFIX, and the host's store hands them to the link
  * (store.h's sink) instead of storing them. Each batch is acknowledged (a
  * CHECK answered after it): what a sender could not get acknowledged, or

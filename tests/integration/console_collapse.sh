@@ -13,6 +13,9 @@
 #      once; the traceback every rank prints once, rank 1's KeyError apart
 #      (the one that differs stands out) from ranks 0,2-3's ValueError;
 #      each rank's tqdm bar (redrawn with \r) whole, with its own prefix.
+#   5. The same ranks, rank 3 flooding its stdout past --console_hold: its
+#      5000 lines in order and uncollapsed, said once; every rank's
+#      traceback (stderr, where rank 3 does not flood) still collapses.
 # A loaded machine may start ranks seconds apart: the window is wide, so
 # that what is checked is what collapses, not how fast the ranks came.
 . tests/integration/lib.sh
@@ -103,3 +106,15 @@ for r in 0 1 2 3; do
 		"$(grep -c "^\[default$r\]:.*steps: 100%.* 3/3 " "$T/4.err")" 1
 done
 note "   PyTorch $("$PYTHON" -c 'import torch; print(torch.__version__)'): tracebacks collapsed, rank 1 apart"
+
+note "5. a real rank that floods"
+COLLAPSE_FLOOD=3 "$CRUN" --standalone --nproc_per_node=4 --console=collapse $W --console_hold=16K \
+	"$PYTHON" "$TOP/tests/integration/py/collapse_ddp.py" >"$T/5.out" 2>"$T/5.err"
+expect_eq "5: crun exits 1" "$?" 1
+expect_eq "5: every flooded line" "$(grep -c '^\[default3\]:flood ' "$T/5.out")" 5000
+sed -n 's/^\[default3\]:flood //p' "$T/5.out" | awk '$1 != NR - 1 {exit 1}' ||
+	fail "5: the flood out of order"
+expect_eq "5: said once" "$(grep -c 'local rank 3 prints more than its share' "$T/5.err")" 1
+expect_eq "5: the traceback still once" "$(count '[default0-3]:Traceback (most recent call last):' "$T/5.err")" 1
+expect_eq "5: the common error still once" "$(count '[default0,2-3]:ValueError: the common error' "$T/5.err")" 1
+note "   rank 3's 5000 lines in order, the tracebacks collapsed"
