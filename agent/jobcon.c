@@ -156,11 +156,11 @@ static void link_finish(struct jobcon *j)
 	uv_close((uv_handle_t *)&j->gather, link_on_timer_closed);
 }
 
-static void link_lose(struct jobcon *j, int status)
+/* The host is out of reach for good (what says how): give everything back. */
+static void link_lose(struct jobcon *j, int status, const char *what)
 {
-	if (!j->lost && !j->closing)
-		log_say("the job console is out of reach (%s): this node "
-			"shows its own lines",
+	if (!j->lost)
+		log_say("%s (%s): this node shows its own lines", what,
 			crun_strerror(status));
 	j->lost = 1;
 	link_give_back(j);
@@ -180,7 +180,7 @@ static void link_on_ack(struct crun_store_aclient *c, int status,
 	(void)r;
 	if (status) {
 		if (status != CRUN_ECANCELED)
-			link_lose(j, status);
+			link_lose(j, status, "the job console is out of reach");
 		return;
 	}
 	if (!j->out)
@@ -215,7 +215,7 @@ static void link_send_head(struct jobcon *j)
 	if (rc == 0)
 		rc = store_aclient_check(j->o.client, ready, 1, link_on_ack, j);
 	if (rc)
-		return link_lose(j, rc);
+		return link_lose(j, rc, "the job console is out of reach");
 	j->out = 1;
 }
 
@@ -228,16 +228,8 @@ static void link_on_ready(struct crun_store_aclient *c, int status,
 	(void)r;
 	if (status == CRUN_ECANCELED)
 		return;
-	if (status) {
-		log_say("no job console answered (%s): this node shows its "
-			"own lines",
-			crun_strerror(status));
-		j->lost = 1;
-		link_give_back(j);
-		if (j->closing)
-			link_finish(j);
-		return;
-	}
+	if (status)
+		return link_lose(j, status, "no job console answered");
 	j->ready = 1;
 	link_send_head(j);
 }

@@ -68,32 +68,30 @@ verdict() {
 	[ $v = ok ] || rc=1
 	echo "RESULT collapse.$1 $2 $v"
 }
+# table A B NAME CPU-LABEL: the figures of runs A (the anchor) and B
+table() {
+	printf '  %-26s %12s %12s %8s\n' "" plain "$3" ratio
+	for k in bytes lines; do
+		eval "x=\$$1_$k y=\$$2_$k"
+		printf '  %-26s %12s %12s %8s\n' "console $k" "$x" "$y" "$("$PYTHON" -c "print(round($y / $x, 3))")"
+	done
+	for k in "held:lines held at once (peak)" "p50_ms:added latency p50 (ms)" "p99_ms:added latency p99 (ms)"; do
+		eval "x=\$$1_${k%%:*} y=\$$2_${k%%:*}"
+		printf '  %-26s %12s %12s\n' "${k#*:}" "$x" "$y"
+	done
+	eval "x=\$$1_cpu_s y=\$$2_cpu_s"
+	printf '  %-26s %12s %12s %8s\n' "$4" "$x" "$y" "$("$PYTHON" -c "print(round($y / max($x, 0.01), 2))")"
+}
 ideal=$("$PYTHON" -c "print(round($p_bytes * (0.9 / 8 + 0.1)))")
 echo "8 ranks x $LINES lines, 90 % alike; median of $RUNS runs each, plain (--tee=1) is the anchor"
-printf '  %-26s %12s %12s %8s\n' "" plain collapse ratio
-for k in bytes lines; do
-	eval "a=\$p_$k b=\$c_$k"
-	printf '  %-26s %12s %12s %8s\n' "console $k" "$a" "$b" "$("$PYTHON" -c "print(round($b / $a, 3))")"
-done
-printf '  %-26s %12s %12s\n' "lines held at once (peak)" "$p_held" "$c_held"
-printf '  %-26s %12s %12s\n' "added latency p50 (ms)" "$p_p50_ms" "$c_p50_ms"
-printf '  %-26s %12s %12s\n' "added latency p99 (ms)" "$p_p99_ms" "$c_p99_ms"
-printf '  %-26s %12s %12s %8s\n' "crun CPU (s)" "$p_cpu_s" "$c_cpu_s" "$("$PYTHON" -c "print(round($c_cpu_s / max($p_cpu_s, 0.01), 2))")"
+table p c collapse "crun CPU (s)"
 verdict bytes "$c_bytes (least one node can show: $ideal)" \
 	"$("$PYTHON" -c "print(int($c_bytes <= 1.1 * $ideal))")"
 verdict p99_ms "$c_p99_ms (window 200 + 50)" "$("$PYTHON" -c "print(int($c_p99_ms <= 250))")"
 verdict cpu "$c_cpu_s s vs $p_cpu_s s" \
 	"$("$PYTHON" -c "print(int($c_cpu_s <= 1.2 * $p_cpu_s + 0.02))")"
-echo "4 agents x 8 ranks, $JOB_LINES lines in all, 90 % alike; median of $RUNS runs each, plain (--tee=1) is the anchor"
-printf '  %-26s %12s %12s %8s\n' "" plain job ratio
-for k in bytes lines; do
-	eval "a=\$q_$k b=\$j_$k"
-	printf '  %-26s %12s %12s %8s\n' "console $k (all nodes)" "$a" "$b" "$("$PYTHON" -c "print(round($b / $a, 3))")"
-done
-printf '  %-26s %12s %12s\n' "lines held at once (peak)" "$q_held" "$j_held"
-printf '  %-26s %12s %12s\n' "added latency p50 (ms)" "$q_p50_ms" "$j_p50_ms"
-printf '  %-26s %12s %12s\n' "added latency p99 (ms)" "$q_p99_ms" "$j_p99_ms"
-printf '  %-26s %12s %12s %8s\n' "4 agents' CPU (s)" "$q_cpu_s" "$j_cpu_s" "$("$PYTHON" -c "print(round($j_cpu_s / max($q_cpu_s, 0.01), 2))")"
+echo "4 agents x 8 ranks, $JOB_LINES lines in all (bytes and lines of all 4 consoles), 90 % alike; median of $RUNS runs each, plain (--tee=1) is the anchor"
+table q j job "4 agents' CPU (s)"
 verdict job.bytes "$j_bytes (1/6 of plain: $((q_bytes / 6)))" \
 	"$("$PYTHON" -c "print(int($j_bytes * 6 <= $q_bytes))")"
 verdict job.p99_ms "$j_p99_ms (window 200)" "$("$PYTHON" -c "print(int($j_p99_ms <= 200))")"
