@@ -12,6 +12,7 @@
 #   make fuzz       1M libFuzzer runs of each parser (wire, records, INI, CLI, hostlist, stack dumps, console records)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make wheel      dist/crun_launcher-*.whl for x86_64 and aarch64 (pip install it anywhere)
+#   make windows    build-win/crun.exe, cross-compiled with mingw-w64
 
 CC ?= cc
 PKG_CONFIG ?= pkg-config
@@ -67,8 +68,25 @@ ALL_CFLAGS = $(STD) $(WARN) $(OPT) -Iinclude -DCRUN_VERSION='"$(VERSION)"' $(DEP
 ALL_LDFLAGS = $(LDSAN) $(LDFLAGS)
 
 LIB_SRC := $(wildcard src/*/*.c)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 BIN_SRC := $(wildcard launcher/*.c agent/*.c)
+EXE :=
+# The Windows build (make windows, scripts/windows.sh): the files that build
+# there so far (the store, its clients and secret, the base), each unit starting with
+# include/compat/win/crun_win.h; launcher/main_win.c is its main.
+ifeq ($(TARGET_OS),windows)
+LIB_SRC := $(wildcard src/base/*.c) $(addprefix src/store/,auth.c store_client.c \
+	store_cmd.c store_conn.c store_fanout.c store_keys.c store_server.c store_wire.c) \
+	src/cfg/cfg_parse.c
+BIN_SRC := launcher/main_win.c launcher/cmd_store.c
+STD += -D__USE_MINGW_ANSI_STDIO=1 -Iinclude/compat/win -include include/compat/win/crun_win.h
+# (mingw-w64's C99 printf, which gcc's printf attribute does not know there:
+# the formats are checked by the Linux build)
+WARN += -Wno-format
+EXE := .exe
+else
+BIN_SRC := $(filter-out %_win.c,$(BIN_SRC))
+endif
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 BIN_OBJ := $(BIN_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -89,14 +107,14 @@ $(BUILD)/libcrun.a: $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/crun: $(BIN_OBJ) $(BUILD)/libcrun.a
+$(BUILD)/crun$(EXE): $(BIN_OBJ) $(BUILD)/libcrun.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $(BIN_OBJ) $(BUILD)/libcrun.a $(BIN_LIBS) -lm
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libcrun.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -o $@ $< $(BUILD)/libcrun.a $(ALL_LDFLAGS) $(DEP_LIBS) $(CRITERION_LIBS) -lm
 
-$(BUILD)/tests/%: tests/helpers/%.c $(BUILD)/libcrun.a
+$(BUILD)/tests/%$(EXE): tests/helpers/%.c $(BUILD)/libcrun.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libcrun.a $(ALL_LDFLAGS) $(DEP_LIBS) -lm
 
@@ -112,6 +130,11 @@ deps:
 wheel:
 	@sh scripts/wheel.sh x86_64
 	@sh scripts/wheel.sh aarch64
+
+# crun for Windows (build-win/crun.exe), cross-compiled with mingw-w64,
+# everything static (scripts/windows.sh).
+windows:
+	@sh scripts/windows.sh
 
 # The test venv (.venv/: PyTorch 2.13, the framework suites' packages and
 # clang-format, from tests/requirements*.txt) and .venv-214/ (the reference
@@ -145,7 +168,7 @@ test check: deps test-venv format-check check-build
 # Lightning and accelerate, the examples, the parity suites, the Debian
 # 13 root and the spares' DDP job across namespaces (spares.sh runs the
 # same paths of crun; make test runs them all).
-ASAN_EXCLUDE := wheel pytorch_launcher frameworks examples parity trixie_torch \
+ASAN_EXCLUDE := wheel windows pytorch_launcher frameworks examples parity trixie_torch \
 	spares_netns
 asan:
 	TORCH_PYTHONS="$${TORCH_PYTHONS:-$(CURDIR)/.venv/bin/python}" \
@@ -210,9 +233,9 @@ format-check: $(CLANG_FORMAT)
 	@$(CLANG_FORMAT) --dry-run -Werror $(LIB_SRC) $(BIN_SRC) include/crun/*.h
 
 clean:
-	rm -rf build build-asan build-ubsan build-fuzz build-cov build-wheel dist
+	rm -rf build build-asan build-ubsan build-fuzz build-cov build-wheel build-win dist
 
-.PHONY: all deps check-build limits-doc test check asan ubsan demo bench bench-scale fuzz install wheel format format-check clean coverage mutate
+.PHONY: all deps check-build limits-doc test check asan ubsan demo bench bench-scale fuzz install wheel windows format format-check clean coverage mutate
 .SECONDARY:
 
 -include $(LIB_OBJ:.o=.d) $(BIN_OBJ:.o=.d) $(UNIT_BIN:=.d) $(HELPER_BIN:=.d) $(BENCH_BIN:=.d)

@@ -42,6 +42,9 @@ PKGS="$PKGS zsh tcsh"
 PKGS="$PKGS curl xz-utils"
 # The aarch64 wheel's smoke test (tests/integration/wheel.sh).
 PKGS="$PKGS qemu-user-static"
+# crun for Windows (make windows: mingw-w64) and its tests under Wine
+# (tests/integration/windows.sh).
+PKGS="$PKGS gcc-mingw-w64-x86-64 wine64|wine"
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 # candidate P: apt can install P on this release.

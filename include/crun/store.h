@@ -92,7 +92,8 @@ int store_server_new(uv_loop_t *loop, const char *host, int port,
 /**
  * Like store_server_new, but adopt fd, a TCP socket already bound (and
  * possibly listening), so a caller can reserve its port without a race. On
- * success the server owns fd; on error the caller still does.
+ * success the server owns fd; on error the caller still does. UV_ENOTSUP on
+ * Windows.
  */
 int store_server_new_fd(uv_loop_t *loop, int fd,
 			const struct crun_store_limits *lim,

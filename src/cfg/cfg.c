@@ -229,6 +229,12 @@ int cfg__convert(struct crun_cfg *cfg, int id, char *e, size_t l)
 
 /* --- finalize ----------------------------------------------------------- */
 
+/* GPUs that "gpu" counts: CUDA devices, which ROCm builds also report. */
+int cfg_gpu_count(void)
+{
+	return gpu_count(CRUN_GPU_NVIDIA) + gpu_count(CRUN_GPU_AMD);
+}
+
 static int cpu_count(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -17,7 +17,6 @@
 
 #include "crun/cfg.h"
 #include "crun/err.h"
-#include "crun/gpu.h"
 #include "cfg_opts.h"
 
 /* Format into errmsg; returns CRUN_EUSAGE so callers can `return
@@ -288,12 +287,6 @@ int cfg_parse_size(const char *s, size_t *out)
 		return CRUN_EUSAGE;
 	*out = (size_t)(v * mul);
 	return 0;
-}
-
-/* GPUs that "gpu" counts: CUDA devices, which ROCm builds also report. */
-int cfg_gpu_count(void)
-{
-	return gpu_count(CRUN_GPU_NVIDIA) + gpu_count(CRUN_GPU_AMD);
 }
 
 /*

@@ -13,17 +13,20 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+#ifndef _WIN32
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+#endif
 
 #include "crun/err.h"
 #include "crun/store.h"
@@ -38,13 +41,49 @@ struct crun_store_client {
 	struct store_buf out;
 };
 
+/*
+ * The socket calls, the same on Linux and Windows: errors as libuv's codes
+ * (-errno on Linux, Winsock's translated on Windows).
+ */
+#ifdef _WIN32
+#define MSG_NOSIGNAL 0
+#define sk_close(fd) closesocket((SOCKET)(fd))
+#define sk_poll(p, n, t) WSAPoll((p), (n), (t))
+#define sk_err() uv_translate_sys_error(WSAGetLastError())
+#define SK_INPROGRESS UV_EAGAIN /* a non-blocking connect: "would block" */
+
+/* A non-blocking TCP socket, or -1 (sk_err). */
+static int sk_socket(const struct addrinfo *ai)
+{
+	SOCKET s = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+	u_long on = 1;
+
+	if (s == INVALID_SOCKET)
+		return -1;
+	if (ioctlsocket(s, FIONBIO, &on) != 0) {
+		closesocket(s);
+		return -1;
+	}
+	return (int)s;
+}
+#else
+#define sk_close(fd) close(fd)
+#define sk_poll(p, n, t) poll((p), (n), (t))
+#define sk_err() (-errno)
+#define SK_INPROGRESS (-EINPROGRESS)
+
+static int sk_socket(const struct addrinfo *ai)
+{
+	return socket(ai->ai_family,
+		      ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		      ai->ai_protocol);
+}
+#endif
+
 /* Milliseconds on the monotonic clock. */
 static int64_t store_client_now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(uv_hrtime() / 1000000);
 }
 
 /* The deadline of a timeout (-1: none). */
@@ -64,13 +103,13 @@ static int store_client_poll(int fd, short events, int64_t deadline)
 		left = deadline < 0 ? -1 : deadline - store_client_now();
 		if (deadline >= 0 && left < 0)
 			left = 0;
-		rc = poll(&pfd, 1, left > 1000000 ? 1000000 : (int)left);
+		rc = sk_poll(&pfd, 1, left > 1000000 ? 1000000 : (int)left);
 		if (rc > 0)
 			return 0;
 		if (rc == 0 && deadline >= 0 && store_client_now() >= deadline)
 			return CRUN_ETIMEDOUT;
-		if (rc < 0 && errno != EINTR)
-			return -errno;
+		if (rc < 0 && (rc = sk_err()) != UV_EINTR)
+			return rc;
 	}
 }
 
@@ -80,30 +119,29 @@ static int store_client_try(const struct addrinfo *ai, int64_t deadline)
 	socklen_t len = sizeof(int);
 	int fd, rc, err = 0, one = 1;
 
-	fd = socket(ai->ai_family,
-		    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    ai->ai_protocol);
+	fd = sk_socket(ai);
 	if (fd < 0)
-		return -errno;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-		if (errno != EINPROGRESS) {
-			rc = -errno;
+		return sk_err();
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, (const void *)&one,
+		   sizeof(one));
+	if (connect(fd, ai->ai_addr, (socklen_t)ai->ai_addrlen) != 0) {
+		rc = sk_err();
+		if (rc != SK_INPROGRESS)
 			goto fail;
-		}
 		rc = store_client_poll(fd, POLLOUT, deadline);
 		if (rc != 0)
 			goto fail;
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-			err = errno;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, (void *)&err, &len) !=
+		    0)
+			err = -sk_err();
 		if (err != 0) {
-			rc = -err;
+			rc = uv_translate_sys_error(err);
 			goto fail;
 		}
 	}
 	return fd;
 fail:
-	close(fd);
+	sk_close(fd);
 	return rc;
 }
 
@@ -116,16 +154,18 @@ static int store_client_write(struct crun_store_client *c,
 	int rc;
 
 	while (len > 0) {
-		n = send(c->fd, buf, len, MSG_NOSIGNAL);
+		n = send(c->fd, (const void *)buf,
+			 len > INT32_MAX ? INT32_MAX : len, MSG_NOSIGNAL);
 		if (n > 0) {
 			buf += n;
 			len -= (size_t)n;
 			continue;
 		}
-		if (n < 0 && errno == EINTR)
+		rc = n < 0 ? sk_err() : UV_EAGAIN;
+		if (rc == UV_EINTR)
 			continue;
-		if (n < 0 && errno != EAGAIN)
-			return -errno;
+		if (rc != UV_EAGAIN)
+			return rc;
 		rc = store_client_poll(c->fd, POLLOUT, deadline);
 		if (rc != 0)
 			return rc;
@@ -142,7 +182,8 @@ static int store_client_read(struct crun_store_client *c, void *dst, size_t len,
 	int rc;
 
 	while (len > 0) {
-		n = recv(c->fd, p, len, 0);
+		n = recv(c->fd, (void *)p, len > INT32_MAX ? INT32_MAX : len,
+			 0);
 		if (n > 0) {
 			p += n;
 			len -= (size_t)n;
@@ -150,10 +191,11 @@ static int store_client_read(struct crun_store_client *c, void *dst, size_t len,
 		}
 		if (n == 0)
 			return UV_EOF;
-		if (errno == EINTR)
+		rc = sk_err();
+		if (rc == UV_EINTR)
 			continue;
-		if (errno != EAGAIN)
-			return -errno;
+		if (rc != UV_EAGAIN)
+			return rc;
 		rc = store_client_poll(c->fd, POLLIN, deadline);
 		if (rc != 0)
 			return rc;
@@ -165,7 +207,7 @@ static int store_client_read(struct crun_store_client *c, void *dst, size_t len,
 static int store_client_broken(struct crun_store_client *c, int err)
 {
 	if (err < 0 && c->fd >= 0) {
-		close(c->fd);
+		sk_close(c->fd);
 		c->fd = -1;
 	}
 	return err;
@@ -238,9 +280,10 @@ static int store_client_bytes(struct crun_store_client *c, void **val,
 /* Whether a connect error is worth retrying (the server is not up yet). */
 static int store_client_retryable(int err)
 {
-	return err == -ECONNREFUSED || err == -ECONNRESET ||
-	       err == -ENETUNREACH || err == -EHOSTUNREACH || err == UV_EOF ||
-	       err == -ECONNABORTED || err == -EPIPE || err == CRUN_ETIMEDOUT;
+	return err == UV_ECONNREFUSED || err == UV_ECONNRESET ||
+	       err == UV_ENETUNREACH || err == UV_EHOSTUNREACH ||
+	       err == UV_EOF || err == UV_ECONNABORTED || err == UV_EPIPE ||
+	       err == CRUN_ETIMEDOUT;
 }
 
 /* Open c->fd (and validate in G3), retrying until the deadline. */
@@ -272,7 +315,7 @@ static int store_client_open(struct crun_store_client *c, int64_t deadline)
 			if (c->gen != STORE_GEN_G3)
 				break;
 			/* VALIDATE, then a PING whose nonce must come back. */
-			nonce = (uint32_t)getpid();
+			nonce = (uint32_t)uv_os_getpid();
 			store_buf_op(&c->out, STORE_GEN_G3, STORE_OP_VALIDATE);
 			store_buf_u32(&c->out, STORE_WIRE_MAGIC);
 			store_buf_op(&c->out, STORE_GEN_G3, STORE_OP_PING);
@@ -292,7 +335,7 @@ static int store_client_open(struct crun_store_client *c, int64_t deadline)
 			rc = CRUN_ETIMEDOUT;
 			break;
 		}
-		usleep((useconds_t)backoff * 1000);
+		uv_sleep((unsigned)backoff);
 		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
 	}
 	freeaddrinfo(res);
@@ -339,7 +382,7 @@ void store_close(struct crun_store_client *c)
 	if (c == NULL)
 		return;
 	if (c->fd >= 0)
-		close(c->fd);
+		sk_close(c->fd);
 	store_buf_release(&c->out);
 	free(c->host);
 	free(c);
@@ -423,7 +466,7 @@ static int store_client_wait(struct crun_store_client *c,
 		return rc != 0 ? rc : CRUN_ETIMEDOUT;
 	}
 	/* G0: no cancel; a fresh connection cannot receive the stale answer. */
-	close(c->fd);
+	sk_close(c->fd);
 	c->fd = -1;
 	rc = store_client_open(c, dl2);
 	return rc != 0 ? rc : CRUN_ETIMEDOUT;

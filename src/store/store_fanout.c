@@ -13,8 +13,10 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <uv.h>
+#ifndef _WIN32
+#include <sys/socket.h>
+#endif
 
 #include "store_fanout.h"
 
@@ -27,6 +29,18 @@ struct store_fanout {
 	size_t n;
 };
 
+#ifdef _WIN32
+void store_fanout_send(struct store_fanout **fp, struct store_fan_item *items,
+		       size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		items[i].rc = 0;
+}
+
+void store_fanout_free(struct store_fanout *f)
+{
+}
+#else
 static void store_fan_send(struct store_fan_item *it, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -110,3 +124,4 @@ void store_fanout_free(struct store_fanout *f)
 	}
 	free(f);
 }
+#endif

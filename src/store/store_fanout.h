@@ -8,6 +8,7 @@
 #define CRUN_STORE_FANOUT_H
 
 #include <stddef.h>
+#include <uv.h>
 
 /* Below this many sends, one thread does them (a hand-over costs more). */
 #define STORE_FANOUT_MIN 256
@@ -15,7 +16,7 @@
 /* One send: len bytes at data on socket fd; rc is what it did. */
 struct store_fan_item {
 	void *conn; /* the caller's, untouched */
-	int fd;
+	uv_os_fd_t fd;
 	const void *data;
 	size_t len;
 	int rc; /* bytes sent (maybe fewer than len), UV_EAGAIN, or a UV error
@@ -30,7 +31,9 @@ struct store_fanout;
  * caller's loop never runs concurrently with the helper. Fewer than
  * STORE_FANOUT_MIN items, no second CPU, or no memory or thread for the
  * helper: all on the calling thread. *f is created on first use (NULL
- * before).
+ * before). On Windows nothing is sent here (rc 0 for every item): libuv
+ * writes to its sockets through completion ports, which a send beside
+ * them would bypass, so every reply goes out through the loop's writes.
  */
 void store_fanout_send(struct store_fanout **f, struct store_fan_item *items,
 		       size_t n);

@@ -197,6 +197,14 @@ fail:
 	return rc;
 }
 
+#ifdef _WIN32
+int store_server_new_fd(uv_loop_t *loop, int fd,
+			const struct crun_store_limits *lim,
+			struct crun_store_server **out)
+{
+	return UV_ENOTSUP;
+}
+#else
 int store_server_new_fd(uv_loop_t *loop, int fd,
 			const struct crun_store_limits *lim,
 			struct crun_store_server **out)
@@ -228,6 +236,7 @@ fail:
 	store_server_abandon(srv);
 	return rc;
 }
+#endif
 
 int store_server_port(const struct crun_store_server *srv)
 {

@@ -2,16 +2,15 @@
  * store_cli: runs the store transcript of tests/integration/py/store_ops.py
  * with libcrun's blocking client, printing the same lines, so that the C
  * client against PyTorch's server and PyTorch's client against crun's server
- * can be diffed. Keys get TCPStore's "/" prefix by hand.
+ * can be diffed. Keys get TCPStore's "/" prefix by hand. It builds for
+ * Windows too (make windows), to run under Wine against either server.
  *
  * usage: store_cli [--g0] HOST PORT
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+#include <uv.h>
 
 #include "crun/err.h"
 #include "crun/store.h"
@@ -80,10 +79,30 @@ static void del(const char *key, const char *label)
 
 static double now(void)
 {
-	struct timespec ts;
+	return (double)uv_hrtime() / 1e9;
+}
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+/* The second client: half a second in, it sets /late and adds 10 to /cnt
+ * (a thread: a connection of its own, while the first one waits). */
+struct late {
+	const char *host;
+	int port, flags, failed;
+};
+
+static void late_main(void *arg)
+{
+	struct late *l = arg;
+	struct crun_store_client *c2;
+
+	uv_sleep(500);
+	if (store_connect_ex(l->host, l->port, 5000, l->flags, &c2) != 0) {
+		l->failed = 1;
+		return;
+	}
+	if (store_set(c2, "/late", "L", 1) != 0 ||
+	    store_add(c2, "/cnt", 10, NULL) != 0)
+		l->failed = 1;
+	store_close(c2);
 }
 
 int main(int argc, char **argv)
@@ -91,6 +110,8 @@ int main(int argc, char **argv)
 	const char *host;
 	int flags = 0, port, rc, i;
 	unsigned char *bin;
+	struct late late;
+	uv_thread_t tid;
 	size_t len;
 	double t;
 	void *v;
@@ -155,19 +176,13 @@ int main(int argc, char **argv)
 	else
 		printf("wait never returned\n");
 	get("/cnt", "cnt");
-	if (fork() == 0) {
-		struct crun_store_client *c2;
-
-		usleep(500 * 1000);
-		if (store_connect_ex(host, port, 5000, flags, &c2) != 0 ||
-		    store_set(c2, "/late", "L", 1) != 0 ||
-		    store_add(c2, "/cnt", 10, NULL) != 0)
-			_exit(1);
-		store_close(c2);
-		_exit(0);
-	}
+	late = (struct late){.host = host, .port = port, .flags = flags};
+	if (uv_thread_create(&tid, late_main, &late) != 0)
+		die("thread", UV_EAGAIN);
 	get("/late", "late");
-	wait(NULL);
+	uv_thread_join(&tid);
+	if (late.failed)
+		die("the second client", CRUN_EPROTO);
 	add("/cnt", 0, "cnt");
 	numkeys();
 	printf("done\n");

@@ -1,0 +1,3 @@
+/* netdb.h on Windows: Winsock (include/compat/win/crun_win.h). */
+#include <winsock2.h>
+#include <ws2tcpip.h>

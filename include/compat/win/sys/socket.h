@@ -1,0 +1,3 @@
+/* sys/socket.h on Windows: Winsock (include/compat/win/crun_win.h). */
+#include <winsock2.h>
+#include <ws2tcpip.h>
