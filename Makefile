@@ -70,20 +70,29 @@ ALL_LDFLAGS = $(LDSAN) $(LDFLAGS)
 LIB_SRC := $(wildcard src/*/*.c)
 BIN_SRC := $(wildcard launcher/*.c agent/*.c)
 EXE :=
-# The Windows build (make windows, scripts/windows.sh): the files that build
-# there so far (the store, its clients and secret, the base), each unit starting with
-# include/compat/win/crun_win.h; launcher/main_win.c is its main.
+# The Windows build (make windows, scripts/windows.sh): every file but those
+# with a Windows counterpart (X_win.c for X.c) and those not ported yet
+# (WIN_LATER), each unit starting with include/compat/win/crun_win.h;
+# launcher/main_win.c is its main for now.
 ifeq ($(TARGET_OS),windows)
-LIB_SRC := $(wildcard src/base/*.c) $(addprefix src/store/,auth.c store_client.c \
-	store_cmd.c store_conn.c store_fanout.c store_keys.c store_server.c store_wire.c) \
-	src/cfg/cfg_parse.c
-BIN_SRC := launcher/main_win.c launcher/cmd_store.c
-STD += -D__USE_MINGW_ANSI_STDIO=1 -Iinclude/compat/win -include include/compat/win/crun_win.h
+WIN_LATER := $(wildcard agent/*.c) launcher/main.c launcher/completion.c \
+	src/http/mhd_dl.c src/node/binding.c src/node/gpu.c src/node/hwloc_dl.c \
+	src/node/nldump.c src/proc/proc.c src/proc/stacks.c \
+	src/proc/torchstore.c src/proc/env.c src/proc/report.c src/cfg/cfg.c \
+	src/cfg/cfg_args.c src/cfg/cfg_ini.c src/cfg/cfg_slurm.c src/cfg/slurm.c \
+	src/cfg/hostlist.c src/store/store_relay.c src/store/store_relay_req.c
+WIN_SRC := $(wildcard src/*/*_win.c launcher/*_win.c)
+LIB_SRC := $(filter-out $(WIN_LATER) $(WIN_SRC:_win.c=.c),$(LIB_SRC))
+BIN_SRC := $(filter-out $(WIN_LATER) $(WIN_SRC:_win.c=.c),$(BIN_SRC))
+STD += -D__USE_MINGW_ANSI_STDIO=1 -D_POSIX_THREAD_SAFE_FUNCTIONS=200112L -DCURL_STATICLIB \
+	-Iinclude/compat/win \
+	-include include/compat/win/crun_win.h
 # (mingw-w64's C99 printf, which gcc's printf attribute does not know there:
 # the formats are checked by the Linux build)
 WARN += -Wno-format
 EXE := .exe
 else
+LIB_SRC := $(filter-out %_win.c,$(LIB_SRC))
 BIN_SRC := $(filter-out %_win.c,$(BIN_SRC))
 endif
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)

@@ -56,6 +56,7 @@ struct ss_rank {
 
 struct ss_group {
 	size_t first, n; /* ranks[first .. first + n) after sorting */
+	int rank;	 /* the lowest of them */
 };
 
 struct status_stacks {
@@ -164,15 +165,13 @@ static int cmp_rank_key(const void *a, const void *b)
 	return c;
 }
 
-static int cmp_group(const void *a, const void *b, void *ranks)
+static int cmp_group(const void *a, const void *b)
 {
 	const struct ss_group *x = a, *y = b;
-	const struct ss_rank *r = ranks;
 
 	if (x->n != y->n)
 		return x->n > y->n ? -1 : 1;
-	return (r[x->first].rank > r[y->first].rank) -
-	       (r[x->first].rank < r[y->first].rank);
+	return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
 /* "0-2,4" of n sorted ranks r[i].rank, into buf (cut with "..."). */
@@ -337,10 +336,11 @@ static size_t ss_group(struct ss_parsed *p, struct ss_group **out,
 		if (i == 0 ||
 		    strcmp(p->ranks[i].where, p->ranks[i - 1].where) != 0 ||
 		    strcmp(p->ranks[i].key, p->ranks[i - 1].key) != 0)
-			g[ng++] = (struct ss_group){.first = i, .n = 0};
+			g[ng++] = (struct ss_group){
+			    .first = i, .n = 0, .rank = p->ranks[i].rank};
 		g[ng - 1].n++;
 	}
-	qsort_r(g, ng, sizeof(*g), cmp_group, p->ranks);
+	qsort(g, ng, sizeof(*g), cmp_group);
 	*out = g;
 	*ntaken = t;
 	return ng;

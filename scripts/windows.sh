@@ -35,13 +35,22 @@ DEP_OS=windows
 D=$W/deps-$(cat "$0" scripts/static-deps.sh | sha256sum | cut -c1-8)
 . scripts/static-deps.sh
 
+# The headers of libcurl, which crun opens at run time where it is there
+# (the etcd backend): the build host's, declarations only.
+H=$W/hdr
+rm -rf "$H"; mkdir -p "$H"
+for p in /usr/include/curl /usr/include/*-linux-gnu/curl; do
+	[ -e "$p" ] && cp -R "$p" "$H/"
+done
+[ -e "$H/curl/curl.h" ] || { say "no curl/curl.h under /usr/include (scripts/install-deps.sh installs it)"; exit 1; }
+
 say "compiling crun.exe"
 # (not a sanitizer build's settings, when make test runs under make asan)
 LIBS="$D/lib/libuv.a $D/lib/libinih.a $D/lib/libjansson.a $D/lib/libsodium.a"
 LIBS="$LIBS -lpsapi -luser32 -ladvapi32 -liphlpapi -luserenv -lws2_32 -ldbghelp -lole32 -lshell32"
 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -j2 TARGET_OS=windows BUILD="$W/crun" \
 	CC="$CC" AR="$AR" SANITIZE= CFLAGS= OPT="-O2 $MAP" \
-	DEP_CFLAGS="-I$D/include -DSODIUM_STATIC=1" LDFLAGS="-static -s" \
+	DEP_CFLAGS="-I$D/include -I$H -DSODIUM_STATIC=1" LDFLAGS="-static -s" \
 	BIN_LIBS="$LIBS" DEP_LIBS="$LIBS" "$W/crun/crun.exe" "$W/crun/tests/store_cli.exe"
 cp "$W/crun/crun.exe" "$W/crun/tests/store_cli.exe" "$W/"
 say "$W/crun.exe ($(wc -c <"$W/crun.exe") bytes)"

@@ -9,15 +9,17 @@
  * to the library opened with dlopen, so src/http/etcd.c and src/http/curl_uv.c
  * stay written against curl.h and nothing links libcurl.
  *
- * Happy path: the first call opens libcurl.so.4 and resolves every function
- * below. Failure modes: the library or a symbol is missing: the call fails
- * as libcurl itself reports failure (CURLE_FAILED_INIT, NULL, CURLM_*), and
- * one line on stderr says why.
+ * Happy path: the first call opens libcurl (libcurl.so.4; on Windows
+ * curl's own libcurl-x64.dll, or MSYS2's libcurl-4.dll, through libuv's
+ * uv_dlopen) and resolves every function below. Failure modes: the
+ * library or a symbol is missing: the call fails as libcurl itself reports
+ * failure (CURLE_FAILED_INIT, NULL, CURLM_*), and one line on stderr says
+ * why.
  */
 #define CURL_DISABLE_TYPECHECK 1
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <uv.h>
 
 #include <curl/curl.h>
 
@@ -25,9 +27,18 @@
 
 typedef void (*curl_fn)(void);
 
+#ifdef _WIN32
+static const char *const curl_dl_names[] = {"libcurl-x64.dll", "libcurl-4.dll",
+					    "libcurl.dll"};
+#else
+static const char *const curl_dl_names[] = {"libcurl.so.4"};
+#endif
+
 static struct {
 	int tried;
-	void *h;
+	int open;
+	uv_lib_t lib;
+	const char *name; /* the file opened */
 	char err[256];
 	CURLcode (*global_init)(long);
 	CURL *(*easy_init)(void);
@@ -51,10 +62,10 @@ static struct {
 /* Resolve name into *slot; 0 or -1 (dl.err says which). */
 static int curl_dl_sym(void *slot, const char *name)
 {
-	void *p = dlsym(dl.h, name);
+	void *p = NULL;
 
-	if (p == NULL) {
-		snprintf(dl.err, sizeof(dl.err), "libcurl.so.4 lacks '%s'",
+	if (uv_dlsym(&dl.lib, name, &p) != 0 || p == NULL) {
+		snprintf(dl.err, sizeof(dl.err), "%s lacks '%s'", dl.name,
 			 name);
 		return -1;
 	}
@@ -65,13 +76,24 @@ static int curl_dl_sym(void *slot, const char *name)
 /* Open libcurl once; 0 when every function is there. */
 static int curl_dl_load(void)
 {
+	size_t i;
+
 	if (dl.tried)
-		return dl.h != NULL ? 0 : -1;
+		return dl.open ? 0 : -1;
 	dl.tried = 1;
-	dl.h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-	if (dl.h == NULL) {
-		snprintf(dl.err, sizeof(dl.err), "cannot load libcurl: %s",
-			 dlerror());
+	for (i = 0; i < sizeof(curl_dl_names) / sizeof(curl_dl_names[0]); i++) {
+		if (uv_dlopen(curl_dl_names[i], &dl.lib) == 0) {
+			dl.name = curl_dl_names[i];
+			dl.open = 1;
+			break;
+		}
+		if (i == 0)
+			snprintf(dl.err, sizeof(dl.err),
+				 "cannot load libcurl: %s",
+				 uv_dlerror(&dl.lib));
+		uv_dlclose(&dl.lib);
+	}
+	if (!dl.open) {
 		log_say("%s (the etcd backend needs libcurl)", dl.err);
 		return -1;
 	}
@@ -92,12 +114,12 @@ static int curl_dl_load(void)
 	    curl_dl_sym(&dl.multi_socket_action, "curl_multi_socket_action") ||
 	    curl_dl_sym(&dl.slist_append, "curl_slist_append") ||
 	    curl_dl_sym(&dl.slist_free_all, "curl_slist_free_all")) {
-		dlclose(dl.h);
-		dl.h = NULL;
+		uv_dlclose(&dl.lib);
+		dl.open = 0;
 	}
-	if (dl.h == NULL)
+	if (!dl.open)
 		log_say("%s (the etcd backend needs libcurl)", dl.err);
-	return dl.h != NULL ? 0 : -1;
+	return dl.open ? 0 : -1;
 }
 
 CURLcode curl_global_init(long flags)
@@ -112,7 +134,7 @@ CURL *curl_easy_init(void)
 
 void curl_easy_cleanup(CURL *h)
 {
-	if (dl.h != NULL)
+	if (dl.open)
 		dl.easy_cleanup(h);
 }
 
@@ -140,7 +162,7 @@ CURLcode curl_easy_setopt(CURL *h, CURLoption opt, ...)
 	va_list ap;
 	CURLcode rc;
 
-	if (dl.h == NULL)
+	if (!dl.open)
 		return CURLE_FAILED_INIT;
 	va_start(ap, opt);
 	CURL_DL_SETOPT(rc, dl.easy_setopt, h, opt, ap);
@@ -154,7 +176,7 @@ CURLcode curl_easy_getinfo(CURL *h, CURLINFO info, ...)
 	va_list ap;
 	CURLcode rc;
 
-	if (dl.h == NULL)
+	if (!dl.open)
 		return CURLE_FAILED_INIT;
 	va_start(ap, info);
 	rc = dl.easy_getinfo(h, info, va_arg(ap, void *));
@@ -164,12 +186,12 @@ CURLcode curl_easy_getinfo(CURL *h, CURLINFO info, ...)
 
 const char *curl_easy_strerror(CURLcode rc)
 {
-	return dl.h != NULL ? dl.easy_strerror(rc) : dl.err;
+	return dl.open ? dl.easy_strerror(rc) : dl.err;
 }
 
 CURLcode curl_easy_pause(CURL *h, int bitmask)
 {
-	return dl.h != NULL ? dl.easy_pause(h, bitmask) : CURLE_FAILED_INIT;
+	return dl.open ? dl.easy_pause(h, bitmask) : CURLE_FAILED_INIT;
 }
 
 CURLM *curl_multi_init(void)
@@ -179,27 +201,27 @@ CURLM *curl_multi_init(void)
 
 CURLMcode curl_multi_cleanup(CURLM *m)
 {
-	return dl.h != NULL ? dl.multi_cleanup(m) : CURLM_BAD_HANDLE;
+	return dl.open ? dl.multi_cleanup(m) : CURLM_BAD_HANDLE;
 }
 
 CURLMcode curl_multi_add_handle(CURLM *m, CURL *h)
 {
-	return dl.h != NULL ? dl.multi_add_handle(m, h) : CURLM_BAD_HANDLE;
+	return dl.open ? dl.multi_add_handle(m, h) : CURLM_BAD_HANDLE;
 }
 
 CURLMcode curl_multi_remove_handle(CURLM *m, CURL *h)
 {
-	return dl.h != NULL ? dl.multi_remove_handle(m, h) : CURLM_BAD_HANDLE;
+	return dl.open ? dl.multi_remove_handle(m, h) : CURLM_BAD_HANDLE;
 }
 
 CURLMcode curl_multi_assign(CURLM *m, curl_socket_t s, void *p)
 {
-	return dl.h != NULL ? dl.multi_assign(m, s, p) : CURLM_BAD_HANDLE;
+	return dl.open ? dl.multi_assign(m, s, p) : CURLM_BAD_HANDLE;
 }
 
 CURLMsg *curl_multi_info_read(CURLM *m, int *left)
 {
-	if (dl.h == NULL) {
+	if (!dl.open) {
 		*left = 0;
 		return NULL;
 	}
@@ -211,7 +233,7 @@ CURLMcode curl_multi_setopt(CURLM *m, CURLMoption opt, ...)
 	va_list ap;
 	CURLMcode rc;
 
-	if (dl.h == NULL)
+	if (!dl.open)
 		return CURLM_BAD_HANDLE;
 	va_start(ap, opt);
 	CURL_DL_SETOPT(rc, dl.multi_setopt, m, opt, ap);
@@ -222,8 +244,8 @@ CURLMcode curl_multi_setopt(CURLM *m, CURLMoption opt, ...)
 CURLMcode curl_multi_socket_action(CURLM *m, curl_socket_t s, int ev,
 				   int *running)
 {
-	return dl.h != NULL ? dl.multi_socket_action(m, s, ev, running)
-			    : CURLM_BAD_HANDLE;
+	return dl.open ? dl.multi_socket_action(m, s, ev, running)
+		       : CURLM_BAD_HANDLE;
 }
 
 struct curl_slist *curl_slist_append(struct curl_slist *l, const char *s)
@@ -233,6 +255,6 @@ struct curl_slist *curl_slist_append(struct curl_slist *l, const char *s)
 
 void curl_slist_free_all(struct curl_slist *l)
 {
-	if (dl.h != NULL)
+	if (dl.open)
 		dl.slist_free_all(l);
 }

@@ -866,21 +866,28 @@ void fingerprint_cancel(struct crun_fp_read *r)
 	fp_read_end(r, CRUN_ECANCELED);
 }
 
-/* The thread, detached, with every signal blocked (the loop takes them). */
+/* The thread, detached, with every signal blocked (the loop takes them;
+ * on Windows no thread gets signals). */
 static int fp_thread_start(struct fp_shared *sh)
 {
 	pthread_attr_t attr;
 	pthread_t tid;
-	sigset_t all, old;
 	int rc;
+#ifndef _WIN32
+	sigset_t all, old;
+#endif
 
 	if ((rc = pthread_attr_init(&attr)))
 		return -rc;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+#ifdef _WIN32
+	rc = pthread_create(&tid, &attr, fingerprint_thread, sh);
+#else
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = pthread_create(&tid, &attr, fingerprint_thread, sh);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+#endif
 	pthread_attr_destroy(&attr);
 	return -rc;
 }

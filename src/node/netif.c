@@ -7,8 +7,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -17,9 +15,15 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#ifndef _WIN32
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#endif
 
 #include "crun/netif.h"
+#ifndef _WIN32
 #include "nldump.h"
+#endif
 
 static int is_loopback(const struct sockaddr *sa)
 {
@@ -111,7 +115,11 @@ out:
 	if (ifs)
 		freeifaddrs(ifs);
 	if (fd >= 0)
+#ifdef _WIN32
+		closesocket((SOCKET)fd);
+#else
 		close(fd);
+#endif
 	freeaddrinfo(res);
 	return rc;
 }
@@ -145,6 +153,13 @@ int netif_only_interface(char *ifname, size_t iflen, char *addr, size_t alen)
 	return n == 1 ? 0 : -ENOENT;
 }
 
+#ifdef _WIN32
+/* Windows has no netlink: getifaddrs (libuv's list) gives the addresses. */
+static int addrs_netlink(netif_addr_cb cb, void *data)
+{
+	return -1;
+}
+#else
 struct addr_ctx {
 	netif_addr_cb cb;
 	void *data;
@@ -215,6 +230,7 @@ static int addrs_netlink(netif_addr_cb cb, void *data)
 		   ? 0
 		   : -1;
 }
+#endif
 
 int netif_addrs(netif_addr_cb cb, void *data)
 {

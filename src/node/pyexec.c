@@ -16,16 +16,20 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef _WIN32
+#include <uv.h>
+#else
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#endif
 
 #include "crun/pyexec.h"
 
@@ -100,6 +104,98 @@ static void shebang_of(const char *script, char *out, size_t len)
 	}
 }
 
+#ifdef _WIN32
+/*
+ * Windows has no posix_spawn: the same on a loop of its own (libuv's
+ * process, pipe and timer), which this call runs until the child has
+ * exited and its output is read, or the deadline has passed.
+ */
+struct pyexec_run {
+	uv_process_t proc;
+	uv_pipe_t out;
+	uv_timer_t timer;
+	char *buf;
+	size_t len, got;
+	int exited, status;
+};
+
+static void pyexec_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+	struct pyexec_run *r = h->data;
+
+	*b = uv_buf_init(r->buf + r->got, (unsigned)(r->len - 1 - r->got));
+}
+
+static void pyexec_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+	struct pyexec_run *r = s->data;
+
+	if (n > 0)
+		r->got += (size_t)n;
+	if (n < 0 || r->got == r->len - 1)
+		uv_read_stop(s);
+}
+
+static void pyexec_on_exit(uv_process_t *p, int64_t status, int sig)
+{
+	struct pyexec_run *r = p->data;
+
+	r->exited = 1;
+	r->status = sig ? -1 : (int)status;
+	uv_timer_stop(&r->timer);
+}
+
+static void pyexec_on_timeout(uv_timer_t *t)
+{
+	struct pyexec_run *r = t->data;
+
+	uv_process_kill(&r->proc, SIGKILL);
+	uv_read_stop((uv_stream_t *)&r->out);
+}
+
+int pyexec_output(const char *interp, char *const argv[], char **envp,
+		  int timeout_ms, char *out, size_t len)
+{
+	struct pyexec_run r = {.buf = out, .len = len};
+	uv_process_options_t o = {0};
+	uv_stdio_container_t io[3];
+	uv_loop_t loop;
+	int rc;
+
+	*out = '\0';
+	if (len < 1 || uv_loop_init(&loop) != 0)
+		return -1;
+	uv_pipe_init(&loop, &r.out, 0);
+	uv_timer_init(&loop, &r.timer);
+	r.proc.data = r.out.data = r.timer.data = &r;
+	io[0].flags = UV_IGNORE;
+	io[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+	io[1].data.stream = (uv_stream_t *)&r.out;
+	io[2].flags = UV_IGNORE;
+	o.file = interp;
+	o.args = (char **)argv;
+	o.env = envp;
+	o.stdio = io;
+	o.stdio_count = 3;
+	o.exit_cb = pyexec_on_exit;
+	o.flags = UV_PROCESS_WINDOWS_HIDE;
+	rc = uv_spawn(&loop, &r.proc, &o);
+	if (rc == 0) {
+		uv_read_start((uv_stream_t *)&r.out, pyexec_on_alloc,
+			      pyexec_on_read);
+		uv_timer_start(&r.timer, pyexec_on_timeout,
+			       (uint64_t)(timeout_ms > 0 ? timeout_ms : 0), 0);
+		uv_run(&loop, UV_RUN_DEFAULT);
+		uv_close((uv_handle_t *)&r.proc, NULL);
+	}
+	uv_close((uv_handle_t *)&r.out, NULL);
+	uv_close((uv_handle_t *)&r.timer, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	uv_loop_close(&loop);
+	out[r.got] = '\0';
+	return rc == 0 && r.exited && r.status == 0 ? 0 : -1;
+}
+#else
 int pyexec_output(const char *interp, char *const argv[], char **envp,
 		  int timeout_ms, char *out, size_t len)
 {
@@ -154,6 +250,7 @@ int pyexec_output(const char *interp, char *const argv[], char **envp,
 	out[got] = '\0';
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
+#endif
 
 int pyexec_has_torch(const char *interp, char **envp, int timeout_ms)
 {

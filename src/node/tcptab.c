@@ -11,14 +11,18 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#ifndef _WIN32
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#endif
 
 #include "crun/tcptab.h"
+#ifndef _WIN32
 #include "nldump.h"
+#endif
 
 static int hexval(int c)
 {
@@ -138,6 +142,14 @@ int tcptab_parse_row(const char *line, struct tcptab_row *t)
 	return 0;
 }
 
+#ifdef _WIN32
+/* Windows has no sock_diag: as where netlink is refused. */
+int tcptab_dump_port(int family, int port, int which, size_t max_bytes,
+		     tcptab_cb cb, void *data)
+{
+	return -1;
+}
+#else
 /* A socket's address from sock_diag into a row's 16 bytes. */
 static void diag_addr(unsigned char out[16], int family, const __be32 *a)
 {
@@ -211,6 +223,7 @@ int tcptab_dump_port(int family, int port, int which, size_t max_bytes,
 		   ? -1
 		   : 0;
 }
+#endif
 
 int tcptab_read(const char *path, int max_rows, tcptab_cb cb, void *data)
 {

@@ -399,11 +399,10 @@ static const char *where_of(const struct pystack_rank *r)
 }
 
 /* By where, then by rank. */
-static int cmp_idx(const void *a, const void *b, void *ranks)
+static int cmp_rank(const void *a, const void *b)
 {
-	const struct pystack_rank *r = ranks;
-	const struct pystack_rank *x = &r[*(const size_t *)a];
-	const struct pystack_rank *y = &r[*(const size_t *)b];
+	const struct pystack_rank *x = *(const struct pystack_rank *const *)a;
+	const struct pystack_rank *y = *(const struct pystack_rank *const *)b;
 	int c = strcmp(where_of(x), where_of(y));
 
 	if (c != 0)
@@ -502,6 +501,7 @@ int pystack_summary(const struct pystack_rank *r, size_t n, char *out,
 		    size_t outlen)
 {
 	size_t *idx = NULL, ngroups = 0, i, list_cap;
+	const struct pystack_rank **sorted = NULL;
 	struct group *groups = NULL;
 	char *one = NULL;
 	struct out o;
@@ -512,13 +512,16 @@ int pystack_summary(const struct pystack_rank *r, size_t n, char *out,
 	if (n == 0)
 		return 0;
 	idx = malloc(n * sizeof(*idx));
+	sorted = malloc(n * sizeof(*sorted));
 	groups = malloc(n * sizeof(*groups));
 	one = malloc(outlen);
-	if (idx == NULL || groups == NULL || one == NULL)
+	if (idx == NULL || sorted == NULL || groups == NULL || one == NULL)
 		goto fail;
 	for (i = 0; i < n; i++)
-		idx[i] = i;
-	qsort_r(idx, n, sizeof(*idx), cmp_idx, (void *)r);
+		sorted[i] = &r[i];
+	qsort(sorted, n, sizeof(*sorted), cmp_rank);
+	for (i = 0; i < n; i++)
+		idx[i] = (size_t)(sorted[i] - r);
 	for (i = 0; i < n; i++) {
 		if (i == 0 ||
 		    strcmp(where_of(&r[idx[i]]), where_of(&r[idx[i - 1]])) != 0)
@@ -551,6 +554,7 @@ int pystack_summary(const struct pystack_rank *r, size_t n, char *out,
 fail:
 	free(one);
 	free(groups);
+	free(sorted);
 	free(idx);
 	return rc;
 }

@@ -19,6 +19,10 @@
 #      the store goes on serving
 #   h. SIGINT (which Wine turns into a Ctrl-C console event) stops it
 #      cleanly: exit status 0
+#   i. `crun.exe status` reads a running 2-node Linux job behind a secret
+#      (nodes, ranks, round, state) as the Linux `crun status` does; without
+#      the secret it says the store wants one (exit 3), a wrong run id
+#      exits 1
 . tests/integration/lib.sh
 PY213=$TOP/.venv/bin/python
 [ -x "$PY213" ] || fail "no $PY213 (make test-venv)"
@@ -49,7 +53,7 @@ expect_grep "b. version" "^crun [0-9.]* (windows)" "$T/v.out"
 rc=0; "$WINE" "$EXE" --nproc_per_node=2 train.py >"$T/b.out" 2>"$T/b.err" || rc=$?
 expect_eq "b. exit status of a launch" "$rc" 2
 expect_eq "b. one line" "$(wc -l <"$T/b.err")" 1
-expect_grep "b. says what runs" "runs only .crun store." "$T/b.err"
+expect_grep "b. says what runs" "runs only .crun store. and .crun status." "$T/b.err"
 
 # start_store NAME CMD...: a store on a port the kernel picks; sets PORT
 # and SPID.
@@ -159,4 +163,41 @@ note "h. SIGINT: a Ctrl-C event, a clean stop"
 kill -INT "$SPID"
 wait_pid 20 "$SPID" "$T/garbage.err"; rc=$?
 expect_eq "h. exit status after Ctrl-C" "$rc" 0
+
+note "i. crun.exe status of a running Linux job"
+SP=$(free_port)
+KA="keep_alive_interval=0.2,join_timeout=30,secret_file=$T/secret"
+for x in a b; do
+	"$CRUN" --nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$SP" \
+		--rdzv_id=stwin --rdzv_conf="$KA" --no_python sh -c 'while [ ! -e "$0" ]; do sleep 0.1; done' \
+		"$T/stop" >"$T/i.$x.out" 2>&1 &
+	eval "p$x=\$!"
+	at_exit "kill -9 $! 2>/dev/null"
+done
+# jq KEYS FILE: nodes, ranks, round and state of a status --json
+jq() {
+	"$PY213" -c "import json,sys; j=json.load(open(sys.argv[1]))
+print(j['state'], j['round'], len(j['nodes']), sorted(r for n in j['nodes'] for r in n['ranks']))" "$1"
+}
+running() {
+	"$CRUN" status --rdzv_endpoint="127.0.0.1:$SP" --rdzv_id=stwin --rdzv_conf="secret_file=$T/secret" \
+		--json >"$T/st-linux.json" 2>/dev/null && [ "$(jq "$T/st-linux.json" | cut -d' ' -f1)" = running ]
+}
+wait_for 60 running || fail "i. the Linux job never ran: $(tail -n 5 "$T/i.a.out")"
+"$WINE" "$EXE" status --rdzv_endpoint="127.0.0.1:$SP" --rdzv_id=stwin \
+	--rdzv_conf="secret_file=Z:$(echo "$T/secret" | tr / '\\')" --json >"$T/st-win.json" 2>"$T/st-win.err" ||
+	fail "i. crun.exe status failed: $(cat "$T/st-win.err")"
+expect_eq "i. crun.exe status reads what Linux crun status reads" "$(jq "$T/st-win.json")" "$(jq "$T/st-linux.json")"
+note "crun.exe status: $(jq "$T/st-win.json")"
+rc=0; "$WINE" "$EXE" status --rdzv_endpoint="127.0.0.1:$SP" --rdzv_id=stwin --timeout=5 \
+	>"$T/st-nosec.out" 2>&1 || rc=$?
+expect_eq "i. without the secret: exit status" "$rc" 3
+expect_grep "i. without the secret: says why" "wants a secret" "$T/st-nosec.out"
+rc=0; "$WINE" "$EXE" status --rdzv_endpoint="127.0.0.1:$SP" --rdzv_id=nosuchjob \
+	--rdzv_conf="secret_file=Z:$(echo "$T/secret" | tr / '\\')" --timeout=5 >"$T/st-wrong.out" 2>&1 || rc=$?
+expect_eq "i. a wrong run id: exit status" "$rc" 1
+touch "$T/stop"
+wait_pid 60 "$pa" "$T/i.a.out"; rc_a=$?
+wait_pid 60 "$pb" "$T/i.b.out"; rc_b=$?
+expect_eq "i. the job's exit statuses" "$rc_a $rc_b" "0 0"
 exit 0

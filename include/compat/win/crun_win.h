@@ -24,6 +24,8 @@
 #ifndef O_NONBLOCK
 #define O_NONBLOCK 0
 #endif
+/* (Winsock's handles are not inherited by the programs crun starts.) */
+#define SOCK_CLOEXEC 0
 
 #ifndef SIGHUP
 #define SIGHUP 1
@@ -77,6 +79,36 @@
 #define SIGSYS 31
 #endif
 
+/* Two GNU and POSIX calls mingw-w64 has not: the last c in s[0..n), and
+ * reading a symbolic link (the /proc links crun reads on Linux are not
+ * there: "no such link"). */
+#include <errno.h>
+#include <stddef.h>
+#include <sys/types.h>
+static inline void *memrchr(const void *s, int c, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s + n;
+
+	while (n-- > 0)
+		if (*--p == (unsigned char)c)
+			return (void *)p;
+	return NULL;
+}
+static inline ssize_t readlink(const char *path, char *buf, size_t len)
+{
+	(void)path;
+	(void)buf;
+	(void)len;
+	errno = ENOENT;
+	return -1;
+}
+
+/* The absolute form of a path (Windows has no symbolic links to follow in
+ * the paths crun resolves). */
+#include <limits.h>
+#include <stdlib.h>
+#define realpath(path, resolved) _fullpath((resolved), (path), PATH_MAX)
+
 /* getaddrinfo's errors are Winsock's there: never this one. */
 #ifndef EAI_SYSTEM
 #define EAI_SYSTEM (-11)
@@ -94,6 +126,6 @@ static inline void (*crun_win_signal(int sig, void (*h)(int)))(int)
 		return SIG_ERR;
 	return signal(sig, h);
 }
-#define signal crun_win_signal
+#define signal(sig, h) crun_win_signal((sig), (h))
 
 #endif
