@@ -71,19 +71,14 @@ LIB_SRC := $(wildcard src/*/*.c)
 BIN_SRC := $(wildcard launcher/*.c agent/*.c)
 EXE :=
 # The Windows build (make windows, scripts/windows.sh): every file but those
-# with a Windows counterpart (X_win.c for X.c) and those not ported yet
-# (WIN_LATER), each unit starting with include/compat/win/crun_win.h;
-# launcher/main_win.c is its main for now.
+# with a Windows counterpart (X_win.c for X.c) and Linux's own (netlink,
+# hwloc: binding is refused there), each unit starting with
+# include/compat/win/crun_win.h.
 ifeq ($(TARGET_OS),windows)
-WIN_LATER := $(wildcard agent/*.c) launcher/main.c launcher/completion.c \
-	src/http/mhd_dl.c src/node/binding.c src/node/gpu.c src/node/hwloc_dl.c \
-	src/node/nldump.c src/proc/proc.c src/proc/stacks.c \
-	src/proc/torchstore.c src/proc/env.c src/proc/report.c src/cfg/cfg.c \
-	src/cfg/cfg_args.c src/cfg/cfg_ini.c src/cfg/cfg_slurm.c src/cfg/slurm.c \
-	src/cfg/hostlist.c src/store/store_relay.c src/store/store_relay_req.c
+LINUX_ONLY := src/node/nldump.c src/node/hwloc_dl.c
 WIN_SRC := $(wildcard src/*/*_win.c launcher/*_win.c)
-LIB_SRC := $(filter-out $(WIN_LATER) $(WIN_SRC:_win.c=.c),$(LIB_SRC))
-BIN_SRC := $(filter-out $(WIN_LATER) $(WIN_SRC:_win.c=.c),$(BIN_SRC))
+LIB_SRC := $(filter-out $(LINUX_ONLY) $(WIN_SRC:_win.c=.c),$(LIB_SRC))
+BIN_SRC := $(filter-out $(LINUX_ONLY) $(WIN_SRC:_win.c=.c),$(BIN_SRC))
 STD += -D__USE_MINGW_ANSI_STDIO=1 -D_POSIX_THREAD_SAFE_FUNCTIONS=200112L -DCURL_STATICLIB \
 	-Iinclude/compat/win \
 	-include include/compat/win/crun_win.h

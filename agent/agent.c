@@ -843,7 +843,7 @@ static int agent_open_handles(struct agent *a)
 	wctx.console = a->console;
 	wctx.cfg = cfg;
 	wctx.binding = a->binding;
-	wctx.environ = NULL; /* ours, with what setenv adds below */
+	wctx.envp = NULL; /* ours, with what setenv adds below */
 	pool_init(&a->pool, &wctx, agent_on_worker_exit,
 		  agent_on_worker_started, agent_on_pool_done, a);
 	for (int i = 0; i < cfg->nsignals; i++) {

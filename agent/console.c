@@ -97,6 +97,12 @@ static void cout_init(struct console *c, struct cout *o, int fd)
 	o->restore_flags = -1;
 	if (fstat(fd, &st) || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
 		return;
+#ifdef _WIN32
+	/* Windows' pipes have no O_NONBLOCK: the console writes block there
+	 * (a stalled reader stalls the agent, as torchrun's own print does). */
+	(void)fl;
+	return;
+#endif
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || (fl & O_NONBLOCK))
 		return;

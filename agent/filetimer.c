@@ -283,6 +283,14 @@ int filetimer_new(uv_loop_t *loop, const char *path, filetimer_owns_cb owns,
 			 tmp && *tmp ? tmp : "/tmp", r[0], r[1], r[2], r[3],
 			 r[4], r[5], r[6], r[7]);
 	}
+#ifdef _WIN32
+	/* (torch's FileTimer server is as Linux's as its FIFO) */
+	rc = UV_ENOSYS;
+	snprintf(errmsg, errlen,
+		 "the watchdog (TORCHELASTIC_TIMER_FILE) needs a FIFO: not "
+		 "on Windows");
+	goto fail;
+#endif
 	/* As torch's server: a file already there is replaced. */
 	unlink(ft->path);
 	if (mkfifo(ft->path, 0600)) {
@@ -333,9 +341,9 @@ fail:
 	return rc;
 }
 
-void filetimer_set_kill(struct filetimer *ft, filetimer_kill_cb kill)
+void filetimer_set_kill(struct filetimer *ft, filetimer_kill_cb kill_cb)
 {
-	ft->kill = kill;
+	ft->kill = kill_cb;
 }
 
 const char *filetimer_path(const struct filetimer *ft)

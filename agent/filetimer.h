@@ -36,7 +36,7 @@ int filetimer_new(uv_loop_t *loop, const char *path, filetimer_owns_cb owns,
 typedef void (*filetimer_kill_cb)(void *data, pid_t pid, int rank);
 
 /** Let kill (with filetimer_new's data) send the SIGKILLs from now on. */
-void filetimer_set_kill(struct filetimer *ft, filetimer_kill_cb kill);
+void filetimer_set_kill(struct filetimer *ft, filetimer_kill_cb kill_cb);
 
 /** The FIFO's path, for the workers' TORCHELASTIC_TIMER_FILE. */
 const char *filetimer_path(const struct filetimer *ft);

@@ -596,7 +596,8 @@ static int metrics_listen(const char *addr, int port, int *family, int *bound,
 	}
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, (const void *)&one,
+		       sizeof(one)) ||
 	    bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 64) ||
 	    getsockname(fd, (struct sockaddr *)&ss, &sl)) {
 		rc = -errno;

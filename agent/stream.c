@@ -11,7 +11,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#ifndef _WIN32
 #include <sys/ioctl.h>
+#endif
 #include <unistd.h>
 
 #include "console.h"
@@ -171,6 +173,12 @@ static void stream_on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
  * Read what is in the pipe now; the writer has exited. Bounded by the bytes
  * queued at this moment: a grandchild still writing gets EPIPE afterwards.
  */
+#ifdef _WIN32
+void stream_drain(struct wstream *s)
+{
+	/* (worker.c waits for EOF there instead) */
+}
+#else
 void stream_drain(struct wstream *s)
 {
 	uv_os_fd_t fd;
@@ -196,6 +204,7 @@ void stream_drain(struct wstream *s)
 		break;
 	}
 }
+#endif
 
 void stream_init(struct wstream *s, int is_err)
 {

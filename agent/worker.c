@@ -28,17 +28,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pty.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <termios.h>
 #include <time.h>
 #include <unistd.h>
+#ifndef _WIN32
+#include <pty.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#endif
 
 #include "crun/err.h"
 #include "crun/gpu.h"
 #include "console.h"
 #include "worker.h"
+
+#ifdef _WIN32
+#define NULL_DEVICE "NUL"
+#else
+#define NULL_DEVICE "/dev/null"
+#endif
 
 extern char **environ;
 
@@ -79,10 +87,20 @@ static void worker_exited(struct worker *w, int status, int sig)
 	w->status = status;
 	w->signal = sig;
 	w->exit_time = worker_wall_time();
+#ifndef _WIN32
 	stream_drain(&w->out);
 	stream_drain(&w->err);
 	stream_finish(&w->out);
 	stream_finish(&w->err);
+#else
+	/* Windows' pipes cannot be read beside libuv's pending read: their
+	 * EOF comes once the worker's job is empty (--shutdown_timeout at
+	 * most, proc_win.c), and nothing written before it is lost. */
+	if (w->abandoned) {
+		stream_finish(&w->out);
+		stream_finish(&w->err);
+	}
+#endif
 	if (!w->abandoned &&
 	    group_reap(&w->grp, w->ctx->loop, w->pid, w->local_rank,
 		       w->ctx->cfg->shutdown_timeout, worker_on_group_closed,
@@ -337,9 +355,13 @@ static void line_prefix(const struct crun_cfg *cfg, int local_rank, int rank,
  */
 static int console_is_terminal(int fd)
 {
+#ifdef _WIN32
+	return 0; /* (a pseudo console on Windows is for a later step) */
+#else
 	const char *v = getenv("CRUN_WORKER_PTY");
 
 	return isatty(fd) && !(v && strcmp(v, "0") == 0);
+#endif
 }
 
 /*
@@ -350,6 +372,12 @@ static int console_is_terminal(int fd)
  * (no \n -> \r\n) and has the console's window size. fds[0] is the side
  * the agent reads, fds[1] the worker's.
  */
+#ifdef _WIN32
+static int open_pty(int console_fd, int fds[2])
+{
+	return UV_ENOSYS;
+}
+#else
 static int open_pty(int console_fd, int fds[2])
 {
 	struct winsize ws;
@@ -367,6 +395,7 @@ static int open_pty(int console_fd, int fds[2])
 	}
 	return 0;
 }
+#endif
 
 /*
  * Decide where one stream goes and set up the pipe end the agent reads.
@@ -423,7 +452,7 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 		return *child_fd < 0 ? -errno : 0;
 	}
 	if (!to_file && !to_console && !s->is_err && !filter) {
-		*child_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		*child_fd = open(NULL_DEVICE, O_WRONLY | O_CLOEXEC);
 		*close_fd = *child_fd;
 		return *child_fd < 0 ? -errno : 0;
 	}
@@ -454,12 +483,18 @@ static int stream_setup(struct worker *w, struct wstream *s, int bit,
 		if ((rc = open_pty(s->console_fd, fds)))
 			return rc;
 		s->pty = 1;
+#ifdef _WIN32
+	} else if ((rc = uv_pipe(fds, UV_NONBLOCK_PIPE, 0)) != 0) {
+		return rc;
+	}
+#else
 	} else if (pipe2(fds, O_CLOEXEC)) {
 		return -errno;
 	} else {
 		/* A roomy pipe absorbs bursts from fast writers. */
 		fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
 	}
+#endif
 	rc = stream_open(s, w->ctx->loop, fds[0], worker_on_stream_closed, w);
 	if (!s->open) {
 		close(fds[0]);
@@ -539,7 +574,7 @@ int worker_start_begin(struct worker *w, const struct worker_ctx *wc,
 		goto fail;
 	}
 
-	if ((rc = env_init(&env, wc->environ ? wc->environ : environ)))
+	if ((rc = env_init(&env, wc->envp ? wc->envp : environ)))
 		goto fail;
 	for (int i = 0; i < cfg->nenv; i++)
 		env_put(&env, cfg->env[i]);
@@ -740,6 +775,12 @@ void worker_signal(struct worker *w, int sig)
  * group, as a terminal does for its foreground group (the worker's pty is
  * not its controlling terminal, so the kernel does not).
  */
+#ifdef _WIN32
+void worker_winch(struct worker *w)
+{
+	/* (no terminal of its own: nothing to tell) */
+}
+#else
 void worker_winch(struct worker *w)
 {
 	struct wstream *ss[2] = {&w->out, &w->err};
@@ -759,6 +800,7 @@ void worker_winch(struct worker *w)
 	if (told && w->proc != NULL)
 		proc_kill(w->proc, SIGWINCH);
 }
+#endif
 
 void worker_release(struct worker *w)
 {

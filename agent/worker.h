@@ -36,7 +36,7 @@ struct worker_ctx {
 	const struct crun_binding_plan *binding; /* NULL: inherit ours */
 	/* The workers' base environment; NULL: crun's own, as it is when
 	 * each worker starts (setenv may move it meanwhile). */
-	char **environ;
+	char **envp;
 	worker_exit_cb on_exit;
 	worker_done_cb on_done;
 	void *data;

@@ -57,7 +57,8 @@ static int reserve_port(struct workstore *ws, int *port)
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_addr.s_addr = htonl(INADDR_ANY);
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, (const void *)&one,
+		       sizeof(one)) ||
 	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
 	    getsockname(fd, (struct sockaddr *)&sin, &len)) {
 		int err = -errno;

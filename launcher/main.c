@@ -28,26 +28,51 @@ static int usage_error(const char *msg)
 	return 2;
 }
 
+#ifdef _WIN32
+/* A path names a folder (C:\\x, .\\x, x/y) rather than a command. */
+#define IS_PATH(s) (strpbrk((s), "/\\:") != NULL)
+#define PATH_SEP ";"
+/* What Windows tries after a command's name, as its shell does. */
+static const char *const exec_ext[] = {"", ".exe", ".com", ".bat", ".cmd"};
+#else
+#define IS_PATH(s) (strchr((s), '/') != NULL)
+#define PATH_SEP ":"
+static const char *const exec_ext[] = {""};
+#endif
+
+/* Is buf, or buf with one of exec_ext, a program file? */
+static int program_file(const char *file)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+
+	for (size_t i = 0; i < sizeof(exec_ext) / sizeof(exec_ext[0]); i++) {
+		snprintf(buf, sizeof(buf), "%s%s", file, exec_ext[i]);
+		if (access(buf, X_OK) == 0 && stat(buf, &st) == 0 &&
+		    S_ISREG(st.st_mode))
+			return 1;
+	}
+	return 0;
+}
+
 /* Is cmd executable, directly or through PATH? */
 static int executable(const char *cmd)
 {
 	const char *path = getenv("PATH");
 	char buf[PATH_MAX];
 
-	if (strchr(cmd, '/'))
-		return access(cmd, X_OK) == 0;
+	if (IS_PATH(cmd))
+		return program_file(cmd);
 	if (path == NULL)
 		path = "/usr/local/bin:/usr/bin:/bin";
 	while (*path) {
-		size_t n = strcspn(path, ":");
-		struct stat st;
+		size_t n = strcspn(path, PATH_SEP);
 
 		snprintf(buf, sizeof(buf), "%.*s/%s", (int)(n ? n : 1),
 			 n ? path : ".", cmd);
-		if (access(buf, X_OK) == 0 && stat(buf, &st) == 0 &&
-		    S_ISREG(st.st_mode))
+		if (program_file(buf))
 			return 1;
-		path += n + (path[n] == ':');
+		path += n + (path[n] == *PATH_SEP);
 	}
 	return 0;
 }
@@ -77,12 +102,12 @@ static int runs_python(const struct crun_cfg *cfg, char *msg, size_t len)
 	}
 	if (executable(ep))
 		return 0;
-	if (!cfg->no_python && strchr(ep, '/') && stat(ep, &st) == 0 &&
+	if (!cfg->no_python && IS_PATH(ep) && stat(ep, &st) == 0 &&
 	    S_ISREG(st.st_mode) && access(ep, R_OK) == 0)
 		return 1;
 	snprintf(msg, len, "training_script '%s': %s", ep,
-		 strchr(ep, '/') ? "not an executable file"
-				 : "command not found in PATH");
+		 IS_PATH(ep) ? "not an executable file"
+			     : "command not found in PATH");
 	return -1;
 }
 
@@ -156,6 +181,12 @@ int main(int argc, char **argv)
 	/* Before any socket exists: a peer that hangs up must cost an EPIPE,
 	 * never the process (the agent's stores, `crun store`, the clients). */
 	signal(SIGPIPE, SIG_IGN);
+#ifdef _WIN32
+	/* Where crun keeps its files is $TMPDIR, there as here (Python's
+	 * tempfile reads it first there too): the user's TEMP unless set. */
+	if (getenv("TMPDIR") == NULL && getenv("TEMP") != NULL)
+		setenv("TMPDIR", getenv("TEMP"), 0);
+#endif
 	if (argc > 1 && strcmp(argv[1], "store") == 0)
 		return cmd_store_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "status") == 0)

@@ -3,7 +3,8 @@
 #
 #   scripts/windows.sh          gives build-win/crun.exe
 #
-# and build-win/store_cli.exe, the test helper (tests/helpers/store_cli.c).
+# and build-win/store_cli.exe and fake_worker.exe, the test helpers
+# (tests/helpers/).
 #
 # Cross-compiled with Debian's mingw-w64 (gcc-mingw-w64-x86-64, which
 # scripts/install-deps.sh installs), everything static: libuv, inih,
@@ -35,14 +36,17 @@ DEP_OS=windows
 D=$W/deps-$(cat "$0" scripts/static-deps.sh | sha256sum | cut -c1-8)
 . scripts/static-deps.sh
 
-# The headers of libcurl, which crun opens at run time where it is there
-# (the etcd backend): the build host's, declarations only.
+# The headers of libcurl and libmicrohttpd, which crun opens at run time
+# where they are there (the etcd backend, the metrics server): the build
+# host's, declarations only.
 H=$W/hdr
 rm -rf "$H"; mkdir -p "$H"
-for p in /usr/include/curl /usr/include/*-linux-gnu/curl; do
-	[ -e "$p" ] && cp -R "$p" "$H/"
+for h in curl microhttpd.h; do
+	for p in /usr/include/$h /usr/include/*-linux-gnu/$h; do
+		[ -e "$p" ] && cp -R "$p" "$H/"
+	done
+	[ -e "$H/$h" ] || { say "no $h under /usr/include (scripts/install-deps.sh installs it)"; exit 1; }
 done
-[ -e "$H/curl/curl.h" ] || { say "no curl/curl.h under /usr/include (scripts/install-deps.sh installs it)"; exit 1; }
 
 say "compiling crun.exe"
 # (not a sanitizer build's settings, when make test runs under make asan)
@@ -51,6 +55,7 @@ LIBS="$LIBS -lpsapi -luser32 -ladvapi32 -liphlpapi -luserenv -lws2_32 -ldbghelp 
 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -j2 TARGET_OS=windows BUILD="$W/crun" \
 	CC="$CC" AR="$AR" SANITIZE= CFLAGS= OPT="-O2 $MAP" \
 	DEP_CFLAGS="-I$D/include -I$H -DSODIUM_STATIC=1" LDFLAGS="-static -s" \
-	BIN_LIBS="$LIBS" DEP_LIBS="$LIBS" "$W/crun/crun.exe" "$W/crun/tests/store_cli.exe"
-cp "$W/crun/crun.exe" "$W/crun/tests/store_cli.exe" "$W/"
+	BIN_LIBS="$LIBS" DEP_LIBS="$LIBS" "$W/crun/crun.exe" "$W/crun/tests/store_cli.exe" \
+	"$W/crun/tests/fake_worker.exe"
+cp "$W/crun/crun.exe" "$W/crun/tests/store_cli.exe" "$W/crun/tests/fake_worker.exe" "$W/"
 say "$W/crun.exe ($(wc -c <"$W/crun.exe") bytes)"

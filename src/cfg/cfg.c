@@ -337,6 +337,14 @@ static int fin_launch(struct crun_cfg *cfg, char *e, size_t l)
 		    e, l, "--cpu_bind=%s: not allowed with --numa_binding",
 		    RAW(cpu_bind));
 	cfg->bind_mode = binding_mode_parse(RAW(numa_binding), RAW(cpu_bind));
+#ifdef _WIN32
+	if (cfg->bind_mode != CRUN_BIND_NONE)
+		return cfg__err(e, l,
+				"binding workers (%s) needs Linux (hwloc, "
+				"sched_setaffinity): on Windows workers run "
+				"unbound",
+				binding_mode_name(cfg->bind_mode));
+#endif
 	/* torchrun 2.x fails on a log-spec entry point or an event handler
 	 * it does not have; crun has torchrun's built-in ones only. */
 	if (RAW(logs_specs) && strcmp(RAW(logs_specs), "default"))

@@ -157,7 +157,7 @@ enum { CFG_C_NONE, CFG_C_BOOL, CFG_C_INT, CFG_C_SECS, CFG_C_SIZE, CFG_C_STR };
 	X(console_buffer, "console_buffer", 0, STR, "logs", "4M",              \
 	  CFG_ENV_CRUN, G_LOGS,                                                \
 	  "console bytes held for a slow reader before lines are dropped",     \
-	  SIZE, 1, 1UL << 30, F(console_buffer), CFG_F_LIMIT, "bytes")         \
+	  SIZE, 1, 1ULL << 30, F(console_buffer), CFG_F_LIMIT, "bytes")         \
 	X(console, "console", 0, STR, "logs", "plain", CFG_ENV_CRUN, G_LOGS,   \
 	  "plain: every line as its rank printed it; collapse: lines several " \
 	  "local ranks print alike shown once, with their ranks; "             \
@@ -170,7 +170,7 @@ enum { CFG_C_NONE, CFG_C_BOOL, CFG_C_INT, CFG_C_SECS, CFG_C_SIZE, CFG_C_STR };
 	X(console_hold, "console_hold", 0, STR, "logs", "4M", CFG_ENV_CRUN,    \
 	  G_LOGS,                                                              \
 	  "bytes of lines waiting to be collapsed, each rank a share",         \
-	  SIZE, 1024, 1UL << 30, F(console_hold), CFG_F_LIMIT, "bytes")        \
+	  SIZE, 1024, 1ULL << 30, F(console_hold), CFG_F_LIMIT, "bytes")        \
 	X(metrics_port, "metrics_port", 0, INT, "logs", NULL, CFG_ENV_CRUN,    \
 	  G_METRICS,                                                           \
 	  "serve /metrics and /healthz on this port (0: a free one)", INT, 0,  \
@@ -241,22 +241,22 @@ enum { CFG_C_NONE, CFG_C_BOOL, CFG_C_INT, CFG_C_SECS, CFG_C_SIZE, CFG_C_STR };
 	  SECS, 0, 3600, F(store_probe_timeout), CFG_F_LIMIT, "seconds")       \
 	X(store_max_key_size, "store_max_key_size", 0, STR, "store", "8K",     \
 	  CFG_ENV_CRUN, G_STORE, "largest key the store accepts", SIZE, 1,     \
-	  1UL << 30, F(store.max_key), CFG_F_LIMIT, "bytes")                   \
+	  1ULL << 30, F(store.max_key), CFG_F_LIMIT, "bytes")                   \
 	X(store_max_value_size, "store_max_value_size", 0, STR, "store", "8M", \
 	  CFG_ENV_CRUN, G_STORE, "largest value the store accepts", SIZE, 1,   \
-	  1UL << 34, F(store.max_value), CFG_F_LIMIT, "bytes")                 \
+	  1ULL << 34, F(store.max_value), CFG_F_LIMIT, "bytes")                 \
 	X(store_max_keys, "store_max_keys", 0, STR, "store", "128K",           \
 	  CFG_ENV_CRUN, G_STORE, "most keys in one request", SIZE, 1,          \
-	  1UL << 24, F(store.max_keys), CFG_F_LIMIT, "keys")                   \
+	  1ULL << 24, F(store.max_keys), CFG_F_LIMIT, "keys")                   \
 	X(store_max_memory, "store_max_memory", 0, STR, "store", "1G",         \
 	  CFG_ENV_CRUN, G_STORE, "total bytes of keys and values held", SIZE,  \
-	  1, 1UL << 40, F(store.max_memory), CFG_F_LIMIT, "bytes")             \
+	  1, 1ULL << 40, F(store.max_memory), CFG_F_LIMIT, "bytes")             \
 	X(store_max_conns, "store_max_conns", 0, STR, "store", "65536",        \
 	  CFG_ENV_CRUN, G_STORE, "concurrent store connections", SIZE, 1,      \
-	  1UL << 20, F(store.max_conns), CFG_F_LIMIT, "connections")           \
+	  1ULL << 20, F(store.max_conns), CFG_F_LIMIT, "connections")           \
 	X(store_max_output, "store_max_output", 0, STR, "store", "64M",        \
 	  CFG_ENV_CRUN, G_STORE, "unsent reply bytes per store connection",    \
-	  SIZE, 1, 1UL << 40, F(store.max_output), CFG_F_LIMIT, "bytes")       \
+	  SIZE, 1, 1ULL << 40, F(store.max_output), CFG_F_LIMIT, "bytes")       \
 	X(store_idle_timeout, "store_idle_timeout", 0, STR, "store", "30",     \
 	  CFG_ENV_CRUN, G_STORE, "seconds a stalled store connection is kept", \
 	  SIZE, 1, CFG_MAX_SECONDS, F(store.idle_timeout), CFG_F_LIMIT,        \
@@ -268,17 +268,17 @@ enum { CFG_C_NONE, CFG_C_BOOL, CFG_C_INT, CFG_C_SECS, CFG_C_SIZE, CFG_C_STR };
 	  CFG_ENV_CRUN, G_JOB,                                                 \
 	  "longest job-file value after ${} expansion (not settable in the "   \
 	  "file)",                                                             \
-	  SIZE, 1, 1UL << 30, F(ini_max_value), CFG_F_LIMIT | CFG_F_NOFILE,    \
+	  SIZE, 1, 1ULL << 30, F(ini_max_value), CFG_F_LIMIT | CFG_F_NOFILE,    \
 	  "bytes")                                                             \
 	X(config_max_expansion, "config_max_expansion", 0, STR, "job", "4M",   \
 	  CFG_ENV_CRUN, G_JOB,                                                 \
 	  "most a job file's values may hold after ${} expansion", SIZE, 1,    \
-	  1UL << 30, F(ini_max_expansion), CFG_F_LIMIT | CFG_F_NOFILE,         \
+	  1ULL << 30, F(ini_max_expansion), CFG_F_LIMIT | CFG_F_NOFILE,         \
 	  "bytes")                                                             \
 	X(config_max_bytes, "config_max_bytes", 0, STR, "job", "1M",           \
 	  CFG_ENV_CRUN, G_JOB,                                                 \
 	  "largest job file read (not settable in the file)", SIZE, 1,         \
-	  1UL << 30, F(ini_max_bytes), CFG_F_LIMIT | CFG_F_NOFILE, "bytes")    \
+	  1ULL << 30, F(ini_max_bytes), CFG_F_LIMIT | CFG_F_NOFILE, "bytes")    \
 	X(print_config, "print_config", 0, BOOL, "job", NULL, CFG_ENV_NONE,    \
 	  G_JOB,                                                               \
 	  "print the effective configuration and its sources, then exit",      \

@@ -15,22 +15,31 @@
  * GPUs on a node (torchrun's error); a set with no CPU inside the starting
  * mask (the starting mask, with a note); memory nodes the kernel does not
  * allow us (no memory policy, with a note).
+ *
+ * On Windows there is no plan: binding is refused (the modes parse, so the
+ * error names the one asked for) and workers run unbound.
  */
 #include <errno.h>
-#include <hwloc.h>
-#include <hwloc/glibc-sched.h>
-#include <linux/mempolicy.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <uv.h>
+#ifndef _WIN32
+#include <hwloc.h>
+#include <hwloc/glibc-sched.h>
+#include <linux/mempolicy.h>
+#include <sys/syscall.h>
+#else
+#define MPOL_PREFERRED 1
+#define MPOL_PREFERRED_MANY 5
+#endif
 
 #include "crun/binding.h"
 #include "crun/err.h"
 
+#ifndef _WIN32
 struct gpu {
 	hwloc_obj_t pci;
 	hwloc_obj_t node; /* nearest NUMA node */
@@ -48,6 +57,8 @@ struct plan_ctx {
 	int nnodes;
 	struct crun_binding_plan *plan;
 };
+
+#endif
 
 int binding_mode_parse(const char *numa_binding, const char *cpu_bind)
 {
@@ -83,6 +94,7 @@ const char *binding_mode_name(enum crun_bind_mode mode)
 	}
 }
 
+#ifndef _WIN32
 static void note(struct crun_binding_plan *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void note(struct crun_binding_plan *p, const char *fmt, ...)
@@ -700,6 +712,21 @@ fail:
 		hwloc_topology_destroy(c.t);
 	return rc;
 }
+
+#endif
+
+#ifdef _WIN32
+int binding_plan_new(enum crun_bind_mode mode, int n,
+		     const struct crun_binding_src *src,
+		     struct crun_binding_plan **out, char *e, size_t l)
+{
+	snprintf(e, l,
+		 "binding workers (%s) needs Linux (hwloc, "
+		 "sched_setaffinity): on Windows workers run unbound",
+		 binding_mode_name(mode));
+	return CRUN_EUSAGE;
+}
+#endif
 
 int binding_plan_system(enum crun_bind_mode mode, int n,
 			struct crun_binding_plan **out, char *e, size_t l)

@@ -214,8 +214,13 @@ static void stat_text(const char *path, char *buf, size_t len)
 		snprintf(buf, len, "-");
 		return;
 	}
+#ifdef _WIN32
+	snprintf(buf, len, "%lld.%09ld %lld", (long long)st.st_mtime, 0L,
+		 (long long)st.st_size);
+#else
 	snprintf(buf, len, "%lld.%09ld %lld", (long long)st.st_mtim.tv_sec,
 		 (long)st.st_mtim.tv_nsec, (long long)st.st_size);
+#endif
 }
 
 /* The cache file's text for python and ts (as it must read to be valid). */

@@ -20,6 +20,14 @@
  *   hang                wait for signals forever
  *   signal SIG          kill itself with SIG (SEGV, ABRT, KILL, TERM)
  *   exit C              exit with status C
+ *   child FILE          start a copy of itself that appends its pid to FILE
+ *                       and hangs (a grandchild of the agent), and go on
+ *   store               speak the TCPStore wire to $MASTER_ADDR:$MASTER_PORT
+ *                       (libcrun's client): set /crun-fw/<RANK>, wait for
+ *                       every rank's key, and print "store ok <RANK> <sum>"
+ *                       with the sum of the ranks read back
+ *
+ * It builds for Windows too (make windows), to run under crun.exe.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +35,12 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "crun/err.h"
+#include "crun/store.h"
+#ifdef _WIN32
+#include <process.h>
+#endif
 
 extern char **environ;
 
@@ -60,6 +74,43 @@ static int signum(const char *s)
 	return num(s);
 }
 
+/* The store action: a barrier of every rank through the workers' store. */
+static int store_barrier(void)
+{
+	struct crun_store_client *c;
+	int world = num(envs("WORLD_SIZE")), sum = 0, rc;
+	char key[64];
+
+	rc = store_connect(envs("MASTER_ADDR"), num(envs("MASTER_PORT")), 30000,
+			   &c);
+	if (rc != 0) {
+		fprintf(stderr, "store: connect: %s\n", crun_strerror(rc));
+		return 101;
+	}
+	snprintf(key, sizeof(key), "/crun-fw/%s", envs("RANK"));
+	rc = store_set(c, key, envs("RANK"), strlen(envs("RANK")));
+	for (int r = 0; rc == 0 && r < world; r++) {
+		const char *k = key;
+		void *v;
+		size_t len;
+
+		snprintf(key, sizeof(key), "/crun-fw/%d", r);
+		rc = store_wait(c, &k, 1, 30000);
+		if (rc == 0 && (rc = store_get(c, key, -1, &v, &len)) == 0) {
+			sum += num(v);
+			free(v);
+		}
+	}
+	store_close(c);
+	if (rc != 0) {
+		fprintf(stderr, "store: %s\n", crun_strerror(rc));
+		return 101;
+	}
+	printf("store ok %s %d\n", envs("RANK"), sum);
+	fflush(stdout);
+	return 0;
+}
+
 static void on_signal(int sig)
 {
 	char line[64];
@@ -79,7 +130,25 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
-		if (strcmp(a, "env") == 0 && i + 1 < argc) {
+		if (strcmp(a, "child") == 0 && i + 1 < argc) {
+			const char *file = argv[++i];
+#ifdef _WIN32
+			if (_spawnl(_P_NOWAIT, argv[0], argv[0], "pid", file,
+				    "hang", NULL) < 0)
+				return 102;
+#else
+			if (fork() == 0) {
+				execl(argv[0], argv[0], "pid", file, "hang",
+				      (char *)NULL);
+				_exit(127);
+			}
+#endif
+		} else if (strcmp(a, "store") == 0) {
+			int rc = store_barrier();
+
+			if (rc != 0)
+				return rc;
+		} else if (strcmp(a, "env") == 0 && i + 1 < argc) {
 			char path[4096];
 			int n = 0;
 			FILE *fp;

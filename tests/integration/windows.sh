@@ -3,7 +3,8 @@
 # under Wine (Debian's wine64): no Windows machine can be had here.
 #   a. crun.exe is built, and imports only Windows' own DLLs (libuv, inih,
 #      jansson, libsodium and mingw's runtime are inside)
-#   b. --version; asking it to launch workers is refused in one line, exit 2
+#   b. --version; a usage error is one line, exit 2; what needs Linux
+#      (binding) is refused in one line, exit 2
 #   c. `crun.exe store`: real PyTorch 2.13's TCPStore client runs the store
 #      transcript (py/store_ops.py) against it, line for line as against
 #      the Linux `crun store`; PyTorch 1.13 (Debian's, the 1.13 framing) too
@@ -19,6 +20,19 @@
 #      the store goes on serving
 #   h. SIGINT (which Wine turns into a Ctrl-C console event) stops it
 #      cleanly: exit status 0
+#   j. the standalone agent: two workers (fake_worker.exe, built for
+#      Windows) get the worker contract, and speak the TCPStore wire to the
+#      agent's workers' store at MASTER_ADDR:MASTER_PORT (a barrier of every
+#      rank); --tee prefixes their lines
+#   k. a failing worker: the group restarts (--max_restarts=1) and succeeds;
+#      without restarts crun exits with the failed rank's status and writes
+#      the failure report
+#   l. Ctrl-C (SIGINT to crun.exe): exit 130, no worker left; crun.exe
+#      killed (SIGKILL): its workers die with it; a worker's own child is
+#      ended with it when its group restarts, while crun.exe runs on (the
+#      worker's Job Object)
+#   m. two crun.exe agents meet in a c10d rendezvous on loopback, and a
+#      crun.exe agent with a Linux one: four ranks each time
 #   i. `crun.exe status` reads a running 2-node Linux job behind a secret
 #      (nodes, ranks, round, state) as the Linux `crun status` does; without
 #      the secret it says the store wants one (exit 3), a wrong run id
@@ -40,6 +54,9 @@ note "a. built with mingw-w64, everything static"
 sh scripts/windows.sh >"$T/build.out" 2>"$T/build.err" ||
 	{ tail -n 20 "$T/build.err" >&2; fail "a. scripts/windows.sh failed"; }
 EXE=$TOP/build-win/crun.exe CLI=$TOP/build-win/store_cli.exe
+# winpath PATH: a Linux path as Wine's Windows programs see it (drive Z:).
+winpath() { printf 'Z:%s' "$1" | tr / '\\'; }
+WFW=$(winpath "$TOP/build-win/fake_worker.exe")
 x86_64-w64-mingw32-objdump -p "$EXE" | sed -n 's/^.*DLL Name: //p' | tr 'a-z' 'A-Z' | sort >"$T/dlls"
 [ -s "$T/dlls" ] || fail "a. crun.exe names no DLL at all: not a PE file?"
 extra=$(grep -v -x -e KERNEL32.DLL -e MSVCRT.DLL -e WS2_32.DLL -e ADVAPI32.DLL -e USER32.DLL \
@@ -47,13 +64,17 @@ extra=$(grep -v -x -e KERNEL32.DLL -e MSVCRT.DLL -e WS2_32.DLL -e ADVAPI32.DLL -
 expect_eq "a. DLLs beyond Windows' own" "$extra" ""
 note "crun.exe: $(wc -c <"$EXE") bytes, imports $(tr '\n' ' ' <"$T/dlls")"
 
-note "b. --version, and the agent refused"
+note "b. --version, usage errors, what needs Linux"
 "$WINE" "$EXE" --version >"$T/v.out" 2>"$T/v.err" || fail "b. --version failed: $(cat "$T/v.err")"
-expect_grep "b. version" "^crun [0-9.]* (windows)" "$T/v.out"
-rc=0; "$WINE" "$EXE" --nproc_per_node=2 train.py >"$T/b.out" 2>"$T/b.err" || rc=$?
-expect_eq "b. exit status of a launch" "$rc" 2
+expect_grep "b. version" "^crun [0-9.]*" "$T/v.out"
+rc=0; "$WINE" "$EXE" --nproc_per_node=zero x.exe >"$T/b.out" 2>"$T/b.err" || rc=$?
+expect_eq "b. exit status of a usage error" "$rc" 2
 expect_eq "b. one line" "$(wc -l <"$T/b.err")" 1
-expect_grep "b. says what runs" "runs only .crun store. and .crun status." "$T/b.err"
+expect_grep "b. names the option" "nproc_per_node" "$T/b.err"
+rc=0; "$WINE" "$EXE" --standalone --nproc_per_node=2 --numa_binding=node --no_python "$WFW" \
+	>"$T/b2.out" 2>"$T/b2.err" || rc=$?
+expect_eq "b. binding: exit status" "$rc" 2
+expect_grep "b. binding needs Linux" "needs Linux" "$T/b2.err"
 
 # start_store NAME CMD...: a store on a port the kernel picks; sets PORT
 # and SPID.
@@ -115,7 +136,7 @@ done
 note "f. two Linux agents meet through crun.exe store, behind a secret"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/secret"
 chmod 600 "$T/secret"
-"$WINE" "$EXE" store --port 0 --host 127.0.0.1 --secret-file "Z:$(echo "$T/secret" | tr / '\\')" \
+"$WINE" "$EXE" store --port 0 --host 127.0.0.1 --secret-file "$(winpath "$T/secret")" \
 	>"$T/sec.out" 2>"$T/sec.err" &
 SPID=$!
 at_exit "kill -KILL $SPID"
@@ -185,7 +206,7 @@ running() {
 }
 wait_for 60 running || fail "i. the Linux job never ran: $(tail -n 5 "$T/i.a.out")"
 "$WINE" "$EXE" status --rdzv_endpoint="127.0.0.1:$SP" --rdzv_id=stwin \
-	--rdzv_conf="secret_file=Z:$(echo "$T/secret" | tr / '\\')" --json >"$T/st-win.json" 2>"$T/st-win.err" ||
+	--rdzv_conf="secret_file=$(winpath "$T/secret")" --json >"$T/st-win.json" 2>"$T/st-win.err" ||
 	fail "i. crun.exe status failed: $(cat "$T/st-win.err")"
 expect_eq "i. crun.exe status reads what Linux crun status reads" "$(jq "$T/st-win.json")" "$(jq "$T/st-linux.json")"
 note "crun.exe status: $(jq "$T/st-win.json")"
@@ -194,10 +215,120 @@ rc=0; "$WINE" "$EXE" status --rdzv_endpoint="127.0.0.1:$SP" --rdzv_id=stwin --ti
 expect_eq "i. without the secret: exit status" "$rc" 3
 expect_grep "i. without the secret: says why" "wants a secret" "$T/st-nosec.out"
 rc=0; "$WINE" "$EXE" status --rdzv_endpoint="127.0.0.1:$SP" --rdzv_id=nosuchjob \
-	--rdzv_conf="secret_file=Z:$(echo "$T/secret" | tr / '\\')" --timeout=5 >"$T/st-wrong.out" 2>&1 || rc=$?
+	--rdzv_conf="secret_file=$(winpath "$T/secret")" --timeout=5 >"$T/st-wrong.out" 2>&1 || rc=$?
 expect_eq "i. a wrong run id: exit status" "$rc" 1
 touch "$T/stop"
 wait_pid 60 "$pa" "$T/i.a.out"; rc_a=$?
 wait_pid 60 "$pb" "$T/i.b.out"; rc_b=$?
 expect_eq "i. the job's exit statuses" "$rc_a $rc_b" "0 0"
+
+note "j. the standalone agent: the contract, the workers' store, --tee"
+timeout 120 "$WINE" "$EXE" --standalone --nproc_per_node=2 --tee=3 --no_python "$WFW" \
+	env "$(winpath "$T/env")" store >"$T/j.out" 2>"$T/j.err" ||
+	fail "j. the job failed: $(tail -n 5 "$T/j.err")"
+for r in 0 1; do
+	e=$T/env.$r
+	[ -f "$e" ] || fail "j. rank $r wrote no environment"
+	tr -d '\r' <"$e" >"$e.u"
+	for kv in RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 \
+		MASTER_ADDR=127.0.0.1 TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 \
+		TORCHELASTIC_USE_AGENT_STORE=True ROLE_NAME=default; do
+		grep -qx "$kv" "$e.u" || fail "j. rank $r: no $kv in its environment"
+	done
+	expect_grep "j. rank $r: MASTER_PORT" '^MASTER_PORT=[0-9][0-9]*$' "$e.u"
+	expect_grep "j. rank $r: TORCHELASTIC_RUN_ID" '^TORCHELASTIC_RUN_ID=.' "$e.u"
+	expect_grep "j. rank $r: its store barrier, prefixed" "^\[default$r\]:store ok $r 1" "$T/j.out"
+done
+expect_grep "j. the agent's word" "2 workers of .* succeeded" "$T/j.err"
+
+note "k. a failing worker, a restart; exit statuses"
+timeout 120 "$WINE" "$EXE" --standalone --nproc_per_node=2 --max_restarts=1 --no_python "$WFW" \
+	append "$(winpath "$T/k.txt")" run fail-if-attempt 0 3 >"$T/k.out" 2>"$T/k.err" ||
+	fail "k. the restarted job failed: $(tail -n 5 "$T/k.err")"
+expect_grep "k. the restart said" "failed with exit code 3; restarting" "$T/k.err"
+# (the first rank to fail ends the other's first attempt, maybe before
+# it writes)
+tr -d '\r' <"$T/k.txt" >"$T/k.u"
+for line in "run [01] 0" "run 0 1" "run 1 1"; do
+	grep -qx "$line" "$T/k.u" || fail "k. no '$line' (rank, attempt): $(tr '\n' ' ' <"$T/k.u")"
+done
+rc=0; timeout 120 "$WINE" "$EXE" --standalone --nproc_per_node=2 --no_python "$WFW" \
+	fail-if-rank 1 7 >"$T/k2.out" 2>"$T/k2.err" || rc=$?
+expect_eq "k. a failed group's exit status (rank 1's)" "$rc" 7
+expect_grep "k. the root cause" "rank      : 1 (local_rank: 1)" "$T/k2.err"
+expect_grep "k. the report is saved" "failure report saved to" "$T/k2.err"
+
+# live_workers: fake_worker.exe processes still running (not zombies; a
+# worker's command line starts with its Windows path, crun.exe's does not).
+live_workers() {
+	for p in $(pgrep -f '^[A-Z]:.*fake_worker[.]exe' || true); do
+		exited "$p" || echo "$p"
+	done | wc -l
+}
+no_workers() { [ "$(live_workers)" -eq 0 ]; }
+# lines_in N FILE: FILE has N lines.
+lines_in() { [ -f "$2" ] && [ "$(wc -l <"$2")" -eq "$1" ]; }
+# hanging_job NAME: crun.exe with two workers that hang; sets HP once both run.
+hanging_job() {
+	rm -f "$T/$1.txt"
+	"$WINE" "$EXE" --standalone --nproc_per_node=2 --no_python "$WFW" \
+		append "$(winpath "$T/$1.txt")" up hang >"$T/$1.out" 2>"$T/$1.err" &
+	HP=$!
+	at_exit "kill -9 $HP 2>/dev/null"
+	wait_for 30 lines_in 2 "$T/$1.txt" ||
+		fail "l. $1: the workers never started: $(cat "$T/$1.err")"
+	expect_eq "l. $1: two workers run" "$(live_workers)" 2
+}
+note "l. Ctrl-C, and a killed crun.exe"
+hanging_job ctrlc
+kill -INT "$HP"
+wait_pid 30 "$HP" "$T/ctrlc.err"; rc=$?
+expect_eq "l. exit status after Ctrl-C" "$rc" 130
+wait_for 10 no_workers || fail "l. workers left after Ctrl-C: $(live_workers)"
+hanging_job killed
+kill -KILL "$HP"
+wait "$HP" 2>/dev/null
+wait_for 10 no_workers ||
+	fail "l. $(live_workers) workers outlived crun.exe, killed (its Job Objects did not close)"
+
+# live_grandchildren: the workers' own children (fake_worker.exe child).
+live_grandchildren() {
+	for p in $(pgrep -f '^[A-Z]:.*fake_worker[.]exe pid .*g[.]txt hang' || true); do
+		exited "$p" || echo "$p"
+	done | wc -l
+}
+one_grandchild() { lines_in 2 "$T/g.txt" && [ "$(live_grandchildren)" -eq 1 ]; }
+"$WINE" "$EXE" --standalone --nproc_per_node=1 --max_restarts=1 --no_python "$WFW" \
+	child "$(winpath "$T/g.txt")" sleep 500 fail-if-attempt 0 3 hang >"$T/g.out" 2>"$T/g.err" &
+HP=$!
+at_exit "kill -9 $HP 2>/dev/null"
+# Two grandchildren were started (one by each attempt); the first attempt's
+# went with its worker's tree.
+wait_for 30 one_grandchild ||
+	fail "l. after a restart: $(wc -l <"$T/g.txt" 2>/dev/null) grandchildren started, $(live_grandchildren) run (want 2 and 1: the first attempt's outlived its worker?)"
+kill -KILL "$HP"
+wait "$HP" 2>/dev/null
+wait_for 10 no_workers || fail "l. workers outlived crun.exe, killed"
+
+note "m. c10d rendezvous: two crun.exe agents, then crun.exe with Linux crun"
+# pair NAME CMD_B...: crun.exe as one node of a 2-node job, CMD_B the other
+pair() {
+	_pn=$1; shift
+	_port=$(free_port)
+	"$WINE" "$EXE" --nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$_port" \
+		--rdzv_id="$_pn" --rdzv_conf=join_timeout=60 --no_python "$WFW" store \
+		>"$T/$_pn.a.out" 2>"$T/$_pn.a.err" &
+	_pa=$!
+	"$@" --nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$_port" \
+		--rdzv_id="$_pn" --rdzv_conf=join_timeout=60 --no_python "$FWB" store \
+		>"$T/$_pn.b.out" 2>"$T/$_pn.b.err" &
+	_pb=$!
+	wait_pid 120 "$_pa" "$T/$_pn.a.err"; _ra=$?
+	wait_pid 120 "$_pb" "$T/$_pn.b.err"; _rb=$?
+	expect_eq "m. $_pn: exit statuses" "$_ra $_rb" "0 0"
+	expect_eq "m. $_pn: four ranks met in the workers' store" \
+		"$(cat "$T/$_pn.a.out" "$T/$_pn.b.out" | tr -d '\r' | grep -c '^store ok [0-3] 6$')" 4
+}
+FWB=$WFW pair winwin "$WINE" "$EXE"
+FWB=$FAKE_WORKER pair winlinux "$CRUN"
 exit 0
