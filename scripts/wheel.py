@@ -2,8 +2,9 @@
 
     python scripts/wheel.py CRUN VERSION PLATFORM OUTDIR   prints the wheel's path
 
-PLATFORM is the platform tag, e.g. manylinux_2_28_x86_64 (the wheel is
-py3-none-PLATFORM: one executable, for any Python).
+PLATFORM is the platform tag, e.g. manylinux_2_28_x86_64 or win_amd64 (the
+wheel is py3-none-PLATFORM: one executable, for any Python). CRUN's file
+name (crun, or crun.exe for Windows) is the installed command's.
 
 The wheel holds:
   crun_launcher-V.data/scripts/crun   the executable: pip puts it in the
@@ -51,7 +52,7 @@ Classifier: Development Status :: 4 - Beta
 Classifier: Environment :: Console
 Classifier: Intended Audience :: Science/Research
 Classifier: License :: OSI Approved :: MIT License
-Classifier: Operating System :: POSIX :: Linux
+Classifier: {os}
 Classifier: Programming Language :: C
 Classifier: Programming Language :: Python :: 3
 Classifier: Topic :: Scientific/Engineering :: Artificial Intelligence
@@ -59,7 +60,9 @@ Classifier: Topic :: System :: Distributed Computing
 Requires-Python: >=3.8
 Description-Content-Type: text/markdown
 
-{readme}""".format(v=version, readme=readme)
+{readme}""".format(v=version, readme=readme,
+           os="Operating System :: Microsoft :: Windows"
+           if platform.startswith("win") else "Operating System :: POSIX :: Linux")
 
 wheel = """Wheel-Version: 1.0
 Generator: crun scripts/wheel.py
@@ -68,7 +71,7 @@ Tag: {t}
 """.format(t=tag)
 
 files = [
-    ("%s.data/scripts/crun" % dist, read(crun), 0o755),
+    ("%s.data/scripts/%s" % (dist, os.path.basename(crun)), read(crun), 0o755),
     ("%s.data/data/share/man/man1/crun.1" % dist,
      read(os.path.join(top, "docs", "crun.1")), 0o644),
 ]

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Build crun for Windows (x86_64):
 #
-#   scripts/windows.sh          gives build-win/crun.exe
+#   scripts/windows.sh          gives build-win/crun.exe and
+#                               dist/crun_launcher-VERSION-py3-none-win_amd64.whl
 #
 # and build-win/store_cli.exe and fake_worker.exe, the test helpers
 # (tests/helpers/).
@@ -59,3 +60,10 @@ env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -j2 TARGET_OS=windows BUILD="$W/
 	"$W/crun/tests/fake_worker.exe"
 cp "$W/crun/crun.exe" "$W/crun/tests/store_cli.exe" "$W/crun/tests/fake_worker.exe" "$W/"
 say "$W/crun.exe ($(wc -c <"$W/crun.exe") bytes)"
+
+# The wheel for Windows: pip puts crun.exe in the environment's Scripts\.
+VERSION=$(sed -n 's/^VERSION = //p' Makefile)
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 315532800)}
+export SOURCE_DATE_EPOCH
+WHL=$(python3 scripts/wheel.py "$W/crun.exe" "$VERSION" win_amd64 dist)
+say "$WHL ($(wc -c <"$WHL") bytes)"

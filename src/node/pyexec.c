@@ -35,6 +35,16 @@
 
 #define MAX_CANDIDATES 8
 
+/* PATH's separator, and the interpreter's file name (Windows' installers
+ * name it python.exe). */
+#ifdef _WIN32
+#define PATH_SEP ';'
+#define PYTHON3 "python.exe"
+#else
+#define PATH_SEP ':'
+#define PYTHON3 "python3"
+#endif
+
 static const char *env_get(char **envp, const char *name)
 {
 	size_t n = strlen(name);
@@ -63,7 +73,7 @@ static int path_all(char **envp, const char *name, char out[][PATH_MAX],
 	if (p == NULL)
 		p = "/usr/local/bin:/usr/bin:/bin";
 	while (*p && n < max) {
-		size_t len = strcspn(p, ":");
+		size_t len = strcspn(p, (const char[]){PATH_SEP, '\0'});
 
 		if (len > 0 && len < PATH_MAX - 64) {
 			snprintf(out[n], PATH_MAX, "%.*s/%s", (int)len, p,
@@ -71,7 +81,7 @@ static int path_all(char **envp, const char *name, char out[][PATH_MAX],
 			if (is_exec_file(out[n]))
 				n++;
 		}
-		p += len + (p[len] == ':');
+		p += len + (p[len] == PATH_SEP);
 	}
 	return n;
 }
@@ -283,7 +293,7 @@ void pyexec_choose(char **envp, int timeout_ms, struct crun_pyexec *out)
 		return;
 	}
 	out->probed = 1;
-	n = path_all(envp, "python3", cand, MAX_CANDIDATES);
+	n = path_all(envp, PYTHON3, cand, MAX_CANDIDATES);
 	/* torchrun's own interpreter has torch: try it right after the first.
 	 */
 	nt = path_all(envp, "torchrun", torchrun, 1);
@@ -304,7 +314,7 @@ void pyexec_choose(char **envp, int timeout_ms, struct crun_pyexec *out)
 		}
 	}
 	if (n == 0) {
-		snprintf(out->path, sizeof(out->path), "python3");
+		snprintf(out->path, sizeof(out->path), PYTHON3);
 		snprintf(out->why, sizeof(out->why), "no python3 on PATH");
 		return;
 	}

@@ -33,6 +33,9 @@
 #      worker's Job Object)
 #   m. two crun.exe agents meet in a c10d rendezvous on loopback, and a
 #      crun.exe agent with a Linux one: four ranks each time
+#   n. the win_amd64 wheel: pip (told the platform is win_amd64) installs it
+#      into a folder: crun.exe among the scripts, the same bytes, it runs,
+#      and the installed files' record names it
 #   i. `crun.exe status` reads a running 2-node Linux job behind a secret
 #      (nodes, ranks, round, state) as the Linux `crun status` does; without
 #      the secret it says the store wants one (exit 3), a wrong run id
@@ -331,4 +334,19 @@ pair() {
 }
 FWB=$WFW pair winwin "$WINE" "$EXE"
 FWB=$FAKE_WORKER pair winlinux "$CRUN"
+
+note "n. the win_amd64 wheel"
+WHL=$(sed -n 's/^windows: \(dist\/[^ ]*win_amd64[.]whl\) .*/\1/p' "$T/build.err")
+[ -n "$WHL" ] && [ -f "$WHL" ] || fail "n. no win_amd64 wheel named: $(tail -n 3 "$T/build.err")"
+"$PY213" -m pip install -q --no-index --no-deps --platform win_amd64 --only-binary=:all: \
+	--target "$T/site" "$WHL" >"$T/pip.out" 2>&1 || fail "n. pip refused the wheel: $(tail -n 3 "$T/pip.out")"
+cmp "$T/site/bin/crun.exe" "$EXE" || fail "n. the installed crun.exe is not the built one"
+"$WINE" "$T/site/bin/crun.exe" --version >"$T/wv.out" 2>&1 || fail "n. the installed crun.exe does not run"
+expect_grep "n. its version" "^crun [0-9.]*" "$T/wv.out"
+expect_grep "n. a Windows classifier" "Operating System :: Microsoft :: Windows" \
+	"$T/site/crun_launcher-"*.dist-info/METADATA
+# (what crun_launcher.binary() looks for on Windows: crun.exe in the
+# scripts' folder, by the installed files' record)
+grep -q "bin/crun[.]exe,sha256=" "$T/site/crun_launcher-"*.dist-info/RECORD ||
+	fail "n. the record does not name bin/crun.exe"
 exit 0

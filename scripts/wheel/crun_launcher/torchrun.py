@@ -50,7 +50,9 @@ def argv_of(args, parser):
 def _crun(argv):
     """Run crun with argv; raise SystemExit with its status if it failed."""
     p = subprocess.Popen([binary()] + argv)
-    fwd = (signal.SIGTERM, signal.SIGHUP)
+    # (Windows has no SIGHUP; its Ctrl-C reaches crun through the console)
+    fwd = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP")
+                if hasattr(signal, n))
     old = {}
     try:
         for s in fwd:
