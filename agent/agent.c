@@ -88,7 +88,7 @@ struct agent {
 	struct crun_binding_plan *binding; /* NULL: workers inherit ours */
 	struct console *console; /* our stdout and stderr, never blocking */
 	struct {
-		uv_signal_t h[32]; /* those forwarded to the workers */
+		uv_signal_t h[33]; /* those forwarded to the workers */
 		int n;
 		uv_signal_t winch; /* the console's window size changed */
 	} sig;
@@ -177,7 +177,7 @@ static void agent_on_winch(uv_signal_t *h, int sig)
 static int asks_to_stop(int sig)
 {
 	return sig == SIGTERM || sig == SIGINT || sig == SIGHUP ||
-	       sig == SIGQUIT;
+	       sig == SIGQUIT || PROC_FROM_CONSOLE(sig);
 }
 
 static void agent_on_signal(uv_signal_t *h, int sig)
@@ -198,8 +198,10 @@ static void agent_on_signal(uv_signal_t *h, int sig)
 	if (first)
 		a->stop.signal = sig;
 	if (a->state == A_RUNNING && !a->stop.leaving) {
-		log_say("received %s: forwarding it to the workers",
-			cfg_signame(sig));
+		log_say("received %s: %s", cfg_signame(sig),
+			PROC_FROM_CONSOLE(sig)
+			    ? "the workers have it from the console too"
+			    : "forwarding it to the workers");
 		agent_stop_group(a, STOP_SIGNAL, sig);
 	} else if (a->state == A_STOPPING && a->pool.n > 0) {
 		pool_signal(&a->pool, sig);
@@ -846,11 +848,14 @@ static int agent_open_handles(struct agent *a)
 	wctx.envp = NULL; /* ours, with what setenv adds below */
 	pool_init(&a->pool, &wctx, agent_on_worker_exit,
 		  agent_on_worker_started, agent_on_pool_done, a);
-	for (int i = 0; i < cfg->nsignals; i++) {
+	for (int i = 0; i < cfg->nsignals + (PROC_CONSOLE_BREAK != 0); i++) {
+		int sig =
+		    i < cfg->nsignals ? cfg->signals[i] : PROC_CONSOLE_BREAK;
+
 		uv_signal_init(&a->loop, &a->sig.h[a->sig.n]);
 		a->sig.h[a->sig.n].data = a;
 		if (uv_signal_start(&a->sig.h[a->sig.n], agent_on_signal,
-				    cfg->signals[i]) == 0)
+				    sig) == 0)
 			a->sig.n++;
 		else
 			uv_close((uv_handle_t *)&a->sig.h[a->sig.n], NULL);

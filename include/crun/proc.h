@@ -95,6 +95,20 @@ int proc_spawn_begin(struct crun_procs *r, const struct proc_opts *opts,
 int proc_spawn_end(struct crun_proc *p);
 void proc_spawn_cancel(struct crun_proc *p);
 
+/*
+ * Signals that reach the workers from the console itself, not from crun:
+ * on Windows Ctrl-C and Ctrl-Break go to every process of the console, so
+ * proc_kill has nothing to send for them (and Ctrl-Break, which Linux has
+ * not, is one more signal the agent watches there).
+ */
+#ifdef _WIN32
+#define PROC_FROM_CONSOLE(sig) ((sig) == SIGINT || (sig) == SIGBREAK)
+#define PROC_CONSOLE_BREAK SIGBREAK
+#else
+#define PROC_FROM_CONSOLE(sig) 0
+#define PROC_CONSOLE_BREAK 0
+#endif
+
 /**
  * Send sig to the child's process group (or to the child alone); once the
  * child has exited, to what it left behind (SIGKILL: stop it now). SIGTERM,

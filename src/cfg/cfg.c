@@ -338,12 +338,7 @@ static int fin_launch(struct crun_cfg *cfg, char *e, size_t l)
 		    RAW(cpu_bind));
 	cfg->bind_mode = binding_mode_parse(RAW(numa_binding), RAW(cpu_bind));
 #ifdef _WIN32
-	if (cfg->bind_mode != CRUN_BIND_NONE)
-		return cfg__err(e, l,
-				"binding workers (%s) needs Linux (hwloc, "
-				"sched_setaffinity): on Windows workers run "
-				"unbound",
-				binding_mode_name(cfg->bind_mode));
+	cfg->bind_mode = CRUN_BIND_NONE; /* (cfg_notices says so) */
 #endif
 	/* torchrun 2.x fails on a log-spec entry point or an event handler
 	 * it does not have; crun has torchrun's built-in ones only. */
@@ -618,4 +613,12 @@ void cfg_notices(const struct crun_cfg *cfg)
 			"rendezvous and worker event on its own stderr "
 			"lines",
 			RAW(event_log_handler));
+#ifdef _WIN32
+	if (binding_mode_parse(RAW(numa_binding), RAW(cpu_bind)) !=
+	    CRUN_BIND_NONE)
+		log_say("binding workers (%s) needs Linux (hwloc, "
+			"sched_setaffinity): on Windows they run unbound",
+			binding_mode_name(binding_mode_parse(RAW(numa_binding),
+							     RAW(cpu_bind))));
+#endif
 }

@@ -16,13 +16,14 @@
  * Failure modes: a process the child starts in the instant between its
  * start and its joining the job is not in the job (uv_spawn cannot start
  * a child suspended); a job that cannot be made or joined leaves the child
- * on its own, killed alone. Signals: SIGKILL, SIGTERM, SIGINT, SIGQUIT and
- * SIGHUP end the tree (Windows cannot ask a process without a console of
- * its own to stop; a Ctrl-C in crun's console reaches the workers directly,
- * as it does every process of the console); 0 asks whether it lives; any
- * other is UV_ENOSYS. The exit of a tree ended that way reads as death by
- * that signal (128+N), as on Linux. Binding (cpus, mpol) is refused;
- * the parent-death signal is the job's closing.
+ * on its own, killed alone. Signals: SIGINT and SIGBREAK are the console's
+ * Ctrl-C and Ctrl-Break, which reach every process of crun's console, the
+ * workers too: nothing is sent (the agent's grace, then SIGKILL, follows as
+ * for a forwarded signal). SIGKILL, SIGTERM, SIGQUIT and SIGHUP end the
+ * tree (Windows cannot ask a process to stop but through its console); 0
+ * asks whether it lives; any other is UV_ENOSYS. The exit of a tree ended
+ * that way reads as death by that signal (128+N), as on Linux. Binding
+ * (cpus, mpol) is refused; the parent-death signal is the job's closing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -297,12 +298,13 @@ int proc_kill(struct crun_proc *p, int sig)
 {
 	if (p->done)
 		return UV_ESRCH;
+	if (PROC_FROM_CONSOLE(sig))
+		return 0; /* the console gave it to the worker too */
 	switch (sig) {
 	case 0:
 		return p->exited && proc_left(p) == 0 ? UV_ESRCH : 0;
 	case SIGKILL:
 	case SIGTERM:
-	case SIGINT:
 	case SIGQUIT:
 	case SIGHUP:
 		break;

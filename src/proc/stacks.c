@@ -626,11 +626,24 @@ int stacks_start(uv_loop_t *loop, const struct stacks_proc *p, size_t n,
 		 enum stacks_mode mode, double timeout_s, stacks_done_cb cb,
 		 void *data, struct stacks **out)
 {
-	struct stacks *s = calloc(1, sizeof(*s));
+	struct stacks *s;
 	char spy[PATH_MAX];
 	int rc;
 
 	*out = NULL;
+#ifdef _WIN32
+	{
+		static int said;
+
+		if (!said++)
+			log_say(
+			    "taking the workers' stacks needs Linux (/proc, "
+			    "py-spy's ptrace, faulthandler's SIGABRT): not "
+			    "on Windows");
+		return UV_ENOSYS;
+	}
+#endif
+	s = calloc(1, sizeof(*s));
 	if (s == NULL ||
 	    (s->one = calloc(n ? n : 1, sizeof(*s->one))) == NULL) {
 		free(s);

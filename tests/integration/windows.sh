@@ -4,7 +4,7 @@
 #   a. crun.exe is built, and imports only Windows' own DLLs (libuv, inih,
 #      jansson, libsodium and mingw's runtime are inside)
 #   b. --version; a usage error is one line, exit 2; what needs Linux
-#      (binding) is refused in one line, exit 2
+#      (binding) is said in one line, and the job goes on
 #   c. `crun.exe store`: real PyTorch 2.13's TCPStore client runs the store
 #      transcript (py/store_ops.py) against it, line for line as against
 #      the Linux `crun store`; PyTorch 1.13 (Debian's, the 1.13 framing) too
@@ -27,7 +27,8 @@
 #   k. a failing worker: the group restarts (--max_restarts=1) and succeeds;
 #      without restarts crun exits with the failed rank's status and writes
 #      the failure report
-#   l. Ctrl-C (SIGINT to crun.exe): exit 130, no worker left; crun.exe
+#   l. Ctrl-C (SIGINT to crun.exe): the console's, not forwarded; after
+#      --shutdown_timeout the workers are ended, exit 130; crun.exe
 #      killed (SIGKILL): its workers die with it; a worker's own child is
 #      ended with it when its group restarts, while crun.exe runs on (the
 #      worker's Job Object)
@@ -76,8 +77,14 @@ expect_eq "b. one line" "$(wc -l <"$T/b.err")" 1
 expect_grep "b. names the option" "nproc_per_node" "$T/b.err"
 rc=0; "$WINE" "$EXE" --standalone --nproc_per_node=2 --numa_binding=node --no_python "$WFW" \
 	>"$T/b2.out" 2>"$T/b2.err" || rc=$?
-expect_eq "b. binding: exit status" "$rc" 2
-expect_grep "b. binding needs Linux" "needs Linux" "$T/b2.err"
+expect_eq "b. binding: the job goes on" "$rc" 0
+expect_eq "b. binding needs Linux, said once" "$(grep -c 'binding workers (node) needs Linux' "$T/b2.err")" 1
+
+# tx FILE: its transcript; same REF FILE: FILE's is REF's (line ends aside,
+# and a wait's timeout read to within the 2 s both allow: 0.5 s is 0.6 on a
+# busy host).
+tx() { tr -d '\r' <"$1" | sed 's/^wait never timeout [0-9.]*$/wait never timeout (< 2 s)/'; }
+same() { tx "$1" >"$T/same.ref"; tx "$2" | diff -u "$T/same.ref" - >&2; }
 
 # start_store NAME CMD...: a store on a port the kernel picks; sets PORT
 # and SPID.
@@ -102,7 +109,7 @@ for py in "$PY213" /usr/bin/python3; do
 	start_store "win-$v" "$WINE" "$EXE"
 	"$py" tests/integration/py/store_ops.py "$PORT" >"$T/win-$v.txt" 2>"$T/win-$v.err" ||
 		fail "c. torch $v vs crun.exe store: $(tail -n 3 "$T/win-$v.err")"
-	diff -u "$T/ref-$v.txt" "$T/win-$v.txt" >&2 || fail "c. torch $v: crun.exe store answers differently"
+	same "$T/ref-$v.txt" "$T/win-$v.txt" || fail "c. torch $v: crun.exe store answers differently"
 	note "torch $v vs crun.exe store: the same $(wc -l <"$T/win-$v.txt") lines as vs Linux crun store"
 	eval "REF_${v%%.*}=\$T/ref-\$v.txt"
 done
@@ -114,11 +121,11 @@ for gen in g3 g0; do
 	start_store "cli-win-$gen" "$WINE" "$EXE"
 	timeout 120 "$WINE" "$CLI" $flag 127.0.0.1 "$PORT" >"$T/cw.txt" 2>"$T/cw.err" ||
 		fail "d. store_cli.exe ($gen) vs crun.exe store: $(tail -n 3 "$T/cw.err")"
-	tr -d '\r' <"$T/cw.txt" | diff -u "$ref" - >&2 || fail "d. store_cli.exe ($gen) vs crun.exe store differs"
+	same "$ref" "$T/cw.txt" || fail "d. store_cli.exe ($gen) vs crun.exe store differs"
 	start_store "cli-linux-$gen" "$CRUN"
 	timeout 120 "$WINE" "$CLI" $flag 127.0.0.1 "$PORT" >"$T/cl.txt" 2>"$T/cl.err" ||
 		fail "d. store_cli.exe ($gen) vs Linux crun store: $(tail -n 3 "$T/cl.err")"
-	tr -d '\r' <"$T/cl.txt" | diff -u "$ref" - >&2 || fail "d. store_cli.exe ($gen) vs Linux crun store differs"
+	same "$ref" "$T/cl.txt" || fail "d. store_cli.exe ($gen) vs Linux crun store differs"
 done
 note "store_cli.exe (g3, g0) vs crun.exe store and Linux crun store: same results as torch"
 
@@ -179,7 +186,7 @@ assert s.recv(100) == b'', 'the store answered garbage'
 " || fail "g. the garbage connection was not closed"
 "$PY213" tests/integration/py/store_ops.py "$PORT" >"$T/after.txt" 2>"$T/after.err" ||
 	fail "g. the store stopped serving: $(tail -n 3 "$T/after.err")"
-diff -u "$REF_2" "$T/after.txt" >&2 || fail "g. after garbage, the answers differ"
+same "$REF_2" "$T/after.txt" || fail "g. after garbage, the answers differ"
 wait_for 10 grep -q 'closing connection' "$T/garbage.err" ||
 	fail "g. no line names the closed connection: $(cat "$T/garbage.err")"
 
@@ -274,7 +281,7 @@ lines_in() { [ -f "$2" ] && [ "$(wc -l <"$2")" -eq "$1" ]; }
 # hanging_job NAME: crun.exe with two workers that hang; sets HP once both run.
 hanging_job() {
 	rm -f "$T/$1.txt"
-	"$WINE" "$EXE" --standalone --nproc_per_node=2 --no_python "$WFW" \
+	"$WINE" "$EXE" --standalone --nproc_per_node=2 --shutdown_timeout=3 --no_python "$WFW" \
 		append "$(winpath "$T/$1.txt")" up hang >"$T/$1.out" 2>"$T/$1.err" &
 	HP=$!
 	at_exit "kill -9 $HP 2>/dev/null"
@@ -287,6 +294,10 @@ hanging_job ctrlc
 kill -INT "$HP"
 wait_pid 30 "$HP" "$T/ctrlc.err"; rc=$?
 expect_eq "l. exit status after Ctrl-C" "$rc" 130
+# (Wine gives crun's Ctrl-C to crun alone: the workers, which a console
+# would give it too, are ended after --shutdown_timeout)
+expect_grep "l. Ctrl-C is the console's" "received SIGINT: the workers have it from the console too" "$T/ctrlc.err"
+expect_eq "l. no stacks there, said once" "$(grep -c "stacks needs Linux" "$T/ctrlc.err")" 1
 wait_for 10 no_workers || fail "l. workers left after Ctrl-C: $(live_workers)"
 hanging_job killed
 kill -KILL "$HP"
